@@ -1,0 +1,21 @@
+#pragma once
+// Row-major GEMM on contiguous buffers, straight to OpenBLAS:
+//   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
+#include <cstddef>
+
+namespace loom {
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
+          std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc);
+
+// Seconds spent inside gemm since start (for benchmarks' "share of time in GEMM"); off unless enabled.
+void gemm_timing(bool on);
+double gemm_seconds();
+void gemm_reset_timing();
+
+// OpenBLAS's thread count, set once by the program (benchmarks, samples).
+void set_blas_threads(int n);
+
+}  // namespace loom

@@ -1,0 +1,31 @@
+#pragma once
+// Seedable random numbers and parameter initializers. An Initializer turns a shape into values;
+// it draws from the generator it is given, so a seeded run is reproducible.
+#include <cstdint>
+#include <functional>
+#include <random>
+
+#include <xtensor/xarray.hpp>
+
+#include "core/shape.hpp"
+
+namespace loom {
+
+using Rng = std::mt19937_64;
+
+// The library-wide generator used by initializers and dropout unless one is passed explicitly.
+Rng& global_rng();
+void set_seed(std::uint64_t seed);
+
+using Initializer = std::function<xt::xarray<double>(const Shape&, Rng&)>;
+
+// Fan-in is the product of all but the last dimension, fan-out the last dimension, matching a
+// weight [in..., out] used as times(x, W).
+Initializer glorot_uniform(double scale = 1.0);
+Initializer glorot_normal(double scale = 1.0);
+Initializer uniform(double scale);  // U(-scale, scale)
+Initializer normal(double stddev, double mean = 0.0);
+Initializer zeros();
+Initializer constant_initializer(double value);
+
+}  // namespace loom

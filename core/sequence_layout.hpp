@@ -1,0 +1,41 @@
+#pragma once
+// SequenceLayout: a batch of N sequences stored time-major and padded, [T_max, N, sample...].
+// All knowledge of sequence boundaries lives here and in the delay and sequence ops.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+class SequenceLayout {
+public:
+    explicit SequenceLayout(std::vector<std::size_t> lengths);
+
+    std::size_t num_sequences() const { return lengths_.size(); }
+    std::size_t max_length() const { return max_length_; }
+    std::size_t length(std::size_t n) const { return lengths_[n]; }
+    const std::vector<std::size_t>& lengths() const { return lengths_; }
+    std::size_t total_steps() const { return total_; }  // sum of lengths: real (unpadded) steps
+
+    bool valid(std::size_t t, std::size_t n) const { return t < lengths_[n]; }
+    bool has_padding() const { return total_ != max_length_ * lengths_.size(); }
+    bool operator==(const SequenceLayout& o) const { return lengths_ == o.lengths_; }
+
+    std::string str() const;  // "3 sequences of lengths [1, 3, 7]"
+
+private:
+    std::vector<std::size_t> lengths_;
+    std::size_t max_length_ = 0;
+    std::size_t total_ = 0;
+};
+
+using LayoutPtr = std::shared_ptr<const SequenceLayout>;
+
+// Zero every padded row of a time-major tensor [T, N, row] (or of one time step [N, row] at t).
+template <class T>
+void zero_padding(T* data, const SequenceLayout& layout, std::size_t row_size);
+template <class T>
+void zero_padding_step(T* step_data, const SequenceLayout& layout, std::size_t t, std::size_t row_size);
+
+}  // namespace loom

@@ -1,0 +1,84 @@
+#pragma once
+// Value: data bound to or produced by a graph. A tensor plus what its leading axes mean:
+//   Static    [sample...]                 no dynamic axis (constants, parameters)
+//   Batch     [N, sample...]              one item per batch entry
+//   Sequence  [T_max, N, sample...]       time-major and padded, with a SequenceLayout
+// Storage is float or double; accessors convert on request.
+#include <cstddef>
+#include <variant>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "core/sequence_layout.hpp"
+#include "core/shape.hpp"
+
+namespace loom {
+
+enum class DType { f32, f64 };
+
+template <class T>
+constexpr DType dtype_of() {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "loom runs in float or double");
+    return std::is_same_v<T, float> ? DType::f32 : DType::f64;
+}
+
+class Value {
+public:
+    enum class Kind { Static, Batch, Sequence };
+
+    Value() = default;
+
+    // Each element is one sequence [T_i, sample...]; all share the sample shape.
+    static Value sequences(const std::vector<xt::xarray<float>>& seqs);
+    static Value sequences(const std::vector<xt::xarray<double>>& seqs);
+    // Token ids, one sequence each: sample shape [1].
+    static Value index_sequences(const std::vector<std::vector<std::size_t>>& ids);
+    // Rows [N, sample...].
+    static Value batch(const xt::xarray<float>& rows);
+    static Value batch(const xt::xarray<double>& rows);
+    // A tensor with no dynamic axis.
+    static Value tensor(xt::xarray<float> data);
+    static Value tensor(xt::xarray<double> data);
+    // Already padded, time-major data [T_max, N, sample...]; whatever is in the padding is ignored.
+    template <class T>
+    static Value padded(xt::xarray<T> data, LayoutPtr layout);
+
+    Kind kind() const { return kind_; }
+    DType dtype() const { return data_.index() == 0 ? DType::f32 : DType::f64; }
+    bool empty() const { return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, data_); }
+    const Shape& sample_shape() const { return sample_; }
+    std::size_t num_items() const;  // N for Batch and Sequence, 1 for Static
+    const SequenceLayout& layout() const;  // throws unless Kind::Sequence
+    const LayoutPtr& layout_ptr() const { return layout_; }
+
+    // One sequence [L_i, sample...] (Sequence only).
+    template <class T = float>
+    xt::xarray<T> sequence(std::size_t i) const;
+    // All rows [N, sample...] (Batch only).
+    template <class T = float>
+    xt::xarray<T> batch() const;
+    // The whole storage: the static tensor, [N, ...] rows, or padded [T_max, N, ...].
+    template <class T = float>
+    xt::xarray<T> tensor() const;
+    // The storage itself, without conversion; throws if the element type differs.
+    template <class T>
+    const xt::xarray<T>& data() const;
+    template <class T>
+    xt::xarray<T>& data();
+
+    std::string describe() const;  // "sequence value, 3 sequences of lengths [...], sample [2]"
+
+private:
+    template <class T>
+    static Value make_sequences(const std::vector<xt::xarray<T>>& seqs);
+    template <class T>
+    static Value make_batch(const xt::xarray<T>& rows);
+
+    Kind kind_ = Kind::Static;
+    Shape sample_;
+    LayoutPtr layout_;
+    std::variant<xt::xarray<float>, xt::xarray<double>> data_;
+};
+
+}  // namespace loom

@@ -1,0 +1,158 @@
+#include "graph/evaluate.hpp"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+const Value& ValueMap::operator[](const Variable& v) const {
+    auto it = map_.find(v);
+    if (it == map_.end())
+        throw UserError("no result for " + (v ? v.label() : std::string("an empty Variable")) +
+                        ": it was not requested");
+    return it->second;
+}
+
+namespace {
+bool wants_double(const Bindings& inputs, Precision p) {
+    if (p != Precision::automatic) return p == Precision::f64;
+    for (const auto& [var, val] : inputs)
+        if (val.dtype() == DType::f64) return true;
+    return false;
+}
+
+template <class T>
+ValueMap run_evaluate(const std::vector<Variable>& outputs, const Bindings& inputs) {
+    Execution<T> ex(compile(outputs));
+    ex.bind(inputs);
+    ex.forward();
+    ValueMap out;
+    for (std::size_t i = 0; i < outputs.size(); ++i) out.insert(outputs[i], ex.value(ex.plan().outputs[i]));
+    return out;
+}
+
+std::vector<int> wrt_indices(const Plan& plan, const std::vector<Variable>& wrt, const std::string& who) {
+    std::vector<int> idx;
+    for (const auto& w : wrt) {
+        if (!w) throw UserError(who + ": an empty Variable in wrt");
+        const Node* n = resolve(w.node().get());
+        const int i = n ? plan.find(n) : -1;
+        if (i < 0)
+            throw UserError(who + ": the loss does not depend on " + w.label() +
+                            "; remove it from wrt or check the graph");
+        idx.push_back(i);
+    }
+    return idx;
+}
+
+template <class T>
+ValueMap run_gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt) {
+    Execution<T> ex(compile({loss}));
+    const auto idx = wrt_indices(ex.plan(), wrt, "gradients");
+    ex.bind(inputs);
+    ex.forward();
+    ex.backward(idx);
+    ValueMap out;
+    for (std::size_t i = 0; i < wrt.size(); ++i) out.insert(wrt[i], ex.gradient(idx[i]));
+    return out;
+}
+}  // namespace
+
+ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, Precision precision) {
+    return wants_double(inputs, precision) ? run_evaluate<double>(outputs, inputs)
+                                           : run_evaluate<float>(outputs, inputs);
+}
+
+ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt, Precision precision) {
+    return wants_double(inputs, precision) ? run_gradients<double>(loss, inputs, wrt)
+                                           : run_gradients<float>(loss, inputs, wrt);
+}
+
+std::string GradientReport::str() const {
+    std::ostringstream s;
+    s << (ok ? "gradients match" : "GRADIENT MISMATCH") << " (" << checked << " elements checked)";
+    if (checked)
+        s << "; worst: " << worst_variable << " element " << worst_index << ": analytic " << worst_analytic
+          << ", numeric " << worst_numeric << " (" << worst_error << " of the tolerance)";
+    return s.str();
+}
+
+GradientReport check_gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
+                               const GradientCheckOptions& options) {
+    Execution<double> ex(compile({loss}));
+    const auto idx = wrt_indices(ex.plan(), wrt, "check_gradients");
+    for (std::size_t i = 0; i < wrt.size(); ++i) {
+        const NodeKind k = ex.plan().nodes[idx[i]].node->kind;
+        if (k != NodeKind::Input && k != NodeKind::Parameter)
+            throw UserError("check_gradients: " + wrt[i].label() + " is neither an input nor a parameter");
+    }
+    ex.bind(inputs);
+    ex.forward();
+
+    const int out = ex.plan().outputs.front();
+    std::mt19937_64 rng(options.seed);
+    std::uniform_real_distribution<double> weight_dist(0.5, 1.5);
+    std::vector<double> weights(ex.value_buffer(out).size());
+    for (auto& w : weights) w = weight_dist(rng);
+    const SequenceLayout* out_layout = ex.layout(out);
+    if (out_layout) zero_padding(weights.data(), *out_layout, ex.row_size(out));
+    auto objective = [&] {
+        ex.forward();
+        const auto& y = ex.value_buffer(out);
+        double s = 0;
+        for (std::size_t e = 0; e < y.size(); ++e) s += weights[e] * y[e];
+        return s;
+    };
+    ex.backward(idx, {{out, &weights}});
+
+    GradientReport report;
+    for (std::size_t i = 0; i < wrt.size(); ++i) {
+        const int node = idx[i];
+        auto& x = ex.value_buffer(node);
+        const std::vector<double> analytic = ex.gradient_buffer(node);
+        // Real (unpadded) positions only.
+        std::vector<std::size_t> candidates;
+        const SequenceLayout* layout = ex.layout(node);
+        const std::size_t row = ex.row_size(node);
+        for (std::size_t e = 0; e < x.size(); ++e) {
+            if (layout && row) {
+                const std::size_t r = e / row, n_seq = layout->num_sequences();
+                if (!layout->valid(r / n_seq, r % n_seq)) continue;
+            }
+            candidates.push_back(e);
+        }
+        if (candidates.size() > options.max_elements) {
+            std::shuffle(candidates.begin(), candidates.end(), rng);
+            candidates.resize(options.max_elements);
+        }
+        for (std::size_t e : candidates) {
+            const double saved = x[e];
+            const double h = options.epsilon * std::max(1.0, std::abs(saved));
+            x[e] = saved + h;
+            const double up = objective();
+            x[e] = saved - h;
+            const double down = objective();
+            x[e] = saved;
+            const double numeric = (up - down) / (2 * h);
+            const double a = analytic[e];
+            const double tol = options.absolute_tolerance + options.relative_tolerance * std::max(std::abs(a), std::abs(numeric));
+            const double err = std::isfinite(a) && std::isfinite(numeric) ? std::abs(a - numeric) / tol : INFINITY;
+            ++report.checked;
+            if (report.checked == 1 || err > report.worst_error) {
+                report.worst_error = err;
+                report.worst_variable = wrt[i].label();
+                report.worst_index = e;
+                report.worst_analytic = a;
+                report.worst_numeric = numeric;
+            }
+        }
+    }
+    report.ok = report.worst_error <= 1.0;
+    ex.forward();  // leave the buffers as they were
+    return report;
+}
+
+}  // namespace loom

@@ -1,0 +1,417 @@
+#include "graph/executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+namespace {
+template <class T, class S>
+void copy_converted(std::vector<T>& dst, const S* src, std::size_t n) {
+    dst.resize(n);
+    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+}
+}  // namespace
+
+template <class T>
+Execution<T>::Execution(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)), slots_(plan_->nodes.size()) {}
+
+template <class T>
+std::size_t Execution<T>::row_size(int i) const {
+    return slots_[i].sample.size();
+}
+
+template <class T>
+void Execution<T>::allocate(int i, LayoutPtr layout, const Shape& sample) {
+    Slot& s = slots_[i];
+    const Axis& axis = plan_->nodes[i].type.axis;
+    s.sample = sample;
+    s.layout = std::move(layout);
+    if (axis.is_sequence()) {
+        if (!s.layout) throw InternalError("executor: no layout for " + plan_->nodes[i].node->label());
+        s.dims = make_dims({s.layout->max_length(), s.layout->num_sequences()}, sample);
+        s.dyn = 2;
+    } else if (axis.kind == Axis::Kind::Batch) {
+        s.dims = make_dims({batch_size_}, sample);
+        s.dyn = 1;
+    } else {
+        s.dims = make_dims({}, sample);
+        s.dyn = 0;
+    }
+    s.value.resize(s.dims.size());
+}
+
+template <class T>
+void Execution<T>::bind(const Bindings& inputs) {
+    std::unordered_map<const Node*, const Value*> by_node;
+    for (const auto& [var, val] : inputs) by_node[var.node().get()] = &val;
+    axis_layouts_.clear();
+    has_batch_ = false;
+    std::unordered_map<std::uint64_t, const Node*> axis_owner;
+    const Node* batch_owner = nullptr;
+
+    for (std::size_t i = 0; i < plan_->nodes.size(); ++i) {
+        const PlanNode& pn = plan_->nodes[i];
+        const Node& n = *pn.node;
+        if (n.kind == NodeKind::Input) {
+            auto it = by_node.find(&n);
+            if (it == by_node.end())
+                throw UserError("evaluate: " + n.label() + " is needed but not bound; pass a Value for it");
+            const Value& v = *it->second;
+            if (v.sample_shape() != n.type.shape)
+                throw UserError("evaluate: " + n.label() + " has sample shape " + n.type.shape.str() +
+                                " but was bound to a " + v.describe());
+            const bool want_seq = n.type.axis.is_sequence();
+            if (want_seq && v.kind() != Value::Kind::Sequence)
+                throw UserError("evaluate: " + n.label() + " is a sequence input but was bound to a " + v.describe() +
+                                "; use Value::sequences");
+            if (!want_seq && v.kind() != Value::Kind::Batch)
+                throw UserError("evaluate: " + n.label() + " is a batch input but was bound to a " + v.describe() +
+                                "; use Value::batch");
+            if (has_batch_ && v.num_items() != batch_size_)
+                throw UserError("evaluate: " + n.label() + " is bound to " + std::to_string(v.num_items()) +
+                                " items but " + batch_owner->label() + " to " + std::to_string(batch_size_));
+            if (!has_batch_) {
+                has_batch_ = true;
+                batch_size_ = v.num_items();
+                batch_owner = &n;
+            }
+            LayoutPtr layout;
+            if (want_seq) {
+                layout = v.layout_ptr();
+                auto [pos, fresh] = axis_layouts_.emplace(n.type.axis.id, layout);
+                if (!fresh && !(*pos->second == *layout))
+                    throw UserError("evaluate: " + n.label() + " and " + axis_owner[n.type.axis.id]->label() +
+                                    " share a sequence axis but were bound to different lengths (" + layout->str() +
+                                    " vs " + pos->second->str() + ")");
+                axis_owner.emplace(n.type.axis.id, &n);
+            }
+            allocate(static_cast<int>(i), layout, n.type.shape);
+            if (v.dtype() == DType::f32)
+                copy_converted(slots_[i].value, v.data<float>().data(), v.data<float>().size());
+            else
+                copy_converted(slots_[i].value, v.data<double>().data(), v.data<double>().size());
+            if (layout) zero_padding(slots_[i].value.data(), *layout, n.type.shape.size());
+        } else if (n.kind == NodeKind::Parameter) {
+            allocate(static_cast<int>(i), nullptr, n.type.shape);
+            copy_converted(slots_[i].value, n.parameter_value->data(), n.parameter_value->size());
+        } else if (n.kind == NodeKind::Constant) {
+            allocate(static_cast<int>(i), nullptr, n.type.shape);
+            copy_converted(slots_[i].value, n.constant_value.data(), n.constant_value.size());
+        }
+    }
+    for (const auto& pn : plan_->nodes)
+        if (pn.type.axis.is_dynamic() && !has_batch_)
+            throw UserError("evaluate: " + pn.node->label() + " has a dynamic axis but no input was bound");
+}
+
+template <class T>
+View<const T> Execution<T>::view(int i) const {
+    const Slot& s = slots_[i];
+    return {s.value.data(), s.dims, s.dyn};
+}
+
+template <class T>
+View<T> Execution<T>::grad_view(int i) {
+    Slot& s = slots_[i];
+    if (!s.needs_grad) return {};
+    return {s.grad.data(), s.dims, s.dyn};
+}
+
+template <class T>
+void Execution<T>::run_node(int i) {
+    const PlanNode& pn = plan_->nodes[i];
+    if (pn.node->kind != NodeKind::Op) return;
+    const std::size_t k = pn.inputs.size();
+    std::vector<View<const T>> in(k);
+    std::vector<const SequenceLayout*> in_layouts(k);
+    bool shapes_static = true;
+    for (std::size_t j = 0; j < k; ++j) {
+        in[j] = view(pn.inputs[j]);
+        in_layouts[j] = slots_[pn.inputs[j]].layout.get();
+        shapes_static &= slots_[pn.inputs[j]].sample == plan_->nodes[pn.inputs[j]].type.shape;
+    }
+    OpCall<T> c;
+    c.in = in;
+    c.in_layouts = in_layouts;
+    c.work = &work_;
+    Prepared prep;
+    pn.node->op->prepare(c, prep);
+
+    LayoutPtr layout;
+    if (pn.type.axis.is_sequence()) {
+        if (prep.layout) {
+            layout = prep.layout;
+            axis_layouts_[pn.type.axis.id] = layout;
+        } else {
+            auto it = axis_layouts_.find(pn.type.axis.id);
+            if (it == axis_layouts_.end()) throw InternalError("executor: no layout known for " + pn.node->label());
+            layout = it->second;
+        }
+    }
+    Shape sample = pn.type.shape;
+    if (prep.has_shape) {
+        sample = prep.shape;
+    } else if (!shapes_static) {  // downstream of a run-time shape (sequence::unpack)
+        std::vector<TypeInfo> types;
+        for (std::size_t j = 0; j < k; ++j) types.push_back({slots_[pn.inputs[j]].sample, plan_->nodes[pn.inputs[j]].type.axis});
+        sample = pn.node->op->infer(types).shape;
+    }
+    allocate(i, layout, sample);
+    c.layout = layout.get();
+    c.out = {slots_[i].value.data(), slots_[i].dims, slots_[i].dyn};
+    pn.node->op->forward(c);
+    if (layout) zero_padding(slots_[i].value.data(), *layout, sample.size());
+}
+
+template <class T>
+void Execution<T>::run_loop(const PlanStep& step) {
+    const SequenceLayout* layout = nullptr;
+    {
+        const auto& axis = plan_->nodes[step.members.front()].type.axis;
+        auto it = axis_layouts_.find(axis.id);
+        if (it == axis_layouts_.end())
+            throw InternalError("executor: no layout for the loop at " + plan_->nodes[step.members.front()].node->label());
+        for (int m : step.members) allocate(m, it->second, plan_->nodes[m].type.shape);
+        layout = it->second.get();
+    }
+    const std::size_t n_seq = layout->num_sequences(), steps = layout->max_length();
+
+    // Everything that does not change from step to step is set up once.
+    struct Member {
+        const PlanNode* pn;
+        std::vector<View<const T>> full, in;
+        std::vector<const SequenceLayout*> in_layouts;
+        std::vector<std::size_t> stride;  // per input: elements per time step, 0 if not a sequence
+        View<T> out;
+        std::size_t out_stride;
+    };
+    std::vector<Member> members;
+    for (int m : step.members) {
+        Member mb;
+        mb.pn = &plan_->nodes[m];
+        for (int j : mb.pn->inputs) {
+            const Slot& s = slots_[j];
+            View<const T> full = view(j);
+            View<const T> v = full;
+            std::size_t stride = 0;
+            if (s.dyn == 2) {
+                stride = n_seq * s.sample.size();
+                v.dims = make_dims({n_seq}, s.sample);
+                v.dyn = 1;
+            }
+            mb.full.push_back(full);
+            mb.in.push_back(v);
+            mb.in_layouts.push_back(s.layout.get());
+            mb.stride.push_back(stride);
+        }
+        const Slot& o = slots_[m];
+        mb.out = {slots_[m].value.data(), make_dims({n_seq}, o.sample), 1};
+        mb.out_stride = n_seq * o.sample.size();
+        members.push_back(std::move(mb));
+    }
+    for (std::size_t k = 0; k < steps; ++k) {
+        const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
+        for (std::size_t mi = 0; mi < members.size(); ++mi) {
+            Member& mb = members[mi];
+            for (std::size_t j = 0; j < mb.in.size(); ++j) mb.in[j].data = mb.full[j].data + t * mb.stride[j];
+            OpCall<T> c;
+            c.in = mb.in;
+            c.in_full = mb.full;
+            c.in_layouts = mb.in_layouts;
+            c.layout = layout;
+            c.in_step = true;
+            c.t = t;
+            c.work = &work_;
+            c.out = mb.out;
+            c.out.data = slots_[step.members[mi]].value.data() + t * mb.out_stride;
+            mb.pn->node->op->forward(c);
+            zero_padding_step(c.out.data, *layout, t, slots_[step.members[mi]].sample.size());
+        }
+    }
+}
+
+template <class T>
+void Execution<T>::forward() {
+    for (const auto& step : plan_->steps) {
+        if (step.is_loop)
+            run_loop(step);
+        else
+            run_node(step.members.front());
+    }
+}
+
+template <class T>
+void Execution<T>::back_node(int i) {
+    const PlanNode& pn = plan_->nodes[i];
+    Slot& s = slots_[i];
+    if (pn.node->kind != NodeKind::Op || !s.needs_grad) return;
+    if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
+    const std::size_t k = pn.inputs.size();
+    std::vector<View<const T>> in(k);
+    std::vector<View<T>> in_grad(k);
+    std::vector<const SequenceLayout*> in_layouts(k);
+    bool any = false;
+    for (std::size_t j = 0; j < k; ++j) {
+        in[j] = view(pn.inputs[j]);
+        in_grad[j] = grad_view(pn.inputs[j]);
+        in_layouts[j] = slots_[pn.inputs[j]].layout.get();
+        any |= static_cast<bool>(in_grad[j]);
+    }
+    if (!any) return;
+    OpCall<T> c;
+    c.in = in;
+    c.in_layouts = in_layouts;
+    c.layout = s.layout.get();
+    c.out = {s.value.data(), s.dims, s.dyn};
+    c.out_grad = {s.grad.data(), s.dims, s.dyn};
+    c.in_grad = in_grad;
+    c.in_grad_full = in_grad;
+    c.work = &work_;
+    pn.node->op->backward(c);
+}
+
+template <class T>
+void Execution<T>::back_loop(const PlanStep& step) {
+    const SequenceLayout& layout = *slots_[step.members.front()].layout;
+    const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
+    struct Member {
+        int index;
+        std::vector<View<const T>> full, in;
+        std::vector<View<T>> grad_full, grad;
+        std::vector<const SequenceLayout*> in_layouts;
+        std::vector<std::size_t> stride;
+        std::size_t out_stride;
+        Dims out_dims;
+        bool any = false;
+    };
+    std::vector<Member> members;
+    for (int m : step.members) {
+        Member mb;
+        mb.index = m;
+        for (int j : plan_->nodes[m].inputs) {
+            const Slot& s = slots_[j];
+            View<const T> full = view(j), v = full;
+            View<T> gfull = grad_view(j), g = gfull;
+            std::size_t stride = 0;
+            if (s.dyn == 2) {
+                stride = n_seq * s.sample.size();
+                v.dims = g.dims = make_dims({n_seq}, s.sample);
+                v.dyn = g.dyn = 1;
+            }
+            mb.any |= static_cast<bool>(gfull);
+            mb.full.push_back(full);
+            mb.in.push_back(v);
+            mb.grad_full.push_back(gfull);
+            mb.grad.push_back(g);
+            mb.in_layouts.push_back(s.layout.get());
+            mb.stride.push_back(stride);
+        }
+        mb.out_stride = n_seq * slots_[m].sample.size();
+        mb.out_dims = make_dims({n_seq}, slots_[m].sample);
+        members.push_back(std::move(mb));
+    }
+    for (std::size_t k = 0; k < steps; ++k) {
+        const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
+        for (std::size_t mi = members.size(); mi-- > 0;) {
+            Member& mb = members[mi];
+            Slot& s = slots_[mb.index];
+            if (!s.needs_grad) continue;
+            T* g_out = s.grad.data() + t * mb.out_stride;
+            zero_padding_step(g_out, layout, t, s.sample.size());
+            if (!mb.any) continue;
+            for (std::size_t j = 0; j < mb.in.size(); ++j) {
+                mb.in[j].data = mb.full[j].data + t * mb.stride[j];
+                if (mb.grad_full[j]) mb.grad[j].data = mb.grad_full[j].data + t * mb.stride[j];
+            }
+            OpCall<T> c;
+            c.in = mb.in;
+            c.in_full = mb.full;
+            c.in_layouts = mb.in_layouts;
+            c.layout = &layout;
+            c.in_step = true;
+            c.t = t;
+            c.work = &work_;
+            c.out = {s.value.data() + t * mb.out_stride, mb.out_dims, 1};
+            c.out_grad = {g_out, mb.out_dims, 1};
+            c.in_grad = mb.grad;
+            c.in_grad_full = mb.grad_full;
+            plan_->nodes[mb.index].node->op->backward(c);
+        }
+    }
+}
+
+template <class T>
+void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights) {
+    // Gradients are needed on paths from a wrt node up to an output: nodes that depend on one.
+    const std::size_t n = plan_->nodes.size();
+    std::vector<char> depends(n, 0);
+    for (int w : wrt) depends[w] = 1;
+    for (bool changed = true; changed;) {  // loops' back edges settle in a second pass
+        changed = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (depends[i]) continue;
+            for (int j : plan_->nodes[i].inputs)
+                if (depends[j]) {
+                    depends[i] = 1;
+                    changed = true;
+                    break;
+                }
+        }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        Slot& s = slots_[i];
+        s.needs_grad = depends[i];
+        if (s.needs_grad) s.grad.assign(s.value.size(), T(0));
+    }
+    for (int o : plan_->outputs) {
+        Slot& s = slots_[o];
+        if (!s.needs_grad) continue;
+        auto it = weights.find(o);
+        if (it != weights.end()) {
+            if (it->second->size() != s.grad.size()) throw InternalError("backward: seed of the wrong size");
+            for (std::size_t e = 0; e < s.grad.size(); ++e) s.grad[e] += (*it->second)[e];
+        } else {
+            for (auto& g : s.grad) g += T(1);
+        }
+    }
+    for (auto step = plan_->steps.rbegin(); step != plan_->steps.rend(); ++step) {
+        if (step->is_loop)
+            back_loop(*step);
+        else
+            back_node(step->members.front());
+    }
+    for (int w : wrt) {
+        Slot& s = slots_[w];
+        if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
+    }
+}
+
+template <class T>
+Value Execution<T>::to_value(int i, const std::vector<T>& data) const {
+    const Slot& s = slots_[i];
+    std::vector<std::size_t> shape(s.dims.begin(), s.dims.end());
+    xt::xarray<T> a = xt::zeros<T>(shape);
+    std::copy(data.begin(), data.end(), a.data());
+    if (s.dyn == 2) return Value::padded(std::move(a), s.layout);
+    if (s.dyn == 1) return Value::batch(a);
+    return Value::tensor(std::move(a));
+}
+
+template <class T>
+Value Execution<T>::value(int i) const {
+    return to_value(i, slots_[i].value);
+}
+
+template <class T>
+Value Execution<T>::gradient(int i) const {
+    if (!slots_[i].needs_grad) throw InternalError("executor: no gradient kept for " + plan_->nodes[i].node->label());
+    return to_value(i, slots_[i].grad);
+}
+
+template class Execution<float>;
+template class Execution<double>;
+
+}  // namespace loom

@@ -1,0 +1,130 @@
+#pragma once
+// The op interface. An op is a small class in its family file under graph/ops/: its name, shape
+// rule, forward and accumulating backward sit together. Ops do not know about time: the executor
+// hands them either the whole [T, N, ...] tensor or one time step [N, ...]; only the delay and
+// sequence ops look at the layout.
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/sequence_layout.hpp"
+#include "core/shape.hpp"
+#include "graph/node.hpp"
+
+namespace loom {
+
+// A contiguous tensor: `dyn` leading dynamic dims ([T, N], [N] or none) then the sample dims.
+template <class T>
+struct View {
+    T* data = nullptr;
+    Dims dims;
+    std::size_t dyn = 0;
+
+    std::size_t size() const { return dims.size(); }
+    std::size_t sample_rank() const { return dims.rank - dyn; }
+    std::size_t sample_size() const {
+        std::size_t n = 1;
+        for (std::size_t i = dyn; i < dims.rank; ++i) n *= dims[i];
+        return n;
+    }
+    std::size_t rows() const { return size() / (sample_size() ? sample_size() : 1); }  // dynamic positions
+    explicit operator bool() const { return data != nullptr; }
+};
+
+// Scratch memory reused across calls, so that no per-time-step call allocates once warm.
+template <class T>
+struct Workspace {
+    std::vector<T> buffer;
+    T* get(std::size_t n) {
+        if (buffer.size() < n) buffer.resize(n);
+        return buffer.data();
+    }
+};
+
+// Everything one forward or backward call sees.
+template <class T>
+struct OpCall {
+    std::span<const View<const T>> in;
+    View<T> out;
+    // The layout of the output's sequence axis and of each input's (nullptr where none).
+    const SequenceLayout* layout = nullptr;
+    std::span<const SequenceLayout* const> in_layouts;
+
+    // Inside a loop: the time step being computed, and the whole [T, N, ...] buffers of the
+    // inputs and their gradients (for the delay ops, which reach across time).
+    bool in_step = false;
+    std::size_t t = 0;
+    std::span<const View<const T>> in_full;
+
+    // Backward only. An input gradient with data == nullptr is not needed.
+    View<const T> out_grad;
+    std::span<const View<T>> in_grad;
+    std::span<const View<T>> in_grad_full;
+
+    Workspace<T>* work = nullptr;
+};
+
+// What an op decides before its output is allocated: a new sequence axis' layout, a sample shape
+// that is only known at run time (sequence::unpack). Left empty: the executor's defaults.
+struct Prepared {
+    LayoutPtr layout;
+    bool has_shape = false;
+    Shape shape;
+};
+
+class Op {
+public:
+    virtual ~Op() = default;
+    virtual std::string name() const = 0;
+    // Shape rule: the output type from the inputs' types; throws UserError naming the op and shapes.
+    virtual TypeInfo infer(std::span<const TypeInfo> in) const = 0;
+    // May run one time step at a time inside a recurrence loop.
+    virtual bool step_capable() const { return true; }
+    // +1 for past_value, -1 for future_value, 0 for every other op.
+    virtual int delay_direction() const { return 0; }
+
+    virtual void prepare(const OpCall<float>&, Prepared&) const {}
+    virtual void prepare(const OpCall<double>&, Prepared&) const {}
+    virtual void forward(const OpCall<float>&) const = 0;
+    virtual void forward(const OpCall<double>&) const = 0;
+    // Adds d(out)/d(in_i) * out_grad into every in_grad[i] that is present.
+    virtual void backward(const OpCall<float>&) const = 0;
+    virtual void backward(const OpCall<double>&) const = 0;
+};
+
+// Writes the float and double virtuals once: the derived op defines
+//   template <class T> void fwd(const OpCall<T>&) const;  template <class T> void bwd(const OpCall<T>&) const;
+// and optionally  template <class T> void prep(const OpCall<T>&, Prepared&) const.
+template <class Derived>
+class OpBase : public Op {
+public:
+    void forward(const OpCall<float>& c) const override { self().fwd(c); }
+    void forward(const OpCall<double>& c) const override { self().fwd(c); }
+    void backward(const OpCall<float>& c) const override { self().bwd(c); }
+    void backward(const OpCall<double>& c) const override { self().bwd(c); }
+    void prepare(const OpCall<float>& c, Prepared& p) const override { self().prep(c, p); }
+    void prepare(const OpCall<double>& c, Prepared& p) const override { self().prep(c, p); }
+
+    template <class T>
+    void prep(const OpCall<T>&, Prepared&) const {}
+
+private:
+    const Derived& self() const { return static_cast<const Derived&>(*this); }
+};
+
+// Builds a node for `op` applied to `inputs`, running the shape rule now so that errors surface
+// where the graph is built.
+NodePtr apply_op(std::shared_ptr<const Op> op, std::vector<NodePtr> inputs, std::string name = {});
+
+// Helpers for shape rules.
+std::string describe_types(std::span<const TypeInfo> in);
+[[noreturn]] void shape_error(const std::string& op, std::span<const TypeInfo> in, const std::string& why);
+// Dynamic axes of an element-wise combination; throws if two sequence axes differ.
+Axis unify_axes(const std::string& op, std::span<const TypeInfo> in);
+// Numpy-style broadcast of sample shapes (right-aligned); throws naming the op and shapes.
+Shape broadcast_shapes(const std::string& op, std::span<const TypeInfo> in);
+// Normalizes a possibly negative static axis against `rank`; throws naming the op.
+std::size_t normalize_axis(const std::string& op, int axis, std::size_t rank);
+
+}  // namespace loom

@@ -1,0 +1,103 @@
+#pragma once
+// Broadcasting iteration shared by the element-wise ops (internal header).
+// Operands are aligned to the output in two groups: dynamic dims ([T, N] / [N] / none) are
+// left-padded to the output's, sample dims right-aligned numpy-style. A missing or size-1 dim gets
+// stride 0, so one pass over the output both computes the forward and, in backward, accumulates
+// (sums out) the broadcast dims of each operand's gradient: no temporary, no separate reduction.
+#include <array>
+#include <cstddef>
+
+#include "graph/op.hpp"
+
+namespace loom::detail {
+
+template <std::size_t K>
+struct BroadcastPlan {
+    Dims out;
+    std::array<std::array<std::size_t, max_rank>, K> strides{};
+    std::array<std::size_t, K> flat_step{};  // 1 or 0 when the operand is the output's size or a scalar
+    bool flat = true;                        // every operand is out-sized or a scalar
+};
+
+template <class T>
+std::array<std::size_t, max_rank> aligned_strides(const View<T>& in, const Dims& out, std::size_t out_dyn) {
+    std::array<std::size_t, max_rank> own{};
+    std::size_t s = 1;
+    for (std::size_t i = in.dims.rank; i-- > 0;) {
+        own[i] = s;
+        s *= in.dims[i];
+    }
+    std::array<std::size_t, max_rank> st{};
+    const std::size_t out_sample = out.rank - out_dyn, in_sample = in.dims.rank - in.dyn;
+    for (std::size_t j = 0; j < out.rank; ++j) {
+        long k;
+        if (j < out_dyn) {
+            k = static_cast<long>(j) - static_cast<long>(out_dyn - in.dyn);
+        } else {
+            const long sj = static_cast<long>(j - out_dyn) - static_cast<long>(out_sample - in_sample);
+            k = sj < 0 ? -1 : static_cast<long>(in.dyn) + sj;
+        }
+        st[j] = (k < 0 || in.dims[static_cast<std::size_t>(k)] == 1) ? 0 : own[static_cast<std::size_t>(k)];
+    }
+    return st;
+}
+
+template <class T, std::size_t K>
+BroadcastPlan<K> plan_broadcast(const Dims& out, std::size_t out_dyn, const std::array<View<T>, K>& in) {
+    BroadcastPlan<K> p;
+    p.out = out;
+    const std::size_t n = out.size();
+    for (std::size_t k = 0; k < K; ++k) {
+        p.strides[k] = aligned_strides(in[k], out, out_dyn);
+        const std::size_t sz = in[k].size();
+        if (sz == n)
+            p.flat_step[k] = 1;
+        else if (sz == 1)
+            p.flat_step[k] = 0;
+        else
+            p.flat = false;
+    }
+    return p;
+}
+
+// Calls f(out_index, in_indices) for every output element.
+template <std::size_t K, class F>
+void for_each_broadcast(const BroadcastPlan<K>& p, F&& f) {
+    const std::size_t n = p.out.size();
+    if (n == 0) return;
+    if (p.flat) {
+        std::array<std::size_t, K> idx{};
+        for (std::size_t i = 0; i < n; ++i) {
+            for (std::size_t k = 0; k < K; ++k) idx[k] = i * p.flat_step[k];
+            f(i, idx);
+        }
+        return;
+    }
+    const std::size_t rank = p.out.rank;
+    const std::size_t inner = rank ? p.out[rank - 1] : 1;
+    std::array<std::size_t, max_rank> counter{};
+    std::array<std::size_t, K> base{};
+    std::array<std::size_t, K> idx{};
+    for (std::size_t o = 0; o < n; o += inner) {
+        for (std::size_t i = 0; i < inner; ++i) {
+            for (std::size_t k = 0; k < K; ++k) idx[k] = base[k] + i * (rank ? p.strides[k][rank - 1] : 0);
+            f(o + i, idx);
+        }
+        // advance the odometer over all but the innermost dim
+        for (std::size_t d = rank - 1; d-- > 0;) {
+            if (++counter[d] < p.out[d]) {
+                for (std::size_t k = 0; k < K; ++k) base[k] += p.strides[k][d];
+                break;
+            }
+            for (std::size_t k = 0; k < K; ++k) base[k] -= p.strides[k][d] * (p.out[d] - 1);
+            counter[d] = 0;
+        }
+    }
+}
+
+template <class T>
+View<const T> as_const(const View<T>& v) {
+    return {v.data, v.dims, v.dyn};
+}
+
+}  // namespace loom::detail

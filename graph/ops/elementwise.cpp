@@ -1,0 +1,310 @@
+// Element-wise ops. Each is a functor with its forward f and its derivative(s), written under it;
+// the Unary/Binary templates supply shape rule, broadcasting and the accumulating backward.
+#include <cmath>
+#include <limits>
+
+#include "core/errors.hpp"
+#include "graph/ops.hpp"
+#include "graph/ops/broadcast.hpp"
+
+namespace loom {
+
+namespace {
+
+using detail::for_each_broadcast;
+using detail::plan_broadcast;
+
+// ---- unary: y = f(x); derivative dy/dx from x and y ----
+
+template <class F>
+class Unary final : public OpBase<Unary<F>> {
+public:
+    std::string name() const override { return F::name; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const T* x = c.in[0].data;
+        T* y = c.out.data;
+        const std::size_t n = c.out.size();
+        for (std::size_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        if (!c.in_grad[0]) return;
+        const T *x = c.in[0].data, *y = c.out.data, *g = c.out_grad.data;
+        T* gx = c.in_grad[0].data;
+        const std::size_t n = c.out.size();
+        for (std::size_t i = 0; i < n; ++i) gx[i] += g[i] * F::d(x[i], y[i]);
+    }
+};
+
+#define LOOM_UNARY(Name, str, forward, derivative)             \
+    struct Name {                                              \
+        static constexpr const char* name = str;               \
+        template <class T>                                     \
+        static T f(T x) {                                      \
+            return forward;                                    \
+        }                                                      \
+        template <class T>                                     \
+        static T d([[maybe_unused]] T x, [[maybe_unused]] T y) { \
+            return derivative;                                 \
+        }                                                      \
+    };
+
+template <class T>
+T stable_sigmoid(T x) {
+    if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+    const T e = std::exp(x);
+    return e / (T(1) + e);
+}
+
+LOOM_UNARY(Negate, "negate", -x, T(-1))
+LOOM_UNARY(Exp, "exp", std::exp(x), y)
+LOOM_UNARY(Log, "log", std::log(x), T(1) / x)
+LOOM_UNARY(Sqrt, "sqrt", std::sqrt(x), T(0.5) / y)
+LOOM_UNARY(Square, "square", x* x, T(2) * x)
+LOOM_UNARY(Abs, "abs", std::abs(x), x > 0 ? T(1) : (x < 0 ? T(-1) : T(0)))
+LOOM_UNARY(Tanh, "tanh", std::tanh(x), T(1) - y * y)
+LOOM_UNARY(Sigmoid, "sigmoid", stable_sigmoid(x), y*(T(1) - y))
+LOOM_UNARY(Relu, "relu", x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
+LOOM_UNARY(Softplus, "softplus", (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))), stable_sigmoid(x))
+LOOM_UNARY(Reciprocal, "reciprocal", T(1) / x, -y* y)
+LOOM_UNARY(Identity, "identity", x, T(1))
+LOOM_UNARY(StopGradient, "stop_gradient", x, T(0))
+#undef LOOM_UNARY
+
+template <class F>
+Variable unary(const Variable& a, const std::string& name) {
+    static const auto op = std::make_shared<const Unary<F>>();
+    return Variable(apply_op(op, {a.node()}, name));
+}
+
+// ---- binary with broadcasting: z = f(a, b); partials from a, b and z ----
+
+template <class F>
+class Binary final : public OpBase<Binary<F>> {
+public:
+    std::string name() const override { return F::name; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        return {broadcast_shapes(F::name, in), unify_axes(F::name, in)};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
+        const T *a = c.in[0].data, *b = c.in[1].data;
+        T* z = c.out.data;
+        for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 2>& k) { z[i] = F::f(a[k[0]], b[k[1]]); });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        if constexpr (F::differentiable) {
+            T *ga = c.in_grad[0].data, *gb = c.in_grad[1].data;
+            if (!ga && !gb) return;
+            const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
+            const T *a = c.in[0].data, *b = c.in[1].data, *z = c.out.data, *g = c.out_grad.data;
+            for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 2>& k) {
+                if (ga) ga[k[0]] += g[i] * F::da(a[k[0]], b[k[1]], z[i]);
+                if (gb) gb[k[1]] += g[i] * F::db(a[k[0]], b[k[1]], z[i]);
+            });
+        }
+    }
+};
+
+#define LOOM_BINARY(Name, str, forward, da_, db_)                                  \
+    struct Name {                                                                  \
+        static constexpr const char* name = str;                                   \
+        static constexpr bool differentiable = true;                               \
+        template <class T>                                                         \
+        static T f(T a, T b) {                                                     \
+            return forward;                                                        \
+        }                                                                          \
+        template <class T>                                                         \
+        static T da([[maybe_unused]] T a, [[maybe_unused]] T b, [[maybe_unused]] T z) { \
+            return da_;                                                            \
+        }                                                                          \
+        template <class T>                                                         \
+        static T db([[maybe_unused]] T a, [[maybe_unused]] T b, [[maybe_unused]] T z) { \
+            return db_;                                                            \
+        }                                                                          \
+    };
+
+// Comparisons are flat: no gradient flows through them.
+#define LOOM_COMPARISON(Name, str, test)              \
+    struct Name {                                     \
+        static constexpr const char* name = str;      \
+        static constexpr bool differentiable = false; \
+        template <class T>                            \
+        static T f(T a, T b) {                        \
+            return (test) ? T(1) : T(0);              \
+        }                                             \
+    };
+
+template <class T>
+T log_add_exp_f(T a, T b) {
+    const T m = std::max(a, b);
+    if (m == -std::numeric_limits<T>::infinity()) return m;
+    return m + std::log1p(std::exp(-std::abs(a - b)));
+}
+// d/da log(e^a + e^b) = e^(a - z); when both are -inf the limit of equal arguments, 1/2.
+template <class T>
+T log_add_exp_d(T a, T z) {
+    if (z == -std::numeric_limits<T>::infinity()) return T(0.5);
+    return std::exp(a - z);
+}
+
+LOOM_BINARY(Plus, "plus", a + b, T(1), T(1))
+LOOM_BINARY(Minus, "minus", a - b, T(1), T(-1))
+LOOM_BINARY(ElementTimes, "element_times", a* b, b, a)
+LOOM_BINARY(ElementDivide, "element_divide", a / b, T(1) / b, -a / (b * b))
+LOOM_BINARY(LogAddExp, "log_add_exp", log_add_exp_f(a, b), log_add_exp_d(a, z), log_add_exp_d(b, z))
+// At a tie the gradient goes to the first operand, as in a max-pooling argmax.
+LOOM_BINARY(ElementMax, "element_max", std::max(a, b), a >= b ? T(1) : T(0), a >= b ? T(0) : T(1))
+LOOM_BINARY(ElementMin, "element_min", std::min(a, b), a <= b ? T(1) : T(0), a <= b ? T(0) : T(1))
+LOOM_COMPARISON(Greater, "greater", a > b)
+LOOM_COMPARISON(Less, "less", a < b)
+LOOM_COMPARISON(Equal, "equal", a == b)
+LOOM_COMPARISON(GreaterEqual, "greater_equal", a >= b)
+LOOM_COMPARISON(LessEqual, "less_equal", a <= b)
+LOOM_COMPARISON(NotEqual, "not_equal", a != b)
+#undef LOOM_BINARY
+#undef LOOM_COMPARISON
+
+template <class F>
+Variable binary(const Variable& a, const Variable& b, const std::string& name) {
+    static const auto op = std::make_shared<const Binary<F>>();
+    return Variable(apply_op(op, {a.node(), b.node()}, name));
+}
+
+// ---- ternary ----
+
+// element_select(cond, a, b): a where cond != 0, else b. The gradient goes to the chosen operand.
+class ElementSelect final : public OpBase<ElementSelect> {
+public:
+    std::string name() const override { return "element_select"; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        return {broadcast_shapes(name(), in), unify_axes(name(), in)};
+    }
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const auto plan = plan_broadcast<const T, 3>(c.out.dims, c.out.dyn, {c.in[0], c.in[1], c.in[2]});
+        const T *cond = c.in[0].data, *a = c.in[1].data, *b = c.in[2].data;
+        T* z = c.out.data;
+        for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 3>& k) {
+            z[i] = cond[k[0]] != T(0) ? a[k[1]] : b[k[2]];
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        T *ga = c.in_grad[1].data, *gb = c.in_grad[2].data;
+        if (!ga && !gb) return;
+        const auto plan = plan_broadcast<const T, 3>(c.out.dims, c.out.dyn, {c.in[0], c.in[1], c.in[2]});
+        const T *cond = c.in[0].data, *g = c.out_grad.data;
+        for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 3>& k) {
+            if (cond[k[0]] != T(0)) {
+                if (ga) ga[k[1]] += g[i];
+            } else if (gb) {
+                gb[k[2]] += g[i];
+            }
+        });
+    }
+};
+
+// clip(a, lo, hi): the gradient passes where lo <= a <= hi, and to lo / hi where they bind.
+class Clip final : public OpBase<Clip> {
+public:
+    std::string name() const override { return "clip"; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        return {broadcast_shapes(name(), in), unify_axes(name(), in)};
+    }
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const auto plan = plan_broadcast<const T, 3>(c.out.dims, c.out.dyn, {c.in[0], c.in[1], c.in[2]});
+        const T *a = c.in[0].data, *lo = c.in[1].data, *hi = c.in[2].data;
+        T* z = c.out.data;
+        for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 3>& k) {
+            z[i] = std::min(std::max(a[k[0]], lo[k[1]]), hi[k[2]]);
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        T *ga = c.in_grad[0].data, *glo = c.in_grad[1].data, *ghi = c.in_grad[2].data;
+        if (!ga && !glo && !ghi) return;
+        const auto plan = plan_broadcast<const T, 3>(c.out.dims, c.out.dyn, {c.in[0], c.in[1], c.in[2]});
+        const T *a = c.in[0].data, *lo = c.in[1].data, *hi = c.in[2].data, *g = c.out_grad.data;
+        for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 3>& k) {
+            const T x = a[k[0]];
+            if (x > hi[k[2]]) {
+                if (ghi) ghi[k[2]] += g[i];
+            } else if (x < lo[k[1]]) {
+                if (glo) glo[k[1]] += g[i];
+            } else if (ga) {
+                ga[k[0]] += g[i];
+            }
+        });
+    }
+};
+
+}  // namespace
+
+Variable plus(const Variable& a, const Variable& b, const std::string& name) { return binary<Plus>(a, b, name); }
+Variable minus(const Variable& a, const Variable& b, const std::string& name) { return binary<Minus>(a, b, name); }
+Variable element_times(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<ElementTimes>(a, b, name);
+}
+Variable element_divide(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<ElementDivide>(a, b, name);
+}
+Variable log_add_exp(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<LogAddExp>(a, b, name);
+}
+Variable element_max(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<ElementMax>(a, b, name);
+}
+Variable element_min(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<ElementMin>(a, b, name);
+}
+Variable greater(const Variable& a, const Variable& b, const std::string& name) { return binary<Greater>(a, b, name); }
+Variable less(const Variable& a, const Variable& b, const std::string& name) { return binary<Less>(a, b, name); }
+Variable equal(const Variable& a, const Variable& b, const std::string& name) { return binary<Equal>(a, b, name); }
+Variable greater_equal(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<GreaterEqual>(a, b, name);
+}
+Variable less_equal(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<LessEqual>(a, b, name);
+}
+Variable not_equal(const Variable& a, const Variable& b, const std::string& name) {
+    return binary<NotEqual>(a, b, name);
+}
+
+Variable element_select(const Variable& cond, const Variable& a, const Variable& b, const std::string& name) {
+    static const auto op = std::make_shared<const ElementSelect>();
+    return Variable(apply_op(op, {cond.node(), a.node(), b.node()}, name));
+}
+Variable clip(const Variable& a, const Variable& lo, const Variable& hi, const std::string& name) {
+    static const auto op = std::make_shared<const Clip>();
+    return Variable(apply_op(op, {a.node(), lo.node(), hi.node()}, name));
+}
+
+Variable negate(const Variable& a, const std::string& name) { return unary<Negate>(a, name); }
+Variable exp(const Variable& a, const std::string& name) { return unary<Exp>(a, name); }
+Variable log(const Variable& a, const std::string& name) { return unary<Log>(a, name); }
+Variable sqrt(const Variable& a, const std::string& name) { return unary<Sqrt>(a, name); }
+Variable square(const Variable& a, const std::string& name) { return unary<Square>(a, name); }
+Variable abs(const Variable& a, const std::string& name) { return unary<Abs>(a, name); }
+Variable tanh(const Variable& a, const std::string& name) { return unary<Tanh>(a, name); }
+Variable sigmoid(const Variable& a, const std::string& name) { return unary<Sigmoid>(a, name); }
+Variable relu(const Variable& a, const std::string& name) { return unary<Relu>(a, name); }
+Variable softplus(const Variable& a, const std::string& name) { return unary<Softplus>(a, name); }
+Variable reciprocal(const Variable& a, const std::string& name) { return unary<Reciprocal>(a, name); }
+Variable identity(const Variable& a, const std::string& name) { return unary<Identity>(a, name); }
+Variable stop_gradient(const Variable& a, const std::string& name) { return unary<StopGradient>(a, name); }
+
+Variable operator+(const Variable& a, const Variable& b) { return plus(a, b); }
+Variable operator-(const Variable& a, const Variable& b) { return minus(a, b); }
+Variable operator*(const Variable& a, const Variable& b) { return element_times(a, b); }
+Variable operator/(const Variable& a, const Variable& b) { return element_divide(a, b); }
+Variable operator-(const Variable& a) { return negate(a); }
+
+}  // namespace loom

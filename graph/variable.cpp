@@ -1,0 +1,158 @@
+#include "graph/variable.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/errors.hpp"
+#include "graph/op.hpp"
+
+namespace loom {
+
+namespace {
+const Node& checked(const NodePtr& n) {
+    if (!n) throw UserError("use of an empty Variable (default-constructed, never assigned)");
+    return *n;
+}
+
+// Is `target` reachable from `from` (following inputs and bound placeholders)?
+bool reaches(Node* from, const Node* target) {
+    std::vector<Node*> stack{from};
+    std::unordered_set<Node*> seen;
+    while (!stack.empty()) {
+        Node* n = stack.back();
+        stack.pop_back();
+        if (n == target) return true;
+        if (!n || !seen.insert(n).second) continue;
+        if (n->kind == NodeKind::Placeholder) {
+            if (n->is_bound) stack.push_back(n->bound.lock().get());
+            continue;
+        }
+        for (auto& in : n->inputs) stack.push_back(in.get());
+    }
+    return false;
+}
+
+NodePtr constant_node(xt::xarray<double> value, std::string name) {
+    Shape shape(std::vector<std::size_t>(value.shape().begin(), value.shape().end()));
+    auto n = make_node(NodeKind::Constant, std::move(name), {shape, Axis::none()});
+    n->constant_value = std::move(value);
+    return n;
+}
+}  // namespace
+
+Variable::Variable(double scalar) : node_(constant_node(xt::xarray<double>(scalar), {})) {}
+
+const Shape& Variable::shape() const { return checked(node_).type.shape; }
+const Axis& Variable::axis() const { return checked(node_).type.axis; }
+const std::string& Variable::name() const { return checked(node_).name; }
+bool Variable::is_placeholder() const { return checked(node_).kind == NodeKind::Placeholder; }
+bool Variable::is_parameter() const { return checked(node_).kind == NodeKind::Parameter; }
+bool Variable::is_input() const { return checked(node_).kind == NodeKind::Input; }
+std::string Variable::label() const { return checked(node_).label(); }
+
+Variable Variable::replace_placeholders(const std::vector<std::pair<Variable, Variable>>& map) const {
+    checked(node_);
+    for (const auto& [ph, target] : map) {
+        Node& p = const_cast<Node&>(checked(ph.node()));
+        const Node& t = checked(target.node());
+        if (p.kind != NodeKind::Placeholder)
+            throw UserError("replace_placeholders: " + p.label() + " is not a placeholder");
+        if (p.is_bound) throw UserError("replace_placeholders: " + p.label() + " is already bound");
+        if (t.type.shape != p.type.shape)
+            throw UserError("replace_placeholders: " + p.label() + " has shape " + p.type.shape.str() + " but " +
+                            t.label() + " has shape " + t.type.shape.str());
+        if (p.type.axis.kind != Axis::Kind::Any && t.type.axis.kind != Axis::Kind::Any && !(p.type.axis == t.type.axis))
+            throw UserError("replace_placeholders: " + p.label() + " is on the " + p.type.axis.str() + " but " +
+                            t.label() + " is on the " + t.type.axis.str());
+        p.bound = target.node();
+        p.is_bound = true;
+        if (!reaches(target.node().get(), &p)) p.bound_strong = target.node();
+    }
+    bump_graph_generation();
+    return *this;
+}
+
+Parameter::Parameter(NodePtr node) : Variable(std::move(node)) {
+    if (node_ && node_->kind != NodeKind::Parameter)
+        throw UserError("Parameter: " + node_->label() + " is not a parameter");
+}
+
+xt::xarray<float> Parameter::value() const { return data(); }
+
+void Parameter::set_value(const xt::xarray<float>& v) const {
+    auto& cur = data();
+    if (!std::equal(v.shape().begin(), v.shape().end(), cur.shape().begin(), cur.shape().end()))
+        throw UserError("Parameter::set_value: " + label() + " has shape " + shape().str() + ", got a value of shape " +
+                        Shape(std::vector<std::size_t>(v.shape().begin(), v.shape().end())).str());
+    cur = v;
+}
+
+xt::xarray<float>& Parameter::data() const { return *checked(node_).parameter_value; }
+
+Variable input_variable(const Shape& shape, const std::string& name) {
+    return Variable(make_node(NodeKind::Input, name, {shape, Axis::batch()}));
+}
+
+Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name) {
+    auto n = make_node(NodeKind::Parameter, name, {shape, Axis::none()});
+    xt::xarray<double> v = init(shape, global_rng());
+    n->parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(v));
+    return Parameter(n);
+}
+
+Parameter parameter(const xt::xarray<float>& value, const std::string& name) {
+    Shape shape(std::vector<std::size_t>(value.shape().begin(), value.shape().end()));
+    auto n = make_node(NodeKind::Parameter, name, {shape, Axis::none()});
+    n->parameter_value = std::make_shared<xt::xarray<float>>(value);
+    return Parameter(n);
+}
+
+Variable constant(double value, const std::string& name) {
+    return Variable(constant_node(xt::xarray<double>(value), name));
+}
+
+Variable constant(const xt::xarray<double>& value, const std::string& name) {
+    return Variable(constant_node(value, name));
+}
+
+Variable placeholder(const Shape& shape, const std::string& name) {
+    return Variable(make_node(NodeKind::Placeholder, name, {shape, Axis::any()}));
+}
+
+namespace sequence {
+Variable input_variable(const Shape& shape, const std::string& name) {
+    return Variable(make_node(NodeKind::Input, name, {shape, Axis::sequence(Axis::new_sequence_id())}));
+}
+Variable input_variable(const Shape& shape, const std::string& name, const SequenceAxis& axis) {
+    return Variable(make_node(NodeKind::Input, name, {shape, Axis::sequence(axis.id())}));
+}
+}  // namespace sequence
+
+std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {
+    std::vector<Node*> stack;
+    for (auto& v : outputs) stack.push_back(v.node().get());
+    std::unordered_set<Node*> seen;
+    std::vector<NodePtr> found;
+    while (!stack.empty()) {
+        Node* n = stack.back();
+        stack.pop_back();
+        if (!n || !seen.insert(n).second) continue;
+        if (n->kind == NodeKind::Placeholder) {
+            if (n->is_bound) stack.push_back(n->bound.lock().get());
+            continue;
+        }
+        for (auto& in : n->inputs) {
+            if (in->kind == NodeKind::Parameter && !seen.count(in.get())) found.push_back(in);
+            stack.push_back(in.get());
+        }
+    }
+    for (auto& v : outputs)
+        if (v.node() && v.node()->kind == NodeKind::Parameter) found.push_back(v.node());
+    std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a->id < b->id; });
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    std::vector<Parameter> out;
+    for (auto& n : found) out.emplace_back(n);
+    return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,93 @@
+#pragma once
+// Variable: the user's handle on a graph node. Cheap to copy; equality is node identity.
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "core/random.hpp"
+#include "core/shape.hpp"
+#include "graph/node.hpp"
+
+namespace loom {
+
+class Variable {
+public:
+    Variable() = default;
+    explicit Variable(NodePtr node) : node_(std::move(node)) {}
+    Variable(double scalar);  // NOLINT: a number where a Variable is expected becomes a constant
+
+    const Shape& shape() const;
+    const Axis& axis() const;
+    const std::string& name() const;
+    bool is_placeholder() const;
+    bool is_parameter() const;
+    bool is_input() const;
+    std::string label() const;
+
+    // Binds the placeholders in `map` (keys) to their values, closing loops; returns *this.
+    Variable replace_placeholders(const std::vector<std::pair<Variable, Variable>>& map) const;
+
+    const NodePtr& node() const { return node_; }
+    explicit operator bool() const { return node_ != nullptr; }
+    bool operator==(const Variable& o) const { return node_ == o.node_; }
+
+protected:
+    NodePtr node_;
+};
+
+// A learnable tensor with no dynamic axis. Its value lives with the node, shared by every copy.
+class Parameter : public Variable {
+public:
+    Parameter() = default;
+    explicit Parameter(NodePtr node);
+    xt::xarray<float> value() const;
+    void set_value(const xt::xarray<float>& v) const;
+    // Direct access to the stored values, for learners.
+    xt::xarray<float>& data() const;
+};
+
+struct VariableHash {
+    std::size_t operator()(const Variable& v) const { return std::hash<const void*>()(v.node().get()); }
+};
+
+// A named sequence axis that several sequence inputs can share (e.g. features and aligned labels).
+class SequenceAxis {
+public:
+    SequenceAxis() : id_(Axis::new_sequence_id()) {}
+    std::uint64_t id() const { return id_; }
+
+private:
+    std::uint64_t id_;
+};
+
+Variable input_variable(const Shape& shape, const std::string& name = {});
+Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name = {});
+Parameter parameter(const xt::xarray<float>& value, const std::string& name = {});
+Variable constant(double value, const std::string& name = {});
+Variable constant(const xt::xarray<double>& value, const std::string& name = {});
+Variable placeholder(const Shape& shape, const std::string& name = {});
+
+namespace sequence {
+// A sequence input with its own new sequence axis, or on the given shared one.
+Variable input_variable(const Shape& shape, const std::string& name = {});
+Variable input_variable(const Shape& shape, const std::string& name, const SequenceAxis& axis);
+}  // namespace sequence
+
+// All parameters a set of outputs depends on (through bound placeholders and loops), in creation order.
+std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs);
+
+}  // namespace loom
+
+template <>
+struct std::hash<loom::Variable> {
+    std::size_t operator()(const loom::Variable& v) const { return loom::VariableHash()(v); }
+};
+template <>
+struct std::hash<loom::Parameter> {
+    std::size_t operator()(const loom::Variable& v) const { return loom::VariableHash()(v); }
+};
