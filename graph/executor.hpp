@@ -31,6 +31,7 @@ public:
     Value gradient(int i) const;
     // Raw buffers, for the gradient checker and learners.
     std::vector<T>& value_buffer(int i) { return slots_[i].value; }
+    const std::vector<T>& value_buffer(int i) const { return slots_[i].value; }
     const std::vector<T>& gradient_buffer(int i) const { return slots_[i].grad; }
     const SequenceLayout* layout(int i) const { return slots_[i].layout.get(); }
     std::size_t row_size(int i) const;  // elements per (time step, sequence) row

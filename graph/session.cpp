@@ -1,0 +1,72 @@
+#include "graph/session.hpp"
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameters)
+    : outputs_(std::move(outputs)), parameters_(std::move(parameters)) {
+    if (outputs_.empty()) throw UserError("Session: at least one output is needed");
+    ex_ = std::make_unique<Execution<float>>(compile(outputs_));
+    for (const auto& p : parameters_) {
+        param_nodes_.push_back(ex_->plan().find(p.node().get()));
+        zero_grads_.emplace_back(param_nodes_.back() < 0 ? p.shape().size() : 0, 0.0f);
+    }
+}
+
+void Session::forward(const Bindings& inputs) {
+    ex_->bind(inputs);
+    ex_->forward();
+}
+
+void Session::backward() {
+    std::vector<int> wrt;
+    for (int i : param_nodes_)
+        if (i >= 0) wrt.push_back(i);
+    // Only outputs[0] is seeded: the others get zero weights.
+    std::unordered_map<int, const std::vector<float>*> seeds;
+    std::vector<std::vector<float>> zero(outputs_.size());
+    for (std::size_t o = 1; o < outputs_.size(); ++o) {
+        const int idx = ex_->plan().outputs[o];
+        if (idx == ex_->plan().outputs[0]) continue;
+        zero[o].assign(ex_->value_buffer(idx).size(), 0.0f);
+        seeds[idx] = &zero[o];
+    }
+    ex_->backward(wrt, seeds);
+}
+
+int Session::output_index(const Variable& v) const {
+    for (std::size_t o = 0; o < outputs_.size(); ++o)
+        if (outputs_[o] == v) return ex_->plan().outputs[o];
+    throw UserError("Session: " + v.label() + " is not one of the session's outputs");
+}
+
+Value Session::value(const Variable& output) const { return ex_->value(output_index(output)); }
+
+double Session::sum(const Variable& output) const {
+    const int i = output_index(output);
+    double s = 0;
+    for (float v : ex_->value_buffer(i)) s += v;  // padding is zero
+    return s;
+}
+
+std::size_t Session::count(const Variable& output) const {
+    const int i = output_index(output);
+    if (const SequenceLayout* l = ex_->layout(i)) return l->total_steps();
+    const std::size_t row = ex_->row_size(i);
+    return row ? ex_->value_buffer(i).size() / row : 0;
+}
+
+std::span<const float> Session::gradient(std::size_t i) const {
+    if (i >= parameters_.size()) throw UserError("Session::gradient: parameter index out of range");
+    if (param_nodes_[i] < 0) return zero_grads_[i];
+    return ex_->gradient_buffer(param_nodes_[i]);
+}
+
+std::span<const float> Session::gradient(const Parameter& p) const {
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (parameters_[i] == p) return gradient(i);
+    throw UserError("Session::gradient: " + p.label() + " is not one of the session's parameters");
+}
+
+}  // namespace loom

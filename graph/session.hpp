@@ -1,0 +1,43 @@
+#pragma once
+// Session: a compiled graph kept ready for repeated minibatches (training, scoring). It reuses its
+// plan and its buffers' memory across calls, and exposes parameter gradients without copies.
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/value.hpp"
+#include "graph/executor.hpp"
+#include "graph/variable.hpp"
+
+namespace loom {
+
+class Session {
+public:
+    // outputs[0] is the loss when gradients are wanted; `parameters` are what backward() differentiates for.
+    explicit Session(std::vector<Variable> outputs, std::vector<Parameter> parameters = {});
+
+    void forward(const Bindings& inputs);
+    // Gradient of the sum of outputs[0] (over every item and step) for each parameter.
+    void backward();
+
+    Value value(const Variable& output) const;
+    // Sum of an output over all real (unpadded) positions, and how many items it has.
+    double sum(const Variable& output) const;
+    std::size_t count(const Variable& output) const;
+    // Flat, in the layout of p.data(); zeros for a parameter the loss does not depend on.
+    std::span<const float> gradient(const Parameter& p) const;
+    std::span<const float> gradient(std::size_t i) const;
+    const std::vector<Parameter>& parameters() const { return parameters_; }
+    const std::vector<Variable>& outputs() const { return outputs_; }
+
+private:
+    int output_index(const Variable& v) const;
+
+    std::vector<Variable> outputs_;
+    std::vector<Parameter> parameters_;
+    std::vector<int> param_nodes_;  // plan index, or -1 when the loss does not use it
+    std::vector<std::vector<float>> zero_grads_;
+    std::unique_ptr<Execution<float>> ex_;
+};
+
+}  // namespace loom
