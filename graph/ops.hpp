@@ -116,4 +116,12 @@ struct Unpacked {
 Unpacked unpack(const Variable& a, double padding_value = 0.0, const std::string& name = {});
 }  // namespace sequence
 
+// graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
+// axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.
+Variable embedding(const Variable& ids, const Variable& table, const std::string& name = {});
+
+// graph/ops/random.cpp: in training mode (graph/mode.hpp) a * a fresh Bernoulli mask / (1 - rate)
+// at every evaluation; the identity in inference mode. seed 0 takes a seed from global_rng().
+Variable dropout(const Variable& a, double rate, std::uint64_t seed = 0, const std::string& name = {});
+
 }  // namespace loom

@@ -1,0 +1,73 @@
+// embedding(ids, table): row ids[i] of table [V, D] for every id, on the ids' dynamic axes. The
+// backward scatter-adds into the rows that were used only, so a step costs O(ids * D), not O(V * D).
+#include <cmath>
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "graph/op.hpp"
+#include "graph/ops.hpp"
+
+namespace loom {
+
+namespace {
+
+class Embedding final : public OpBase<Embedding> {
+public:
+    std::string name() const override { return "embedding"; }
+
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        const TypeInfo &ids = in[0], &table = in[1];
+        if (ids.shape.size() != 1)
+            shape_error(name(), in, "ids must hold one id per item (sample shape [1]), e.g. sequence::input_variable({1})");
+        if (table.shape.rank() != 2) shape_error(name(), in, "the table must be a matrix [vocabulary, dim]");
+        if (table.axis.is_dynamic())
+            shape_error(name(), in, "the table must be a parameter or constant without dynamic axes");
+        return {Shape{table.shape[1]}, ids.axis};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
+        const T* ids = c.in[0].data;
+        const T* table = c.in[1].data;
+        for (std::size_t r = 0; r < rows; ++r)
+            std::copy_n(table + row_of(ids[r], vocab) * dim, dim, c.out.data + r * dim);
+    }
+
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        T* gt = c.in_grad[1].data;
+        if (!gt) return;  // ids are indices: they get no gradient
+        const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
+        const T* ids = c.in[0].data;
+        for (std::size_t r = 0; r < rows; ++r) {
+            T* dst = gt + row_of(ids[r], vocab) * dim;
+            const T* g = c.out_grad.data + r * dim;
+            for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
+        }
+    }
+
+private:
+    // Padding steps hold id 0 (the executor zeroes them), which is always a valid row.
+    template <class T>
+    static std::size_t row_of(T id, std::size_t vocab) {
+        const double v = static_cast<double>(id);
+        if (!(v >= 0) || v >= static_cast<double>(vocab) || v != std::floor(v))
+        {
+            std::ostringstream msg;
+            msg << "embedding: id " << v << " is not a row of the table (valid ids are 0.." << vocab - 1
+                << "); check the data or enlarge the vocabulary";
+            throw UserError(msg.str());
+        }
+        return static_cast<std::size_t>(v);
+    }
+};
+
+}  // namespace
+
+Variable embedding(const Variable& ids, const Variable& table, const std::string& name) {
+    static const auto op = std::make_shared<const Embedding>();
+    return Variable(apply_op(op, {ids.node(), table.node()}, name));
+}
+
+}  // namespace loom

@@ -1,0 +1,58 @@
+// Random ops. dropout(a, rate) = a * mask, where the mask is the output of its own node: drawn
+// afresh at every forward in training mode (a Bernoulli(1 - rate) draw scaled by 1 / (1 - rate), so
+// the expectation is a), all ones in inference mode. Keeping the mask as a node's output lets the
+// backward of element_times reuse it instead of drawing or storing anything itself.
+#include <mutex>
+#include <random>
+
+#include "core/errors.hpp"
+#include "core/random.hpp"
+#include "graph/mode.hpp"
+#include "graph/op.hpp"
+#include "graph/ops.hpp"
+
+namespace loom {
+
+namespace {
+
+class RandomMask final : public OpBase<RandomMask> {
+public:
+    RandomMask(double rate, std::uint64_t seed) : rate_(rate), rng_(seed) {}
+    std::string name() const override { return "dropout_mask"; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const std::size_t n = c.out.size();
+        T* m = c.out.data;
+        if (!is_training()) {
+            std::fill_n(m, n, T(1));
+            return;
+        }
+        const T keep = static_cast<T>(1.0 / (1.0 - rate_));
+        std::bernoulli_distribution dropped(rate_);
+        std::lock_guard lock(mutex_);  // one op may be shared by graphs evaluated on several threads
+        for (std::size_t i = 0; i < n; ++i) m[i] = dropped(rng_) ? T(0) : keep;
+    }
+    template <class T>
+    void bwd(const OpCall<T>&) const {}  // the mask does not depend on the operand's values
+
+private:
+    double rate_;
+    mutable Rng rng_;
+    mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+Variable dropout(const Variable& a, double rate, std::uint64_t seed, const std::string& name) {
+    if (!(rate >= 0.0 && rate < 1.0))
+        throw UserError("dropout: rate " + std::to_string(rate) + " on " + a.label() + " must be in [0, 1)");
+    if (rate == 0.0) return a;
+    // Seed 0: draw the op's seed from the library generator, so set_seed() makes a run reproducible.
+    const std::uint64_t s = seed != 0 ? seed : global_rng()();
+    auto mask = Variable(apply_op(std::make_shared<const RandomMask>(rate, s), {a.node()}, name.empty() ? "" : name + ".mask"));
+    return element_times(a, mask, name);
+}
+
+}  // namespace loom
