@@ -277,15 +277,19 @@ template <class T>
 void Execution<T>::back_loop(const PlanStep& step) {
     const SequenceLayout& layout = *slots_[step.members.front()].layout;
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
+    const int loop = plan_->nodes[step.members.front()].loop;
+    // Per time step only gradients between loop members flow. Gradients to inputs from outside
+    // the loop (weights, input projections, initial states) are taken once after the loop, over
+    // all steps at once: one big GEMM for dW instead of one small one per step.
     struct Member {
         int index;
         std::vector<View<const T>> full, in;
-        std::vector<View<T>> grad_full, grad;
+        std::vector<View<T>> grad_full, grad, outside_grad;
         std::vector<const SequenceLayout*> in_layouts;
         std::vector<std::size_t> stride;
         std::size_t out_stride;
         Dims out_dims;
-        bool any = false;
+        bool inside = false, outside = false;
     };
     std::vector<Member> members;
     for (int m : step.members) {
@@ -293,6 +297,7 @@ void Execution<T>::back_loop(const PlanStep& step) {
         mb.index = m;
         for (int j : plan_->nodes[m].inputs) {
             const Slot& s = slots_[j];
+            const bool in_loop = plan_->nodes[j].loop == loop;
             View<const T> full = view(j), v = full;
             View<T> gfull = grad_view(j), g = gfull;
             std::size_t stride = 0;
@@ -301,10 +306,13 @@ void Execution<T>::back_loop(const PlanStep& step) {
                 v.dims = g.dims = make_dims({n_seq}, s.sample);
                 v.dyn = g.dyn = 1;
             }
-            mb.any |= static_cast<bool>(gfull);
+            if (!in_loop) g.data = nullptr;
+            mb.inside |= in_loop && static_cast<bool>(gfull);
+            mb.outside |= !in_loop && static_cast<bool>(gfull);
             mb.full.push_back(full);
             mb.in.push_back(v);
-            mb.grad_full.push_back(gfull);
+            mb.grad_full.push_back(in_loop ? gfull : View<T>{});
+            mb.outside_grad.push_back(in_loop ? View<T>{} : gfull);
             mb.grad.push_back(g);
             mb.in_layouts.push_back(s.layout.get());
             mb.stride.push_back(stride);
@@ -321,10 +329,10 @@ void Execution<T>::back_loop(const PlanStep& step) {
             if (!s.needs_grad) continue;
             T* g_out = s.grad.data() + t * mb.out_stride;
             zero_padding_step(g_out, layout, t, s.sample.size());
-            if (!mb.any) continue;
+            if (!mb.inside) continue;
             for (std::size_t j = 0; j < mb.in.size(); ++j) {
                 mb.in[j].data = mb.full[j].data + t * mb.stride[j];
-                if (mb.grad_full[j]) mb.grad[j].data = mb.grad_full[j].data + t * mb.stride[j];
+                if (mb.grad[j]) mb.grad[j].data = mb.grad_full[j].data + t * mb.stride[j];
             }
             OpCall<T> c;
             c.in = mb.in;
@@ -340,6 +348,21 @@ void Execution<T>::back_loop(const PlanStep& step) {
             c.in_grad_full = mb.grad_full;
             plan_->nodes[mb.index].node->op->backward(c);
         }
+    }
+    for (Member& mb : members) {
+        Slot& s = slots_[mb.index];
+        if (!s.needs_grad || !mb.outside) continue;
+        OpCall<T> c;
+        c.in = mb.full;
+        c.in_full = mb.full;
+        c.in_layouts = mb.in_layouts;
+        c.layout = &layout;
+        c.work = &work_;
+        c.out = {s.value.data(), s.dims, s.dyn};
+        c.out_grad = {s.grad.data(), s.dims, s.dyn};
+        c.in_grad = mb.outside_grad;
+        c.in_grad_full = mb.outside_grad;
+        plan_->nodes[mb.index].node->op->backward(c);
     }
 }
 
