@@ -1,0 +1,68 @@
+#pragma once
+// Reader for the CNTK Text Format (CTF), as documented for CNTK's CNTKTextFormatReader:
+//
+//   [Sequence_Id] |name v v v |name idx:val idx:val |# a comment
+//
+// Each line holds at most one sample per input stream. Consecutive lines with the same sequence
+// id form one sequence; a line without an id is a sequence of its own (CNTK uses the line number
+// as its id). Every stream has its own length within a sequence (a question and its answer
+// differ). Dense streams list exactly `dim` numbers per sample; sparse streams list idx:val pairs
+// with idx < dim. A comment starts with "|#" and runs to the end of the line or to the next pipe
+// that is not escaped as "|#" (as CNTK's documentation specifies). Blank lines are skipped.
+// Malformed input throws DataError "file:line: reason".
+#include <cstddef>
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+namespace loom {
+
+struct CtfStreamConfig {
+    std::string name;
+    std::size_t dim = 0;
+    bool sparse = false;
+};
+
+struct CtfSparseEntry {
+    std::size_t index = 0;
+    float value = 0.0f;
+};
+
+// The samples of one stream within one sequence.
+struct CtfStream {
+    std::size_t length = 0;                                   // number of samples (time steps)
+    std::vector<float> dense_values;                          // dense streams: [length * dim], row-major
+    std::vector<std::vector<CtfSparseEntry>> sparse_samples;  // sparse streams: entries of each sample
+};
+
+struct CtfSequence {
+    std::uint64_t id = 0;            // the explicit id, or the line number when the line had none
+    std::size_t first_line = 0;      // 1-based line where the sequence starts (for messages)
+    std::vector<CtfStream> streams;  // in configuration order
+};
+
+class CtfData {
+public:
+    std::string source;                   // file name used in messages
+    std::vector<CtfStreamConfig> config;  // the streams, in the order given to the reader
+    std::vector<CtfSequence> sequences;
+
+    std::size_t size() const { return sequences.size(); }
+    // Index of a stream in `config`; throws UserError listing the configured names.
+    std::size_t stream_index(const std::string& name) const;
+    // One stream of one sequence as a dense [length, dim] tensor (sparse samples expanded).
+    xt::xarray<float> dense(std::size_t sequence, const std::string& name) const;
+    // One sparse stream of one sequence as token ids: each sample must hold exactly one entry
+    // (a one-hot word), else DataError naming the file and the sequence's first line.
+    std::vector<std::size_t> indices(std::size_t sequence, const std::string& name) const;
+};
+
+// Throws UserError for a bad configuration (no streams, dim 0, duplicate or malformed names).
+CtfData read_ctf(const std::string& path, const std::vector<CtfStreamConfig>& streams);
+// Same, from any stream; `source` names it in error messages.
+CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector<CtfStreamConfig>& streams);
+
+}  // namespace loom

@@ -1,0 +1,50 @@
+#pragma once
+// A word <-> id table built from training token lists. Id 0 is padding and id 1 the unknown
+// word; real words follow in order of decreasing count (ties broken alphabetically, so the same
+// data always gives the same ids). Saved as UTF-8 text: a header line, then one word per line in
+// id order, so a saved vocabulary can be read and diffed by hand.
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace loom {
+
+struct VocabularyOptions {
+    std::size_t min_count = 1;  // words seen fewer times map to the unknown id
+    std::size_t max_size = 0;   // total entries including the two reserved ones; 0 = no limit
+};
+
+class Vocabulary {
+public:
+    static constexpr std::size_t padding_id = 0;
+    static constexpr std::size_t unknown_id = 1;
+    static inline const std::string padding_word = "<pad>";
+    static inline const std::string unknown_word = "<unk>";
+
+    Vocabulary();  // only the two reserved entries
+
+    static Vocabulary build(const std::vector<std::vector<std::string>>& token_lists,
+                            const VocabularyOptions& options = {});
+
+    std::size_t size() const { return words_.size(); }
+    bool contains(const std::string& word) const { return index_.count(word) != 0; }
+    // Unseen words give unknown_id.
+    std::size_t id(const std::string& word) const;
+    std::vector<std::size_t> ids(const std::vector<std::string>& tokens) const;
+    // Throws UserError for an id >= size().
+    const std::string& word(std::size_t id) const;
+
+    // Written to a temporary file and renamed into place.
+    void save(const std::string& path) const;
+    // Throws DataError "file:line: reason" for a malformed file.
+    static Vocabulary load(const std::string& path);
+
+private:
+    void add(const std::string& word);
+
+    std::vector<std::string> words_;
+    std::unordered_map<std::string, std::size_t> index_;
+};
+
+}  // namespace loom
