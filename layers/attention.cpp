@@ -1,0 +1,256 @@
+#include "layers/attention.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/errors.hpp"
+
+namespace loom::layers {
+
+namespace {
+
+std::size_t last_dim(const std::string& who, const Variable& x) {
+    if (x.shape().rank() == 0) throw UserError(who + ": " + x.label() + " has no axis (sample shape " + x.shape().str() + ")");
+    return x.shape()[x.shape().rank() - 1];
+}
+
+Variable scale_by(const Variable& v, double s) { return s == 1.0 ? v : v * constant(s); }
+
+// Batch query: the context on the keys' own sequence axis; sequence::softmax ignores padding.
+Attention attend_over_sequence(const Variable& scores, const Variable& values) {
+    Variable weights = sequence::softmax(scores);
+    return {sequence::reduce_sum(weights * values), weights};
+}
+
+// Sequence query: keys and values as [T_max, d] tensors on every step of the query.
+struct StepKeys {
+    Variable keys, values, mask;  // [T_max, dk], [T_max, dv], [T_max] on the query's axis
+};
+
+StepKeys unpack_onto(const Variable& query, const Variable& keys, const Variable& values) {
+    auto k = sequence::unpack(keys);
+    Variable v = values == keys ? k.data : sequence::unpack(values).data;
+    return {sequence::broadcast_as(k.data, query), sequence::broadcast_as(v, query),
+            sequence::broadcast_as(k.mask, query)};
+}
+
+// mask [T_max] on the query's axis that also hides the keys after the query's own step.
+Variable causal_mask(const Variable& query, const Variable& keys, const Variable& mask) {
+    if (!(query.axis() == keys.axis()))
+        throw UserError("attention: causal masking needs the query and the keys on the same sequence axis (" +
+                        query.label() + " is on the " + query.axis().str() + ", " + keys.label() + " on the " +
+                        keys.axis().str() + ")");
+    Variable pos = sequence_positions(query);                     // [1]: i
+    Variable key_pos = sequence::unpack(pos).data;                // [T_max, 1]: j
+    Variable j = times(sequence::broadcast_as(key_pos, query), constant(xt::xarray<double>{1.0}));  // [T_max]
+    return mask * less_equal(j, pos);
+}
+
+Attention attend_over_steps(const Variable& scores, const StepKeys& k) {
+    Variable masked = element_select(k.mask, scores, constant(-std::numeric_limits<double>::infinity()));
+    Variable weights = softmax(masked, -1);
+    return {times(weights, k.values), weights};
+}
+
+void check_query(const std::string& who, const Variable& query, const Variable& keys, const Variable& values) {
+    if (!keys.axis().is_sequence() || !(keys.axis() == values.axis()))
+        throw UserError(who + ": keys " + keys.label() + " and values " + values.label() +
+                        " must be sequences on the same axis");
+    if (!query.axis().is_dynamic())
+        throw UserError(who + ": the query " + query.label() + " needs a batch or sequence axis");
+}
+
+}  // namespace
+
+Variable sequence_softmax_weights(const Variable& scores) {
+    Variable p = placeholder(scores.shape(), "log_cumsum_exp");
+    Variable previous = element_select(sequence::is_first(scores), constant(-1e30), past_value(p));
+    Variable log_cumsum_exp = log_add_exp(scores, previous);
+    log_cumsum_exp.replace_placeholders({{p, log_cumsum_exp}});
+    Variable log_sum_exp = sequence::last(log_cumsum_exp);
+    return exp(scores - sequence::broadcast_as(log_sum_exp, scores));
+}
+
+Attention sequence_softmax_attention(const Variable& scores, const Variable& values) {
+    Variable weights = sequence_softmax_weights(scores);
+    return {sequence::reduce_sum(weights * values), weights};
+}
+
+Variable sequence_positions(const Variable& x) {
+    Variable p = placeholder({1}, "position");
+    Variable pos = element_select(sequence::is_first(x), constant(0.0), past_value(p) + constant(1.0));
+    pos.replace_placeholders({{p, pos}});
+    return pos;
+}
+
+Attention dot_product_attention(const Variable& query, const Variable& keys, const Variable& values, bool scaled,
+                                bool causal) {
+    check_query("dot_product_attention", query, keys, values);
+    const double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(last_dim("dot_product_attention", keys))) : 1.0;
+    if (!query.axis().is_sequence()) {
+        if (causal) throw UserError("dot_product_attention: causal masking needs a sequence query, " + query.label() + " is not");
+        Variable scores = reduce_sum(sequence::broadcast_as(query, keys) * keys, -1);
+        return attend_over_sequence(scale_by(scores, scale), values);
+    }
+    StepKeys k = unpack_onto(query, keys, values);
+    if (causal) k.mask = causal_mask(query, keys, k.mask);
+    return attend_over_steps(scale_by(times_transpose(query, k.keys), scale), k);
+}
+
+Attention self_attention(const Variable& x, bool scaled, bool causal) {
+    return dot_product_attention(x, x, x, scaled, causal);
+}
+
+Layer ParametricSelfAttention(bool causal, const std::string& name) {
+    struct State {
+        Parameter wq, wk, wv, wo;
+    };
+    auto s = std::make_shared<State>();
+    auto call = [=](const Variable& x) {
+        const std::size_t d = last_dim(name, x);
+        if (!s->wq) {
+            s->wq = parameter(Shape{d, d}, glorot_uniform(), name + ".Wq");
+            s->wk = parameter(Shape{d, d}, glorot_uniform(), name + ".Wk");
+            s->wv = parameter(Shape{d, d}, glorot_uniform(), name + ".Wv");
+            s->wo = parameter(Shape{d, d}, glorot_uniform(), name + ".Wo");
+        }
+        Variable q = times(x, s->wq), k = times(x, s->wk), v = times(x, s->wv);
+        return times(tanh(dot_product_attention(q, k, v, true, causal).context), s->wo);
+    };
+    auto params = [s] { return s->wq ? std::vector<Parameter>{s->wq, s->wk, s->wv, s->wo} : std::vector<Parameter>{}; };
+    return Layer(name, call, params);
+}
+
+Layer MultiHeadAttention(std::size_t heads, std::size_t model_dim, bool causal, const std::string& name) {
+    if (heads == 0 || model_dim % heads != 0)
+        throw UserError(name + ": model_dim " + std::to_string(model_dim) + " must be a multiple of heads (" +
+                        std::to_string(heads) + ")");
+    struct State {
+        Parameter wq, wk, wv, wo;
+    };
+    auto s = std::make_shared<State>();
+    s->wo = parameter(Shape{model_dim, model_dim}, glorot_uniform(), name + ".Wo");
+    auto call = [=](const Variable& x) {
+        const std::size_t d = last_dim(name, x);
+        if (!s->wq) {
+            s->wq = parameter(Shape{d, model_dim}, glorot_uniform(), name + ".Wq");
+            s->wk = parameter(Shape{d, model_dim}, glorot_uniform(), name + ".Wk");
+            s->wv = parameter(Shape{d, model_dim}, glorot_uniform(), name + ".Wv");
+        }
+        Variable q = times(x, s->wq), k = times(x, s->wk), v = times(x, s->wv);
+        const int dh = static_cast<int>(model_dim / heads);
+        std::vector<Variable> contexts;
+        for (int h = 0; h < static_cast<int>(heads); ++h) {
+            auto part = [&](const Variable& a) { return slice(a, -1, h * dh, (h + 1) * dh); };
+            contexts.push_back(dot_product_attention(part(q), part(k), part(v), true, causal).context);
+        }
+        return times(heads == 1 ? contexts[0] : splice(contexts, -1), s->wo);
+    };
+    auto params = [s] {
+        std::vector<Parameter> p;
+        if (s->wq) p.insert(p.end(), {s->wq, s->wk, s->wv});
+        p.push_back(s->wo);
+        return p;
+    };
+    return Layer(name, call, params);
+}
+
+// ---- additive (Bahdanau) ----
+
+struct AdditiveAttention::State {
+    std::size_t dim;
+    std::string name;
+    Parameter w_k, w_q, v;
+};
+
+AdditiveAttention::AdditiveAttention(std::size_t attention_dim, const std::string& name)
+    : state_(std::make_shared<State>(State{attention_dim, name, {}, {}, {}})) {
+    state_->v = parameter(Shape{attention_dim}, glorot_uniform(), name + ".v");
+}
+
+Attention AdditiveAttention::operator()(const Variable& query, const Variable& keys, const Variable& values) const {
+    State& s = *state_;
+    check_query(s.name, query, keys, values);
+    if (!s.w_k) {
+        s.w_k = parameter(Shape{last_dim(s.name, keys), s.dim}, glorot_uniform(), s.name + ".W_k");
+        s.w_q = parameter(Shape{last_dim(s.name, query), s.dim}, glorot_uniform(), s.name + ".W_q");
+    }
+    Variable kp = times(keys, s.w_k), qp = times(query, s.w_q);  // the keys' projection runs once over all steps
+    if (!query.axis().is_sequence()) {
+        Variable hidden = tanh(kp + sequence::broadcast_as(qp, keys));
+        return attend_over_sequence(reduce_sum(hidden * s.v, -1), values);
+    }
+    StepKeys k = unpack_onto(query, kp, values);
+    Variable hidden = tanh(k.keys + qp);       // [T_max, a] + [a]
+    return attend_over_steps(times(hidden, s.v), k);  // [T_max]
+}
+
+std::vector<Parameter> AdditiveAttention::parameters() const {
+    std::vector<Parameter> p;
+    if (state_->w_k) p.insert(p.end(), {state_->w_k, state_->w_q});
+    p.push_back(state_->v);
+    return p;
+}
+
+// ---- general (Luong) ----
+
+struct GeneralAttention::State {
+    std::string name;
+    Parameter w;
+};
+
+GeneralAttention::GeneralAttention(const std::string& name) : state_(std::make_shared<State>(State{name, {}})) {}
+
+Attention GeneralAttention::operator()(const Variable& query, const Variable& keys, const Variable& values) const {
+    State& s = *state_;
+    check_query(s.name, query, keys, values);
+    if (!s.w) s.w = parameter(Shape{last_dim(s.name, query), last_dim(s.name, keys)}, glorot_uniform(), s.name + ".W");
+    return dot_product_attention(times(query, s.w), keys, values);
+}
+
+std::vector<Parameter> GeneralAttention::parameters() const {
+    return state_->w ? std::vector<Parameter>{state_->w} : std::vector<Parameter>{};
+}
+
+// ---- local-p ----
+
+struct LocalAttention::State {
+    double half_window;
+    std::string name;
+    Parameter w_p, v_p;
+    Variable p_t;
+};
+
+LocalAttention::LocalAttention(double half_window, const std::string& name)
+    : state_(std::make_shared<State>(State{half_window, name, {}, {}, {}})) {
+    if (!(half_window > 0)) throw UserError(name + ": the half window D must be positive");
+}
+
+Attention LocalAttention::operator()(const Variable& target, const Variable& source) const {
+    State& s = *state_;
+    check_query(s.name, target, source, source);
+    if (target.axis().is_sequence())
+        throw UserError(s.name + ": the target state " + target.label() +
+                        " must be one vector per sequence (a batch value), e.g. sequence::last of the decoder");
+    const std::size_t h = last_dim(s.name, source);
+    if (!s.w_p) {
+        s.w_p = parameter(Shape{last_dim(s.name, target), h}, glorot_uniform(), s.name + ".W_p");
+        s.v_p = parameter(Shape{h}, glorot_uniform(), s.name + ".v_p");
+    }
+    // eq. 9: the aligned position, a real number in (0, S).
+    s.p_t = sequence::length(source) * sigmoid(reduce_sum(tanh(times(target, s.w_p)) * s.v_p, -1));
+    // eq. 10: the (dot-score) alignment times a Gaussian centred on p_t with sigma = D / 2.
+    Variable align = sequence::softmax(reduce_sum(sequence::broadcast_as(target, source) * source, -1));
+    Variable distance = sequence_positions(source) - sequence::broadcast_as(s.p_t, source);
+    const double sigma = s.half_window / 2.0;
+    Variable weights = align * exp(square(distance) * constant(-1.0 / (2.0 * sigma * sigma)));
+    return {sequence::reduce_sum(weights * source), weights};
+}
+
+Variable LocalAttention::aligned_position() const { return state_->p_t; }
+
+std::vector<Parameter> LocalAttention::parameters() const {
+    return state_->w_p ? std::vector<Parameter>{state_->w_p, state_->v_p} : std::vector<Parameter>{};
+}
+
+}  // namespace loom::layers

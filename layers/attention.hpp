@@ -1,0 +1,99 @@
+#pragma once
+// The attention family. Every function returns the context and the weights.
+//
+// Two constructions, chosen by the query's dynamic axis:
+// - One query per sequence (a batch value [d], e.g. a decoder state or a question summary) over a
+//   sequence of keys: everything stays on the keys' sequence axis. The scores are a sequence of [1],
+//   normalized by sequence::softmax (which only sees each sequence's real steps, so padding needs no
+//   mask), and the context is sequence::reduce_sum(weights * values).
+// - A query that is itself a sequence (self-attention, or every decoder step at once): the keys and
+//   values are unpacked to batch tensors [T_max, d] (sequence::unpack) and broadcast onto the query's
+//   steps; each step then scores all keys with one times_transpose, padded keys get -inf before a
+//   static softmax, and the context is times(weights, values). The weights are [T_max] per step.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace loom::layers {
+
+struct Attention {
+    Variable context;  // [dv], on the query's dynamic axes
+    Variable weights;  // [1] on the keys' axis (batch query) or [T_max] on the query's axis (sequence query)
+};
+
+// Seed 000: softmax over each sequence of `scores` (a sequence of [1]) written as a cumulative
+// log-sum-exp recurrence; exp(z - broadcast_as(last(lse), z)). Equals sequence::softmax(scores).
+Variable sequence_softmax_weights(const Variable& scores);
+// sequence::reduce_sum(sequence_softmax_weights(scores) * values).
+Attention sequence_softmax_attention(const Variable& scores, const Variable& values);
+
+// The position of every step in its sequence (0, 1, ...), a sequence of [1] on x's axis.
+Variable sequence_positions(const Variable& x);
+
+// Dot-product attention (seeds 002 and 004): score_j = q . k_j, times 1/sqrt(d) when `scaled`.
+// `causal` (only when query and keys share a sequence axis) masks every key after the query's step.
+Attention dot_product_attention(const Variable& query, const Variable& keys, const Variable& values,
+                                bool scaled = false, bool causal = false);
+inline Attention scaled_dot_product_attention(const Variable& query, const Variable& keys, const Variable& values,
+                                              bool causal = false) {
+    return dot_product_attention(query, keys, values, true, causal);
+}
+
+// Self-attention of a sequence over itself (seeds 003 and 004): bidirectional, or causal (each step
+// sees itself and the steps before it).
+Attention self_attention(const Variable& x, bool scaled = true, bool causal = false);
+
+// Seed 003, parametric: Q, K, V = x Wq, x Wk, x Wv (each [d, d], no bias), weights =
+// softmax(Q K^T / sqrt(d)) over the (unpadded) steps, out = tanh(weights V) Wo. d = x's dimension.
+Layer ParametricSelfAttention(bool causal = false, const std::string& name = "ParametricSelfAttention");
+
+// Multi-head self-attention: `heads` heads of dimension model_dim / heads, each scaled dot-product
+// attention on its slice of the Q, K, V projections, spliced and projected by Wo [model_dim, model_dim].
+Layer MultiHeadAttention(std::size_t heads, std::size_t model_dim, bool causal = false,
+                         const std::string& name = "MultiHeadAttention");
+
+// Additive (Bahdanau) attention: score_j = v . tanh(k_j W_k + q W_q), W_k [dk, a], W_q [dq, a], v [a].
+class AdditiveAttention {
+public:
+    explicit AdditiveAttention(std::size_t attention_dim, const std::string& name = "AdditiveAttention");
+    Attention operator()(const Variable& query, const Variable& keys, const Variable& values) const;
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+// General (Luong) attention: score_j = q^T W k_j with W [dq, dk], i.e. dot-product attention of q W.
+class GeneralAttention {
+public:
+    explicit GeneralAttention(const std::string& name = "GeneralAttention");
+    Attention operator()(const Variable& query, const Variable& keys, const Variable& values) const;
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+// Local-p attention (Luong et al. 2015, eq. 9-10; seed 001), for one target state h_t per sequence
+// (a batch value [H]) over the source states (a sequence [H]):
+//   p_t = S * sigmoid(v_p . tanh(h_t W_p)),  S = the source's length,
+//   a_s = softmax_s(h_t . hbar_s) * exp(-(s - p_t)^2 / (2 (D/2)^2)).
+// No hard window: the Gaussian factor keeps it differentiable in p_t. D = half_window.
+class LocalAttention {
+public:
+    explicit LocalAttention(double half_window, const std::string& name = "LocalAttention");
+    Attention operator()(const Variable& target, const Variable& source) const;
+    // p_t of the last call (a batch value [1]), for inspection and tests.
+    Variable aligned_position() const;
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace loom::layers
