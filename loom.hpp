@@ -13,3 +13,4 @@
 #include "graph/ops.hpp"
 #include "graph/session.hpp"
 #include "graph/variable.hpp"
+#include "layers/layers.hpp"
