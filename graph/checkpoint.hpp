@@ -1,0 +1,44 @@
+#pragma once
+// Checkpoints: parameters (with names and shapes), the learner's state, where the data reader was
+// and the caller's extras, in one checked file (core/serialization.hpp: temporary name, flush,
+// rename, checksum). A failed save leaves the previous checkpoint untouched; a damaged file is
+// reported as a DataError and nothing in the model or the learner is changed.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/variable.hpp"
+
+namespace loom {
+
+class Learner;
+
+// Where training was in its data, so a resumed run goes on with the next minibatch.
+struct DataPosition {
+    std::uint64_t epoch = 0;
+    std::uint64_t minibatch = 0;  // minibatches done in this epoch
+    std::uint64_t samples = 0;    // samples done in total
+    std::string reader_state;     // opaque bytes a reader can restore itself from
+    bool operator==(const DataPosition&) const = default;
+};
+
+// The caller's own named records (bytes), e.g. the best validation score so far.
+using CheckpointExtras = std::map<std::string, std::string>;
+
+struct Checkpoint {
+    DataPosition position;
+    CheckpointExtras extras;
+};
+
+// `learner` may be null (parameters only).
+void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
+                     const DataPosition& position = {}, const CheckpointExtras& extras = {});
+
+// Restores the parameters' values and, when `learner` is not null, its state. Parameters are
+// matched by position and must have the same names and shapes as when saved; otherwise a
+// UserError names the first mismatching parameter. Everything is checked before anything is
+// changed. A truncated or corrupted file throws DataError.
+Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner);
+
+}  // namespace loom

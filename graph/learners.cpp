@@ -1,0 +1,275 @@
+#include "graph/learners.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+LearningRate::LearningRate(double constant) : schedule_([constant](std::uint64_t) { return constant; }) {}
+
+LearningRate::LearningRate(std::function<double(std::uint64_t)> schedule) : schedule_(std::move(schedule)) {
+    if (!schedule_) throw UserError("LearningRate: the schedule function is empty");
+}
+
+LearningRate constant_rate(double lr) { return LearningRate(lr); }
+
+LearningRate step_decay(double lr, std::uint64_t step_size, double gamma) {
+    if (step_size == 0) throw UserError("step_decay: step_size must be at least 1");
+    return LearningRate([=](std::uint64_t s) { return lr * std::pow(gamma, static_cast<double>(s / step_size)); });
+}
+
+LearningRate exponential_decay(double lr, double gamma) {
+    return LearningRate([=](std::uint64_t s) { return lr * std::pow(gamma, static_cast<double>(s)); });
+}
+
+LearningRate warmup_linear_decay(double peak, std::uint64_t warmup_steps, std::uint64_t total_steps, double final_lr) {
+    if (total_steps < warmup_steps)
+        throw UserError("warmup_linear_decay: total_steps (" + std::to_string(total_steps) +
+                        ") must be at least warmup_steps (" + std::to_string(warmup_steps) + ")");
+    return LearningRate([=](std::uint64_t s) {
+        if (s < warmup_steps) return peak * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
+        if (s >= total_steps) return final_lr;
+        const double frac = static_cast<double>(s - warmup_steps) / static_cast<double>(total_steps - warmup_steps);
+        return peak + (final_lr - peak) * frac;
+    });
+}
+
+Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options,
+                 std::size_t slots)
+    : name_(std::move(name)), parameters_(std::move(parameters)), lr_(std::move(lr)), options_(options), slots_(slots) {
+    if (parameters_.empty()) throw UserError(name_ + ": no parameters to learn");
+    if (options_.gradient_clipping_norm < 0 || options_.l2_weight_decay < 0)
+        throw UserError(name_ + ": gradient_clipping_norm and l2_weight_decay must not be negative");
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        if (!parameters_[i] || !parameters_[i].is_parameter())
+            throw UserError(name_ + ": item " + std::to_string(i) + " of the parameter list is not a parameter");
+        for (std::size_t k = 0; k < slots_; ++k) state_.emplace_back(parameters_[i].data().size(), 0.0f);
+    }
+}
+
+void Learner::update(const Session& session, double gradient_scale) {
+    std::vector<std::span<const float>> grads;
+    grads.reserve(parameters_.size());
+    double sq = 0.0;
+    for (const auto& p : parameters_) {
+        grads.push_back(session.gradient(p));
+        const auto& g = grads.back();
+        if (g.size() != p.data().size())
+            throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.size()) +
+                                " elements, the parameter " + std::to_string(p.data().size()));
+        const float* gp = g.data();
+        double s = 0.0;
+        for (std::size_t j = 0; j < g.size(); ++j) s += static_cast<double>(gp[j]) * gp[j];
+        sq += s;
+    }
+    last_norm_ = std::sqrt(sq) * std::abs(gradient_scale);
+    double scale = gradient_scale;
+    if (options_.gradient_clipping_norm > 0 && last_norm_ > options_.gradient_clipping_norm)
+        scale *= options_.gradient_clipping_norm / last_norm_;
+
+    const double lr = lr_(steps_);
+    if (!std::isfinite(lr))
+        throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        auto& w = parameters_[i].data();
+        Step s{};
+        s.w = w.data();
+        s.grad = grads[i].data();
+        s.size = w.size();
+        s.row = w.dimension() > 0 && w.shape().back() > 0 ? w.shape().back() : 1;
+        s.scale = static_cast<float>(scale);
+        s.l2 = static_cast<float>(options_.l2_weight_decay);
+        s.lr = static_cast<float>(lr);
+        s.t = steps_ + 1;
+        s.s0 = slots_ > 0 ? state_[i * slots_].data() : nullptr;
+        s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
+        apply(s);
+    }
+    ++steps_;
+}
+
+void Learner::save_state(ByteWriter& out) const {
+    out.str(name_);
+    out.u64(steps_);
+    out.u64(parameters_.size());
+    out.u64(slots_);
+    for (const auto& s : state_) out.floats(s);
+}
+
+void Learner::load_state(ByteReader& in) {
+    const std::string name = in.str();
+    if (name != name_)
+        throw DataError("learner state is for a '" + name + "' learner, this learner is '" + name_ + "'");
+    const std::uint64_t steps = in.u64();
+    const std::uint64_t count = in.u64(), slots = in.u64();
+    if (count != parameters_.size() || slots != slots_)
+        throw DataError("learner state holds " + std::to_string(count) + " parameters x " + std::to_string(slots) +
+                        " slots, this '" + name_ + "' learner has " + std::to_string(parameters_.size()) + " x " +
+                        std::to_string(slots_));
+    std::vector<std::vector<float>> state;
+    for (std::size_t k = 0; k < state_.size(); ++k) {
+        state.push_back(in.floats());
+        if (state.back().size() != state_[k].size())
+            throw DataError("learner state for parameter " + parameters_[k / slots_].label() + " has " +
+                            std::to_string(state.back().size()) + " elements, the parameter has " +
+                            std::to_string(state_[k].size()));
+    }
+    state_ = std::move(state);
+    steps_ = steps;
+}
+
+namespace {
+
+class Sgd final : public Learner {
+public:
+    Sgd(std::vector<Parameter> p, LearningRate lr, LearnerOptions o)
+        : Learner("sgd", std::move(p), std::move(lr), o, 0) {}
+
+private:
+    void apply(const Step& s) override {
+        float* w = s.w;
+        const float* g = s.grad;
+        for (std::size_t j = 0; j < s.size; ++j) w[j] -= s.lr * (g[j] * s.scale + s.l2 * w[j]);
+    }
+};
+
+class Momentum final : public Learner {
+public:
+    Momentum(std::vector<Parameter> p, LearningRate lr, double momentum, bool nesterov, LearnerOptions o)
+        : Learner(nesterov ? "nesterov" : "momentum_sgd", std::move(p), std::move(lr), o, 1),
+          mu_(static_cast<float>(momentum)),
+          nesterov_(nesterov) {
+        if (momentum < 0 || momentum >= 1) throw UserError(name() + ": momentum must be in [0, 1)");
+    }
+
+private:
+    void apply(const Step& s) override {
+        float* w = s.w;
+        float* v = s.s0;
+        const float* g = s.grad;
+        if (nesterov_) {
+            for (std::size_t j = 0; j < s.size; ++j) {
+                const float gj = g[j] * s.scale + s.l2 * w[j];
+                v[j] = mu_ * v[j] + gj;
+                w[j] -= s.lr * (gj + mu_ * v[j]);
+            }
+        } else {
+            for (std::size_t j = 0; j < s.size; ++j) {
+                v[j] = mu_ * v[j] + (g[j] * s.scale + s.l2 * w[j]);
+                w[j] -= s.lr * v[j];
+            }
+        }
+    }
+    float mu_;
+    bool nesterov_;
+};
+
+class AdaGrad final : public Learner {
+public:
+    AdaGrad(std::vector<Parameter> p, LearningRate lr, double eps, LearnerOptions o)
+        : Learner("adagrad", std::move(p), std::move(lr), o, 1), eps_(static_cast<float>(eps)) {}
+
+private:
+    void apply(const Step& s) override {
+        float* w = s.w;
+        float* acc = s.s0;
+        const float* g = s.grad;
+        for (std::size_t j = 0; j < s.size; ++j) {
+            const float gj = g[j] * s.scale + s.l2 * w[j];
+            acc[j] += gj * gj;
+            w[j] -= s.lr * gj / (std::sqrt(acc[j]) + eps_);
+        }
+    }
+    float eps_;
+};
+
+class RmsProp final : public Learner {
+public:
+    RmsProp(std::vector<Parameter> p, LearningRate lr, double rho, double eps, LearnerOptions o)
+        : Learner("rmsprop", std::move(p), std::move(lr), o, 1),
+          rho_(static_cast<float>(rho)),
+          eps_(static_cast<float>(eps)) {
+        if (rho < 0 || rho >= 1) throw UserError("rmsprop: rho must be in [0, 1)");
+    }
+
+private:
+    void apply(const Step& s) override {
+        float* w = s.w;
+        float* avg = s.s0;
+        const float* g = s.grad;
+        const float one_minus_rho = 1.0f - rho_;
+        for (std::size_t j = 0; j < s.size; ++j) {
+            const float gj = g[j] * s.scale + s.l2 * w[j];
+            avg[j] = rho_ * avg[j] + one_minus_rho * gj * gj;
+            w[j] -= s.lr * gj / (std::sqrt(avg[j]) + eps_);
+        }
+    }
+    float rho_, eps_;
+};
+
+class Adam final : public Learner {
+public:
+    Adam(std::vector<Parameter> p, LearningRate lr, double b1, double b2, double eps, LearnerOptions o)
+        : Learner("adam", std::move(p), std::move(lr), o, 2), b1_(b1), b2_(b2), eps_(static_cast<float>(eps)) {
+        if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1) throw UserError("adam: beta1 and beta2 must be in [0, 1)");
+    }
+
+private:
+    void apply(const Step& s) override {
+        const double t = static_cast<double>(s.t);
+        const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
+        const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
+        if (options().lazy_sparse_rows) {
+            for (std::size_t r = 0; r < s.size; r += s.row) {
+                const float* g = s.grad + r;
+                bool touched = false;
+                for (std::size_t j = 0; j < s.row; ++j) touched |= g[j] != 0.0f;
+                if (touched) run(s.w + r, g, s.s0 + r, s.s1 + r, s.row, s, c1, c2);
+            }
+        } else {
+            run(s.w, s.grad, s.s0, s.s1, s.size, s, c1, c2);
+        }
+    }
+
+    void run(float* w, const float* g, float* m, float* v, std::size_t n, const Step& s, float c1, float c2) const {
+        const auto b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
+        const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
+        for (std::size_t j = 0; j < n; ++j) {
+            const float gj = g[j] * s.scale + s.l2 * w[j];
+            m[j] = b1 * m[j] + one_minus_b1 * gj;
+            v[j] = b2 * v[j] + one_minus_b2 * gj * gj;
+            w[j] -= s.lr * (m[j] * c1) / (std::sqrt(v[j] * c2) + eps_);
+        }
+    }
+    double b1_, b2_;
+    float eps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Learner> sgd(std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options) {
+    return std::make_unique<Sgd>(std::move(parameters), std::move(lr), options);
+}
+std::unique_ptr<Learner> momentum_sgd(std::vector<Parameter> parameters, LearningRate lr, double momentum,
+                                      LearnerOptions options) {
+    return std::make_unique<Momentum>(std::move(parameters), std::move(lr), momentum, false, options);
+}
+std::unique_ptr<Learner> nesterov(std::vector<Parameter> parameters, LearningRate lr, double momentum,
+                                  LearnerOptions options) {
+    return std::make_unique<Momentum>(std::move(parameters), std::move(lr), momentum, true, options);
+}
+std::unique_ptr<Learner> adagrad(std::vector<Parameter> parameters, LearningRate lr, double epsilon,
+                                 LearnerOptions options) {
+    return std::make_unique<AdaGrad>(std::move(parameters), std::move(lr), epsilon, options);
+}
+std::unique_ptr<Learner> rmsprop(std::vector<Parameter> parameters, LearningRate lr, double rho, double epsilon,
+                                 LearnerOptions options) {
+    return std::make_unique<RmsProp>(std::move(parameters), std::move(lr), rho, epsilon, options);
+}
+std::unique_ptr<Learner> adam(std::vector<Parameter> parameters, LearningRate lr, double beta1, double beta2,
+                              double epsilon, LearnerOptions options) {
+    return std::make_unique<Adam>(std::move(parameters), std::move(lr), beta1, beta2, epsilon, options);
+}
+
+}  // namespace loom

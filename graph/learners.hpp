@@ -1,0 +1,139 @@
+#pragma once
+// Learners: the update rules that turn a Session's parameter gradients into new parameter values.
+//
+// A learner owns the list of parameters it updates and the per-parameter state of its rule
+// (momentum, squared-gradient averages, ...). `update(session)` applies ONE step: it reads each
+// gradient straight from the session (no copy) and writes the parameter's live value
+// (Parameter::data()) in place.
+//
+// The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam) return
+// std::unique_ptr<Learner>: a learner is polymorphic and owns state that must not be copied by
+// accident (two copies would each think they own the parameters' optimizer state).
+//
+// Every step does, per element, with g the gradient of the session's loss SUM:
+//   g <- g * gradient_scale * clip        (clip = min(1, max_norm / global_norm), optional)
+//   g <- g + l2_weight_decay * w          (optional; "coupled" L2 as in CNTK and torch.optim)
+//   w <- rule(w, g, state, lr(step))
+// Clipping uses the GLOBAL norm over all of the learner's parameters (as
+// torch.nn.utils.clip_grad_norm_), so the direction of the whole update is kept.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/serialization.hpp"
+#include "graph/session.hpp"
+#include "graph/variable.hpp"
+
+namespace loom {
+
+// A learning rate as a function of the number of updates already applied (0 for the first step).
+// A plain number converts to a constant rate.
+class LearningRate {
+public:
+    LearningRate(double constant);  // NOLINT: implicit, so sgd(params, 0.1) reads naturally
+    explicit LearningRate(std::function<double(std::uint64_t step)> schedule);
+    double operator()(std::uint64_t step) const { return schedule_(step); }
+
+private:
+    std::function<double(std::uint64_t)> schedule_;
+};
+
+LearningRate constant_rate(double lr);
+// lr * gamma^floor(step / step_size)
+LearningRate step_decay(double lr, std::uint64_t step_size, double gamma);
+// lr * gamma^step
+LearningRate exponential_decay(double lr, double gamma);
+// Linear warmup from peak/warmup_steps to peak over the first warmup_steps steps
+// (step s < warmup uses peak * (s + 1) / warmup), then linear decay from peak to final_lr at
+// total_steps, and final_lr after that.
+LearningRate warmup_linear_decay(double peak, std::uint64_t warmup_steps, std::uint64_t total_steps,
+                                 double final_lr = 0.0);
+
+struct LearnerOptions {
+    double gradient_clipping_norm = 0.0;  // > 0: rescale so the global L2 norm is at most this
+    double l2_weight_decay = 0.0;         // > 0: adds l2_weight_decay * w to every gradient
+    // Adam only, off by default. "Lazy Adam": a row of a parameter (the last axis, e.g. one
+    // embedding vector of a [vocab, dim] table) whose raw gradient is entirely zero is skipped:
+    // neither its moments nor its weights change. This differs from exact Adam (whose moments
+    // decay and whose weights keep moving on old momentum) but saves the work for the many
+    // embedding rows a minibatch does not touch. L2 decay is not applied to skipped rows.
+    bool lazy_sparse_rows = false;
+};
+
+class Learner {
+public:
+    virtual ~Learner() = default;
+    Learner(const Learner&) = delete;
+    Learner& operator=(const Learner&) = delete;
+
+    // One step for every parameter, from the gradients of `session`'s last backward().
+    // `gradient_scale` multiplies every gradient first (the Trainer passes 1/count to average).
+    void update(const Session& session, double gradient_scale = 1.0);
+
+    const std::string& name() const { return name_; }
+    const std::vector<Parameter>& parameters() const { return parameters_; }
+    std::uint64_t step_count() const { return steps_; }
+    // The rate the next update will use.
+    double learning_rate() const { return lr_(steps_); }
+    void set_learning_rate(LearningRate lr) { lr_ = std::move(lr); }
+    const LearnerOptions& options() const { return options_; }
+    // Global L2 norm of the (scaled) gradients seen by the last update, before clipping.
+    double last_gradient_norm() const { return last_norm_; }
+
+    // The step count and the rule's state (not the parameters, not the schedule).
+    void save_state(ByteWriter& out) const;
+    // Throws DataError (naming `in`'s context) when the state is for another learner or other
+    // parameter sizes; on error the learner is unchanged.
+    void load_state(ByteReader& in);
+
+protected:
+    // `slots`: how many state buffers of the parameter's size the rule keeps per parameter.
+    Learner(std::string name, std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options,
+            std::size_t slots);
+
+    // What a rule sees for one parameter. Effective gradient of element j:
+    //   g_j = grad[j] * scale + l2 * w[j]
+    struct Step {
+        float* w;
+        const float* grad;
+        std::size_t size;
+        std::size_t row;  // elements per row (last axis), for lazy updates
+        float scale, l2, lr;
+        std::uint64_t t;  // 1-based number of this update
+        float* s0;        // state slots (nullptr when the rule keeps fewer)
+        float* s1;
+    };
+    virtual void apply(const Step& step) = 0;
+
+private:
+    std::string name_;
+    std::vector<Parameter> parameters_;
+    LearningRate lr_;
+    LearnerOptions options_;
+    std::size_t slots_;
+    std::vector<std::vector<float>> state_;  // parameters x slots, flattened: [p * slots_ + k]
+    std::uint64_t steps_ = 0;
+    double last_norm_ = 0.0;
+};
+
+// w -= lr * g
+std::unique_ptr<Learner> sgd(std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options = {});
+// v = momentum * v + g;  w -= lr * v   (classical momentum, as torch.optim.SGD)
+std::unique_ptr<Learner> momentum_sgd(std::vector<Parameter> parameters, LearningRate lr, double momentum = 0.9,
+                                      LearnerOptions options = {});
+// v = momentum * v + g;  w -= lr * (g + momentum * v)   (Nesterov, as torch.optim.SGD(nesterov=True))
+std::unique_ptr<Learner> nesterov(std::vector<Parameter> parameters, LearningRate lr, double momentum = 0.9,
+                                  LearnerOptions options = {});
+// G += g^2;  w -= lr * g / (sqrt(G) + epsilon)
+std::unique_ptr<Learner> adagrad(std::vector<Parameter> parameters, LearningRate lr, double epsilon = 1e-8,
+                                 LearnerOptions options = {});
+// S = rho * S + (1 - rho) * g^2;  w -= lr * g / (sqrt(S) + epsilon)
+std::unique_ptr<Learner> rmsprop(std::vector<Parameter> parameters, LearningRate lr, double rho = 0.9,
+                                 double epsilon = 1e-8, LearnerOptions options = {});
+// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + epsilon)
+std::unique_ptr<Learner> adam(std::vector<Parameter> parameters, LearningRate lr, double beta1 = 0.9,
+                              double beta2 = 0.999, double epsilon = 1e-8, LearnerOptions options = {});
+
+}  // namespace loom

@@ -1,0 +1,228 @@
+// Checkpoints: round trip, damaged files (truncated, one corrupted byte) give DataError and leave
+// the previous checkpoint and the model intact, mismatched models are named, and a resumed run
+// reproduces the uninterrupted one exactly.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <loom.hpp>
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A scratch directory removed at the end of the test.
+struct TempDir {
+    fs::path path;
+    explicit TempDir(const std::string& name)
+        : path(fs::temp_directory_path() / ("loom_ckpt_" + name + "_" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+}
+
+// A small model whose initial values come from `seed`, so two builds can start differently.
+struct Model {
+    Variable x = input_variable({3}, "x");
+    Variable y = input_variable({2}, "y");
+    Parameter w1, b1, w2;
+    Variable loss;
+
+    explicit Model(std::uint64_t seed) {
+        Rng rng(seed);
+        w1 = parameter(xt::cast<float>(glorot_uniform()(Shape{3, 4}, rng)), "w1");
+        b1 = parameter(xt::cast<float>(uniform(0.1)(Shape{4}, rng)), "b1");
+        w2 = parameter(xt::cast<float>(glorot_uniform()(Shape{4, 2}, rng)), "w2");
+        loss = square(times(tanh(times(x, w1) + b1), w2) - y);
+    }
+    std::vector<Parameter> params() const { return {w1, b1, w2}; }
+
+    // Minibatch i: deterministic data, different for each i.
+    Bindings minibatch(std::size_t i) const {
+        Rng rng(1000 + i);
+        std::normal_distribution<float> d(0.0f, 1.0f);
+        xt::xarray<float> xs = xt::zeros<float>({6, 3}), ys = xt::zeros<float>({6, 2});
+        for (auto& v : xs) v = d(rng);
+        for (std::size_t n = 0; n < 6; ++n) {
+            ys(n, 0) = std::sin(xs(n, 0)) + 0.5f * xs(n, 1);
+            ys(n, 1) = xs(n, 2) * xs(n, 0);
+        }
+        return {{x, Value::batch(xs)}, {y, Value::batch(ys)}};
+    }
+};
+
+// Adam with a warmup schedule and clipping: the resumed run needs the moments, the step count (for
+// bias correction and the schedule) and the parameters all restored.
+std::unique_ptr<Learner> make_learner(const Model& m) {
+    LearnerOptions o;
+    o.gradient_clipping_norm = 2.0;
+    o.l2_weight_decay = 1e-3;
+    return adam(m.params(), warmup_linear_decay(0.05, 3, 20), 0.9, 0.999, 1e-8, o);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint round trip restores parameters, learner state, position and extras") {
+    TempDir dir("roundtrip");
+    Model a(1);
+    Trainer ta(a.loss, Variable(), make_learner(a));
+    for (std::size_t i = 0; i < 3; ++i) ta.train_minibatch(a.minibatch(i));
+    DataPosition pos{2, 1, 18, std::string("reader\0state", 12)};
+    ta.save_checkpoint(dir.file("ckpt"), pos, {{"best", "0.25"}});
+
+    Model b(2);
+    Trainer tb(b.loss, Variable(), make_learner(b));
+    CHECK_FALSE(b.w1.value() == a.w1.value());
+    const Checkpoint c = tb.load_checkpoint(dir.file("ckpt"));
+    CHECK(c.position == pos);
+    CHECK(c.extras.size() == 1);
+    CHECK(c.extras.at("best") == "0.25");
+    for (std::size_t i = 0; i < 3; ++i) CHECK(b.params()[i].value() == a.params()[i].value());
+    CHECK(tb.learner().step_count() == 3);
+    CHECK(tb.total_samples_seen() == 18);
+    // The next step is identical in both.
+    CHECK(ta.train_minibatch(a.minibatch(3)).loss_sum == tb.train_minibatch(b.minibatch(3)).loss_sum);
+    CHECK(b.w2.value() == a.w2.value());
+
+    // Parameters only (no learner).
+    Model c2(3);
+    save_checkpoint(dir.file("params"), c2.params(), nullptr);
+    Model d(4);
+    load_checkpoint(dir.file("params"), d.params(), nullptr);
+    CHECK(d.w1.value() == c2.w1.value());
+    auto l = make_learner(d);
+    CHECK_THROWS_AS(load_checkpoint(dir.file("params"), d.params(), l.get()), UserError);
+}
+
+TEST_CASE("checkpoint: truncated file is a DataError and the previous good one still loads") {
+    TempDir dir("truncated");
+    Model a(1);
+    auto la = make_learner(a);
+    save_checkpoint(dir.file("good"), a.params(), la.get());
+    const std::string bytes = read_bytes(dir.file("good"));
+    for (std::size_t keep : {std::size_t(0), std::size_t(10), bytes.size() / 2, bytes.size() - 1}) {
+        CAPTURE(keep);
+        write_bytes(dir.file("bad"), bytes.substr(0, keep));
+        Model b(2);
+        auto lb = make_learner(b);
+        const auto before = b.w1.value();
+        CHECK_THROWS_AS(load_checkpoint(dir.file("bad"), b.params(), lb.get()), DataError);
+        CHECK(b.w1.value() == before);  // a failed load changes nothing
+        load_checkpoint(dir.file("good"), b.params(), lb.get());
+        CHECK(b.w1.value() == a.w1.value());
+    }
+    // A crash in the middle of the next save leaves at most a partial temporary file.
+    write_bytes(dir.file("good") + ".tmp", bytes.substr(0, 20));
+    Model c(3);
+    load_checkpoint(dir.file("good"), c.params(), nullptr);
+    CHECK(c.b1.value() == a.b1.value());
+}
+
+TEST_CASE("checkpoint: a corrupted byte is a DataError naming the file") {
+    TempDir dir("corrupt");
+    Model a(1);
+    save_checkpoint(dir.file("ckpt"), a.params(), nullptr);
+    const std::string bytes = read_bytes(dir.file("ckpt"));
+    for (std::size_t at : {bytes.size() / 3, bytes.size() - 2}) {
+        std::string bad = bytes;
+        bad[at] = static_cast<char>(bad[at] ^ 0x10);
+        write_bytes(dir.file("ckpt"), bad);
+        Model b(2);
+        try {
+            load_checkpoint(dir.file("ckpt"), b.params(), nullptr);
+            FAIL("a corrupted checkpoint loaded");
+        } catch (const DataError& e) {
+            CHECK(std::string(e.what()).find(dir.file("ckpt")) != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("checkpoint: a failed save leaves the previous checkpoint intact") {
+    TempDir dir("failedsave");
+    Model a(1);
+    save_checkpoint(dir.file("ckpt"), a.params(), nullptr);
+    const std::string good = read_bytes(dir.file("ckpt"));
+    // The temporary file cannot be created (a directory is in its way), so the save fails.
+    fs::create_directory(dir.file("ckpt") + ".tmp");
+    Model b(2);
+    CHECK_THROWS_AS(save_checkpoint(dir.file("ckpt"), b.params(), nullptr), UserError);
+    CHECK(read_bytes(dir.file("ckpt")) == good);
+    Model c(3);
+    load_checkpoint(dir.file("ckpt"), c.params(), nullptr);
+    CHECK(c.w2.value() == a.w2.value());
+}
+
+TEST_CASE("checkpoint: a different model is refused with the mismatching parameter named") {
+    TempDir dir("mismatch");
+    Model a(1);
+    save_checkpoint(dir.file("ckpt"), a.params(), nullptr);
+    Parameter wide = parameter({3, 5}, zeros(), "w1");
+    Parameter renamed = parameter({4}, zeros(), "bias");
+    auto message = [&](std::vector<Parameter> ps) {
+        try {
+            load_checkpoint(dir.file("ckpt"), ps, nullptr);
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    CHECK(message({wide, a.b1, a.w2}).find("parameter #0 is 'w1' [3, 4] in the file but 'w1' [3, 5] in the model") !=
+          std::string::npos);
+    CHECK(message({a.w1, renamed, a.w2}).find("'b1' [4] in the file but 'bias' [4]") != std::string::npos);
+    CHECK(message({a.w1, a.b1}).find("holds 3 parameters, the model passed has 2") != std::string::npos);
+    CHECK(a.w1.value() == Model(1).w1.value());
+}
+
+TEST_CASE("checkpoint: resuming reproduces the uninterrupted run exactly") {
+    TempDir dir("resume");
+    constexpr std::size_t total = 12, stop = 5;
+
+    // Uninterrupted.
+    std::vector<double> straight;
+    {
+        Model m(7);
+        Trainer t(m.loss, Variable(), make_learner(m));
+        for (std::size_t i = 0; i < total; ++i) straight.push_back(t.train_minibatch(m.minibatch(i)).loss_sum);
+    }
+    // Interrupted after `stop` steps, then resumed in a fresh model and learner.
+    std::vector<double> resumed;
+    {
+        Model m(7);
+        Trainer t(m.loss, Variable(), make_learner(m));
+        for (std::size_t i = 0; i < stop; ++i) resumed.push_back(t.train_minibatch(m.minibatch(i)).loss_sum);
+        t.save_checkpoint(dir.file("ckpt"), DataPosition{0, stop, stop * 6, {}});
+    }
+    {
+        Model m(99);  // different initial values: everything must come from the file
+        Trainer t(m.loss, Variable(), make_learner(m));
+        const Checkpoint c = t.load_checkpoint(dir.file("ckpt"));
+        REQUIRE(c.position.minibatch == stop);
+        for (std::size_t i = c.position.minibatch; i < total; ++i)
+            resumed.push_back(t.train_minibatch(m.minibatch(i)).loss_sum);
+    }
+    REQUIRE(resumed.size() == straight.size());
+    for (std::size_t i = 0; i < total; ++i) {
+        CAPTURE(i);
+        CHECK(resumed[i] == straight[i]);  // bitwise
+    }
+    CHECK(straight.back() < straight.front());
+}
