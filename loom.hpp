@@ -12,5 +12,6 @@
 #include "graph/evaluate.hpp"
 #include "graph/ops.hpp"
 #include "graph/session.hpp"
+#include "graph/training.hpp"
 #include "graph/variable.hpp"
 #include "layers/layers.hpp"
