@@ -1,0 +1,183 @@
+// past_value / future_value: CNTK's documented cases, every kind of initial state, time steps longer
+// than a sequence, and delays inside recurrence loops. Expected values are written out or computed by
+// the test from the definition out[t] = x[t -/+ k] (initial_state outside the sequence).
+#include <doctest/doctest.h>
+
+#include <loom.hpp>
+
+#include "gradcheck.hpp"
+
+using namespace loom;
+using loom::testing::random_rows;
+using loom::testing::random_sequences;
+using loom::testing::require_gradients;
+
+namespace {
+
+// CNTK's doctest input: one sequence of 4 steps of shape (3, 2) holding 0..23.
+xt::xarray<double> arange_sequence(std::size_t steps) {
+    xt::xarray<double> a = xt::zeros<double>({steps, std::size_t{3}, std::size_t{2}});
+    for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<double>(i);
+    return a;
+}
+
+// out[t] on one sequence: x[t - shift] when inside, else `init(t)`.
+template <class Init>
+xt::xarray<double> shifted(const xt::xarray<double>& x, long shift, Init init) {
+    xt::xarray<double> out = xt::zeros<double>(x.shape());
+    const long len = static_cast<long>(x.shape()[0]);
+    const std::size_t row = x.size() / x.shape()[0];
+    for (long t = 0; t < len; ++t)
+        for (std::size_t j = 0; j < row; ++j) {
+            const long s = t - shift;
+            out.data()[t * row + j] = (s >= 0 && s < len) ? x.data()[s * row + j] : init(j);
+        }
+    return out;
+}
+
+void check_equal(const xt::xarray<double>& got, const xt::xarray<double>& want) {
+    REQUIRE(got.shape() == want.shape());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got.data()[i] == doctest::Approx(want.data()[i]).epsilon(1e-12));
+}
+
+}  // namespace
+
+TEST_CASE("past_value(x, 0.1): CNTK's example, shifted by one step with 0.1 first; gradient of the sum") {
+    Variable x = sequence::input_variable({3, 2}, "x");
+    Variable y = past_value(x, 0.1, 1);
+    const xt::xarray<double> x0 = arange_sequence(4);
+    Bindings in{{x, Value::sequences(std::vector<xt::xarray<double>>{x0})}};
+    auto got = evaluate({y}, in)[y].sequence<double>(0);
+    xt::xarray<double> want = xt::zeros<double>({4, 3, 2});
+    for (std::size_t j = 0; j < 6; ++j) want.data()[j] = 0.1;
+    for (std::size_t i = 6; i < 24; ++i) want.data()[i] = static_cast<double>(i - 6);
+    check_equal(got, want);
+
+    auto g = gradients(y, in, {x})[x].sequence<double>(0);
+    for (std::size_t i = 0; i < 24; ++i) CHECK(g.data()[i] == (i < 18 ? 1.0 : 0.0));
+}
+
+TEST_CASE("future_value(x, 0.1): the mirror image; gradient is zero on the first step") {
+    Variable x = sequence::input_variable({3, 2}, "x");
+    Variable y = future_value(x, 0.1, 1);
+    const xt::xarray<double> x0 = arange_sequence(4);
+    Bindings in{{x, Value::sequences(std::vector<xt::xarray<double>>{x0})}};
+    auto got = evaluate({y}, in)[y].sequence<double>(0);
+    xt::xarray<double> want = xt::zeros<double>({4, 3, 2});
+    for (std::size_t i = 0; i < 18; ++i) want.data()[i] = static_cast<double>(i + 6);
+    for (std::size_t i = 18; i < 24; ++i) want.data()[i] = 0.1;
+    check_equal(got, want);
+
+    auto g = gradients(y, in, {x})[x].sequence<double>(0);
+    for (std::size_t i = 0; i < 24; ++i) CHECK(g.data()[i] == (i < 6 ? 0.0 : 1.0));
+}
+
+TEST_CASE("time_step = 2 on a 2-step sequence gives only the initial state and no gradient") {
+    Variable x = sequence::input_variable({3, 2}, "x");
+    const xt::xarray<double> x0 = arange_sequence(2);
+    Bindings in{{x, Value::sequences(std::vector<xt::xarray<double>>{x0})}};
+    for (Variable y : {past_value(x, 0.1, 2), future_value(x, 0.1, 2)}) {
+        auto got = evaluate({y}, in)[y].sequence<double>(0);
+        for (double v : got) CHECK(v == doctest::Approx(0.1));
+        auto g = gradients(y, in, {x})[x].sequence<double>(0);
+        for (double v : g) CHECK(v == 0.0);
+    }
+}
+
+TEST_CASE("time_step longer than some sequences of a batch") {
+    Variable x = sequence::input_variable({2}, "x");
+    auto seqs = random_sequences({2}, {1, 3, 7}, 3);
+    Bindings in{{x, Value::sequences(seqs)}};
+    Variable p = past_value(x, -2.0, 4), f = future_value(x, -3.0, 4);
+    auto out = evaluate({p, f}, in);
+    for (std::size_t n = 0; n < 3; ++n) {
+        check_equal(out[p].sequence<double>(n), shifted(seqs[n], 4, [](std::size_t) { return -2.0; }));
+        check_equal(out[f].sequence<double>(n), shifted(seqs[n], -4, [](std::size_t) { return -3.0; }));
+    }
+    // Sequences of length 1 and 3 never reach back 4 steps: all initial state.
+    for (double v : out[p].sequence<double>(1)) CHECK(v == -2.0);
+}
+
+TEST_CASE("initial_state as a scalar, a tensor of the sample shape, a parameter and a per-sequence value") {
+    Variable x = sequence::input_variable({2}, "x");
+    auto seqs = random_sequences({2}, {1, 3, 7}, 4);
+    const xt::xarray<double> rows = random_rows({2}, 3, 5);
+    Variable per_seq = input_variable({2}, "init_rows");
+    Parameter p = parameter(xt::xarray<float>{0.25f, -0.75f}, "init_param");
+    Bindings in{{x, Value::sequences(seqs)}, {per_seq, Value::batch(rows)}};
+    const xt::xarray<double> tensor_init = {1.5, -2.5};
+
+    Variable y_scalar = past_value(x, 0.5), y_tensor = past_value(x, constant(tensor_init));
+    Variable y_param = past_value(x, p, 2), y_rows = future_value(x, per_seq, 2);
+    auto out = evaluate({y_scalar, y_tensor, y_param, y_rows}, in);
+    for (std::size_t n = 0; n < 3; ++n) {
+        check_equal(out[y_scalar].sequence<double>(n), shifted(seqs[n], 1, [](std::size_t) { return 0.5; }));
+        check_equal(out[y_tensor].sequence<double>(n),
+                    shifted(seqs[n], 1, [&](std::size_t j) { return tensor_init(j); }));
+        check_equal(out[y_param].sequence<double>(n),
+                    shifted(seqs[n], 2, [](std::size_t j) { return j == 0 ? 0.25 : -0.75; }));
+        check_equal(out[y_rows].sequence<double>(n), shifted(seqs[n], -2, [&](std::size_t j) { return rows(n, j); }));
+    }
+    // d(sum)/d(initial state) = the number of steps that read it: min(k, L) per sequence.
+    auto g = gradients(y_param, in, {p});
+    const double used = 1.0 + 2.0 + 2.0;  // lengths 1, 3, 7 with time_step 2
+    CHECK(g[p].tensor<double>()(0) == doctest::Approx(used));
+    CHECK(g[p].tensor<double>()(1) == doctest::Approx(used));
+    auto gr = gradients(y_rows, in, {per_seq})[per_seq].batch<double>();
+    CHECK(gr(0, 0) == 1.0);
+    CHECK(gr(1, 1) == 2.0);
+    CHECK(gr(2, 0) == 2.0);
+
+    require_gradients("parameter initial state", tanh(past_value(x, p, 2) * x), in, {p, x});
+    require_gradients("per-sequence initial state", tanh(future_value(x, per_seq, 2) * x), in, {per_seq, x});
+    require_gradients("tensor initial state", past_value(x, constant(tensor_init)) * x, in, {x});
+}
+
+TEST_CASE("past_value and future_value inside loops: running sums, with time_step 1 and 2") {
+    Variable x = sequence::input_variable({2}, "x");
+    auto seqs = random_sequences({2}, {1, 3, 7}, 6);
+    Bindings in{{x, Value::sequences(seqs)}};
+    struct Case {
+        int dir;
+        std::size_t k;
+        double init;
+    };
+    for (Case c : {Case{1, 1, 0.0}, Case{1, 2, 0.5}, Case{-1, 1, 0.0}, Case{-1, 3, -1.0}}) {
+        CAPTURE(c.dir);
+        CAPTURE(c.k);
+        // h[t] = x[t] + h[t - dir k] (or init where that falls outside).
+        Variable p = placeholder({2}, "h_prev");
+        Variable d = c.dir > 0 ? past_value(p, c.init, c.k) : future_value(p, c.init, c.k);
+        Variable h = x + d;
+        h.replace_placeholders({{p, h}});
+        auto out = evaluate({h}, in);
+        auto g = gradients(h, in, {x});
+        for (std::size_t n = 0; n < 3; ++n) {
+            const long len = static_cast<long>(seqs[n].shape()[0]);
+            xt::xarray<double> want = xt::zeros<double>(seqs[n].shape());
+            xt::xarray<double> dwant = xt::zeros<double>(seqs[n].shape());
+            for (long i = 0; i < len; ++i) {
+                const long t = c.dir > 0 ? i : len - 1 - i;
+                const long s = t - c.dir * static_cast<long>(c.k);
+                for (std::size_t j = 0; j < 2; ++j)
+                    want(t, j) = seqs[n](t, j) + ((s >= 0 && s < len) ? want(s, j) : c.init);
+            }
+            // d(sum_t h[t])/dx[s]: h[t] holds x[s] for every t reachable from s by steps of dir*k.
+            for (long s = 0; s < len; ++s)
+                for (long t = s; t >= 0 && t < len; t += c.dir * static_cast<long>(c.k))
+                    for (std::size_t j = 0; j < 2; ++j) dwant(s, j) += 1.0;
+            check_equal(out[h].sequence<double>(n), want);
+            check_equal(g[x].sequence<double>(n), dwant);
+        }
+        require_gradients("running sum loop", tanh(h), in, {x});
+    }
+}
+
+TEST_CASE("delays reject time_step 0 and a sequence initial state") {
+    Variable x = sequence::input_variable({2}, "x");
+    CHECK_THROWS_WITH_AS(past_value(x, 0.0, 0), doctest::Contains("time_step"), UserError);
+    CHECK_THROWS_WITH_AS(future_value(x, 0.0, 0), doctest::Contains("future_value"), UserError);
+    CHECK_THROWS_WITH_AS(past_value(x, x), doctest::Contains("initial_state"), UserError);
+    CHECK_THROWS_AS(past_value(x, constant(xt::xarray<double>{1.0, 2.0, 3.0})), UserError);
+    CHECK_THROWS_AS(past_value(input_variable({2}, "not_a_sequence")), UserError);
+}
