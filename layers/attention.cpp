@@ -10,7 +10,8 @@ namespace loom::layers {
 namespace {
 
 std::size_t last_dim(const std::string& who, const Variable& x) {
-    if (x.shape().rank() == 0) throw UserError(who + ": " + x.label() + " has no axis (sample shape " + x.shape().str() + ")");
+    if (x.shape().rank() == 0)
+        throw UserError(who + ": " + x.label() + " has no axis (sample shape " + x.shape().str() + ")");
     return x.shape()[x.shape().rank() - 1];
 }
 
@@ -19,37 +20,39 @@ Variable scale_by(const Variable& v, double s) { return s == 1.0 ? v : v * const
 // Batch query: the context on the keys' own sequence axis; sequence::softmax ignores padding.
 Attention attend_over_sequence(const Variable& scores, const Variable& values) {
     Variable weights = sequence::softmax(scores);
-    return {sequence::reduce_sum(weights * values), weights};
+    return {sequence::reduce_sum(weights * values), weights, scores};
 }
 
-// Sequence query: keys and values as [T_max, d] tensors on every step of the query.
-struct StepKeys {
-    Variable keys, values, mask;  // [T_max, dk], [T_max, dv], [T_max] on the query's axis
-};
-
-StepKeys unpack_onto(const Variable& query, const Variable& keys, const Variable& values) {
-    auto k = sequence::unpack(keys);
-    Variable v = values == keys ? k.data : sequence::unpack(values).data;
-    return {sequence::broadcast_as(k.data, query), sequence::broadcast_as(v, query),
-            sequence::broadcast_as(k.mask, query)};
+// Sequence query (each query step attends over all keys): the queries are unpacked to a batch
+// tensor [Tq, ...] and broadcast onto the KEYS' axis, so that `scores` is a sequence on the keys'
+// axis of [Tq, 1] (query i's score for key j at key step j). The normalization is then
+// sequence::softmax along the keys' axis, which skips padded keys and is stable, and
+// sequence::reduce_sum gives every query's context at once as a batch [Tq, dv]. Query step i then
+// picks row i (a one-hot selector built from the step positions). Causal masking sets -inf where
+// key j comes after query i. Cost: O(Tq * Tk) memory per sequence, as any full attention.
+Variable unpack_queries(const Variable& query_like, const Variable& keys) {
+    return sequence::broadcast_as(sequence::unpack(query_like).data, keys);  // [Tq, ...] on the keys' axis
 }
 
-// mask [T_max] on the query's axis that also hides the keys after the query's own step.
-Variable causal_mask(const Variable& query, const Variable& keys, const Variable& mask) {
-    if (!(query.axis() == keys.axis()))
-        throw UserError("attention: causal masking needs the query and the keys on the same sequence axis (" +
-                        query.label() + " is on the " + query.axis().str() + ", " + keys.label() + " on the " +
-                        keys.axis().str() + ")");
-    Variable pos = sequence_positions(query);                     // [1]: i
-    Variable key_pos = sequence::unpack(pos).data;                // [T_max, 1]: j
-    Variable j = times(sequence::broadcast_as(key_pos, query), constant(xt::xarray<double>{1.0}));  // [T_max]
-    return mask * less_equal(j, pos);
-}
-
-Attention attend_over_steps(const Variable& scores, const StepKeys& k) {
-    Variable masked = element_select(k.mask, scores, constant(-std::numeric_limits<double>::infinity()));
-    Variable weights = softmax(masked, -1);
-    return {times(weights, k.values), weights};
+Attention attend_steps(const Variable& query, const Variable& keys, Variable scores, const Variable& values,
+                       bool causal) {
+    Variable query_pos = sequence_positions(query);  // [1] on the query's axis
+    if (causal) {
+        if (!(query.axis() == keys.axis()))
+            throw UserError("attention: causal masking needs the query and the keys on the same sequence axis (" +
+                            query.label() + " is on the " + query.axis().str() + ", " + keys.label() + " on the " +
+                            keys.axis().str() + ")");
+        // Padded query rows read position 0, so they still see key 0 and never normalize an empty set.
+        Variable i = unpack_queries(query_pos, keys);  // [Tq, 1]
+        scores = element_select(greater_equal(i, sequence_positions(keys)), scores,
+                                constant(-std::numeric_limits<double>::infinity()));
+    }
+    Variable weights = sequence::softmax(scores);                    // [Tq, 1] on the keys' axis
+    Variable all_contexts = sequence::reduce_sum(weights * values);  // batch [Tq, dv]
+    // Padded query rows hold -1, so no real step selects them.
+    Variable rows = sequence::broadcast_as(sequence::unpack(query_pos, -1.0).data, query);  // [Tq, 1]
+    Variable selector = equal(times(rows, constant(xt::xarray<double>{1.0})), query_pos);   // [Tq], one-hot at i
+    return {times(selector, sequence::broadcast_as(all_contexts, query)), weights, scores};
 }
 
 void check_query(const std::string& who, const Variable& query, const Variable& keys, const Variable& values) {
@@ -73,7 +76,7 @@ Variable sequence_softmax_weights(const Variable& scores) {
 
 Attention sequence_softmax_attention(const Variable& scores, const Variable& values) {
     Variable weights = sequence_softmax_weights(scores);
-    return {sequence::reduce_sum(weights * values), weights};
+    return {sequence::reduce_sum(weights * values), weights, scores};
 }
 
 Variable sequence_positions(const Variable& x) {
@@ -88,13 +91,15 @@ Attention dot_product_attention(const Variable& query, const Variable& keys, con
     check_query("dot_product_attention", query, keys, values);
     const double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(last_dim("dot_product_attention", keys))) : 1.0;
     if (!query.axis().is_sequence()) {
-        if (causal) throw UserError("dot_product_attention: causal masking needs a sequence query, " + query.label() + " is not");
+        if (causal)
+            throw UserError("dot_product_attention: causal masking needs a sequence query, " + query.label() +
+                            " is not");
         Variable scores = reduce_sum(sequence::broadcast_as(query, keys) * keys, -1);
         return attend_over_sequence(scale_by(scores, scale), values);
     }
-    StepKeys k = unpack_onto(query, keys, values);
-    if (causal) k.mask = causal_mask(query, keys, k.mask);
-    return attend_over_steps(scale_by(times_transpose(query, k.keys), scale), k);
+    const std::size_t d = last_dim("dot_product_attention", keys);
+    Variable scores = times(unpack_queries(query, keys), reshape(keys, Shape{d, 1}));  // [Tq, 1]
+    return attend_steps(query, keys, scale_by(scores, scale), values, causal);
 }
 
 Attention self_attention(const Variable& x, bool scaled, bool causal) {
@@ -180,9 +185,8 @@ Attention AdditiveAttention::operator()(const Variable& query, const Variable& k
         Variable hidden = tanh(kp + sequence::broadcast_as(qp, keys));
         return attend_over_sequence(reduce_sum(hidden * s.v, -1), values);
     }
-    StepKeys k = unpack_onto(query, kp, values);
-    Variable hidden = tanh(k.keys + qp);       // [T_max, a] + [a]
-    return attend_over_steps(times(hidden, s.v), k);  // [T_max]
+    Variable hidden = tanh(unpack_queries(qp, keys) + kp);                                          // [Tq, a] + [a]
+    return attend_steps(query, keys, times(hidden, reshape(s.v, Shape{s.dim, 1})), values, false);  // [Tq, 1]
 }
 
 std::vector<Parameter> AdditiveAttention::parameters() const {
@@ -240,11 +244,12 @@ Attention LocalAttention::operator()(const Variable& target, const Variable& sou
     // eq. 9: the aligned position, a real number in (0, S).
     s.p_t = sequence::length(source) * sigmoid(reduce_sum(tanh(times(target, s.w_p)) * s.v_p, -1));
     // eq. 10: the (dot-score) alignment times a Gaussian centred on p_t with sigma = D / 2.
-    Variable align = sequence::softmax(reduce_sum(sequence::broadcast_as(target, source) * source, -1));
+    Variable scores = reduce_sum(sequence::broadcast_as(target, source) * source, -1);
+    Variable align = sequence::softmax(scores);
     Variable distance = sequence_positions(source) - sequence::broadcast_as(s.p_t, source);
     const double sigma = s.half_window / 2.0;
     Variable weights = align * exp(square(distance) * constant(-1.0 / (2.0 * sigma * sigma)));
-    return {sequence::reduce_sum(weights * source), weights};
+    return {sequence::reduce_sum(weights * source), weights, scores};
 }
 
 Variable LocalAttention::aligned_position() const { return state_->p_t; }

@@ -6,10 +6,12 @@
 //   sequence of keys: everything stays on the keys' sequence axis. The scores are a sequence of [1],
 //   normalized by sequence::softmax (which only sees each sequence's real steps, so padding needs no
 //   mask), and the context is sequence::reduce_sum(weights * values).
-// - A query that is itself a sequence (self-attention, or every decoder step at once): the keys and
-//   values are unpacked to batch tensors [T_max, d] (sequence::unpack) and broadcast onto the query's
-//   steps; each step then scores all keys with one times_transpose, padded keys get -inf before a
-//   static softmax, and the context is times(weights, values). The weights are [T_max] per step.
+// - A query that is itself a sequence (self-attention, or every decoder step at once): the queries
+//   are unpacked (sequence::unpack) and broadcast onto the keys' axis, the scores [Tq, 1] are
+//   normalized by sequence::softmax along the keys (padding skipped, numerically stable; causal
+//   masking puts -inf on keys after the query's step), sequence::reduce_sum gives all contexts
+//   [Tq, dv] at once, and each query step selects its own row. The weights are then [Tq, 1] on the
+//   keys' axis. Memory is O(Tq * Tk) per sequence.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -20,7 +22,8 @@ namespace loom::layers {
 
 struct Attention {
     Variable context;  // [dv], on the query's dynamic axes
-    Variable weights;  // [1] on the keys' axis (batch query) or [T_max] on the query's axis (sequence query)
+    Variable weights;  // on the keys' axis: [1] for a batch query, [Tq, 1] for a sequence query
+    Variable scores;   // the weights before the softmax (scaled; -inf where masked)
 };
 
 // Seed 000: softmax over each sequence of `scores` (a sequence of [1]) written as a cumulative

@@ -31,7 +31,8 @@ Variable activate(const Activation& f, const Variable& v) { return f ? f(v) : v;
 
 std::size_t last_dim(const std::string& layer, const Variable& x) {
     if (x.shape().rank() == 0)
-        throw UserError(layer + ": the input " + x.label() + " has no axis to map (sample shape " + x.shape().str() + ")");
+        throw UserError(layer + ": the input " + x.label() + " has no axis to map (sample shape " + x.shape().str() +
+                        ")");
     return x.shape()[x.shape().rank() - 1];
 }
 
@@ -68,7 +69,8 @@ Layer Dense(const Shape& shape, const Activation& activation, bool bias, const I
     return Layer(name, call, params);
 }
 
-Layer Dense(std::size_t dim, const Activation& activation, bool bias, const Initializer& init, const std::string& name) {
+Layer Dense(std::size_t dim, const Activation& activation, bool bias, const Initializer& init,
+            const std::string& name) {
     return Dense(Shape{dim}, activation, bias, init, name);
 }
 
@@ -80,7 +82,9 @@ std::size_t& vocabulary_default() {
 }  // namespace
 
 std::size_t default_vocabulary_size() { return vocabulary_default(); }
-DefaultVocabulary::DefaultVocabulary(std::size_t size) : previous_(vocabulary_default()) { vocabulary_default() = size; }
+DefaultVocabulary::DefaultVocabulary(std::size_t size) : previous_(vocabulary_default()) {
+    vocabulary_default() = size;
+}
 DefaultVocabulary::~DefaultVocabulary() { vocabulary_default() = previous_; }
 
 Layer Embedding(std::size_t dim, std::size_t vocabulary, const Initializer& init, const std::string& name) {
@@ -124,8 +128,7 @@ Layer Sequential(const std::vector<Layer>& layers, const std::string& name) {
 }
 
 Layer Dropout(double rate, std::uint64_t seed, const std::string& name) {
-    if (!(rate >= 0.0 && rate < 1.0))
-        throw UserError(name + ": rate " + std::to_string(rate) + " must be in [0, 1)");
+    if (!(rate >= 0.0 && rate < 1.0)) throw UserError(name + ": rate " + std::to_string(rate) + " must be in [0, 1)");
     return Layer(name, [=](const Variable& x) { return dropout(x, rate, seed); });
 }
 

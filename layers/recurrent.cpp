@@ -111,7 +111,8 @@ Cell LSTM(std::size_t n, bool peepholes, const Initializer& init, const std::str
         if (s->p_i) p.insert(p.end(), {s->p_i, s->p_f, s->p_o});
         return p;
     };
-    return Cell(name, {Shape{n}, Shape{n}}, [s](const Variable& x) { return s->input(x); }, step, params);
+    return Cell(
+        name, {Shape{n}, Shape{n}}, [s](const Variable& x) { return s->input(x); }, step, params);
 }
 
 Cell GRU(std::size_t n, const Initializer& init, const std::string& name) {
@@ -136,7 +137,8 @@ Cell GRU(std::size_t n, const Initializer& init, const std::string& name) {
         p.insert(p.end(), {s->u_rz, s->u_g});
         return p;
     };
-    return Cell(name, {Shape{n}}, [s](const Variable& x) { return s->input(x); }, step, params);
+    return Cell(
+        name, {Shape{n}}, [s](const Variable& x) { return s->input(x); }, step, params);
 }
 
 Cell RNNStep(std::size_t n, const Activation& activation, const Initializer& init, const std::string& name) {
@@ -156,7 +158,8 @@ Cell RNNStep(std::size_t n, const Activation& activation, const Initializer& ini
         p.push_back(s->u);
         return p;
     };
-    return Cell(name, {Shape{n}}, [s](const Variable& x) { return s->input(x); }, step, params);
+    return Cell(
+        name, {Shape{n}}, [s](const Variable& x) { return s->input(x); }, step, params);
 }
 
 std::vector<Variable> recurrence_states(const Cell& cell, const Variable& x, bool go_backwards,

@@ -18,7 +18,8 @@ public:
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const TypeInfo &ids = in[0], &table = in[1];
         if (ids.shape.size() != 1)
-            shape_error(name(), in, "ids must hold one id per item (sample shape [1]), e.g. sequence::input_variable({1})");
+            shape_error(name(), in,
+                        "ids must hold one id per item (sample shape [1]), e.g. sequence::input_variable({1})");
         if (table.shape.rank() != 2) shape_error(name(), in, "the table must be a matrix [vocabulary, dim]");
         if (table.axis.is_dynamic())
             shape_error(name(), in, "the table must be a parameter or constant without dynamic axes");
@@ -52,8 +53,7 @@ private:
     template <class T>
     static std::size_t row_of(T id, std::size_t vocab) {
         const double v = static_cast<double>(id);
-        if (!(v >= 0) || v >= static_cast<double>(vocab) || v != std::floor(v))
-        {
+        if (!(v >= 0) || v >= static_cast<double>(vocab) || v != std::floor(v)) {
             std::ostringstream msg;
             msg << "embedding: id " << v << " is not a row of the table (valid ids are 0.." << vocab - 1
                 << "); check the data or enlarge the vocabulary";

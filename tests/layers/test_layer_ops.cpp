@@ -81,7 +81,7 @@ TEST_CASE("dropout: identity in inference, a fresh scaled Bernoulli mask in trai
     }
     CHECK(zeros > 120);  // about 200 of 800
     CHECK(zeros < 280);
-    CHECK(differ > 0);   // a new mask at every evaluation
+    CHECK(differ > 0);  // a new mask at every evaluation
 
     // The gradient is the mask: each element 0 or 1 / (1 - rate).
     auto g = gradients(y, in, {x})[x].batch<double>();

@@ -84,14 +84,15 @@ TEST_CASE("Embedding layer: ids with an explicit or default vocabulary, dense ro
                       {{one_hot_rows, Value::sequences(random_sequences({7}, default_lengths, 3))}},
                       as_variables(dense_embed.parameters()));
     Variable e = explicit_vocab(ids);
-    require_gradients("Embedding over ids", tanh(e), {{ids, Value::index_sequences({{10}, {0, 1, 2}, {3, 3, 3, 4, 5, 6, 9}})}},
+    require_gradients("Embedding over ids", tanh(e),
+                      {{ids, Value::index_sequences({{10}, {0, 1, 2}, {3, 3, 3, 4, 5, 6, 9}})}},
                       as_variables(explicit_vocab.parameters()));
 }
 
 TEST_CASE("the seed's question model builds with the documented API") {
     layers::DefaultVocabulary vocab(10000);  // Embedding(500) reads the vocabulary size from here
-    auto q_lstm = layers::Sequential({layers::Embedding(500),
-                                      layers::BiRecurrence(layers::LSTM(300), layers::LSTM(300)), layers::Dense(200)});
+    auto q_lstm = layers::Sequential(
+        {layers::Embedding(500), layers::BiRecurrence(layers::LSTM(300), layers::LSTM(300)), layers::Dense(200)});
     Variable question = sequence::input_variable({1}, "question");
     Variable q_embed = q_lstm(question);
     CHECK(q_embed.shape() == Shape{200});
@@ -113,8 +114,10 @@ TEST_CASE("Dropout layer: identity in inference, masks in training") {
     auto trained = evaluate({y}, {{x, Value::batch(rows)}})[y].batch<double>();
     std::size_t zeros = 0;
     for (std::size_t i = 0; i < trained.size(); ++i) {
-        if (trained.flat(i) == 0) ++zeros;
-        else CHECK(trained.flat(i) == doctest::Approx(2.0 * rows.flat(i)));
+        if (trained.flat(i) == 0)
+            ++zeros;
+        else
+            CHECK(trained.flat(i) == doctest::Approx(2.0 * rows.flat(i)));
     }
     CHECK(zeros > 20);
     CHECK(zeros < 80);

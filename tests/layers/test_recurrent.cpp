@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <xtensor/xview.hpp>
+
 #include "gradcheck.hpp"
 #include "graph/op.hpp"
 
@@ -200,7 +202,8 @@ TEST_CASE("gradient checks of the recurrent layers on lengths 1, 3, 7") {
 
 TEST_CASE("recurrent layers reject bad inputs with clear errors") {
     Variable batch_x = input_variable({3}, "x");
-    CHECK_THROWS_WITH_AS(layers::Recurrence(layers::LSTM(2))(batch_x), doctest::Contains("must be a sequence"), UserError);
+    CHECK_THROWS_WITH_AS(layers::Recurrence(layers::LSTM(2))(batch_x), doctest::Contains("must be a sequence"),
+                         UserError);
     Variable s = sequence::input_variable({3}, "s");
     layers::RecurrenceFrom from(layers::LSTM(2));
     CHECK_THROWS_AS(from({Variable(0.0), Variable(0.0), Variable(0.0)}, s), UserError);
