@@ -108,6 +108,11 @@ TEST_CASE("sequence::slice that empties a sequence is a UserError naming the op 
     CHECK_THROWS_WITH_AS(evaluate({s}, b.in()), doctest::Contains("sequence::slice"), UserError);
     CHECK_THROWS_WITH_AS(evaluate({s}, b.in()), doctest::Contains("sequence 0"), UserError);
     CHECK_THROWS_AS(sequence::slice(b.x, 3, 2), UserError);  // empty for every sequence: caught when built
+    // A range reaching before the start is clipped: the length-1 sequence keeps its one step.
+    Variable tail = sequence::slice(b.x, -2, 0);
+    auto out = evaluate({tail}, b.in());
+    check_close(out[tail].sequence<double>(0), b.seqs[0]);
+    CHECK(out[tail].sequence<double>(2).shape()[0] == 2);
 }
 
 TEST_CASE("sequence::broadcast_as repeats a per-sequence value on every step") {
