@@ -13,12 +13,6 @@ namespace loom {
 
 namespace {
 
-std::size_t product(const Shape& s, std::size_t from, std::size_t to) {
-    std::size_t n = 1;
-    for (std::size_t i = from; i < to; ++i) n *= s[i];
-    return n;
-}
-
 // The output rows (dynamic positions) and, for each, the row of `in` it reads: `in` may have fewer
 // dynamic axes (a static or batch operand spliced to a sequence) and is then repeated.
 template <class T, class U, class F>
