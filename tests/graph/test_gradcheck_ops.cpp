@@ -301,6 +301,26 @@ const std::vector<Case>& table() {
          [](Env& e) { return cross_entropy_with_softmax(e.seq({4}), e.batch({4}, 0, 1)); }},
         // A count: zero gradient everywhere away from ties, which the check confirms.
         {"loss", "classification_error", [](Env& e) { return classification_error(e.seq({4}), e.labels({4})); }},
+        // ---- the same ops one time step at a time, inside a recurrence loop ----
+        {"loop", "splice slice reduce softmax inside a loop",
+         [](Env& e) {
+             Variable x = e.seq({2});
+             Parameter w = e.param({6, 4}, -0.8, 0.8);
+             Variable p = placeholder({4});
+             Variable prev = past_value(p);
+             Variable in = splice({x, slice(prev, 0, 1, 3), reduce_max(prev), reduce_log_sum_exp(prev)});
+             Variable h = tanh(times(in, w));
+             h.replace_placeholders({{p, h}});
+             return softmax(h) + top_k(transpose(reshape(h, {2, 2}), {1, 0}), 1).values * log_softmax(h, 0);
+         }},
+        {"loop", "losses inside a loop",
+         [](Env& e) {
+             Variable x = e.seq({3}), y = e.labels({3});
+             Variable p = placeholder({3});
+             Variable h = tanh(x + 0.5 * past_value(p));
+             h.replace_placeholders({{p, h}});
+             return cross_entropy_with_softmax(h, y) + squared_error(h, x) + reduce_mean(h);
+         }},
     };
     return cases;
 }
@@ -324,3 +344,4 @@ TEST_CASE("gradcheck ops: times and times_transpose") { run_family("linear"); }
 TEST_CASE("gradcheck ops: reductions, softmax, log_softmax") { run_family("reduce"); }
 TEST_CASE("gradcheck ops: splice, slice, reshape, transpose, top_k, one_hot") { run_family("shape"); }
 TEST_CASE("gradcheck ops: losses") { run_family("loss"); }
+TEST_CASE("gradcheck ops: one time step at a time inside recurrence loops") { run_family("loop"); }

@@ -265,3 +265,22 @@ TEST_CASE("times matches a triple loop, per step of each sequence") {
                 }
     }
 }
+
+TEST_CASE("float and double evaluation agree on the reductions, shape ops and losses") {
+    SequenceAxis axis;
+    Variable s = sequence::input_variable({2, 3}, "s", axis), y = sequence::input_variable({3}, "y", axis);
+    auto data = testing::random_sequences({2, 3}, testing::default_lengths, 11);
+    auto labels = testing::random_sequences({3}, testing::default_lengths, 12, 0, 1);
+    Bindings in{{s, Value::sequences(data)}, {y, Value::sequences(labels)}};
+    Variable z = reduce_sum(splice({softmax(s), log_softmax(s, 0)}, 1), 0);  // [1, 6]
+    Variable r = splice(
+        {reshape(transpose(slice(s, 1, 0, 2), {1, 0}), {4}), reshape(top_k(reduce_log_sum_exp(s, 0), 2).values, {2})});
+    Variable loss = cross_entropy_with_softmax(reshape(reduce_mean(s, 0), {3}), y) +
+                    squared_error(reduce_min(s, 0), reduce_max(s, 0));
+    for (const Variable& v : {z, r, loss}) {
+        auto lo = evaluate({v}, in, Precision::f32)[v].tensor<double>();
+        auto hi = evaluate({v}, in, Precision::f64)[v].tensor<double>();
+        REQUIRE(lo.size() == hi.size());
+        for (std::size_t i = 0; i < lo.size(); ++i) CHECK(lo.data()[i] == doctest::Approx(hi.data()[i]).epsilon(1e-5));
+    }
+}
