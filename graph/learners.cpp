@@ -44,6 +44,9 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         if (!parameters_[i] || !parameters_[i].is_parameter())
             throw UserError(name_ + ": item " + std::to_string(i) + " of the parameter list is not a parameter");
+        for (std::size_t j = 0; j < i; ++j)
+            if (parameters_[j] == parameters_[i])
+                throw UserError(name_ + ": " + parameters_[i].label() + " is listed twice; it would be updated twice");
         for (std::size_t k = 0; k < slots_; ++k) state_.emplace_back(parameters_[i].data().size(), 0.0f);
     }
 }

@@ -316,4 +316,5 @@ TEST_CASE("learner state round-trips and refuses another learner's state") {
     CHECK(a3->step_count() == 0);
 
     CHECK_THROWS_AS(sgd({}, 0.1), UserError);
+    CHECK_THROWS_AS(adam({q.w, q.w}, 0.1), UserError);
 }

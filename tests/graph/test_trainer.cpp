@@ -59,7 +59,10 @@ TEST_CASE("trainer: loss decreases on a tiny regression") {
 
 TEST_CASE("trainer: a minibatch result holds the sums a direct evaluation gives") {
     Regression m;
-    m.w.set_value(xt::xarray<float>{{0.5f}, {0.25f}});
+    xt::xarray<float> w0 = xt::zeros<float>({2, 1});
+    w0(0, 0) = 0.5f;
+    w0(1, 0) = 0.25f;
+    m.w.set_value(w0);
     Trainer t(m.loss, m.metric, sgd({m.w, m.b}, 0.0));
     const Bindings in = m.minibatch(2);
     const auto out = evaluate({m.loss, m.metric}, in);
