@@ -81,7 +81,7 @@ std::unique_ptr<Learner> make_learner(const Model& m) {
 
 }  // namespace
 
-TEST_CASE("checkpoint round trip restores parameters, learner state, position and extras") {
+TEST_CASE("checkpoint round trip restores parameters and learner state and position and extras") {
     TempDir dir("roundtrip");
     Model a(1);
     Trainer ta(a.loss, Variable(), make_learner(a));

@@ -214,7 +214,7 @@ TEST_CASE("learning-rate schedules") {
     CHECK(l->learning_rate() == doctest::Approx(0.1));
 }
 
-TEST_CASE("lazy adam skips rows whose gradient is zero; exact adam does not") {
+TEST_CASE("lazy adam skips rows whose gradient is zero but exact adam does not") {
     for (bool lazy : {false, true}) {
         Variable mask = input_variable({3, 1}, "mask");
         Parameter e = parameter(xt::xarray<float>{{1, 2}, {3, 4}, {5, 6}}, "table");

@@ -73,7 +73,7 @@ TEST_CASE("trainer: a minibatch result holds the sums a direct evaluation gives"
     CHECK(m.w.value()(0, 0) == 0.5f);
 }
 
-TEST_CASE("trainer: without a metric, and with errors for bad arguments") {
+TEST_CASE("trainer: without a metric and with errors for bad arguments") {
     Regression m;
     Trainer t(m.loss, Variable(), adam({m.w, m.b}, 0.01));
     const MinibatchResult r = t.train_minibatch(m.minibatch(0));
