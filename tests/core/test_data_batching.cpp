@@ -28,7 +28,7 @@ std::size_t total_padded(const Batcher& b, const Batches& batches) {
 
 }  // namespace
 
-TEST_CASE("batching: without shuffling, windows are sorted by answer then question length") {
+TEST_CASE("batching: without shuffling / windows are sorted by answer then question length") {
     // answer lengths 5 1 4 2 3 6 -> sorted item order 1 3 4 2 0 5
     const std::vector<ItemLengths> lengths = {{1, 5}, {1, 1}, {1, 4}, {1, 2}, {1, 3}, {1, 6}};
     Batcher sorted(lengths, {.batch_size = 2, .sort_window = 10, .shuffle = false});
@@ -47,7 +47,7 @@ TEST_CASE("batching: without shuffling, windows are sorted by answer then questi
     CHECK(tie.epoch_batches(0) == Batches{{2, 1, 0}});
 }
 
-TEST_CASE("batching: every item once per epoch; last batch smaller or dropped") {
+TEST_CASE("batching: every item once per epoch / last batch smaller or dropped") {
     const auto lengths = random_lengths(103, 7);
     for (bool drop_last : {false, true}) {
         Batcher b(lengths, {.batch_size = 10, .sort_window = 3, .shuffle = true, .seed = 42, .drop_last = drop_last});
@@ -83,7 +83,7 @@ TEST_CASE("batching: sorting within windows reduces padding") {
     CHECK(pad_sorted * 2 < pad_unsorted);
 }
 
-TEST_CASE("batching: deterministic for a seed, different across epochs and seeds") {
+TEST_CASE("batching: deterministic for a seed / different across epochs and seeds") {
     const auto lengths = random_lengths(200, 11);
     const BatchingOptions options{.batch_size = 8, .sort_window = 4, .shuffle = true, .seed = 123};
     Batcher a(lengths, options), b(lengths, options);

@@ -44,7 +44,7 @@ void expect_error(const std::string& text, std::size_t line, const std::string& 
 
 }  // namespace
 
-TEST_CASE("ctf: consecutive lines with one id form a sequence; each stream has its own length") {
+TEST_CASE("ctf: consecutive lines with one id form a sequence / each stream has its own length") {
     TempFile file("seq.ctf",
                   "0 |q 1 2 3 |a 4:1\n"
                   "0 |q 4 5 6\n"
@@ -129,7 +129,7 @@ TEST_CASE("ctf: windows line endings read the same") {
     CHECK(data.indices(0, "a") == std::vector<std::size_t>{3});
 }
 
-TEST_CASE("ctf: malformed input names file, line and reason") {
+TEST_CASE("ctf: malformed input names file and line and the reason") {
     expect_error("0 |q 1 2 3\n0 |x 1 2 3\n", 2, "unknown input stream 'x'");
     expect_error("0 |q 1 2 3\n1 |q 1 2\n", 2, "dense with dim 3 but this sample has 2 values");
     expect_error("0 |q 1 2 3 4\n", 1, "has 4 values");
@@ -148,7 +148,7 @@ TEST_CASE("ctf: malformed input names file, line and reason") {
     expect_error("0 | 1 2 3\n", 1, "'|' is not followed by an input name");
 }
 
-TEST_CASE("ctf: indices need one entry per sample; configuration errors are UserErrors") {
+TEST_CASE("ctf: indices need one entry per sample / configuration errors are UserErrors") {
     std::istringstream in("0 |a 1:1 2:1\n");
     const CtfData data = parse_ctf(in, "mem.ctf", qa_streams);
     CHECK_THROWS_WITH_AS(data.indices(0, "a"), doctest::Contains("mem.ctf:1:"), DataError);

@@ -8,7 +8,7 @@
 
 using namespace loom;
 
-TEST_CASE("metrics: MAP and MRR by hand, groups interleaved, a group without positives skipped") {
+TEST_CASE("metrics: MAP and MRR by hand / groups interleaved / a group without positives skipped") {
     // group 7: scores .9 .8 .7 .6, labels 1 0 0 1 -> positives at ranks 1 and 4: AP (1 + 2/4)/2, RR 1
     // group 3: scores .1 .5 .3,    labels 1 0 0   -> positive at rank 3: AP 1/3, RR 1/3
     // group 9: no positive -> skipped
@@ -30,7 +30,7 @@ TEST_CASE("metrics: two positives behind a negative") {
     CHECK(m.mrr == doctest::Approx(0.5));
 }
 
-TEST_CASE("metrics: ties by input order, pessimistic and optimistic") {
+TEST_CASE("metrics: ties by input order / pessimistic and optimistic") {
     const std::vector<std::size_t> groups = {0, 0, 0};
     const std::vector<double> scores = {1, 1, 1};
     const std::vector<int> labels = {0, 1, 0};
@@ -40,7 +40,7 @@ TEST_CASE("metrics: ties by input order, pessimistic and optimistic") {
     CHECK(ranking_metrics(groups, scores, labels, TieBreak::optimistic).mrr == doctest::Approx(1.0));
 }
 
-TEST_CASE("metrics: no scorable group, and bad arguments") {
+TEST_CASE("metrics: no scorable group and bad arguments") {
     const RankingMetrics m = ranking_metrics({0, 1}, {1, 2}, {0, 0});
     CHECK(m.questions == 0);
     CHECK(m.skipped_no_positive == 2);
@@ -49,7 +49,7 @@ TEST_CASE("metrics: no scorable group, and bad arguments") {
     CHECK_THROWS_AS(ranking_metrics({0}, {1}, {2}), UserError);
 }
 
-TEST_CASE("overlap: shared non-stopword types, case-insensitive, optionally idf-weighted") {
+TEST_CASE("overlap: shared non-stopword types / case-insensitive / optionally idf-weighted") {
     CHECK(is_stopword("The"));
     CHECK(is_stopword("?"));
     CHECK(is_stopword("'s"));

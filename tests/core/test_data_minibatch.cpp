@@ -19,7 +19,7 @@ xt::xarray<float> column(const std::vector<float>& values) {
 
 }  // namespace
 
-TEST_CASE("minibatch: QA pairs become id sequences of their own lengths, labels a [N, 1] batch") {
+TEST_CASE("minibatch: QA pairs become id sequences of their own lengths / labels a N x 1 batch") {
     std::istringstream in(
         "who wrote hamlet ?\tshakespeare wrote hamlet .\t1\n"
         "who wrote hamlet ?\tit is long .\t0\n"

@@ -39,7 +39,7 @@ using Tokens = std::vector<std::string>;
 
 }  // namespace
 
-TEST_CASE("qa tsv: pairs, labels, groups, lowercasing") {
+TEST_CASE("qa tsv: pairs and labels and groups and lowercasing") {
     TempFile file("small.tsv",
                   "Who wrote Hamlet ?\tHamlet was written by Shakespeare .\t1\n"
                   "Who wrote Hamlet ?\tIt is set in Denmark .\t0\n"
@@ -68,7 +68,7 @@ TEST_CASE("qa tsv: pairs, labels, groups, lowercasing") {
     CHECK(cased.pairs[0].answer == Tokens{"It", "WAS", "me"});
 }
 
-TEST_CASE("qa tsv: malformed rows name file, line and reason") {
+TEST_CASE("qa tsv: malformed rows name file / line and reason") {
     expect_error("q ?\ta .\t1\nq ?\ta .\n", 2, "expected 3 tab-separated columns");
     expect_error("q ?\ta .\t1\t0\n", 1, "found 4");
     expect_error("q ?\ta .\t1\nq ?\tb .\t2\n", 2, "label must be 0 or 1, found '2'");
@@ -79,7 +79,7 @@ TEST_CASE("qa tsv: malformed rows name file, line and reason") {
     CHECK_THROWS_WITH_AS(read_qa_tsv("/nonexistent/qa.tsv"), doctest::Contains("/nonexistent/qa.tsv"), DataError);
 }
 
-TEST_CASE("qa tsv: SelQA dev split, if present: counts and the word-overlap baseline") {
+TEST_CASE("qa tsv: SelQA dev split if present: counts and the word-overlap baseline") {
     const std::string path = "/work/shared/data/selqa/selqa-ass-dev.tsv";
     if (!std::filesystem::exists(path)) {
         MESSAGE("skipped: " << path << " not found");

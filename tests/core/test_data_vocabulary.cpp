@@ -41,7 +41,7 @@ void expect_load_error(const std::string& text, std::size_t line, const std::str
 
 }  // namespace
 
-TEST_CASE("vocabulary: reserved ids, then words by decreasing count, ties alphabetical") {
+TEST_CASE("vocabulary: reserved ids / then words by decreasing count / ties alphabetical") {
     const Vocabulary v = Vocabulary::build(corpus);
     REQUIRE(v.size() == 8);
     CHECK(v.word(0) == "<pad>");
@@ -88,7 +88,7 @@ TEST_CASE("vocabulary: save and load give the same ids") {
     CHECK(back.id("dog") == Vocabulary::unknown_id);
 }
 
-TEST_CASE("vocabulary: malformed files name file, line and reason") {
+TEST_CASE("vocabulary: malformed files name file / line and reason") {
     expect_load_error("", 1, "not a loom vocabulary file");
     expect_load_error("words\n<pad>\n<unk>\n", 1, "not a loom vocabulary file");
     expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\ncat\n\ndog\n", 5, "empty word");
