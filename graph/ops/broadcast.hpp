@@ -60,39 +60,69 @@ BroadcastPlan<K> plan_broadcast(const Dims& out, std::size_t out_dyn, const std:
     return p;
 }
 
-// Calls f(out_index, in_indices) for every output element.
+// Calls f(out_offset, in_offsets, n, in_steps) for each run of n output elements along the
+// innermost dim; operand k's elements in the run are at in_offsets[k] + i * in_steps[k]. Adjacent
+// dims that every operand walks contiguously are merged first, so runs are as long as possible.
 template <std::size_t K, class F>
-void for_each_broadcast(const BroadcastPlan<K>& p, F&& f) {
+void for_each_run(const BroadcastPlan<K>& p, F&& f) {
     const std::size_t n = p.out.size();
     if (n == 0) return;
     if (p.flat) {
-        std::array<std::size_t, K> idx{};
-        for (std::size_t i = 0; i < n; ++i) {
-            for (std::size_t k = 0; k < K; ++k) idx[k] = i * p.flat_step[k];
-            f(i, idx);
-        }
+        std::array<std::size_t, K> zero{};
+        f(std::size_t{0}, zero, n, p.flat_step);
         return;
     }
-    const std::size_t rank = p.out.rank;
-    const std::size_t inner = rank ? p.out[rank - 1] : 1;
+    // Merge dims (from the innermost out) while every operand is contiguous across the boundary.
+    std::array<std::size_t, max_rank> size{};
+    std::array<std::array<std::size_t, max_rank>, K> st{};
+    std::size_t rank = 0;
+    for (std::size_t d = 0; d < p.out.rank; ++d) {
+        if (p.out[d] == 1) continue;  // size-1 dims contribute nothing
+        bool merge = rank > 0;
+        for (std::size_t k = 0; k < K && merge; ++k) merge = st[k][rank - 1] == p.strides[k][d] * p.out[d];
+        if (merge) {
+            size[rank - 1] *= p.out[d];
+            for (std::size_t k = 0; k < K; ++k) st[k][rank - 1] = p.strides[k][d];
+        } else {
+            size[rank] = p.out[d];
+            for (std::size_t k = 0; k < K; ++k) st[k][rank] = p.strides[k][d];
+            ++rank;
+        }
+    }
+    if (rank == 0) {  // a single element
+        std::array<std::size_t, K> zero{}, steps{};
+        f(std::size_t{0}, zero, std::size_t{1}, steps);
+        return;
+    }
+    const std::size_t inner = size[rank - 1];
+    std::array<std::size_t, K> steps{};
+    for (std::size_t k = 0; k < K; ++k) steps[k] = st[k][rank - 1];
     std::array<std::size_t, max_rank> counter{};
     std::array<std::size_t, K> base{};
-    std::array<std::size_t, K> idx{};
     for (std::size_t o = 0; o < n; o += inner) {
-        for (std::size_t i = 0; i < inner; ++i) {
-            for (std::size_t k = 0; k < K; ++k) idx[k] = base[k] + i * (rank ? p.strides[k][rank - 1] : 0);
-            f(o + i, idx);
-        }
-        // advance the odometer over all but the innermost dim
+        f(o, base, inner, steps);
         for (std::size_t d = rank - 1; d-- > 0;) {
-            if (++counter[d] < p.out[d]) {
-                for (std::size_t k = 0; k < K; ++k) base[k] += p.strides[k][d];
+            if (++counter[d] < size[d]) {
+                for (std::size_t k = 0; k < K; ++k) base[k] += st[k][d];
                 break;
             }
-            for (std::size_t k = 0; k < K; ++k) base[k] -= p.strides[k][d] * (p.out[d] - 1);
+            for (std::size_t k = 0; k < K; ++k) base[k] -= st[k][d] * (size[d] - 1);
             counter[d] = 0;
         }
     }
+}
+
+// Calls f(out_index, in_indices) for every output element.
+template <std::size_t K, class F>
+void for_each_broadcast(const BroadcastPlan<K>& p, F&& f) {
+    for_each_run(p, [&](std::size_t o, const std::array<std::size_t, K>& base, std::size_t n,
+                        const std::array<std::size_t, K>& steps) {
+        std::array<std::size_t, K> idx;
+        for (std::size_t i = 0; i < n; ++i) {
+            for (std::size_t k = 0; k < K; ++k) idx[k] = base[k] + i * steps[k];
+            f(o + i, idx);
+        }
+    });
 }
 
 template <class T>

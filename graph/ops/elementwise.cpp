@@ -113,21 +113,50 @@ public:
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
-        const T *a = c.in[0].data, *b = c.in[1].data;
-        T* z = c.out.data;
-        for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 2>& k) { z[i] = F::f(a[k[0]], b[k[1]]); });
+        const T *a0 = c.in[0].data, *b0 = c.in[1].data;
+        T* z0 = c.out.data;
+        detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 2>& base, std::size_t n,
+                                       const std::array<std::size_t, 2>& step) {
+            const T *a = a0 + base[0], *b = b0 + base[1];
+            T* z = z0 + o;
+            // The common strides get loops the compiler can vectorize.
+            if (step[0] == 1 && step[1] == 1)
+                for (std::size_t i = 0; i < n; ++i) z[i] = F::f(a[i], b[i]);
+            else if (step[0] == 1 && step[1] == 0)
+                for (std::size_t i = 0; i < n; ++i) z[i] = F::f(a[i], b[0]);
+            else if (step[0] == 0 && step[1] == 1)
+                for (std::size_t i = 0; i < n; ++i) z[i] = F::f(a[0], b[i]);
+            else
+                for (std::size_t i = 0; i < n; ++i) z[i] = F::f(a[i * step[0]], b[i * step[1]]);
+        });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
         if constexpr (F::differentiable) {
-            T *ga = c.in_grad[0].data, *gb = c.in_grad[1].data;
-            if (!ga && !gb) return;
             const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
-            const T *a = c.in[0].data, *b = c.in[1].data, *z = c.out.data, *g = c.out_grad.data;
-            for_each_broadcast(plan, [&](std::size_t i, const std::array<std::size_t, 2>& k) {
-                if (ga) ga[k[0]] += g[i] * F::da(a[k[0]], b[k[1]], z[i]);
-                if (gb) gb[k[1]] += g[i] * F::db(a[k[0]], b[k[1]], z[i]);
-            });
+            const T *a0 = c.in[0].data, *b0 = c.in[1].data, *z0 = c.out.data, *g0 = c.out_grad.data;
+            // One pass per operand; a broadcast operand (step 0) sums its run locally first.
+            auto pass = [&](T* grad, std::size_t which, auto partial) {
+                if (!grad) return;
+                detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 2>& base, std::size_t n,
+                                               const std::array<std::size_t, 2>& step) {
+                    const T *a = a0 + base[0], *b = b0 + base[1], *z = z0 + o, *g = g0 + o;
+                    const std::size_t sa = step[0], sb = step[1];
+                    T* dst = grad + base[which];
+                    if (step[which] == 0) {
+                        T acc = 0;
+                        for (std::size_t i = 0; i < n; ++i) acc += g[i] * partial(a[i * sa], b[i * sb], z[i]);
+                        dst[0] += acc;
+                    } else if (sa == 1 && sb == 1) {
+                        for (std::size_t i = 0; i < n; ++i) dst[i] += g[i] * partial(a[i], b[i], z[i]);
+                    } else {
+                        const std::size_t sd = step[which];
+                        for (std::size_t i = 0; i < n; ++i) dst[i * sd] += g[i] * partial(a[i * sa], b[i * sb], z[i]);
+                    }
+                });
+            };
+            pass(c.in_grad[0].data, 0, [](T a, T b, T z) { return F::da(a, b, z); });
+            pass(c.in_grad[1].data, 1, [](T a, T b, T z) { return F::db(a, b, z); });
         }
     }
 };
