@@ -1,6 +1,12 @@
 #pragma once
 // loom: symbolic graphs over batches of sequences, recurrence loops, reverse-mode gradients.
 // The one header a user includes.
+#include "core/data_batching.hpp"
+#include "core/data_ctf.hpp"
+#include "core/data_metrics.hpp"
+#include "core/data_minibatch.hpp"
+#include "core/data_qa.hpp"
+#include "core/data_vocabulary.hpp"
 #include "core/errors.hpp"
 #include "core/gemm.hpp"
 #include "core/random.hpp"

@@ -26,7 +26,7 @@ std::string describe(const std::string& name, const Shape& shape) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
-                     const DataPosition& position, const CheckpointExtras& extras) {
+                     const TrainingPosition& position, const CheckpointExtras& extras) {
     ByteWriter out;
     out.str(checkpoint_tag);
     out.u64(checkpoint_version);

@@ -15,25 +15,25 @@ namespace loom {
 class Learner;
 
 // Where training was in its data, so a resumed run goes on with the next minibatch.
-struct DataPosition {
+struct TrainingPosition {
     std::uint64_t epoch = 0;
     std::uint64_t minibatch = 0;  // minibatches done in this epoch
     std::uint64_t samples = 0;    // samples done in total
     std::string reader_state;     // opaque bytes a reader can restore itself from
-    bool operator==(const DataPosition&) const = default;
+    bool operator==(const TrainingPosition&) const = default;
 };
 
 // The caller's own named records (bytes), e.g. the best validation score so far.
 using CheckpointExtras = std::map<std::string, std::string>;
 
 struct Checkpoint {
-    DataPosition position;
+    TrainingPosition position;
     CheckpointExtras extras;
 };
 
 // `learner` may be null (parameters only).
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
-                     const DataPosition& position = {}, const CheckpointExtras& extras = {});
+                     const TrainingPosition& position = {}, const CheckpointExtras& extras = {});
 
 // Restores the parameters' values and, when `learner` is not null, its state. Parameters are
 // matched by position and must have the same names and shapes as when saved; otherwise a

@@ -45,7 +45,7 @@ MinibatchResult Trainer::test_minibatch(const Bindings& inputs) {
     return collect();
 }
 
-void Trainer::save_checkpoint(const std::string& path, const DataPosition& position,
+void Trainer::save_checkpoint(const std::string& path, const TrainingPosition& position,
                               const CheckpointExtras& extras) const {
     CheckpointExtras all = extras;
     ByteWriter counter;

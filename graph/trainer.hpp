@@ -47,7 +47,7 @@ public:
 
     // The learner's parameters, its state and the trainer's sample count, plus where the data
     // reader was and anything the caller wants to keep (see graph/checkpoint.hpp).
-    void save_checkpoint(const std::string& path, const DataPosition& position = {},
+    void save_checkpoint(const std::string& path, const TrainingPosition& position = {},
                          const CheckpointExtras& extras = {}) const;
     Checkpoint load_checkpoint(const std::string& path);
 

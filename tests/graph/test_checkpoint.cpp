@@ -86,7 +86,7 @@ TEST_CASE("checkpoint round trip restores parameters and learner state and posit
     Model a(1);
     Trainer ta(a.loss, Variable(), make_learner(a));
     for (std::size_t i = 0; i < 3; ++i) ta.train_minibatch(a.minibatch(i));
-    DataPosition pos{2, 1, 18, std::string("reader\0state", 12)};
+    TrainingPosition pos{2, 1, 18, std::string("reader\0state", 12)};
     ta.save_checkpoint(dir.file("ckpt"), pos, {{"best", "0.25"}});
 
     Model b(2);
@@ -209,7 +209,7 @@ TEST_CASE("checkpoint: resuming reproduces the uninterrupted run exactly") {
         Model m(7);
         Trainer t(m.loss, Variable(), make_learner(m));
         for (std::size_t i = 0; i < stop; ++i) resumed.push_back(t.train_minibatch(m.minibatch(i)).loss_sum);
-        t.save_checkpoint(dir.file("ckpt"), DataPosition{0, stop, stop * 6, {}});
+        t.save_checkpoint(dir.file("ckpt"), TrainingPosition{0, stop, stop * 6, {}});
     }
     {
         Model m(99);  // different initial values: everything must come from the file

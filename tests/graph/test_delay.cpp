@@ -42,7 +42,7 @@ void check_equal(const xt::xarray<double>& got, const xt::xarray<double>& want) 
 
 }  // namespace
 
-TEST_CASE("past_value(x, 0.1): CNTK's example, shifted by one step with 0.1 first; gradient of the sum") {
+TEST_CASE("past_value(x, 0.1): CNTK's example, shifted by one step with 0.1 first, gradient of the sum") {
     Variable x = sequence::input_variable({3, 2}, "x");
     Variable y = past_value(x, 0.1, 1);
     const xt::xarray<double> x0 = arange_sequence(4);
@@ -57,7 +57,7 @@ TEST_CASE("past_value(x, 0.1): CNTK's example, shifted by one step with 0.1 firs
     for (std::size_t i = 0; i < 24; ++i) CHECK(g.data()[i] == (i < 18 ? 1.0 : 0.0));
 }
 
-TEST_CASE("future_value(x, 0.1): the mirror image; gradient is zero on the first step") {
+TEST_CASE("future_value(x, 0.1): the mirror image, gradient is zero on the first step") {
     Variable x = sequence::input_variable({3, 2}, "x");
     Variable y = future_value(x, 0.1, 1);
     const xt::xarray<double> x0 = arange_sequence(4);

@@ -73,7 +73,7 @@ TEST_CASE("transpose requires a permutation of the sample axes") {
     expect_error([&] { transpose(x, {0, 1, 3}); }, {"transpose", "[2, 3, 4]"});
 }
 
-TEST_CASE("one_hot requires ids of shape [1] and ids within range at run time") {
+TEST_CASE("one_hot requires ids of shape (1) and ids within range at run time") {
     Variable wide = sequence::input_variable({2});
     expect_error([&] { one_hot(wide, 4); }, {"one_hot", "[2]"});
     Variable ids = sequence::input_variable({1});

@@ -32,7 +32,7 @@ TEST_CASE("element_select follows CNTK's documented example") {
     for (std::size_t i = 0; i < expected.size(); ++i) CHECK(y(i) == expected[i]);
 }
 
-TEST_CASE("softmax rows sum to 1 and equal exp(x - max) / sum; log_softmax is their log") {
+TEST_CASE("softmax rows sum to 1 and equal exp(x - max) / sum, log_softmax is their log") {
     Variable x = input_variable({3, 4});
     const xt::xarray<double> data = rows({3, 4}, 1, -5, 5);
     Bindings in{{x, Value::batch(data)}};

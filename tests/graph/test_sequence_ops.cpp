@@ -49,7 +49,7 @@ TEST_CASE("sequence::is_first and is_last mark the edges of each sequence") {
     }
 }
 
-TEST_CASE("sequence::first and last pick one step per sequence; their gradient lands on it") {
+TEST_CASE("sequence::first and last pick one step per sequence, their gradient lands on it") {
     Batch b;
     Variable f = sequence::first(b.x), l = sequence::last(b.x);
     auto out = evaluate({f, l}, b.in());
@@ -68,7 +68,7 @@ TEST_CASE("sequence::first and last pick one step per sequence; their gradient l
     }
 }
 
-TEST_CASE("sequence::slice keeps steps [begin, end) counted per sequence") {
+TEST_CASE("sequence::slice keeps steps (begin, end) counted per sequence") {
     Batch b;
     b.seqs = random_sequences({2}, {2, 3, 7}, 5);
     struct Case {
@@ -210,7 +210,7 @@ TEST_CASE("sequence::gather with a data-dependent condition, and an error when i
                          UserError);
 }
 
-TEST_CASE("sequence::unpack gives [N, T_max, sample] padded with the padding value, and a mask") {
+TEST_CASE("sequence::unpack gives (N, T_max, sample) padded with the padding value, and a mask") {
     Batch b;
     auto u = sequence::unpack(b.x, -7.0);
     auto out = evaluate({u.data, u.mask}, b.in());

@@ -64,7 +64,7 @@ TEST_CASE("seed 002: dot attention of a decoder state over four annotations") {
     for (std::size_t k = 0; k < 3; ++k) CHECK(ctx(0, k) == doctest::Approx(direct[k]).epsilon(1e-9));
 }
 
-TEST_CASE("seed 000: the log-sum-exp recurrence equals sequence::softmax; gradient check") {
+TEST_CASE("seed 000: the log-sum-exp recurrence equals sequence::softmax, gradient check") {
     Variable s = sequence::input_variable({4}, "s");
     Parameter w = parameter({4, 1}, glorot_normal(), "w");
     Variable z = times(s, w);

@@ -124,7 +124,7 @@ TEST_CASE("Dropout layer: identity in inference, masks in training") {
     CHECK(drop.parameters().empty());
 }
 
-TEST_CASE("LayerNormalization normalizes the last axis; gradient check") {
+TEST_CASE("LayerNormalization normalizes the last axis, gradient check") {
     auto norm = layers::LayerNormalization();
     Variable s = sequence::input_variable({4}, "s");
     Variable y = norm(s);

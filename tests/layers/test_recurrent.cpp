@@ -111,7 +111,7 @@ TEST_CASE("the input projection runs outside the recurrence loop") {
     CHECK(input_products == 1);
 }
 
-TEST_CASE("BiRecurrence splices a forward and a backward recurrence: shape [n_fwd + n_bwd]") {
+TEST_CASE("BiRecurrence splices a forward and a backward recurrence: shape (n_fwd + n_bwd)") {
     auto f = layers::LSTM(2);
     auto b = layers::GRU(3);
     Variable s = sequence::input_variable({4}, "s");
@@ -151,7 +151,7 @@ TEST_CASE("Fold is the last step forward and the first step backward") {
 // may_fail: in the tree of this commit past_value with a per-sequence (batch) initial_state gives
 // every sequence the initial state of sequence 0 (outside loops too), so this test fails for a
 // reason outside layers/. Remove the decorator once the delay op / executor is fixed.
-TEST_CASE("RecurrenceFrom starts from per-sequence states; gradient check includes them") {
+TEST_CASE("RecurrenceFrom starts from per-sequence states, gradient check includes them") {
     auto cell = layers::LSTM(2);
     layers::RecurrenceFrom from(cell);
     Variable s = sequence::input_variable({3}, "s");

@@ -1,0 +1,239 @@
+// qa_similarity: trains the seed 000 question/answer model end to end and ranks answers with it.
+//
+//   qa_similarity                                  built-in synthetic data, a short run
+//   qa_similarity --train T.tsv --eval D.tsv       SelQA-style TSV files (question, sentence, label)
+//   qa_similarity ... --save model.ckpt            checkpoint after every epoch (+ model.ckpt.vocab)
+//   qa_similarity ... --resume model.ckpt          continue a saved run where it stopped
+//   qa_similarity --resume model.ckpt --score F    print a score per pair of F
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <random>
+
+#include <loom.hpp>
+
+#include "model.hpp"
+#include "ranking.hpp"
+#include "synthetic.hpp"
+
+using namespace loom;
+
+namespace {
+
+struct Options {
+    std::string train_file, eval_file, save, resume, score_file;
+    std::size_t epochs = 6, batch = 32, min_count = 1, max_pairs = 0, threads = 1;
+    std::size_t synthetic_questions = 600;
+    std::size_t synthetic_vocab = 2000, synthetic_copy = 0;
+    double lr = 1e-3, clip = 5.0;
+    std::string loss = "hinge";
+    std::uint64_t seed = 1;
+    qa::ModelOptions model;
+};
+
+// One training item: a question with a true answer and (for the hinge loss) a wrong one.
+struct Item {
+    std::size_t question_pair, wrong_pair;
+};
+
+std::vector<Item> make_items(const QaData& data, const std::string& loss) {
+    std::vector<Item> items;
+    if (loss == "mse") {
+        for (std::size_t i = 0; i < data.pairs.size(); ++i) items.push_back({i, i});
+        return items;
+    }
+    std::vector<std::vector<std::size_t>> negatives(data.num_groups);
+    for (std::size_t i = 0; i < data.pairs.size(); ++i)
+        if (!data.pairs[i].label) negatives[data.pairs[i].group].push_back(i);
+    for (std::size_t i = 0; i < data.pairs.size(); ++i) {
+        const auto& neg = negatives[data.pairs[i].group];
+        if (!data.pairs[i].label || neg.empty()) continue;
+        // Every wrong answer of the question is paired with its true one (rotating if there are
+        // several true answers), so an epoch sees each candidate.
+        for (std::size_t j : neg) items.push_back({i, j});
+    }
+    return items;
+}
+
+void report_ranking(const std::string& what, const QaData& data, const std::vector<double>& scores) {
+    auto m = ranking_metrics(data.groups(), scores, data.labels());
+    std::cout << std::fixed << std::setprecision(4) << "  " << std::left << std::setw(26) << what << " MAP " << m.map
+              << "  MRR " << m.mrr << "  (" << m.questions << " questions)\n";
+}
+
+int run(const Options& o) {
+    set_blas_threads(static_cast<int>(o.threads));
+    set_seed(o.seed);
+
+    // ---- data
+    QaData train, eval;
+    if (o.train_file.empty()) {
+        qa::SyntheticOptions s;
+        s.questions = o.synthetic_questions;
+        s.vocab = o.synthetic_vocab;
+        s.copy = o.synthetic_copy;
+        s.seed = o.seed;
+        train = qa::make_synthetic(s);
+        s.questions = std::max<std::size_t>(50, o.synthetic_questions / 4);
+        s.seed = o.seed + 1000;
+        eval = qa::make_synthetic(s);
+    } else {
+        train = read_qa_tsv(o.train_file);
+        if (!o.eval_file.empty()) eval = read_qa_tsv(o.eval_file);
+    }
+    if (o.max_pairs && train.pairs.size() > o.max_pairs) train.pairs.resize(o.max_pairs);
+
+    Vocabulary vocab;
+    if (!o.resume.empty()) {
+        vocab = Vocabulary::load(o.resume + ".vocab");
+    } else {
+        VocabularyOptions vo;
+        vo.min_count = o.min_count;
+        vocab = Vocabulary::build(train.token_lists(), vo);
+    }
+    qa::ModelOptions mo = o.model;
+    mo.vocab = vocab.size();
+    std::cout << "data: " << train.pairs.size() << " training pairs (" << train.num_groups << " questions) from "
+              << train.source << "; vocabulary " << vocab.size() << " words\n";
+
+    // ---- model and trainer
+    qa::Model model(mo);
+    const bool hinge = o.loss == "hinge";
+    LearnerOptions lo;
+    lo.gradient_clipping_norm = o.clip;
+    Trainer trainer(hinge ? model.hinge_loss : model.squared_loss, hinge ? model.pair_correct : model.pointwise_correct,
+                    adam(model.parameters(), o.lr, 0.9, 0.999, 1e-8, lo));
+    std::size_t params = 0;
+    for (const auto& p : model.parameters()) params += p.shape().size();
+    std::cout << "model: embedding " << mo.embed << ", BiLSTM " << mo.hidden << "+" << mo.hidden << ", dense "
+              << mo.dense << "; " << params << " parameters; loss " << o.loss << "\n";
+
+    TrainingPosition position;
+    if (!o.resume.empty()) {
+        position = trainer.load_checkpoint(o.resume).position;
+        std::cout << "resumed from " << o.resume << " at epoch " << position.epoch + 1 << ", minibatch "
+                  << position.minibatch << "\n";
+    }
+
+    const auto train_pairs = qa::encode(train, vocab);
+    const auto eval_pairs = qa::encode(eval, vocab);
+
+    if (!o.score_file.empty()) {
+        QaData to_score = read_qa_tsv(o.score_file);
+        const auto scores = qa::score_pairs(model, qa::encode(to_score, vocab));
+        for (std::size_t i = 0; i < scores.size(); ++i) std::printf("%.6f\n", scores[i]);
+        return 0;
+    }
+
+    const auto items = make_items(train, o.loss);
+    std::vector<ItemLengths> lengths;
+    for (const auto& it : items)
+        lengths.push_back({train_pairs.questions[it.question_pair].size(), train_pairs.answers[it.question_pair].size()});
+    BatchingOptions bo;
+    bo.batch_size = o.batch;
+    bo.seed = o.seed;
+    Batcher batcher(lengths, bo);
+    batcher.set_position({position.epoch, position.minibatch});
+
+    ProgressOptions po;
+    po.tag = "train";
+    po.num_epochs = o.epochs;
+    po.epoch_size = items.size();
+    ProgressPrinter progress(po);
+
+    IdfTable idf = IdfTable::fit(train.token_lists());
+    if (!eval.pairs.empty()) {
+        std::vector<double> overlap;
+        for (const auto& p : eval.pairs) overlap.push_back(word_overlap_score(p.question, p.answer));
+        std::cout << "evaluation on " << eval.pairs.size() << " pairs (" << eval.num_groups << " questions) from "
+                  << eval.source << "\n";
+        report_ranking("word-overlap baseline", eval, overlap);
+    }
+
+    for (std::size_t epoch = position.epoch; epoch < o.epochs; ++epoch) {
+        while (batcher.position().epoch == epoch) {
+            const auto batch = batcher.next();
+            std::vector<std::vector<std::size_t>> q, a, w;
+            xt::xarray<float> labels = xt::zeros<float>({batch.size(), std::size_t{1}});
+            for (std::size_t k = 0; k < batch.size(); ++k) {
+                const Item& it = items[batch[k]];
+                q.push_back(train_pairs.questions[it.question_pair]);
+                a.push_back(train_pairs.answers[it.question_pair]);
+                w.push_back(train_pairs.answers[it.wrong_pair]);
+                labels(k, 0) = static_cast<float>(train.pairs[it.question_pair].label);
+            }
+            Bindings in{{model.question, Value::index_sequences(q)}, {model.answer, Value::index_sequences(a)}};
+            if (hinge)
+                in.emplace(model.negative, Value::index_sequences(w));
+            else
+                in.emplace(model.label, Value::batch(labels));
+            progress.update(trainer.train_minibatch(in));
+        }
+        progress.end_epoch();
+        if (!eval.pairs.empty()) report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
+        if (!o.save.empty()) {
+            vocab.save(o.save + ".vocab");
+            trainer.save_checkpoint(o.save, {batcher.position().epoch, batcher.position().batch, 0, {}});
+            std::cout << "  saved " << o.save << "\n";
+        }
+    }
+
+    if (!eval.pairs.empty()) {
+        std::cout << "combined score (cosine + word overlap, logistic regression fitted on the training pairs):\n";
+        qa::Combiner combiner;
+        combiner.fit(qa::pair_features(train, qa::score_pairs(model, train_pairs), idf), train.labels());
+        const auto eval_features = qa::pair_features(eval, qa::score_pairs(model, eval_pairs), idf);
+        report_ranking("cosine + overlap", eval, combiner.scores(eval_features));
+        std::vector<double> overlap_only;
+        for (const auto& f : eval_features) overlap_only.push_back(f[1]);
+        report_ranking("word-overlap baseline", eval, overlap_only);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    CLI::App app{"Train the seed's question/answer similarity model (BiLSTM towers, log-sum-exp attention, cosine)"};
+    app.add_option("--train", o.train_file, "training TSV (question<TAB>sentence<TAB>label); default: synthetic data")
+        ->check(CLI::ExistingFile);
+    app.add_option("--eval", o.eval_file, "evaluation TSV: MAP and MRR are reported per epoch")->check(CLI::ExistingFile);
+    app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
+    app.add_option("--batch", o.batch, "items per minibatch")->capture_default_str();
+    app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
+    app.add_option("--clip", o.clip, "gradient clipping by global norm (0 = off)")->capture_default_str();
+    app.add_option("--loss", o.loss, "hinge: ranking loss on (question, true, wrong) triplets; mse: (cos - label)^2")
+        ->check(CLI::IsMember({"hinge", "mse"}))
+        ->capture_default_str();
+    app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str();
+    app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
+    app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
+    app.add_option("--margin", o.model.margin, "hinge loss margin")->capture_default_str();
+    app.add_option("--min-count", o.min_count, "words seen fewer times map to <unk>")->capture_default_str();
+    app.add_option("--max-pairs", o.max_pairs, "use only the first N training pairs (0 = all)");
+    app.add_option("--questions", o.synthetic_questions, "synthetic data: training questions")->capture_default_str();
+    app.add_option("--synthetic-vocab", o.synthetic_vocab, "synthetic data: vocabulary size")->capture_default_str();
+    app.add_option("--synthetic-copy", o.synthetic_copy, "synthetic data: question tokens copied into a true answer")
+        ->capture_default_str();
+    app.add_option("--seed", o.seed, "seed for data order and initial weights")->capture_default_str();
+    app.add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str();
+    app.add_option("--save", o.save, "checkpoint file written after every epoch");
+    app.add_option("--resume", o.resume, "checkpoint to continue from (or to score with)")->check(CLI::ExistingFile);
+    app.add_option("--score", o.score_file, "print the model's score for every pair of this TSV and exit")
+        ->check(CLI::ExistingFile);
+    CLI11_PARSE(app, argc, argv);
+    if (!o.score_file.empty() && o.resume.empty()) {
+        std::cerr << "--score needs a trained model: pass --resume CHECKPOINT\n";
+        return 2;
+    }
+    try {
+        return run(o);
+    } catch (const loom::Error& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 1;
+    }
+}

@@ -1,0 +1,51 @@
+#pragma once
+// The seed 000 question/answer similarity model: per side Embedding -> BiRecurrence(LSTM, LSTM) ->
+// Dense, attention written as a cumulative log-sum-exp recurrence, and the cosine similarity of
+// the attended vectors.
+#include <cstddef>
+#include <vector>
+
+#include <loom.hpp>
+
+namespace qa {
+
+struct ModelOptions {
+    std::size_t vocab = 10000;
+    std::size_t embed = 500;
+    std::size_t hidden = 300;
+    std::size_t dense = 200;
+    double margin = 0.2;  // hinge loss margin
+};
+
+// One tower: ids (a sequence of [1]) -> the attended vector [dense] (a batch value).
+class Tower {
+public:
+    Tower(const ModelOptions& o, const std::string& name);
+    loom::Variable operator()(const loom::Variable& ids) const;
+    std::vector<loom::Parameter> parameters() const;
+
+private:
+    loom::layers::Layer encoder_;
+    loom::Parameter attention_w_;
+};
+
+// The seed's attention: weights exp(z_t - log sum_s exp(z_s)) with the normalizer computed by a
+// log_add_exp recurrence closed through a placeholder.
+loom::Variable log_sum_exp_attention(const loom::Variable& embedded, const loom::Parameter& w);
+
+struct Model {
+    explicit Model(const ModelOptions& o);
+
+    ModelOptions options;
+    Tower question_tower, answer_tower;
+    loom::Variable question, answer, negative, label;  // inputs
+    // Scoring and the pointwise loss: cos(q, a); (cos - label)^2.
+    loom::Variable cosine, squared_loss, pointwise_correct;
+    // Ranking (the default training loss): max(0, margin - cos(q, a+) + cos(q, a-)) on triplets
+    // (question, true answer, wrong answer of the same question).
+    loom::Variable negative_cosine, hinge_loss, pair_correct;
+
+    std::vector<loom::Parameter> parameters() const;
+};
+
+}  // namespace qa
