@@ -13,8 +13,10 @@ namespace loom::fast {
 // (Cephes' expf coefficients), 2^n assembled in the exponent bits.
 inline float exp(float x) {
     const float input = x;
-    x = std::fmin(std::fmax(x, -87.3f), 88.72f);
-    const float n = std::nearbyint(x * 1.44269504088896341f);
+    // Plain selects and the round-to-nearest magic constant (not fmin / nearbyint, which stay libm
+    // calls without -ffast-math) keep the loop vectorizable.
+    x = x < -87.3f ? -87.3f : (x > 88.72f ? 88.72f : x);
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -38,7 +40,7 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + fast::exp(-x)); }
 
 // Small |x|: an odd polynomial (Cephes' tanhf); otherwise 1 - 2 / (exp(2|x|) + 1), with the sign.
 inline float tanh(float x) {
-    const float a = std::fabs(x);
+    const float a = x < 0 ? -x : x;
     const float z = x * x;
     float p = -5.70498872745e-3f;
     p = p * z + 2.06390887954e-2f;
@@ -46,7 +48,8 @@ inline float tanh(float x) {
     p = p * z + 1.33314422036e-1f;
     p = p * z - 3.33332819422e-1f;
     const float small = x + x * z * p;
-    const float large = std::copysign(1.0f - 2.0f / (fast::exp(2.0f * a) + 1.0f), x);
+    const float magnitude = 1.0f - 2.0f / (fast::exp(2.0f * a) + 1.0f);
+    const float large = x < 0 ? -magnitude : magnitude;
     return a < 0.625f ? small : large;
 }
 
