@@ -1,0 +1,276 @@
+// Whole training steps of the QA similarity sample (samples/qa_similarity), shaped as the PyTorch
+// peer's torch_qa.py: batch 32 pairs (16 true, 16 wrong), questions 5-20 tokens, answers 10-40,
+// vocabulary 10,000, Embedding 500 -> BiLSTM 300+300 -> Dense 200 -> attention -> cosine, loss
+// (cos - label)^2 averaged over the batch, Adam lr 1e-3. Every batch is made before timing; the
+// first --warmup steps are not timed. Prints one JSON line with the same fields as the peer's --json.
+//
+//   qa_train_bench [--threads N] [--steps N] [--warmup N] [--seed N] [--batch N]
+//                  [--embed N] [--hidden N] [--dense N] [--vocab N] [--batches-from FILE]
+//
+// --batches-from FILE trains on exactly the batches the peer would (same ids, same lengths, same
+// labels): FILE is written by `bench/compare --dump-batches`, which runs the peer's own generator.
+// Format: a line "loom-qa-batches 1", then per batch a line "batch <pairs>" followed by one line
+// per pair: "<label> <question ids...> | <answer ids...>".
+// Without it, batches come from the sample's generator (same distribution, different random
+// stream: qa::make_synthetic).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <loom.hpp>
+
+#include "model.hpp"
+#include "synthetic.hpp"
+
+using namespace loom;
+
+namespace {
+
+struct Options {
+    int threads = 1, steps = 30, warmup = 3;
+    std::uint64_t seed = 1;
+    std::size_t batch = 32, embed = 500, hidden = 300, dense = 200, vocab = 10000;
+    std::string batches_from;
+};
+
+const char* const usage =
+    "known options: --threads --steps --warmup --seed --batch --embed --hidden --dense --vocab --batches-from";
+
+Options parse(int argc, char** argv) {
+    Options o;
+    auto number = [&](int& i) -> long {
+        if (i + 1 >= argc) throw UserError(std::string("qa_train_bench: ") + argv[i] + " needs a number after it");
+        char* end = nullptr;
+        const long v = std::strtol(argv[++i], &end, 10);
+        if (*end != '\0' || v < 0)
+            throw UserError(std::string("qa_train_bench: '") + argv[i] + "' after " + argv[i - 1] +
+                            " is not a non-negative integer");
+        return v;
+    };
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads") o.threads = int(number(i));
+        else if (a == "--steps") o.steps = int(number(i));
+        else if (a == "--warmup") o.warmup = int(number(i));
+        else if (a == "--seed") o.seed = std::uint64_t(number(i));
+        else if (a == "--batch") o.batch = std::size_t(number(i));
+        else if (a == "--embed") o.embed = std::size_t(number(i));
+        else if (a == "--hidden") o.hidden = std::size_t(number(i));
+        else if (a == "--dense") o.dense = std::size_t(number(i));
+        else if (a == "--vocab") o.vocab = std::size_t(number(i));
+        else if (a == "--batches-from") {
+            if (i + 1 >= argc) throw UserError("qa_train_bench: --batches-from needs a file name");
+            o.batches_from = argv[++i];
+        } else if (a == "--help" || a == "-h") {
+            std::printf("qa_train_bench: %s\n", usage);
+            std::exit(0);
+        } else
+            throw UserError("qa_train_bench: unknown option '" + a + "' (" + usage + ")");
+    }
+    if (o.steps < 1 || o.threads < 1 || o.batch < 2 || o.vocab < 2)
+        throw UserError("qa_train_bench: --steps and --threads must be at least 1, --batch and --vocab at least 2");
+    return o;
+}
+
+struct Batch {
+    std::vector<std::vector<std::size_t>> questions, answers;
+    std::vector<float> labels;
+    std::size_t real_tokens() const {
+        std::size_t n = 0;
+        for (const auto& q : questions) n += q.size();
+        for (const auto& a : answers) n += a.size();
+        return n;
+    }
+    // Tokens when each side is padded to its longest sequence (what a padded engine computes on).
+    std::size_t padded_tokens() const {
+        auto longest = [](const auto& v) {
+            std::size_t m = 0;
+            for (const auto& s : v) m = std::max(m, s.size());
+            return m;
+        };
+        return questions.size() * (longest(questions) + longest(answers));
+    }
+};
+
+std::vector<Batch> read_batches(const std::string& path, std::size_t vocab) {
+    std::ifstream in(path);
+    if (!in) throw UserError("qa_train_bench: cannot open --batches-from file '" + path + "'");
+    std::string line;
+    std::size_t line_no = 0;
+    auto fail = [&](const std::string& why) {
+        throw DataError(path + ":" + std::to_string(line_no) + ": " + why);
+    };
+    if (!std::getline(in, line) || line.rfind("loom-qa-batches 1", 0) != 0) {
+        line_no = 1;
+        fail("expected the header 'loom-qa-batches 1' (write the file with bench/compare --dump-batches)");
+    }
+    ++line_no;
+    std::vector<Batch> batches;
+    std::size_t expected = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line.empty()) continue;
+        std::istringstream ls(line);
+        if (line.rfind("batch ", 0) == 0) {
+            if (!batches.empty() && batches.back().labels.size() != expected) fail("previous batch is short");
+            std::string word;
+            ls >> word >> expected;
+            if (!ls || expected == 0) fail("expected 'batch <pairs>'");
+            batches.emplace_back();
+            continue;
+        }
+        if (batches.empty()) fail("a pair before the first 'batch' line");
+        Batch& b = batches.back();
+        float label = 0;
+        ls >> label;
+        if (!ls) fail("expected '<label> <question ids> | <answer ids>'");
+        std::vector<std::size_t> q, a;
+        bool in_answer = false;
+        std::string tok;
+        while (ls >> tok) {
+            if (tok == "|") {
+                in_answer = true;
+                continue;
+            }
+            char* end = nullptr;
+            const unsigned long id = std::strtoul(tok.c_str(), &end, 10);
+            if (*end != '\0' || id >= vocab) fail("token '" + tok + "' is not an id below --vocab " + std::to_string(vocab));
+            (in_answer ? a : q).push_back(id);
+        }
+        if (q.empty() || a.empty()) fail("a pair needs a question and an answer separated by ' | '");
+        b.questions.push_back(std::move(q));
+        b.answers.push_back(std::move(a));
+        b.labels.push_back(label);
+    }
+    if (!batches.empty() && batches.back().labels.size() != expected) fail("last batch is short");
+    return batches;
+}
+
+// The sample's generator: questions with 1 true + 1 wrong answer each, so every batch is half true.
+std::vector<Batch> make_batches(const Options& o, std::size_t count) {
+    qa::SyntheticOptions s;
+    s.questions = count * o.batch / 2;
+    s.candidates = 2;
+    s.vocab = o.vocab;
+    s.seed = o.seed;
+    s.topic_seed = o.seed;
+    const QaData data = qa::make_synthetic(s);
+    auto ids = [](const std::vector<std::string>& words) {
+        std::vector<std::size_t> out;
+        for (const auto& w : words) out.push_back(std::stoul(w.substr(1)));  // "w<id>"
+        return out;
+    };
+    std::vector<Batch> batches(count);
+    for (std::size_t i = 0; i < count * (o.batch / 2) * 2; ++i) {
+        Batch& b = batches[i / (o.batch / 2 * 2)];
+        const QaPair& p = data.pairs[i];
+        b.questions.push_back(ids(p.question));
+        b.answers.push_back(ids(p.answer));
+        b.labels.push_back(float(p.label));
+    }
+    return batches;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size();
+    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+}
+
+int run(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    set_blas_threads(o.threads);
+    set_seed(o.seed);
+    const std::size_t needed = std::size_t(o.warmup + o.steps);
+    std::vector<Batch> batches;
+    if (!o.batches_from.empty()) {
+        batches = read_batches(o.batches_from, o.vocab);
+        if (batches.size() < needed)
+            throw UserError("qa_train_bench: '" + o.batches_from + "' holds " + std::to_string(batches.size()) +
+                            " batches, --warmup + --steps need " + std::to_string(needed));
+    } else {
+        batches = make_batches(o, needed);
+    }
+    // Inputs are built before timing too, as the peer builds its tensors before timing.
+    qa::ModelOptions mo;
+    mo.vocab = o.vocab;
+    mo.embed = o.embed;
+    mo.hidden = o.hidden;
+    mo.dense = o.dense;
+    qa::Model model(mo);
+    std::vector<Bindings> inputs;
+    for (std::size_t i = 0; i < needed; ++i) {
+        const Batch& b = batches[i];
+        xt::xarray<float> labels = xt::zeros<float>({b.labels.size(), std::size_t{1}});
+        for (std::size_t k = 0; k < b.labels.size(); ++k) labels(k, 0) = b.labels[k];
+        inputs.push_back(Bindings{{model.question, Value::index_sequences(b.questions)},
+                                  {model.answer, Value::index_sequences(b.answers)},
+                                  {model.label, Value::batch(labels)}});
+    }
+    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3));
+    std::size_t params = 0;
+    for (const auto& p : model.parameters()) params += p.shape().size();
+
+    std::vector<double> losses, step_ms;
+    for (int i = 0; i < o.warmup; ++i) losses.push_back(trainer.train_minibatch(inputs[std::size_t(i)]).average_loss());
+    std::size_t real = 0, padded = 0;
+    gemm_timing(true);
+    gemm_reset_timing();
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = std::size_t(o.warmup); i < needed; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        losses.push_back(trainer.train_minibatch(inputs[i]).average_loss());
+        step_ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        real += batches[i].real_tokens();
+        padded += batches[i].padded_tokens();
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double in_gemm = gemm_seconds();
+    gemm_timing(false);
+
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    // GEMM FLOPs per real token and tower, forward (peer README): input and recurrent projections
+    // of both directions, Dense, attention score + weighted sum; a step is 3x forward.
+    const double E = double(o.embed), H = double(o.hidden), D = double(o.dense);
+    const double flop_per_token = 2 * (2 * E * 4 * H) + 2 * (2 * H * 4 * H) + 2 * 2 * H * D + 4 * D;
+    const double tokens_per_step = double(real) / o.steps;
+    const std::size_t last = std::min<std::size_t>(10, losses.size());
+    const double final_loss =
+        std::accumulate(losses.end() - std::ptrdiff_t(last), losses.end(), 0.0) / double(last);
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    std::printf(
+        "{\"bench\": \"loom_qa\", \"threads\": %d, \"batch\": %zu, \"steps\": %d, \"warmup\": %d, \"embed\": %zu, "
+        "\"hidden\": %zu, \"dense\": %zu, \"vocab\": %zu, \"seed\": %llu, \"data\": \"%s\", \"params\": %zu, "
+        "\"elapsed_s\": %.4f, \"steps_per_s\": %.4f, \"pairs_per_s\": %.2f, \"tokens_per_s\": %.1f, "
+        "\"padded_tokens_per_s\": %.1f, \"tokens_per_step\": %.1f, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, "
+        "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
+        "\"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, \"openblas_coretype_env\": \"%s\"}\n",
+        o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
+        o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file", params, elapsed, o.steps / elapsed,
+        double(o.steps) * double(o.batch) / elapsed, double(real) / elapsed, double(padded) / elapsed,
+        tokens_per_step, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end()),
+        *std::max_element(step_ms.begin(), step_ms.end()), losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0,
+        elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
