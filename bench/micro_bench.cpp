@@ -1,1 +1,271 @@
-int main(){}
+// Three micro-benchmarks behind the QA sample's figures (all float, forward + backward, median of
+// --iters timed runs after --warmup untimed ones):
+//   lstm       layers::Recurrence(layers::LSTM(hidden)) over batch x length x input, against the
+//              same GEMM calls made directly with loom::gemm on buffers of the same shapes
+//              (forward input projection, one recurrent GEMM per step, and backward dX and dW of
+//              both); prints layer / GEMMs. The layer's input is x * s with s a [input] parameter of
+//              ones, so the backward pass also computes dX, as it must below an embedding.
+//   attention  the seed's log-sum-exp attention loop (qa::log_sum_exp_attention) against the same
+//              function written with sequence::softmax, over sequences of random lengths
+//              (--min-len..--max-len); prints loop / softmax, and checks both give the same values.
+//   epoch      one training epoch of a small QA model on N pairs and on 2N pairs (the first N are
+//              the same pairs); prints the time ratio and the real-token ratio (cost linear in
+//              tokens <=> the two ratios agree).
+//
+//   micro_bench [--threads N] [--iters N] [--warmup N] [--only lstm|attention|epoch] [--smoke]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <loom.hpp>
+
+#include "model.hpp"
+#include "synthetic.hpp"
+
+using namespace loom;
+
+namespace {
+
+struct Options {
+    int threads = 1, iters = 20, warmup = 3;
+    std::string only;
+    // lstm
+    std::size_t batch = 32, length = 30, input = 500, hidden = 300;
+    // attention
+    std::size_t att_batch = 32, min_len = 10, max_len = 40, dim = 200;
+    // epoch
+    std::size_t pairs = 2048, small = 64, epoch_repeats = 3;
+};
+
+Options parse(int argc, char** argv) {
+    Options o;
+    auto number = [&](int& i) -> long {
+        if (i + 1 >= argc) throw UserError(std::string("micro_bench: ") + argv[i] + " needs a number after it");
+        char* end = nullptr;
+        const long v = std::strtol(argv[++i], &end, 10);
+        if (*end != '\0' || v < 0)
+            throw UserError(std::string("micro_bench: '") + argv[i] + "' after " + argv[i - 1] +
+                            " is not a non-negative integer");
+        return v;
+    };
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads") o.threads = int(number(i));
+        else if (a == "--iters") o.iters = int(number(i));
+        else if (a == "--warmup") o.warmup = int(number(i));
+        else if (a == "--pairs") o.pairs = std::size_t(number(i));
+        else if (a == "--only") {
+            if (i + 1 >= argc) throw UserError("micro_bench: --only needs lstm, attention or epoch");
+            o.only = argv[++i];
+            if (o.only != "lstm" && o.only != "attention" && o.only != "epoch")
+                throw UserError("micro_bench: --only takes lstm, attention or epoch, not '" + o.only + "'");
+        } else if (a == "--smoke") {  // tiny sizes: checks the program runs (CTest)
+            o.iters = 1;
+            o.warmup = 0;
+            o.batch = 3, o.length = 4, o.input = 7, o.hidden = 5;
+            o.att_batch = 3, o.min_len = 1, o.max_len = 5, o.dim = 6;
+            o.pairs = 64, o.small = 4, o.epoch_repeats = 1;
+        } else
+            throw UserError("micro_bench: unknown option '" + a +
+                            "' (known: --threads --iters --warmup --pairs --only --smoke)");
+    }
+    if (o.iters < 1 || o.threads < 1 || o.pairs < 64)
+        throw UserError("micro_bench: --iters and --threads must be at least 1, --pairs at least 64");
+    return o;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size();
+    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+}
+
+// Median milliseconds of f over o.iters runs after o.warmup.
+double time_ms(const Options& o, const std::function<void()>& f) {
+    for (int i = 0; i < o.warmup; ++i) f();
+    std::vector<double> ms;
+    for (int i = 0; i < o.iters; ++i) {
+        const double t0 = now();
+        f();
+        ms.push_back(1e3 * (now() - t0));
+    }
+    return median(ms);
+}
+
+Value random_sequences(const std::vector<std::size_t>& lengths, std::size_t dim, Rng& rng) {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<xt::xarray<float>> seqs;
+    for (std::size_t len : lengths) {
+        xt::xarray<float> s = xt::zeros<float>({len, dim});
+        for (auto& v : s) v = d(rng);
+        seqs.push_back(std::move(s));
+    }
+    return Value::sequences(seqs);
+}
+
+void bench_lstm(const Options& o, Rng& rng) {
+    const std::size_t B = o.batch, T = o.length, I = o.input, H = o.hidden, G = 4 * H, BT = B * T;
+    Variable x = sequence::input_variable({I}, "x");
+    Parameter s = parameter({I}, constant_initializer(1.0), "x_scale");
+    layers::Layer lstm = layers::Recurrence(layers::LSTM(H));
+    Variable y = lstm(x * s);
+    auto params = lstm.parameters();
+    params.push_back(s);
+    Session session({y}, params);
+    Bindings in{{x, random_sequences(std::vector<std::size_t>(B, T), I, rng)}};
+    const double layer_ms = time_ms(o, [&] {
+        session.forward(in);
+        session.backward();
+    });
+
+    // The GEMMs alone, as the peer README lists them (row-major, C = op(A) op(B)).
+    std::normal_distribution<float> d(0.0f, 0.1f);
+    auto buf = [&](std::size_t n) {
+        std::vector<float> v(n);
+        for (auto& e : v) e = d(rng);
+        return v;
+    };
+    auto X = buf(BT * I), W = buf(I * G), U = buf(H * G), Z = buf(BT * G), Hs = buf(BT * H);
+    auto dZ = buf(BT * G), dX = buf(BT * I), dW = buf(I * G), dU = buf(H * G), dH = buf(BT * H);
+    const double gemm_ms = time_ms(o, [&] {
+        gemm(false, false, BT, G, I, 1.0f, X.data(), I, W.data(), G, 0.0f, Z.data(), G);  // input projection
+        for (std::size_t t = 0; t < T; ++t)  // h_{t-1} U, added to the step's gates
+            gemm(false, false, B, G, H, 1.0f, Hs.data() + t * B * H, H, U.data(), G, 1.0f, Z.data() + t * B * G, G);
+        for (std::size_t t = T; t-- > 0;) {  // backward through time: dh_{t-1} = dz_t U^T, dU += h_{t-1}^T dz_t
+            gemm(false, true, B, H, G, 1.0f, dZ.data() + t * B * G, G, U.data(), G, 0.0f, dH.data() + t * B * H, H);
+            gemm(true, false, H, G, B, 1.0f, Hs.data() + t * B * H, H, dZ.data() + t * B * G, G, 1.0f, dU.data(), G);
+        }
+        gemm(false, true, BT, I, G, 1.0f, dZ.data(), G, W.data(), G, 0.0f, dX.data(), I);  // dX = dZ W^T
+        gemm(true, false, I, G, BT, 1.0f, X.data(), I, dZ.data(), G, 0.0f, dW.data(), G);  // dW = X^T dZ
+    });
+    const double gflop = 3.0 * 2.0 * double(BT) * double(G) * double(I + H) * 1e-9;
+    std::printf("lstm: Recurrence(LSTM(%zu)) fwd+bwd, batch %zu x length %zu, input %zu\n", H, B, T, I);
+    std::printf("  layer      %9.3f ms   (%6.1f GFLOP/s on %.2f GFLOP)\n", layer_ms, gflop / layer_ms * 1e3, gflop);
+    std::printf("  GEMMs only %9.3f ms   (%6.1f GFLOP/s)\n", gemm_ms, gflop / gemm_ms * 1e3);
+    std::printf("  ratio layer / GEMMs = %.3f   (target <= 1.15)\n", layer_ms / gemm_ms);
+}
+
+void bench_attention(const Options& o, Rng& rng) {
+    std::uniform_int_distribution<std::size_t> len(o.min_len, o.max_len);
+    std::vector<std::size_t> lengths;
+    for (std::size_t i = 0; i < o.att_batch; ++i) lengths.push_back(len(rng));
+    Variable x = sequence::input_variable({o.dim}, "x");
+    Parameter s = parameter({o.dim}, constant_initializer(1.0), "x_scale");
+    Parameter w = parameter({o.dim, 1}, glorot_normal(), "w");
+    Variable xs = x * s;
+    Variable seed_loop = qa::log_sum_exp_attention(xs, w);
+    Variable native = sequence::reduce_sum(sequence::softmax(times(xs, w)) * xs);
+    Session loop_session({seed_loop}, {s, w});
+    Session softmax_session({native}, {s, w});
+    Bindings in{{x, random_sequences(lengths, o.dim, rng)}};
+    const double loop_ms = time_ms(o, [&] {
+        loop_session.forward(in);
+        loop_session.backward();
+    });
+    const double softmax_ms = time_ms(o, [&] {
+        softmax_session.forward(in);
+        softmax_session.backward();
+    });
+    const auto a = loop_session.value(seed_loop).tensor(), b = softmax_session.value(native).tensor();
+    const double diff = xt::amax(xt::abs(a - b))();
+    std::size_t tokens = 0;
+    for (auto l : lengths) tokens += l;
+    std::printf("attention: %zu sequences of lengths %zu-%zu (%zu steps), dim %zu, fwd+bwd\n", o.att_batch, o.min_len,
+                o.max_len, tokens, o.dim);
+    std::printf("  log-sum-exp loop   %9.3f ms\n", loop_ms);
+    std::printf("  sequence::softmax  %9.3f ms   (max |difference| of the outputs %.2g)\n", softmax_ms, diff);
+    std::printf("  ratio loop / softmax = %.3f   (target <= 1.5)\n", loop_ms / softmax_ms);
+}
+
+void bench_epoch(const Options& o) {
+    qa::SyntheticOptions so;
+    so.questions = o.pairs;  // 2 candidates each: 2 * pairs pairs, the first `pairs` are the N set
+    so.candidates = 2;
+    so.vocab = 2000;
+    const QaData data = qa::make_synthetic(so);
+    qa::ModelOptions mo;
+    mo.vocab = so.vocab;
+    mo.embed = mo.hidden = mo.dense = o.small;
+    qa::Model model(mo);
+    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3));
+    auto ids = [](const std::vector<std::string>& words) {
+        std::vector<std::size_t> out;
+        for (const auto& wd : words) out.push_back(std::stoul(wd.substr(1)));  // "w<id>"
+        return out;
+    };
+    // Batches of 32 pairs in data order (each batch half true, half wrong), built before timing.
+    const std::size_t per = 32;
+    std::vector<Bindings> batches;
+    std::vector<std::size_t> batch_tokens;
+    for (std::size_t start = 0; start + per <= data.pairs.size(); start += per) {
+        std::vector<std::vector<std::size_t>> q, a;
+        xt::xarray<float> labels = xt::zeros<float>({per, std::size_t{1}});
+        std::size_t tok = 0;
+        for (std::size_t k = 0; k < per; ++k) {
+            const QaPair& p = data.pairs[start + k];
+            q.push_back(ids(p.question));
+            a.push_back(ids(p.answer));
+            tok += q.back().size() + a.back().size();
+            labels(k, 0) = float(p.label);
+        }
+        batches.push_back(Bindings{{model.question, Value::index_sequences(q)},
+                                   {model.answer, Value::index_sequences(a)},
+                                   {model.label, Value::batch(labels)}});
+        batch_tokens.push_back(tok);
+    }
+    const std::size_t n1 = batches.size() / 2, n2 = 2 * n1;
+    auto epoch = [&](std::size_t n) {
+        const double t0 = now();
+        for (std::size_t i = 0; i < n; ++i) trainer.train_minibatch(batches[i]);
+        return now() - t0;
+    };
+    epoch(std::min<std::size_t>(n1, 4));  // warm-up: buffers and plans
+    std::vector<double> t1, t2;
+    for (std::size_t r = 0; r < o.epoch_repeats; ++r) {  // interleaved, so machine noise hits both
+        t1.push_back(epoch(n1));
+        t2.push_back(epoch(n2));
+    }
+    std::size_t tok1 = 0, tok2 = 0;
+    for (std::size_t i = 0; i < n2; ++i) (i < n1 ? tok1 : tok2) += batch_tokens[i];
+    tok2 += tok1;
+    const double m1 = median(t1), m2 = median(t2);
+    std::printf("epoch: QA model embed/hidden/dense %zu, batch 32, median of %zu interleaved epochs\n", o.small,
+                o.epoch_repeats);
+    std::printf("  N  = %5zu pairs (%7zu tokens)  %8.3f s/epoch\n", n1 * per, tok1, m1);
+    std::printf("  2N = %5zu pairs (%7zu tokens)  %8.3f s/epoch\n", n2 * per, tok2, m2);
+    std::printf("  ratio time 2N / N = %.3f   (tokens ratio %.3f; time per token ratio %.3f; target <= 2.1)\n",
+                m2 / m1, double(tok2) / double(tok1), (m2 / double(tok2)) / (m1 / double(tok1)));
+}
+
+int run(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    set_blas_threads(o.threads);
+    set_seed(1);
+    Rng rng(1);
+    std::printf("loom micro_bench: float, OpenBLAS threads %d, median of %d after %d warm-up\n", o.threads, o.iters,
+                o.warmup);
+    if (o.only.empty() || o.only == "lstm") bench_lstm(o, rng);
+    if (o.only.empty() || o.only == "attention") bench_attention(o, rng);
+    if (o.only.empty() || o.only == "epoch") bench_epoch(o);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
