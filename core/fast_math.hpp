@@ -53,4 +53,13 @@ inline float tanh(float x) {
     return a < 0.625f ? small : large;
 }
 
+// double: libm, for exact gradient checks. Overloads let templated kernels call fast::f(x).
+inline double exp(double x) { return std::exp(x); }
+inline double tanh(double x) { return std::tanh(x); }
+inline double sigmoid(double x) {
+    if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+    const double e = std::exp(x);
+    return e / (1.0 + e);
+}
+
 }  // namespace loom::fast

@@ -124,4 +124,9 @@ Variable embedding(const Variable& ids, const Variable& table, const std::string
 // at every evaluation; the identity in inference mode. seed 0 takes a seed from global_rng().
 Variable dropout(const Variable& a, double rate, std::uint64_t seed = 0, const std::string& name = {});
 
+// graph/ops/rnn.cpp: the fused LSTM cell, from gate pre-activations z = [i, f, o, g] ([4n]):
+// c' = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_g), and h' = sigmoid(z_o) * tanh(c').
+Variable lstm_cell_state(const Variable& z, const Variable& c, const std::string& name = {});
+Variable lstm_cell_output(const Variable& z, const Variable& c_next, const std::string& name = {});
+
 }  // namespace loom

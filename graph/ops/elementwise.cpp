@@ -53,39 +53,19 @@ public:
         }                                                      \
     };
 
+// float: the vectorizable kernels of core/fast_math.hpp; double: libm (fast:: overloads).
 template <class T>
 T stable_sigmoid(T x) {
-    if constexpr (std::is_same_v<T, float>) {
-        return fast::sigmoid(x);
-    } else {
-        if (x >= 0) return T(1) / (T(1) + std::exp(-x));
-        const T e = std::exp(x);
-        return e / (T(1) + e);
-    }
-}
-// float: the vectorizable kernels of core/fast_math.hpp; double: libm.
-template <class T>
-T exp_of(T x) {
-    if constexpr (std::is_same_v<T, float>)
-        return fast::exp(x);
-    else
-        return std::exp(x);
-}
-template <class T>
-T tanh_of(T x) {
-    if constexpr (std::is_same_v<T, float>)
-        return fast::tanh(x);
-    else
-        return std::tanh(x);
+    return fast::sigmoid(x);
 }
 
 LOOM_UNARY(Negate, "negate", -x, T(-1))
-LOOM_UNARY(Exp, "exp", exp_of(x), y)
+LOOM_UNARY(Exp, "exp", fast::exp(x), y)
 LOOM_UNARY(Log, "log", std::log(x), T(1) / x)
 LOOM_UNARY(Sqrt, "sqrt", std::sqrt(x), T(0.5) / y)
 LOOM_UNARY(Square, "square", x* x, T(2) * x)
 LOOM_UNARY(Abs, "abs", std::abs(x), x > 0 ? T(1) : (x < 0 ? T(-1) : T(0)))
-LOOM_UNARY(Tanh, "tanh", tanh_of(x), T(1) - y * y)
+LOOM_UNARY(Tanh, "tanh", fast::tanh(x), T(1) - y * y)
 LOOM_UNARY(Sigmoid, "sigmoid", stable_sigmoid(x), y*(T(1) - y))
 LOOM_UNARY(Relu, "relu", x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
 LOOM_UNARY(Softplus, "softplus", (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))), stable_sigmoid(x))
