@@ -65,6 +65,7 @@ void report_ranking(const std::string& what, const QaData& data, const std::vect
 }
 
 int run(const Options& o) {
+    std::cout << std::unitbuf;  // progress lines appear as they happen, also in a log file
     set_blas_threads(static_cast<int>(o.threads));
     set_seed(o.seed);
 
@@ -104,6 +105,9 @@ int run(const Options& o) {
     const bool hinge = o.loss == "hinge";
     LearnerOptions lo;
     lo.gradient_clipping_norm = o.clip;
+    // Embedding rows a minibatch does not use get no update ("lazy Adam"), as sparse embedding
+    // optimizers do: exact Adam would sweep all 2 x vocab x embed weights every step.
+    lo.lazy_sparse_rows = true;
     Trainer trainer(hinge ? model.hinge_loss : model.squared_loss, hinge ? model.pair_correct : model.pointwise_correct,
                     adam(model.parameters(), o.lr, 0.9, 0.999, 1e-8, lo));
     std::size_t params = 0;
@@ -151,6 +155,8 @@ int run(const Options& o) {
         std::cout << "evaluation on " << eval.pairs.size() << " pairs (" << eval.num_groups << " questions) from "
                   << eval.source << "\n";
         report_ranking("word-overlap baseline", eval, overlap);
+        if (position.epoch == 0 && position.minibatch == 0)
+            report_ranking("cosine model, untrained", eval, qa::score_pairs(model, eval_pairs));
     }
 
     for (std::size_t epoch = position.epoch; epoch < o.epochs; ++epoch) {
