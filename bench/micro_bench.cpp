@@ -57,10 +57,14 @@ Options parse(int argc, char** argv) {
     };
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--threads") o.threads = int(number(i));
-        else if (a == "--iters") o.iters = int(number(i));
-        else if (a == "--warmup") o.warmup = int(number(i));
-        else if (a == "--pairs") o.pairs = std::size_t(number(i));
+        if (a == "--threads")
+            o.threads = int(number(i));
+        else if (a == "--iters")
+            o.iters = int(number(i));
+        else if (a == "--warmup")
+            o.warmup = int(number(i));
+        else if (a == "--pairs")
+            o.pairs = std::size_t(number(i));
         else if (a == "--only") {
             if (i + 1 >= argc) throw UserError("micro_bench: --only needs lstm, attention or epoch");
             o.only = argv[++i];
@@ -242,8 +246,8 @@ void bench_epoch(const Options& o) {
                 o.epoch_repeats);
     std::printf("  N  = %5zu pairs (%7zu tokens)  %8.3f s/epoch\n", n1 * per, tok1, m1);
     std::printf("  2N = %5zu pairs (%7zu tokens)  %8.3f s/epoch\n", n2 * per, tok2, m2);
-    std::printf("  ratio time 2N / N = %.3f   (tokens ratio %.3f; time per token ratio %.3f; target <= 2.1)\n",
-                m2 / m1, double(tok2) / double(tok1), (m2 / double(tok2)) / (m1 / double(tok1)));
+    std::printf("  ratio time 2N / N = %.3f   (tokens ratio %.3f; time per token ratio %.3f; target <= 2.1)\n", m2 / m1,
+                double(tok2) / double(tok1), (m2 / double(tok2)) / (m1 / double(tok1)));
 }
 
 int run(int argc, char** argv) {

@@ -5,7 +5,7 @@
 // first --warmup steps are not timed. Prints one JSON line with the same fields as the peer's --json.
 //
 //   qa_train_bench [--threads N] [--steps N] [--warmup N] [--seed N] [--batch N]
-//                  [--embed N] [--hidden N] [--dense N] [--vocab N] [--batches-from FILE]
+//                  [--embed N] [--hidden N] [--dense N] [--vocab N] [--batches-from FILE] [--lazy-adam]
 //
 // --batches-from FILE trains on exactly the batches the peer would (same ids, same lengths, same
 // labels): FILE is written by `bench/compare --dump-batches`, which runs the peer's own generator.
@@ -40,10 +40,12 @@ struct Options {
     std::uint64_t seed = 1;
     std::size_t batch = 32, embed = 500, hidden = 300, dense = 200, vocab = 10000;
     std::string batches_from;
+    bool lazy_adam = false;
 };
 
 const char* const usage =
-    "known options: --threads --steps --warmup --seed --batch --embed --hidden --dense --vocab --batches-from";
+    "known options: --threads --steps --warmup --seed --batch --embed --hidden --dense --vocab --batches-from "
+    "--lazy-adam";
 
 Options parse(int argc, char** argv) {
     Options o;
@@ -58,18 +60,29 @@ Options parse(int argc, char** argv) {
     };
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--threads") o.threads = int(number(i));
-        else if (a == "--steps") o.steps = int(number(i));
-        else if (a == "--warmup") o.warmup = int(number(i));
-        else if (a == "--seed") o.seed = std::uint64_t(number(i));
-        else if (a == "--batch") o.batch = std::size_t(number(i));
-        else if (a == "--embed") o.embed = std::size_t(number(i));
-        else if (a == "--hidden") o.hidden = std::size_t(number(i));
-        else if (a == "--dense") o.dense = std::size_t(number(i));
-        else if (a == "--vocab") o.vocab = std::size_t(number(i));
+        if (a == "--threads")
+            o.threads = int(number(i));
+        else if (a == "--steps")
+            o.steps = int(number(i));
+        else if (a == "--warmup")
+            o.warmup = int(number(i));
+        else if (a == "--seed")
+            o.seed = std::uint64_t(number(i));
+        else if (a == "--batch")
+            o.batch = std::size_t(number(i));
+        else if (a == "--embed")
+            o.embed = std::size_t(number(i));
+        else if (a == "--hidden")
+            o.hidden = std::size_t(number(i));
+        else if (a == "--dense")
+            o.dense = std::size_t(number(i));
+        else if (a == "--vocab")
+            o.vocab = std::size_t(number(i));
         else if (a == "--batches-from") {
             if (i + 1 >= argc) throw UserError("qa_train_bench: --batches-from needs a file name");
             o.batches_from = argv[++i];
+        } else if (a == "--lazy-adam") {
+            o.lazy_adam = true;
         } else if (a == "--help" || a == "-h") {
             std::printf("qa_train_bench: %s\n", usage);
             std::exit(0);
@@ -106,9 +119,7 @@ std::vector<Batch> read_batches(const std::string& path, std::size_t vocab) {
     if (!in) throw UserError("qa_train_bench: cannot open --batches-from file '" + path + "'");
     std::string line;
     std::size_t line_no = 0;
-    auto fail = [&](const std::string& why) {
-        throw DataError(path + ":" + std::to_string(line_no) + ": " + why);
-    };
+    auto fail = [&](const std::string& why) { throw DataError(path + ":" + std::to_string(line_no) + ": " + why); };
     if (!std::getline(in, line) || line.rfind("loom-qa-batches 1", 0) != 0) {
         line_no = 1;
         fail("expected the header 'loom-qa-batches 1' (write the file with bench/compare --dump-batches)");
@@ -143,7 +154,8 @@ std::vector<Batch> read_batches(const std::string& path, std::size_t vocab) {
             }
             char* end = nullptr;
             const unsigned long id = std::strtoul(tok.c_str(), &end, 10);
-            if (*end != '\0' || id >= vocab) fail("token '" + tok + "' is not an id below --vocab " + std::to_string(vocab));
+            if (*end != '\0' || id >= vocab)
+                fail("token '" + tok + "' is not an id below --vocab " + std::to_string(vocab));
             (in_answer ? a : q).push_back(id);
         }
         if (q.empty() || a.empty()) fail("a pair needs a question and an answer separated by ' | '");
@@ -216,7 +228,12 @@ int run(int argc, char** argv) {
                                   {model.answer, Value::index_sequences(b.answers)},
                                   {model.label, Value::batch(labels)}});
     }
-    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3));
+    // Exact (dense) Adam as the peer's default; --lazy-adam skips parameter rows whose gradient is
+    // all zero (the embedding rows a batch does not use), the counterpart of the peer's
+    // --sparse-embed (SparseAdam on the embeddings).
+    LearnerOptions lo;
+    lo.lazy_sparse_rows = o.lazy_adam;
+    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo));
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
 
@@ -245,20 +262,20 @@ int run(int argc, char** argv) {
     const double flop_per_token = 2 * (2 * E * 4 * H) + 2 * (2 * H * 4 * H) + 2 * 2 * H * D + 4 * D;
     const double tokens_per_step = double(real) / o.steps;
     const std::size_t last = std::min<std::size_t>(10, losses.size());
-    const double final_loss =
-        std::accumulate(losses.end() - std::ptrdiff_t(last), losses.end(), 0.0) / double(last);
+    const double final_loss = std::accumulate(losses.end() - std::ptrdiff_t(last), losses.end(), 0.0) / double(last);
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     std::printf(
         "{\"bench\": \"loom_qa\", \"threads\": %d, \"batch\": %zu, \"steps\": %d, \"warmup\": %d, \"embed\": %zu, "
-        "\"hidden\": %zu, \"dense\": %zu, \"vocab\": %zu, \"seed\": %llu, \"data\": \"%s\", \"params\": %zu, "
+        "\"hidden\": %zu, \"dense\": %zu, \"vocab\": %zu, \"seed\": %llu, \"lazy_adam\": %s, \"data\": \"%s\", "
+        "\"params\": %zu, "
         "\"elapsed_s\": %.4f, \"steps_per_s\": %.4f, \"pairs_per_s\": %.2f, \"tokens_per_s\": %.1f, "
         "\"padded_tokens_per_s\": %.1f, \"tokens_per_step\": %.1f, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, "
         "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
         "\"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, \"openblas_coretype_env\": \"%s\"}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
-        o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file", params, elapsed, o.steps / elapsed,
-        double(o.steps) * double(o.batch) / elapsed, double(real) / elapsed, double(padded) / elapsed,
-        tokens_per_step, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end()),
+        o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file", params,
+        elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed, double(real) / elapsed,
+        double(padded) / elapsed, tokens_per_step, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end()),
         *std::max_element(step_ms.begin(), step_ms.end()), losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0,
         elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
     return 0;
