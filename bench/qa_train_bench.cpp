@@ -192,6 +192,16 @@ std::vector<Batch> make_batches(const Options& o, std::size_t count) {
     return batches;
 }
 
+// VmRSS / VmHWM of this process in MiB (0 when /proc is not there): where the peak comes from.
+double proc_status_mib(const char* key) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    const std::string k = std::string(key) + ":";
+    while (std::getline(in, line))
+        if (line.rfind(k, 0) == 0) return std::strtod(line.c_str() + k.size(), nullptr) / 1024.0;
+    return 0.0;
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const std::size_t m = v.size();
@@ -237,6 +247,7 @@ int run(int argc, char** argv) {
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
 
+    const double rss_setup = proc_status_mib("VmRSS"), hwm_setup = proc_status_mib("VmHWM");
     std::vector<double> losses, step_ms;
     for (int i = 0; i < o.warmup; ++i) losses.push_back(trainer.train_minibatch(inputs[std::size_t(i)]).average_loss());
     std::size_t real = 0, padded = 0;
@@ -271,13 +282,15 @@ int run(int argc, char** argv) {
         "\"elapsed_s\": %.4f, \"steps_per_s\": %.4f, \"pairs_per_s\": %.2f, \"tokens_per_s\": %.1f, "
         "\"padded_tokens_per_s\": %.1f, \"tokens_per_step\": %.1f, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, "
         "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
+        "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, \"openblas_coretype_env\": \"%s\"}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file", params,
         elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed, double(real) / elapsed,
         double(padded) / elapsed, tokens_per_step, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end()),
         *std::max_element(step_ms.begin(), step_ms.end()), losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0,
-        elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
+        rss_setup, hwm_setup, elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9,
+        coretype ? coretype : "");
     return 0;
 }
 
