@@ -150,6 +150,38 @@ std::vector<int> order_loop(const Graph& g, const std::vector<int>& comp) {
     return order;
 }
 
+// Marks loops that are the select/delay recurrence of PlanStep::scan_op.
+void find_scans(Plan& plan) {
+    std::vector<int> uses(plan.nodes.size(), 0);  // consumers outside the node's own loop, and outputs
+    for (const auto& pn : plan.nodes)
+        for (int i : pn.inputs)
+            if (plan.nodes[i].loop < 0 || plan.nodes[i].loop != pn.loop) ++uses[i];
+    for (int o : plan.outputs) ++uses[o];
+    for (auto& step : plan.steps) {
+        if (!step.is_loop || step.members.size() != 3) continue;
+        int r = -1, sel = -1, d = -1;
+        for (int m : step.members) {
+            const Op* op = plan.nodes[m].node->op.get();
+            if (op->delay_direction() != 0)
+                d = m;
+            else if (op->is_select())
+                sel = m;
+            else
+                r = m;
+        }
+        if (r < 0 || sel < 0 || d < 0) continue;
+        const auto &rn = plan.nodes[r], &sn = plan.nodes[sel], &dn = plan.nodes[d];
+        const bool shape_ok = rn.inputs.size() == 2 && rn.inputs[1] == sel && plan.nodes[rn.inputs[0]].loop != rn.loop &&
+                              sn.inputs[2] == d && plan.nodes[sn.inputs[0]].loop != sn.loop &&
+                              plan.nodes[sn.inputs[1]].loop != sn.loop && dn.inputs[0] == r &&
+                              dn.node->op->delay_steps() == 1;
+        if (!shape_ok || uses[sel] || uses[d]) continue;
+        step.scan_op = r;
+        step.scan_select = sel;
+        step.scan_delay = d;
+    }
+}
+
 std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
     Graph g = collect(outputs);
     auto comps = tarjan(g);
@@ -218,6 +250,7 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
                                     plan->nodes[m].type.axis.str() + ", not on the loop's " + axis.str());
         }
     }
+    find_scans(*plan);
     for (auto& pn : plan->nodes)
         if (pn.type.axis.kind == Axis::Kind::Any)
             throw UserError("compile: cannot tell the dynamic axes of " + pn.node->label() +

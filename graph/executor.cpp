@@ -178,6 +178,10 @@ void Execution<T>::run_loop(const PlanStep& step) {
         layout = it->second.get();
     }
     const std::size_t n_seq = layout->num_sequences(), steps = layout->max_length();
+    const auto step_index = static_cast<std::size_t>(&step - plan_->steps.data());
+    scanned_.resize(plan_->steps.size());
+    scanned_[step_index] = step.scan_op >= 0 && run_scan(step, false);
+    if (scanned_[step_index]) return;
 
     // Everything that does not change from step to step is set up once.
     struct Member {
@@ -234,6 +238,33 @@ void Execution<T>::run_loop(const PlanStep& step) {
 }
 
 template <class T>
+bool Execution<T>::run_scan(const PlanStep& step, bool backward) {
+    const PlanNode &r = plan_->nodes[step.scan_op], &sel = plan_->nodes[step.scan_select],
+                   &d = plan_->nodes[step.scan_delay];
+    ScanArgs<T> a;
+    a.layout = slots_[step.scan_op].layout.get();
+    a.direction = step.direction;
+    a.z = view(r.inputs[0]);
+    a.cond = view(sel.inputs[0]);
+    a.c = view(sel.inputs[1]);
+    a.init = view(d.inputs[1]);
+    a.r = slots_[step.scan_op].value.data();
+    a.s = slots_[step.scan_select].value.data();
+    a.d = slots_[step.scan_delay].value.data();
+    a.work = &work_;
+    if (!backward) return r.node->op->scan_forward(a);
+    Slot& rs = slots_[step.scan_op];
+    if (!rs.needs_grad) return true;
+    zero_padding(rs.grad.data(), *a.layout, rs.sample.size());
+    a.r_grad = rs.grad.data();
+    a.z_grad = grad_view(r.inputs[0]).data;
+    a.c_grad = grad_view(sel.inputs[1]).data;
+    a.init_grad = grad_view(d.inputs[1]).data;
+    r.node->op->scan_backward(a);
+    return true;
+}
+
+template <class T>
 void Execution<T>::forward() {
     for (const auto& step : plan_->steps) {
         if (step.is_loop)
@@ -278,6 +309,10 @@ void Execution<T>::back_loop(const PlanStep& step) {
     const SequenceLayout& layout = *slots_[step.members.front()].layout;
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
     const int loop = plan_->nodes[step.members.front()].loop;
+    if (scanned_[static_cast<std::size_t>(&step - plan_->steps.data())]) {
+        run_scan(step, true);
+        return;
+    }
     // Per time step only gradients between loop members flow. Gradients to inputs from outside
     // the loop (weights, input projections, initial states) are taken once after the loop, over
     // all steps at once: one big GEMM for dW instead of one small one per step.

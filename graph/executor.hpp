@@ -49,6 +49,7 @@ private:
     void allocate(int i, LayoutPtr layout, const Shape& sample);
     void run_node(int i);
     void run_loop(const PlanStep& step);
+    bool run_scan(const PlanStep& step, bool backward);
     void back_node(int i);
     void back_loop(const PlanStep& step);
     View<const T> view(int i) const;
@@ -58,6 +59,7 @@ private:
     std::shared_ptr<const Plan> plan_;
     std::vector<Slot> slots_;
     std::unordered_map<std::uint64_t, LayoutPtr> axis_layouts_;
+    std::vector<char> scanned_;  // per plan step: its loop ran as a fused scan
     std::size_t batch_size_ = 0;
     bool has_batch_ = false;
     Workspace<T> work_;

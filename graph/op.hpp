@@ -65,6 +65,21 @@ struct OpCall {
     Workspace<T>* work = nullptr;
 };
 
+// A recurrence of three ops, r = op(z, s), s = element_select(cond, c, d), d = delay(r, init)
+// (time_step 1), run as one fused scan over time by `op` instead of three op calls per step.
+// The buffers are the full [T, N, ...] outputs of op, select and delay.
+template <class T>
+struct ScanArgs {
+    const SequenceLayout* layout = nullptr;
+    int direction = +1;  // +1: past_value (t = 0..T-1), -1: future_value
+    View<const T> z, cond, c, init;
+    T *r = nullptr, *s = nullptr, *d = nullptr;
+    // Backward: r's gradient from its consumers outside the loop; gradients to add into (or null).
+    const T* r_grad = nullptr;
+    T *z_grad = nullptr, *c_grad = nullptr, *init_grad = nullptr;
+    Workspace<T>* work = nullptr;
+};
+
 // What an op decides before its output is allocated: a new sequence axis' layout, a sample shape
 // that is only known at run time (sequence::unpack). Left empty: the executor's defaults.
 struct Prepared {
@@ -83,6 +98,16 @@ public:
     virtual bool step_capable() const { return true; }
     // +1 for past_value, -1 for future_value, 0 for every other op.
     virtual int delay_direction() const { return 0; }
+
+    // The delay's time_step (0 for every other op), and whether the op is element_select.
+    virtual std::size_t delay_steps() const { return 0; }
+    virtual bool is_select() const { return false; }
+    // An element-wise binary op may run a select/delay recurrence as one scan (see ScanArgs);
+    // false: it cannot for these operands, and the loop runs step by step.
+    virtual bool scan_forward(const ScanArgs<float>&) const { return false; }
+    virtual bool scan_forward(const ScanArgs<double>&) const { return false; }
+    virtual void scan_backward(const ScanArgs<float>&) const {}
+    virtual void scan_backward(const ScanArgs<double>&) const {}
 
     virtual void prepare(const OpCall<float>&, Prepared&) const {}
     virtual void prepare(const OpCall<double>&, Prepared&) const {}

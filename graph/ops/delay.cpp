@@ -14,6 +14,7 @@ public:
     Delay(int direction, std::size_t steps) : dir_(direction), k_(steps) {}
     std::string name() const override { return dir_ > 0 ? "past_value" : "future_value"; }
     int delay_direction() const override { return dir_; }
+    std::size_t delay_steps() const override { return k_; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const TypeInfo &x = in[0], &init = in[1];
