@@ -292,6 +292,9 @@ void Execution<T>::back_node(int i) {
         any |= static_cast<bool>(in_grad[j]);
     }
     if (!any) return;
+    std::vector<TouchedRows> touched(k);
+    for (std::size_t j = 0; j < k; ++j)
+        if (in_grad[j] && slots_[pn.inputs[j]].sparse) touched[j].rows = &slots_[pn.inputs[j]].rows;
     OpCall<T> c;
     c.in = in;
     c.in_layouts = in_layouts;
@@ -300,8 +303,11 @@ void Execution<T>::back_node(int i) {
     c.out_grad = {s.grad.data(), s.dims, s.dyn};
     c.in_grad = in_grad;
     c.in_grad_full = in_grad;
+    c.in_grad_rows = touched;
     c.work = &work_;
     pn.node->op->backward(c);
+    for (std::size_t j = 0; j < k; ++j)
+        if (in_grad[j] && !touched[j].recorded) slots_[pn.inputs[j]].sparse = false;
 }
 
 template <class T>
@@ -326,6 +332,8 @@ void Execution<T>::back_loop(const PlanStep& step) {
         Dims out_dims;
         bool inside = false, outside = false;
     };
+    for (int m : step.members)
+        for (int j : plan_->nodes[m].inputs) slots_[j].sparse = false;  // loop ops do not list rows
     std::vector<Member> members;
     for (int m : step.members) {
         Member mb;
@@ -422,7 +430,15 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
     for (std::size_t i = 0; i < n; ++i) {
         Slot& s = slots_[i];
         s.needs_grad = depends[i];
-        if (s.needs_grad) s.grad.assign(s.value.size(), T(0));
+        if (!s.needs_grad) continue;
+        const std::size_t row = s.dims.rank ? s.value.size() / s.dims[0] : 0;
+        if (s.sparse && s.grad.size() == s.value.size()) {  // only the rows written last time are non-zero
+            for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
+        } else {
+            s.grad.assign(s.value.size(), T(0));
+        }
+        s.rows.clear();
+        s.sparse = sparse_capable(static_cast<int>(i));
     }
     for (int o : plan_->outputs) {
         Slot& s = slots_[o];
@@ -445,6 +461,22 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
         Slot& s = slots_[w];
         if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
     }
+    for (auto& s : slots_)
+        if (s.needs_grad && s.sparse) {
+            std::sort(s.rows.begin(), s.rows.end());
+            s.rows.erase(std::unique(s.rows.begin(), s.rows.end()), s.rows.end());
+        }
+}
+
+template <class T>
+bool Execution<T>::sparse_capable(int i) const {
+    return plan_->nodes[i].node->kind == NodeKind::Parameter && slots_[i].dims.rank >= 2;
+}
+
+template <class T>
+const std::vector<std::size_t>* Execution<T>::gradient_rows(int i) const {
+    const Slot& s = slots_[i];
+    return s.needs_grad && s.sparse ? &s.rows : nullptr;
 }
 
 template <class T>

@@ -34,6 +34,9 @@ public:
     const std::vector<T>& value_buffer(int i) const { return slots_[i].value; }
     const std::vector<T>& gradient_buffer(int i) const { return slots_[i].grad; }
     const SequenceLayout* layout(int i) const { return slots_[i].layout.get(); }
+    // The rows (first axis, sorted, unique) of node i's gradient that the last backward wrote, when
+    // every op that wrote it listed them (an embedding table); nullptr when the gradient is dense.
+    const std::vector<std::size_t>* gradient_rows(int i) const;
     std::size_t row_size(int i) const;  // elements per (time step, sequence) row
 
 private:
@@ -44,6 +47,10 @@ private:
         Shape sample;
         LayoutPtr layout;
         bool needs_grad = false;
+        // Row-sparse gradient bookkeeping (parameter matrices only): rows written by the last
+        // backward; when `sparse`, the rest of `grad` is known to be zero.
+        std::vector<std::size_t> rows;
+        bool sparse = false;
     };
 
     void allocate(int i, LayoutPtr layout, const Shape& sample);
@@ -54,6 +61,7 @@ private:
     void back_loop(const PlanStep& step);
     View<const T> view(int i) const;
     View<T> grad_view(int i);
+    bool sparse_capable(int i) const;
     Value to_value(int i, const std::vector<T>& data) const;
 
     std::shared_ptr<const Plan> plan_;

@@ -53,18 +53,33 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
 
 void Learner::update(const Session& session, double gradient_scale) {
     std::vector<std::span<const float>> grads;
+    std::vector<const std::vector<std::size_t>*> rows;
     grads.reserve(parameters_.size());
     double sq = 0.0;
+    // Sum of squares in float blocks (vectorizable), accumulated in double across blocks.
+    auto sum_squares = [](const float* g, std::size_t n) {
+        double total = 0.0;
+        for (std::size_t start = 0; start < n; start += 4096) {
+            const std::size_t end = std::min(n, start + 4096);
+            float s = 0.0f;
+            for (std::size_t j = start; j < end; ++j) s += g[j] * g[j];
+            total += s;
+        }
+        return total;
+    };
     for (const auto& p : parameters_) {
         grads.push_back(session.gradient(p));
+        rows.push_back(session.gradient_rows(p));
         const auto& g = grads.back();
         if (g.size() != p.data().size())
             throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.size()) +
                                 " elements, the parameter " + std::to_string(p.data().size()));
-        const float* gp = g.data();
-        double s = 0.0;
-        for (std::size_t j = 0; j < g.size(); ++j) s += static_cast<double>(gp[j]) * gp[j];
-        sq += s;
+        const std::size_t width = p.data().dimension() ? g.size() / p.data().shape()[0] : g.size();
+        if (rows.back()) {  // only these rows can be non-zero (an embedding table)
+            for (std::size_t r : *rows.back()) sq += sum_squares(g.data() + r * width, width);
+        } else {
+            sq += sum_squares(g.data(), g.size());
+        }
     }
     last_norm_ = std::sqrt(sq) * std::abs(gradient_scale);
     double scale = gradient_scale;
@@ -87,6 +102,8 @@ void Learner::update(const Session& session, double gradient_scale) {
         s.t = steps_ + 1;
         s.s0 = slots_ > 0 ? state_[i * slots_].data() : nullptr;
         s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
+        s.rows = rows[i];
+        s.rows_width = w.dimension() ? w.size() / w.shape()[0] : w.size();
         apply(s);
     }
     ++steps_;
@@ -224,6 +241,13 @@ private:
         const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
         const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
         if (options().lazy_sparse_rows) {
+            if (s.rows) {  // the session knows the rows the gradient touched: no scan
+                for (std::size_t r : *s.rows) {
+                    const std::size_t at = r * s.rows_width;
+                    run(s.w + at, s.grad + at, s.s0 + at, s.s1 + at, s.rows_width, s, c1, c2);
+                }
+                return;
+            }
             for (std::size_t r = 0; r < s.size; r += s.row) {
                 const float* g = s.grad + r;
                 bool touched = false;

@@ -104,6 +104,10 @@ protected:
         std::uint64_t t;  // 1-based number of this update
         float* s0;        // state slots (nullptr when the rule keeps fewer)
         float* s1;
+        // When known: the rows (first axis, `rows_width` elements each) outside which the
+        // gradient is zero. Lazy Adam visits only these.
+        const std::vector<std::size_t>* rows;
+        std::size_t rows_width;
     };
     virtual void apply(const Step& step) = 0;
 

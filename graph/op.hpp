@@ -42,6 +42,14 @@ struct Workspace {
     }
 };
 
+// Row-sparse gradients: for an input whose gradient the executor can keep row-sparse (a parameter
+// matrix, e.g. an embedding table), an op may list the rows (first axis) it added into and set
+// `recorded`, promising it touched no other row. An op that does not is treated as dense.
+struct TouchedRows {
+    std::vector<std::size_t>* rows = nullptr;
+    bool recorded = false;
+};
+
 // Everything one forward or backward call sees.
 template <class T>
 struct OpCall {
@@ -61,6 +69,7 @@ struct OpCall {
     View<const T> out_grad;
     std::span<const View<T>> in_grad;
     std::span<const View<T>> in_grad_full;
+    std::span<TouchedRows> in_grad_rows;  // empty, or one per input (rows == nullptr: not offered)
 
     Workspace<T>* work = nullptr;
 };

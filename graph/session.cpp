@@ -63,6 +63,18 @@ std::span<const float> Session::gradient(std::size_t i) const {
     return ex_->gradient_buffer(param_nodes_[i]);
 }
 
+const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {
+    if (i >= parameters_.size()) throw UserError("Session::gradient_rows: parameter index out of range");
+    if (param_nodes_[i] < 0) return &no_rows_;
+    return ex_->gradient_rows(param_nodes_[i]);
+}
+
+const std::vector<std::size_t>* Session::gradient_rows(const Parameter& p) const {
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (parameters_[i] == p) return gradient_rows(i);
+    throw UserError("Session::gradient_rows: " + p.label() + " is not one of the session's parameters");
+}
+
 std::span<const float> Session::gradient(const Parameter& p) const {
     for (std::size_t i = 0; i < parameters_.size(); ++i)
         if (parameters_[i] == p) return gradient(i);

@@ -27,6 +27,10 @@ public:
     // Flat, in the layout of p.data(); zeros for a parameter the loss does not depend on.
     std::span<const float> gradient(const Parameter& p) const;
     std::span<const float> gradient(std::size_t i) const;
+    // The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
+    // backward knows them (an embedding table); nullptr: any row may be non-zero.
+    const std::vector<std::size_t>* gradient_rows(std::size_t i) const;
+    const std::vector<std::size_t>* gradient_rows(const Parameter& p) const;
     const std::vector<Parameter>& parameters() const { return parameters_; }
     const std::vector<Variable>& outputs() const { return outputs_; }
 
@@ -37,6 +41,7 @@ private:
     std::vector<Parameter> parameters_;
     std::vector<int> param_nodes_;  // plan index, or -1 when the loss does not use it
     std::vector<std::vector<float>> zero_grads_;
+    std::vector<std::size_t> no_rows_;  // the rows of a gradient that is all zero
     std::unique_ptr<Execution<float>> ex_;
 };
 

@@ -41,11 +41,17 @@ public:
         if (!gt) return;  // ids are indices: they get no gradient
         const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
         const T* ids = c.in[0].data;
+        TouchedRows* touched = c.in_grad_rows.empty() || !c.in_grad_rows[1].rows ? nullptr : &c.in_grad_rows[1];
+        // Padding steps (id 0, zero gradient) are skipped, so they do not list row 0 as used.
+        const SequenceLayout* layout = c.in[0].dyn == 2 ? c.in_layouts[0] : nullptr;
         for (std::size_t r = 0; r < rows; ++r) {
+            if (layout && !layout->valid(r / layout->num_sequences(), r % layout->num_sequences())) continue;
+            if (touched) touched->rows->push_back(row_of(ids[r], vocab));
             T* dst = gt + row_of(ids[r], vocab) * dim;
             const T* g = c.out_grad.data + r * dim;
             for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
         }
+        if (touched) touched->recorded = true;
     }
 
 private:

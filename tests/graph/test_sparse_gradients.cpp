@@ -1,0 +1,77 @@
+// Row-sparse gradients of embedding tables: the session knows which rows a backward wrote, zeroes
+// only those before the next one, and lazy Adam visits only them.
+#include <doctest/doctest.h>
+
+#include <loom.hpp>
+
+using namespace loom;
+
+namespace {
+struct Lookup {
+    Variable ids = sequence::input_variable({1}, "ids");
+    Parameter table;
+    Variable loss;
+    explicit Lookup(const xt::xarray<float>& init) : table(parameter(init, "table")) {
+        loss = sequence::reduce_sum(square(embedding(ids, table)) * constant(xt::xarray<double>{1.0, 2.0}));
+    }
+};
+
+xt::xarray<float> table_init() {
+    xt::xarray<float> t = xt::zeros<float>({std::size_t{6}, std::size_t{2}});
+    for (std::size_t i = 0; i < t.size(); ++i) t.data()[i] = 0.1f * static_cast<float>(i) - 0.4f;
+    return t;
+}
+}  // namespace
+
+TEST_CASE("an embedding table's gradient lists its rows and is re-zeroed row by row") {
+    Lookup m(table_init());
+    Session s({m.loss}, {m.table});
+    s.forward({{m.ids, Value::index_sequences({{4, 1, 4}, {2}})}});
+    s.backward();
+    REQUIRE(s.gradient_rows(m.table));
+    CHECK(*s.gradient_rows(m.table) == std::vector<std::size_t>{1, 2, 4});
+    // Second minibatch with other ids: rows 1, 2 and 4 must be zero again, only 0 and 5 set.
+    s.forward({{m.ids, Value::index_sequences({{0}, {5, 5}})}});
+    s.backward();
+    CHECK(*s.gradient_rows(m.table) == std::vector<std::size_t>{0, 5});
+    auto g = s.gradient(m.table);
+    const auto w = m.table.value();
+    for (std::size_t r = 0; r < 6; ++r)
+        for (std::size_t j = 0; j < 2; ++j) {
+            // d/dw of sum over uses of (j + 1) * w^2 = 2 (j + 1) w per use.
+            const double uses = r == 0 ? 1 : r == 5 ? 2 : 0;
+            CHECK(g[r * 2 + j] == doctest::Approx(uses * 2.0 * (j + 1) * w(r, j)));
+        }
+}
+
+TEST_CASE("lazy Adam with listed rows equals lazy Adam that scans for non-zero rows") {
+    Lookup listed(table_init()), scanned(table_init());
+    LearnerOptions lazy;
+    lazy.lazy_sparse_rows = true;
+    Session s1({listed.loss}, {listed.table});
+    auto a1 = adam({listed.table}, 0.05, 0.9, 0.999, 1e-8, lazy);
+    // The scanning path: a second model whose gradient comes through times() (dense, no rows).
+    Variable onehot = sequence::input_variable({6}, "onehot");
+    Variable loss2 = sequence::reduce_sum(square(times(onehot, scanned.table)) * constant(xt::xarray<double>{1.0, 2.0}));
+    Session s2({loss2}, {scanned.table});
+    auto a2 = adam({scanned.table}, 0.05, 0.9, 0.999, 1e-8, lazy);
+    const std::vector<std::vector<std::vector<std::size_t>>> batches{{{4, 1, 4}, {2}}, {{0}, {5, 5}}, {{1, 3}}};
+    for (const auto& ids : batches) {
+        std::vector<xt::xarray<float>> rows;
+        for (const auto& seq : ids) {
+            xt::xarray<float> oh = xt::zeros<float>({seq.size(), std::size_t{6}});
+            for (std::size_t t = 0; t < seq.size(); ++t) oh(t, seq[t]) = 1.0f;
+            rows.push_back(oh);
+        }
+        s1.forward({{listed.ids, Value::index_sequences(ids)}});
+        s1.backward();
+        CHECK(s1.gradient_rows(listed.table));
+        a1->update(s1);
+        s2.forward({{onehot, Value::sequences(rows)}});
+        s2.backward();
+        CHECK_FALSE(s2.gradient_rows(scanned.table));
+        a2->update(s2);
+        const auto w1 = listed.table.value(), w2 = scanned.table.value();
+        for (std::size_t e = 0; e < w1.size(); ++e) CHECK(w1.data()[e] == doctest::Approx(w2.data()[e]).epsilon(1e-6));
+    }
+}
