@@ -24,7 +24,7 @@ std::size_t Execution<T>::row_size(int i) const {
 }
 
 template <class T>
-void Execution<T>::allocate(int i, LayoutPtr layout, const Shape& sample) {
+void Execution<T>::allocate(int i, LayoutPtr layout, const Shape& sample, bool own) {
     Slot& s = slots_[i];
     const Axis& axis = plan_->nodes[i].type.axis;
     s.sample = sample;
@@ -40,7 +40,8 @@ void Execution<T>::allocate(int i, LayoutPtr layout, const Shape& sample) {
         s.dims = make_dims({}, sample);
         s.dyn = 0;
     }
-    s.value.resize(s.dims.size());
+    s.external = nullptr;
+    if (own) s.value.resize(s.dims.size());
 }
 
 template <class T>
@@ -95,8 +96,13 @@ void Execution<T>::bind(const Bindings& inputs) {
                 copy_converted(slots_[i].value, v.data<double>().data(), v.data<double>().size());
             if (layout) zero_padding(slots_[i].value.data(), *layout, n.type.shape.size());
         } else if (n.kind == NodeKind::Parameter) {
-            allocate(static_cast<int>(i), nullptr, n.type.shape);
-            copy_converted(slots_[i].value, n.parameter_value->data(), n.parameter_value->size());
+            if constexpr (std::is_same_v<T, float>) {
+                allocate(static_cast<int>(i), nullptr, n.type.shape, false);
+                slots_[i].external = n.parameter_value->data();
+            } else {  // double runs (gradient checks) work on, and perturb, their own copy
+                allocate(static_cast<int>(i), nullptr, n.type.shape);
+                copy_converted(slots_[i].value, n.parameter_value->data(), n.parameter_value->size());
+            }
         } else if (n.kind == NodeKind::Constant) {
             allocate(static_cast<int>(i), nullptr, n.type.shape);
             copy_converted(slots_[i].value, n.constant_value.data(), n.constant_value.size());
@@ -110,7 +116,7 @@ void Execution<T>::bind(const Bindings& inputs) {
 template <class T>
 View<const T> Execution<T>::view(int i) const {
     const Slot& s = slots_[i];
-    return {s.value.data(), s.dims, s.dyn};
+    return {data(i), s.dims, s.dyn};
 }
 
 template <class T>
@@ -431,11 +437,11 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
         Slot& s = slots_[i];
         s.needs_grad = depends[i];
         if (!s.needs_grad) continue;
-        const std::size_t row = s.dims.rank ? s.value.size() / s.dims[0] : 0;
-        if (s.sparse && s.grad.size() == s.value.size()) {  // only the rows written last time are non-zero
+        const std::size_t size = s.dims.size(), row = s.dims.rank ? size / s.dims[0] : 0;
+        if (s.sparse && s.grad.size() == size) {  // only the rows written last time are non-zero
             for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
         } else {
-            s.grad.assign(s.value.size(), T(0));
+            s.grad.assign(size, T(0));
         }
         s.rows.clear();
         s.sparse = sparse_capable(static_cast<int>(i));
@@ -480,11 +486,11 @@ const std::vector<std::size_t>* Execution<T>::gradient_rows(int i) const {
 }
 
 template <class T>
-Value Execution<T>::to_value(int i, const std::vector<T>& data) const {
+Value Execution<T>::to_value(int i, const T* from) const {
     const Slot& s = slots_[i];
     std::vector<std::size_t> shape(s.dims.begin(), s.dims.end());
     xt::xarray<T> a = xt::zeros<T>(shape);
-    std::copy(data.begin(), data.end(), a.data());
+    std::copy_n(from, s.dims.size(), a.data());
     if (s.dyn == 2) return Value::padded(std::move(a), s.layout);
     if (s.dyn == 1) return Value::batch(a);
     return Value::tensor(std::move(a));
@@ -492,13 +498,13 @@ Value Execution<T>::to_value(int i, const std::vector<T>& data) const {
 
 template <class T>
 Value Execution<T>::value(int i) const {
-    return to_value(i, slots_[i].value);
+    return to_value(i, data(i));
 }
 
 template <class T>
 Value Execution<T>::gradient(int i) const {
     if (!slots_[i].needs_grad) throw InternalError("executor: no gradient kept for " + plan_->nodes[i].node->label());
-    return to_value(i, slots_[i].grad);
+    return to_value(i, slots_[i].grad.data());
 }
 
 template class Execution<float>;

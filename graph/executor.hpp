@@ -47,13 +47,16 @@ private:
         Shape sample;
         LayoutPtr layout;
         bool needs_grad = false;
+        // A float parameter is read in place from its storage (no copy per evaluation).
+        const T* external = nullptr;
         // Row-sparse gradient bookkeeping (parameter matrices only): rows written by the last
         // backward; when `sparse`, the rest of `grad` is known to be zero.
         std::vector<std::size_t> rows;
         bool sparse = false;
     };
 
-    void allocate(int i, LayoutPtr layout, const Shape& sample);
+    void allocate(int i, LayoutPtr layout, const Shape& sample, bool own = true);
+    const T* data(int i) const { return slots_[i].external ? slots_[i].external : slots_[i].value.data(); }
     void run_node(int i);
     void run_loop(const PlanStep& step);
     bool run_scan(const PlanStep& step, bool backward);
@@ -62,7 +65,7 @@ private:
     View<const T> view(int i) const;
     View<T> grad_view(int i);
     bool sparse_capable(int i) const;
-    Value to_value(int i, const std::vector<T>& data) const;
+    Value to_value(int i, const T* from) const;
 
     std::shared_ptr<const Plan> plan_;
     std::vector<Slot> slots_;
