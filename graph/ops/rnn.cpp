@@ -46,18 +46,22 @@ public:
         T *gz0 = c.in_grad[0].data, *gc0 = c.in_grad[1].data;
         const std::size_t n = c.out.sample_size(), rows = c.out.rows();
         for (std::size_t r = 0; r < rows; ++r) {
-            const T* z = c.in[0].data + row_of(c.in[0], r) * 4 * n;
-            const T* cp = c.in[1].data + row_of(c.in[1], r) * n;
-            const T* g = c.out_grad.data + r * n;
-            for (std::size_t j = 0; j < n; ++j) {
-                const T i = fast::sigmoid(z[j]), f = fast::sigmoid(z[n + j]), gt = fast::tanh(z[3 * n + j]);
-                if (gz0) {
-                    T* gz = gz0 + row_of(c.in[0], r) * 4 * n;
+            const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n;
+            const T* __restrict cp = c.in[1].data + row_of(c.in[1], r) * n;
+            const T* __restrict g = c.out_grad.data + r * n;
+            // Separate branch-free loops, so that each vectorizes.
+            if (gz0) {
+                T* __restrict gz = gz0 + row_of(c.in[0], r) * 4 * n;
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T i = fast::sigmoid(z[j]), f = fast::sigmoid(z[n + j]), gt = fast::tanh(z[3 * n + j]);
                     gz[j] += g[j] * gt * i * (T(1) - i);
                     gz[n + j] += g[j] * cp[j] * f * (T(1) - f);
                     gz[3 * n + j] += g[j] * i * (T(1) - gt * gt);
                 }
-                if (gc0) gc0[row_of(c.in[1], r) * n + j] += g[j] * f;
+            }
+            if (gc0) {
+                T* __restrict gc = gc0 + row_of(c.in[1], r) * n;
+                for (std::size_t j = 0; j < n; ++j) gc[j] += g[j] * fast::sigmoid(z[n + j]);
             }
         }
     }
@@ -83,13 +87,22 @@ public:
         T *gz0 = c.in_grad[0].data, *gc0 = c.in_grad[1].data;
         const std::size_t n = c.out.sample_size(), rows = c.out.rows();
         for (std::size_t r = 0; r < rows; ++r) {
-            const T* z = c.in[0].data + row_of(c.in[0], r) * 4 * n + 2 * n;
-            const T* cn = c.in[1].data + row_of(c.in[1], r) * n;
-            const T* g = c.out_grad.data + r * n;
-            for (std::size_t j = 0; j < n; ++j) {
-                const T o = fast::sigmoid(z[j]), th = fast::tanh(cn[j]);
-                if (gz0) gz0[row_of(c.in[0], r) * 4 * n + 2 * n + j] += g[j] * th * o * (T(1) - o);
-                if (gc0) gc0[row_of(c.in[1], r) * n + j] += g[j] * o * (T(1) - th * th);
+            const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n + 2 * n;
+            const T* __restrict cn = c.in[1].data + row_of(c.in[1], r) * n;
+            const T* __restrict g = c.out_grad.data + r * n;
+            if (gz0) {
+                T* __restrict gz = gz0 + row_of(c.in[0], r) * 4 * n + 2 * n;
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T o = fast::sigmoid(z[j]);
+                    gz[j] += g[j] * fast::tanh(cn[j]) * o * (T(1) - o);
+                }
+            }
+            if (gc0) {
+                T* __restrict gc = gc0 + row_of(c.in[1], r) * n;
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T th = fast::tanh(cn[j]);
+                    gc[j] += g[j] * fast::sigmoid(z[j]) * (T(1) - th * th);
+                }
             }
         }
     }
