@@ -14,12 +14,8 @@
 //
 //   micro_bench [--threads N] [--iters N] [--warmup N] [--only lstm|attention|epoch] [--smoke]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <exception>
 #include <functional>
 #include <random>
 #include <string>
@@ -27,6 +23,7 @@
 
 #include <loom.hpp>
 
+#include "bench_common.hpp"
 #include "model.hpp"
 #include "synthetic.hpp"
 
@@ -45,89 +42,19 @@ struct Options {
     std::size_t pairs = 2048, small = 64, epoch_repeats = 5;
 };
 
-Options parse(int argc, char** argv) {
-    Options o;
-    auto number = [&](int& i) -> long {
-        if (i + 1 >= argc) throw UserError(std::string("micro_bench: ") + argv[i] + " needs a number after it");
-        char* end = nullptr;
-        const long v = std::strtol(argv[++i], &end, 10);
-        if (*end != '\0' || v < 0)
-            throw UserError(std::string("micro_bench: '") + argv[i] + "' after " + argv[i - 1] +
-                            " is not a non-negative integer");
-        return v;
-    };
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--threads")
-            o.threads = int(number(i));
-        else if (a == "--iters")
-            o.iters = int(number(i));
-        else if (a == "--warmup")
-            o.warmup = int(number(i));
-        else if (a == "--pairs")
-            o.pairs = std::size_t(number(i));
-        else if (a == "--only") {
-            if (i + 1 >= argc) throw UserError("micro_bench: --only needs lstm, attention or epoch");
-            o.only = argv[++i];
-            if (o.only != "lstm" && o.only != "attention" && o.only != "epoch")
-                throw UserError("micro_bench: --only takes lstm, attention or epoch, not '" + o.only + "'");
-        } else if (a == "--smoke") {  // tiny sizes: checks the program runs (CTest)
-            o.iters = 1;
-            o.warmup = 0;
-            o.batch = 3, o.length = 4, o.input = 7, o.hidden = 5;
-            o.att_batch = 3, o.min_len = 1, o.max_len = 5, o.dim = 6;
-            o.pairs = 64, o.small = 4, o.epoch_repeats = 1;
-        } else
-            throw UserError("micro_bench: unknown option '" + a +
-                            "' (known: --threads --iters --warmup --pairs --only --smoke)");
-    }
-    if (o.iters < 1 || o.threads < 1 || o.pairs < 64)
-        throw UserError("micro_bench: --iters and --threads must be at least 1, --pairs at least 64");
-    return o;
+// --smoke: tiny sizes; --iters, --warmup and --pairs given on the command line still win.
+void use_smoke_sizes(Options& o, const CLI::App& app) {
+    if (app.count("--iters") == 0) o.iters = 1;
+    if (app.count("--warmup") == 0) o.warmup = 0;
+    if (app.count("--pairs") == 0) o.pairs = 64;
+    o.batch = 3, o.length = 4, o.input = 7, o.hidden = 5;
+    o.att_batch = 3, o.min_len = 1, o.max_len = 5, o.dim = 6;
+    o.small = 4, o.epoch_repeats = 1;
 }
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// CPU time of the whole process (all threads): less sensitive than wall time to other processes
-// on a busy machine.
-double cpu_now() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size();
-    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
-}
-
-struct Timing {
-    double ms = 0, cpu_ms = 0;  // medians: wall clock, process CPU time
-};
 
 // Median milliseconds of f over o.iters runs after o.warmup.
-Timing time_ms(const Options& o, const std::function<void()>& f) {
-    for (int i = 0; i < o.warmup; ++i) f();
-    std::vector<double> ms, cpu;
-    for (int i = 0; i < o.iters; ++i) {
-        const double t0 = now(), c0 = cpu_now();
-        f();
-        ms.push_back(1e3 * (now() - t0));
-        cpu.push_back(1e3 * (cpu_now() - c0));
-    }
-    return {median(ms), median(cpu)};
-}
-
-Value random_sequences(const std::vector<std::size_t>& lengths, std::size_t dim, Rng& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<xt::xarray<float>> seqs;
-    for (std::size_t len : lengths) {
-        xt::xarray<float> s = xt::zeros<float>({len, dim});
-        for (auto& v : s) v = d(rng);
-        seqs.push_back(std::move(s));
-    }
-    return Value::sequences(seqs);
+bench::Timing time_ms(const Options& o, const std::function<void()>& f) {
+    return bench::time_runs(o.warmup, o.iters, f);
 }
 
 void bench_lstm(const Options& o, Rng& rng) {
@@ -139,8 +66,8 @@ void bench_lstm(const Options& o, Rng& rng) {
     auto params = lstm.parameters();
     params.push_back(s);
     Session session({y}, params);
-    Bindings in{{x, random_sequences(std::vector<std::size_t>(B, T), I, rng)}};
-    const Timing layer = time_ms(o, [&] {
+    Bindings in{{x, bench::random_sequences(std::vector<std::size_t>(B, T), I, rng)}};
+    const bench::Timing layer = time_ms(o, [&] {
         session.forward(in);
         session.backward();
     });
@@ -154,7 +81,7 @@ void bench_lstm(const Options& o, Rng& rng) {
     };
     auto X = buf(BT * I), W = buf(I * G), U = buf(H * G), Z = buf(BT * G), Hs = buf(BT * H);
     auto dZ = buf(BT * G), dX = buf(BT * I), dW = buf(I * G), dU = buf(H * G), dH = buf(BT * H);
-    const Timing gemms = time_ms(o, [&] {
+    const bench::Timing gemms = time_ms(o, [&] {
         gemm(false, false, BT, G, I, 1.0f, X.data(), I, W.data(), G, 0.0f, Z.data(), G);  // input projection
         for (std::size_t t = 0; t < T; ++t)  // h_{t-1} U, added to the step's gates
             gemm(false, false, B, G, H, 1.0f, Hs.data() + t * B * H, H, U.data(), G, 1.0f, Z.data() + t * B * G, G);
@@ -187,12 +114,12 @@ void bench_attention(const Options& o, Rng& rng) {
     Variable native = sequence::reduce_sum(sequence::softmax(times(xs, w)) * xs);
     Session loop_session({seed_loop}, {s, w});
     Session softmax_session({native}, {s, w});
-    Bindings in{{x, random_sequences(lengths, o.dim, rng)}};
-    const Timing loop = time_ms(o, [&] {
+    Bindings in{{x, bench::random_sequences(lengths, o.dim, rng)}};
+    const bench::Timing loop = time_ms(o, [&] {
         loop_session.forward(in);
         loop_session.backward();
     });
-    const Timing soft = time_ms(o, [&] {
+    const bench::Timing soft = time_ms(o, [&] {
         softmax_session.forward(in);
         softmax_session.backward();
     });
@@ -220,11 +147,6 @@ void bench_epoch(const Options& o) {
     mo.embed = mo.hidden = mo.dense = o.small;
     qa::Model model(mo);
     Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3));
-    auto ids = [](const std::vector<std::string>& words) {
-        std::vector<std::size_t> out;
-        for (const auto& wd : words) out.push_back(std::stoul(wd.substr(1)));  // "w<id>"
-        return out;
-    };
     // Batches of 32 pairs in data order (each batch half true, half wrong), built before timing.
     const std::size_t per = 32;
     std::vector<Bindings> batches;
@@ -235,8 +157,8 @@ void bench_epoch(const Options& o) {
         std::size_t tok = 0;
         for (std::size_t k = 0; k < per; ++k) {
             const QaPair& p = data.pairs[start + k];
-            q.push_back(ids(p.question));
-            a.push_back(ids(p.answer));
+            q.push_back(bench::word_ids(p.question));
+            a.push_back(bench::word_ids(p.answer));
             tok += q.back().size() + a.back().size();
             labels(k, 0) = float(p.label);
         }
@@ -248,10 +170,10 @@ void bench_epoch(const Options& o) {
     const std::size_t n1 = batches.size() / 2, n2 = 2 * n1;
     std::vector<double> c1, c2;
     auto epoch = [&](std::size_t n, std::vector<double>* cpu) {
-        const double t0 = now(), c0 = cpu_now();
+        const double t0 = bench::wall_seconds(), c0 = bench::cpu_seconds();
         for (std::size_t i = 0; i < n; ++i) trainer.train_minibatch(batches[i]);
-        if (cpu) cpu->push_back(cpu_now() - c0);
-        return now() - t0;
+        if (cpu) cpu->push_back(bench::cpu_seconds() - c0);
+        return bench::wall_seconds() - t0;
     };
     epoch(std::min<std::size_t>(n1, 4), nullptr);  // warm-up: buffers and plans
     std::vector<double> t1, t2;
@@ -262,18 +184,17 @@ void bench_epoch(const Options& o) {
     std::size_t tok1 = 0, tok2 = 0;
     for (std::size_t i = 0; i < n2; ++i) (i < n1 ? tok1 : tok2) += batch_tokens[i];
     tok2 += tok1;
-    const double m1 = median(t1), m2 = median(t2);
+    const double m1 = bench::median(t1), m2 = bench::median(t2);
     std::printf("epoch: QA model embed/hidden/dense %zu, batch 32, median of %zu interleaved epochs\n", o.small,
                 o.epoch_repeats);
-    const double k1 = median(c1), k2 = median(c2);
+    const double k1 = bench::median(c1), k2 = bench::median(c2);
     std::printf("  N  = %5zu pairs (%7zu tokens)  %8.3f s/epoch  (CPU %8.3f s)\n", n1 * per, tok1, m1, k1);
     std::printf("  2N = %5zu pairs (%7zu tokens)  %8.3f s/epoch  (CPU %8.3f s)\n", n2 * per, tok2, m2, k2);
     std::printf("  ratio time 2N / N = %.3f   (tokens ratio %.3f; time per token ratio %.3f; target <= 2.1)\n", m2 / m1,
                 double(tok2) / double(tok1), (m2 / double(tok2)) / (m1 / double(tok1)));
 }
 
-int run(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+int run(const Options& o) {
     set_blas_threads(o.threads);
     set_seed(1);
     Rng rng(1);
@@ -288,10 +209,14 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
+    Options o;
+    bool smoke = false;
+    CLI::App app{"Micro-benchmarks behind the QA sample's figures: lstm, attention, epoch (see the source's header)"};
+    bench::add_run_options(app, o.threads, "--iters", o.iters, "timed runs (the median is printed)", o.warmup);
+    bench::add_size(app, "--pairs", o.pairs, "epoch: questions N (2 candidates each)", 64);
+    app.add_option("--only", o.only, "run only this benchmark")->check(CLI::IsMember({"lstm", "attention", "epoch"}));
+    app.add_flag("--smoke", smoke, "tiny sizes: checks the program runs (CTest)");
+    CLI11_PARSE(app, argc, argv);
+    if (smoke) use_smoke_sizes(o, app);
+    return bench::report_errors([&] { return run(o); });
 }

@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -28,6 +27,7 @@
 
 #include <loom.hpp>
 
+#include "bench_common.hpp"
 #include "model.hpp"
 #include "synthetic.hpp"
 
@@ -42,57 +42,6 @@ struct Options {
     std::string batches_from;
     bool lazy_adam = false;
 };
-
-const char* const usage =
-    "known options: --threads --steps --warmup --seed --batch --embed --hidden --dense --vocab --batches-from "
-    "--lazy-adam";
-
-Options parse(int argc, char** argv) {
-    Options o;
-    auto number = [&](int& i) -> long {
-        if (i + 1 >= argc) throw UserError(std::string("qa_train_bench: ") + argv[i] + " needs a number after it");
-        char* end = nullptr;
-        const long v = std::strtol(argv[++i], &end, 10);
-        if (*end != '\0' || v < 0)
-            throw UserError(std::string("qa_train_bench: '") + argv[i] + "' after " + argv[i - 1] +
-                            " is not a non-negative integer");
-        return v;
-    };
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--threads")
-            o.threads = int(number(i));
-        else if (a == "--steps")
-            o.steps = int(number(i));
-        else if (a == "--warmup")
-            o.warmup = int(number(i));
-        else if (a == "--seed")
-            o.seed = std::uint64_t(number(i));
-        else if (a == "--batch")
-            o.batch = std::size_t(number(i));
-        else if (a == "--embed")
-            o.embed = std::size_t(number(i));
-        else if (a == "--hidden")
-            o.hidden = std::size_t(number(i));
-        else if (a == "--dense")
-            o.dense = std::size_t(number(i));
-        else if (a == "--vocab")
-            o.vocab = std::size_t(number(i));
-        else if (a == "--batches-from") {
-            if (i + 1 >= argc) throw UserError("qa_train_bench: --batches-from needs a file name");
-            o.batches_from = argv[++i];
-        } else if (a == "--lazy-adam") {
-            o.lazy_adam = true;
-        } else if (a == "--help" || a == "-h") {
-            std::printf("qa_train_bench: %s\n", usage);
-            std::exit(0);
-        } else
-            throw UserError("qa_train_bench: unknown option '" + a + "' (" + usage + ")");
-    }
-    if (o.steps < 1 || o.threads < 1 || o.batch < 2 || o.vocab < 2)
-        throw UserError("qa_train_bench: --steps and --threads must be at least 1, --batch and --vocab at least 2");
-    return o;
-}
 
 struct Batch {
     std::vector<std::vector<std::size_t>> questions, answers;
@@ -176,17 +125,12 @@ std::vector<Batch> make_batches(const Options& o, std::size_t count) {
     s.seed = o.seed;
     s.topic_seed = o.seed;
     const QaData data = qa::make_synthetic(s);
-    auto ids = [](const std::vector<std::string>& words) {
-        std::vector<std::size_t> out;
-        for (const auto& w : words) out.push_back(std::stoul(w.substr(1)));  // "w<id>"
-        return out;
-    };
     std::vector<Batch> batches(count);
     for (std::size_t i = 0; i < count * (o.batch / 2) * 2; ++i) {
         Batch& b = batches[i / (o.batch / 2 * 2)];
         const QaPair& p = data.pairs[i];
-        b.questions.push_back(ids(p.question));
-        b.answers.push_back(ids(p.answer));
+        b.questions.push_back(bench::word_ids(p.question));
+        b.answers.push_back(bench::word_ids(p.answer));
         b.labels.push_back(float(p.label));
     }
     return batches;
@@ -202,14 +146,7 @@ double proc_status_mib(const char* key) {
     return 0.0;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size();
-    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
-}
-
-int run(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+int run(const Options& o) {
     set_blas_threads(o.threads);
     set_seed(o.seed);
     const std::size_t needed = std::size_t(o.warmup + o.steps);
@@ -287,20 +224,30 @@ int run(int argc, char** argv) {
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file", params,
         elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed, double(real) / elapsed,
-        double(padded) / elapsed, tokens_per_step, median(step_ms), *std::min_element(step_ms.begin(), step_ms.end()),
-        *std::max_element(step_ms.begin(), step_ms.end()), losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0,
-        rss_setup, hwm_setup, elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9,
-        coretype ? coretype : "");
+        double(padded) / elapsed, tokens_per_step, bench::median(step_ms),
+        *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()),
+        losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
+        elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
     return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
+    Options o;
+    CLI::App app{"Whole training steps of the QA similarity sample; prints one JSON line (see the source's header)"};
+    bench::add_run_options(app, o.threads, "--steps", o.steps, "timed training steps", o.warmup);
+    app.add_option("--seed", o.seed, "seed of the generator and of the initial weights")
+        ->check(bench::at_least(0))
+        ->capture_default_str();
+    bench::add_size(app, "--batch", o.batch, "pairs per step (half true, half wrong)", 2);
+    bench::add_size(app, "--embed", o.embed, "embedding dimension");
+    bench::add_size(app, "--hidden", o.hidden, "LSTM size per direction");
+    bench::add_size(app, "--dense", o.dense, "Dense output (attention) dimension");
+    bench::add_size(app, "--vocab", o.vocab, "vocabulary size", 2);
+    app.add_option("--batches-from", o.batches_from, "train on the batches of this file (bench/compare --dump-batches)")
+        ->check(CLI::ExistingFile);
+    app.add_flag("--lazy-adam", o.lazy_adam, "Adam skips embedding rows a batch does not use");
+    CLI11_PARSE(app, argc, argv);
+    return bench::report_errors([&] { return run(o); });
 }

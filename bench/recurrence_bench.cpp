@@ -7,18 +7,13 @@
 //
 //   recurrence_bench [--threads N] [--iters N] [--warmup N] [--batch N] [--length N]
 //                    [--input N] [--hidden N] [--dim N]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <exception>
-#include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <loom.hpp>
+
+#include "bench_common.hpp"
 
 using namespace loom;
 
@@ -31,99 +26,19 @@ struct Options {
     std::size_t batch = 32, length = 30, input = 500, hidden = 300, dim = 200;
 };
 
-Options parse(int argc, char** argv) {
-    Options o;
-    auto number = [&](int& i) -> long {
-        if (i + 1 >= argc) throw UserError(std::string("recurrence_bench: ") + argv[i] + " needs a number after it");
-        char* end = nullptr;
-        const long v = std::strtol(argv[++i], &end, 10);
-        if (*end != '\0' || v < 0)
-            throw UserError(std::string("recurrence_bench: '") + argv[i] + "' after " + argv[i - 1] +
-                            " is not a non-negative integer");
-        return v;
-    };
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--threads")
-            o.threads = int(number(i));
-        else if (a == "--iters")
-            o.iters = int(number(i));
-        else if (a == "--warmup")
-            o.warmup = int(number(i));
-        else if (a == "--batch")
-            o.batch = std::size_t(number(i));
-        else if (a == "--length")
-            o.length = std::size_t(number(i));
-        else if (a == "--input")
-            o.input = std::size_t(number(i));
-        else if (a == "--hidden")
-            o.hidden = std::size_t(number(i));
-        else if (a == "--dim")
-            o.dim = std::size_t(number(i));
-        else
-            throw UserError("recurrence_bench: unknown option '" + a +
-                            "' (known: --threads --iters --warmup --batch --length --input --hidden --dim)");
-    }
-    if (o.iters < 1 || o.threads < 1 || o.batch < 1 || o.length < 1)
-        throw UserError("recurrence_bench: --iters, --threads, --batch and --length must be at least 1");
-    return o;
-}
-
-Value random_sequences(std::size_t n, std::size_t len, std::size_t dim, Rng& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<xt::xarray<float>> seqs;
-    for (std::size_t i = 0; i < n; ++i) {
-        xt::xarray<float> s = xt::zeros<float>({len, dim});
-        for (auto& v : s) v = d(rng);
-        seqs.push_back(std::move(s));
-    }
-    return Value::sequences(seqs);
-}
-
-struct Result {
-    double median_ms = 0;      // wall clock
-    double median_cpu_ms = 0;  // CPU time of the whole process (all threads): robust on a busy machine
-    double gemm_share = 0;     // GEMM seconds / wall seconds over the timed iterations
-};
-
-double cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size();
-    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
-}
-
-Result time_forward_backward(Session& session, const Bindings& in, const Options& o) {
-    for (int i = 0; i < o.warmup; ++i) {
-        session.forward(in);
-        session.backward();
-    }
-    std::vector<double> ms, cpu_ms;
-    double total = 0, in_gemm = 0;
-    gemm_timing(true);
-    for (int i = 0; i < o.iters; ++i) {
-        gemm_reset_timing();
-        const double cpu_start = cpu_seconds();
-        const auto start = std::chrono::steady_clock::now();
-        session.forward(in);
-        session.backward();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        ms.push_back(s * 1e3);
-        cpu_ms.push_back((cpu_seconds() - cpu_start) * 1e3);
-        total += s;
-        in_gemm += gemm_seconds();
-    }
-    gemm_timing(false);
-    return {median(ms), median(cpu_ms), total > 0 ? in_gemm / total : 0.0};
+// The forward + backward pass of a session: median wall and CPU milliseconds, and the GEMM share.
+bench::Timing time_forward_backward(Session& session, const Bindings& in, const Options& o) {
+    return bench::time_runs(
+        o.warmup, o.iters,
+        [&] {
+            session.forward(in);
+            session.backward();
+        },
+        /*measure_gemm=*/true);
 }
 
 // The seed's model on random "embeddings" of width dim; the loss is the cosine similarity.
-Result bench_attention(const Options& o, Rng& rng) {
+bench::Timing bench_attention(const Options& o, Rng& rng) {
     Variable q = sequence::input_variable({o.dim}, "question");
     Variable a = sequence::input_variable({o.dim}, "answer");
     Parameter w_q = parameter({o.dim, 1}, glorot_normal(), "w_q");
@@ -138,8 +53,8 @@ Result bench_attention(const Options& o, Rng& rng) {
     Variable attended_q = sequence::reduce_sum(attention(times(q, w_q)) * q);
     Variable attended_a = sequence::reduce_sum(attention(times(a, w_a)) * a);
     Session session({cosine_distance(attended_q, attended_a)}, {w_q, w_a});
-    Bindings in{{q, random_sequences(o.batch, o.length, o.dim, rng)},
-                {a, random_sequences(o.batch, o.length, o.dim, rng)}};
+    const std::vector<std::size_t> lengths(o.batch, o.length);
+    Bindings in{{q, bench::random_sequences(lengths, o.dim, rng)}, {a, bench::random_sequences(lengths, o.dim, rng)}};
     return time_forward_backward(session, in, o);
 }
 
@@ -149,7 +64,7 @@ struct Gate {
     Variable projected;  // times(x, w) + b over all steps at once
 };
 
-Result bench_lstm(const Options& o, Rng& rng) {
+bench::Timing bench_lstm(const Options& o, Rng& rng) {
     Variable x = sequence::input_variable({o.input}, "x");
     Variable h_in = placeholder({o.hidden}, "h");
     Variable c_in = placeholder({o.hidden}, "c");
@@ -175,12 +90,12 @@ Result bench_lstm(const Options& o, Rng& rng) {
     h.replace_placeholders({{h_in, h}, {c_in, c}});
     // The loss is the sum of h over every sequence and step (Session seeds backward with ones).
     Session session({h}, params);
-    Bindings in{{x, random_sequences(o.batch, o.length, o.input, rng)}};
+    const std::vector<std::size_t> lengths(o.batch, o.length);
+    Bindings in{{x, bench::random_sequences(lengths, o.input, rng)}};
     return time_forward_backward(session, in, o);
 }
 
-int run(int argc, char** argv) {
-    const Options o = parse(argc, argv);
+int run(const Options& o) {
     set_blas_threads(o.threads);
     set_seed(1);
     Rng rng(1);
@@ -188,13 +103,13 @@ int run(int argc, char** argv) {
         "loom recurrence_bench: forward+backward, float, batch %zu x length %zu, OpenBLAS threads %d, "
         "median of %d (after %d warm-up)\n",
         o.batch, o.length, o.threads, o.iters, o.warmup);
-    const Result att = bench_attention(o, rng);
-    auto print = [](const std::string& what, const Result& r) {
-        std::printf("%-42s %9.3f ms/iter  (CPU %9.3f ms)  GEMM share %5.1f%%\n", what.c_str(), r.median_ms,
-                    r.median_cpu_ms, 100 * r.gemm_share);
+    const bench::Timing att = bench_attention(o, rng);
+    auto print = [](const std::string& what, const bench::Timing& r) {
+        std::printf("%-42s %9.3f ms/iter  (CPU %9.3f ms)  GEMM share %5.1f%%\n", what.c_str(), r.ms, r.cpu_ms,
+                    100 * r.gemm_share);
     };
     print("attention (seed, dim " + std::to_string(o.dim) + "):", att);
-    const Result lstm = bench_lstm(o, rng);
+    const bench::Timing lstm = bench_lstm(o, rng);
     print("lstm (primitives, input " + std::to_string(o.input) + ", hidden " + std::to_string(o.hidden) + "):", lstm);
     return 0;
 }
@@ -202,10 +117,14 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
+    Options o;
+    CLI::App app{"Times forward + backward of the seed's attention loop and of an LSTM written from primitives"};
+    bench::add_run_options(app, o.threads, "--iters", o.iters, "timed iterations (the median is printed)", o.warmup);
+    bench::add_size(app, "--batch", o.batch, "sequences per batch", 1);
+    bench::add_size(app, "--length", o.length, "steps per sequence", 1);
+    bench::add_size(app, "--input", o.input, "LSTM input width");
+    bench::add_size(app, "--hidden", o.hidden, "LSTM hidden size");
+    bench::add_size(app, "--dim", o.dim, "attention: embedding width");
+    CLI11_PARSE(app, argc, argv);
+    return bench::report_errors([&] { return run(o); });
 }
