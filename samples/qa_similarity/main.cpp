@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -28,7 +29,7 @@ struct Options {
     std::size_t epochs = 6, batch = 32, min_count = 1, max_pairs = 0, threads = 1;
     std::size_t synthetic_questions = 600;
     std::size_t synthetic_vocab = 2000, synthetic_copy = 0;
-    double lr = 1e-3, clip = 5.0;
+    double lr = 1e-3, clip = 5.0, holdout = 0.1;
     std::string loss = "hinge";
     std::uint64_t seed = 1;
     qa::ModelOptions model;
@@ -86,6 +87,17 @@ int run(const Options& o) {
         if (!o.eval_file.empty()) eval = read_qa_tsv(o.eval_file);
     }
     if (o.max_pairs && train.pairs.size() > o.max_pairs) train.pairs.resize(o.max_pairs);
+    // Questions held out of training: the combined score's weights are fitted on them, where the
+    // network's cosine is as good as on unseen data (on its own training pairs it is overfitted).
+    QaData held_out;
+    held_out.source = "held-out training questions";
+    held_out.num_groups = train.num_groups;
+    if (o.holdout > 0 && !eval.pairs.empty()) {
+        const auto every = static_cast<std::size_t>(std::max(2.0, std::round(1.0 / o.holdout)));
+        std::vector<QaPair> kept;
+        for (auto& p : train.pairs) (p.group % every == every - 1 ? held_out.pairs : kept).push_back(std::move(p));
+        train.pairs = std::move(kept);
+    }
 
     Vocabulary vocab;
     if (!o.resume.empty()) {
@@ -97,8 +109,8 @@ int run(const Options& o) {
     }
     qa::ModelOptions mo = o.model;
     mo.vocab = vocab.size();
-    std::cout << "data: " << train.pairs.size() << " training pairs (" << train.num_groups << " questions) from "
-              << train.source << "; vocabulary " << vocab.size() << " words\n";
+    std::cout << "data: " << train.pairs.size() << " training pairs from " << train.source << " ("
+              << held_out.pairs.size() << " more held out); vocabulary " << vocab.size() << " words\n";
 
     // ---- model and trainer
     qa::Model model(mo);
@@ -188,9 +200,14 @@ int run(const Options& o) {
     }
 
     if (!eval.pairs.empty()) {
-        std::cout << "combined score (cosine + word overlap, logistic regression fitted on the training pairs):\n";
+        const bool fit_on_held_out = !held_out.pairs.empty();
+        const QaData& fit_data = fit_on_held_out ? held_out : train;
+        std::cout << "combined score (cosine + word overlap, logistic regression fitted on the "
+                  << (fit_on_held_out ? std::to_string(fit_data.pairs.size()) + " held-out training pairs" : "training pairs")
+                  << "):\n";
         qa::Combiner combiner;
-        combiner.fit(qa::pair_features(train, qa::score_pairs(model, train_pairs), idf), train.labels());
+        combiner.fit(qa::pair_features(fit_data, qa::score_pairs(model, qa::encode(fit_data, vocab)), idf),
+                     fit_data.labels());
         const auto eval_features = qa::pair_features(eval, qa::score_pairs(model, eval_pairs), idf);
         report_ranking("cosine + overlap", eval, combiner.scores(eval_features));
         std::vector<double> overlap_only;
@@ -219,6 +236,10 @@ int main(int argc, char** argv) {
     app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
     app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
     app.add_option("--margin", o.model.margin, "hinge loss margin")->capture_default_str();
+    app.add_option("--holdout", o.holdout,
+                   "fraction of training questions kept out of training to fit the combined score (with --eval)")
+        ->check(CLI::Range(0.0, 0.5))
+        ->capture_default_str();
     app.add_option("--min-count", o.min_count, "words seen fewer times map to <unk>")->capture_default_str();
     app.add_option("--max-pairs", o.max_pairs, "use only the first N training pairs (0 = all)");
     app.add_option("--questions", o.synthetic_questions, "synthetic data: training questions")->capture_default_str();
