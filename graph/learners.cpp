@@ -148,9 +148,12 @@ public:
 
 private:
     void apply(const Step& s) override {
+        // Locals, not reads through s or this inside the loops: float stores could alias them,
+        // which stops GCC from vectorizing.
+        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
         float* w = s.w;
         const float* g = s.grad;
-        for (std::size_t j = 0; j < s.size; ++j) w[j] -= s.lr * (g[j] * s.scale + s.l2 * w[j]);
+        for (std::size_t j = 0; j < s.size; ++j) w[j] -= lr * (g[j] * scale + l2 * w[j]);
     }
 };
 
@@ -165,19 +168,22 @@ public:
 
 private:
     void apply(const Step& s) override {
+        // Locals, not reads through s or this inside the loops: float stores could alias them,
+        // which stops GCC from vectorizing.
+        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
         float* w = s.w;
         float* v = s.s0;
         const float* g = s.grad;
         if (nesterov_) {
             for (std::size_t j = 0; j < s.size; ++j) {
-                const float gj = g[j] * s.scale + s.l2 * w[j];
+                const float gj = g[j] * scale + l2 * w[j];
                 v[j] = mu_ * v[j] + gj;
-                w[j] -= s.lr * (gj + mu_ * v[j]);
+                w[j] -= lr * (gj + mu_ * v[j]);
             }
         } else {
             for (std::size_t j = 0; j < s.size; ++j) {
-                v[j] = mu_ * v[j] + (g[j] * s.scale + s.l2 * w[j]);
-                w[j] -= s.lr * v[j];
+                v[j] = mu_ * v[j] + (g[j] * scale + l2 * w[j]);
+                w[j] -= lr * v[j];
             }
         }
     }
@@ -192,13 +198,17 @@ public:
 
 private:
     void apply(const Step& s) override {
+        // Locals, not reads through s or this inside the loops: float stores could alias them,
+        // which stops GCC from vectorizing.
+        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
+        [[maybe_unused]] const float eps = eps_;
         float* w = s.w;
         float* acc = s.s0;
         const float* g = s.grad;
         for (std::size_t j = 0; j < s.size; ++j) {
-            const float gj = g[j] * s.scale + s.l2 * w[j];
+            const float gj = g[j] * scale + l2 * w[j];
             acc[j] += gj * gj;
-            w[j] -= s.lr * gj / (std::sqrt(acc[j]) + eps_);
+            w[j] -= lr * gj / (std::sqrt(acc[j]) + eps);
         }
     }
     float eps_;
@@ -215,14 +225,18 @@ public:
 
 private:
     void apply(const Step& s) override {
+        // Locals, not reads through s or this inside the loops: float stores could alias them,
+        // which stops GCC from vectorizing.
+        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
+        [[maybe_unused]] const float eps = eps_;
         float* w = s.w;
         float* avg = s.s0;
         const float* g = s.grad;
         const float one_minus_rho = 1.0f - rho_;
         for (std::size_t j = 0; j < s.size; ++j) {
-            const float gj = g[j] * s.scale + s.l2 * w[j];
+            const float gj = g[j] * scale + l2 * w[j];
             avg[j] = rho_ * avg[j] + one_minus_rho * gj * gj;
-            w[j] -= s.lr * gj / (std::sqrt(avg[j]) + eps_);
+            w[j] -= lr * gj / (std::sqrt(avg[j]) + eps);
         }
     }
     float rho_, eps_;
@@ -237,6 +251,10 @@ public:
 
 private:
     void apply(const Step& s) override {
+        // Locals, not reads through s or this inside the loops: float stores could alias them,
+        // which stops GCC from vectorizing.
+        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
+        [[maybe_unused]] const float eps = eps_;
         const double t = static_cast<double>(s.t);
         const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
         const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
@@ -259,14 +277,19 @@ private:
         }
     }
 
-    void run(float* w, const float* g, float* m, float* v, std::size_t n, const Step& s, float c1, float c2) const {
+    void run(float* __restrict w, const float* __restrict g, float* __restrict m, float* __restrict v, std::size_t n,
+             const Step& s, float c1, float c2) const {
+        // Locals, not reads through s or this inside the loops: float stores could alias them,
+        // which stops GCC from vectorizing.
+        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
+        [[maybe_unused]] const float eps = eps_;
         const auto b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
         const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
         for (std::size_t j = 0; j < n; ++j) {
-            const float gj = g[j] * s.scale + s.l2 * w[j];
+            const float gj = g[j] * scale + l2 * w[j];
             m[j] = b1 * m[j] + one_minus_b1 * gj;
             v[j] = b2 * v[j] + one_minus_b2 * gj * gj;
-            w[j] -= s.lr * (m[j] * c1) / (std::sqrt(v[j] * c2) + eps_);
+            w[j] -= lr * (m[j] * c1) / (std::sqrt(v[j] * c2) + eps);
         }
     }
     double b1_, b2_;
