@@ -26,11 +26,12 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, resume, score_file;
-    std::size_t epochs = 6, batch = 32, min_count = 1, max_pairs = 0, threads = 1;
+    std::size_t epochs = 3, batch = 32, min_count = 1, max_pairs = 0, threads = 1;
     std::size_t synthetic_questions = 600;
     std::size_t synthetic_vocab = 2000, synthetic_copy = 0;
     double lr = 1e-3, clip = 5.0, holdout = 0.1;
     std::string loss = "hinge";
+    bool freeze_embedding = false;
     std::uint64_t seed = 1;
     qa::ModelOptions model;
 };
@@ -120,8 +121,11 @@ int run(const Options& o) {
     // Embedding rows a minibatch does not use get no update ("lazy Adam"), as sparse embedding
     // optimizers do: exact Adam would sweep all 2 x vocab x embed weights every step.
     lo.lazy_sparse_rows = true;
+    std::vector<Parameter> trained;
+    for (const auto& p : model.parameters())
+        if (!(o.freeze_embedding && p.name().find(".embedding") != std::string::npos)) trained.push_back(p);
     Trainer trainer(hinge ? model.hinge_loss : model.squared_loss, hinge ? model.pair_correct : model.pointwise_correct,
-                    adam(model.parameters(), o.lr, 0.9, 0.999, 1e-8, lo));
+                    adam(trained, o.lr, 0.9, 0.999, 1e-8, lo));
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
     std::cout << "model: embedding " << mo.embed << ", BiLSTM " << mo.hidden << "+" << mo.hidden << ", dense "
@@ -202,16 +206,25 @@ int run(const Options& o) {
     if (!eval.pairs.empty()) {
         const bool fit_on_held_out = !held_out.pairs.empty();
         const QaData& fit_data = fit_on_held_out ? held_out : train;
-        std::cout << "combined score (cosine + word overlap, logistic regression fitted on the "
+        std::cout << "combined score (cosine + word overlap, pairwise logistic ranker fitted on the "
                   << (fit_on_held_out ? std::to_string(fit_data.pairs.size()) + " held-out training pairs" : "training pairs")
                   << "):\n";
         qa::Combiner combiner;
         combiner.fit(qa::pair_features(fit_data, qa::score_pairs(model, qa::encode(fit_data, vocab)), idf),
-                     fit_data.labels());
+                     fit_data.labels(), fit_data.groups());
         const auto eval_features = qa::pair_features(eval, qa::score_pairs(model, eval_pairs), idf);
         report_ranking("cosine + overlap", eval, combiner.scores(eval_features));
+        // The same regression without the cosine: what the network adds to the overlap features.
+        auto without_cosine = [](std::vector<qa::Features> fs) {
+            for (auto& f : fs) f[0] = 0;
+            return fs;
+        };
+        qa::Combiner overlap_only_model;
+        overlap_only_model.fit(without_cosine(qa::pair_features(fit_data, std::vector<double>(fit_data.pairs.size()), idf)),
+                               fit_data.labels(), fit_data.groups());
+        report_ranking("overlap features only", eval, overlap_only_model.scores(without_cosine(eval_features)));
         std::vector<double> overlap_only;
-        for (const auto& f : eval_features) overlap_only.push_back(f[1]);
+        for (const auto& f : eval_features) overlap_only.push_back(f[1]);  // the plain count
         report_ranking("word-overlap baseline", eval, overlap_only);
     }
     return 0;
@@ -235,6 +248,10 @@ int main(int argc, char** argv) {
     app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str();
     app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
     app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
+    app.add_flag("--freeze-embedding", o.freeze_embedding,
+                 "keep the (random) embeddings fixed: with --shared a word keeps one vector on both sides");
+    app.add_flag("--shared", o.model.shared,
+                 "one tower for questions and answers (a siamese model: a word has one embedding on both sides)");
     app.add_option("--margin", o.model.margin, "hinge loss margin")->capture_default_str();
     app.add_option("--holdout", o.holdout,
                    "fraction of training questions kept out of training to fit the combined score (with --eval)")

@@ -38,18 +38,19 @@ Model::Model(const ModelOptions& o)
       answer(sequence::input_variable({1}, "answer")),
       negative(sequence::input_variable({1}, "wrong_answer")),
       label(input_variable({1}, "label")) {
+    const Tower& answer_side = o.shared ? question_tower : answer_tower;
     Variable q = question_tower(question);
-    cosine = cosine_distance(q, answer_tower(answer), "cosine");
+    cosine = cosine_distance(q, answer_side(answer), "cosine");
     squared_loss = square(cosine - label);
     pointwise_correct = equal(greater(cosine, constant(0.5)), label);
-    negative_cosine = cosine_distance(q, answer_tower(negative), "negative_cosine");
+    negative_cosine = cosine_distance(q, answer_side(negative), "negative_cosine");
     hinge_loss = relu(constant(o.margin) - cosine + negative_cosine);
     pair_correct = greater(cosine, negative_cosine);
 }
 
 std::vector<Parameter> Model::parameters() const {
     auto ps = question_tower.parameters();
-    layers::append_unique(ps, answer_tower.parameters());
+    if (!options.shared) layers::append_unique(ps, answer_tower.parameters());
     return ps;
 }
 

@@ -15,6 +15,7 @@ struct ModelOptions {
     std::size_t hidden = 300;
     std::size_t dense = 200;
     double margin = 0.2;  // hinge loss margin
+    bool shared = false;  // one tower (embedding included) for questions and answers
 };
 
 // One tower: ids (a sequence of [1]) -> the attended vector [dense] (a batch value).
@@ -37,7 +38,7 @@ struct Model {
     explicit Model(const ModelOptions& o);
 
     ModelOptions options;
-    Tower question_tower, answer_tower;
+    Tower question_tower, answer_tower;  // answer_tower is unused when options.shared
     loom::Variable question, answer, negative, label;  // inputs
     // Scoring and the pointwise loss: cos(q, a); (cos - label)^2.
     loom::Variable cosine, squared_loss, pointwise_correct;

@@ -1,6 +1,9 @@
 #include "ranking.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace qa {
 
@@ -29,18 +32,44 @@ std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, s
     return scores;
 }
 
+namespace {
+std::string lower(std::string s) {
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+Features overlap_features(const QaPair& p, double cosine, const IdfTable& idf) {
+    std::set<std::string> answer_words;
+    for (const auto& t : p.answer) answer_words.insert(lower(t));
+    std::set<std::string> seen;
+    double question_count = 0, question_idf = 0;
+    for (const auto& t : p.question) {
+        const std::string w = lower(t);
+        if (is_stopword(w) || !seen.insert(w).second) continue;
+        question_count += 1;
+        question_idf += idf.idf(w);
+    }
+    const double count = word_overlap_score(p.question, p.answer), weighted = word_overlap_score(p.question, p.answer, &idf);
+    std::set<std::pair<std::string, std::string>> answer_bigrams;
+    for (std::size_t i = 1; i < p.answer.size(); ++i) answer_bigrams.insert({lower(p.answer[i - 1]), lower(p.answer[i])});
+    double bigrams = 0;
+    for (std::size_t i = 1; i < p.question.size(); ++i)
+        bigrams += answer_bigrams.count({lower(p.question[i - 1]), lower(p.question[i])});
+    return {cosine, count, weighted, question_count ? count / question_count : 0.0,
+            question_idf > 0 ? weighted / question_idf : 0.0, bigrams};
+}
+}  // namespace
+
 std::vector<Features> pair_features(const QaData& data, const std::vector<double>& cosine, const IdfTable& idf) {
     std::vector<Features> out;
-    for (std::size_t i = 0; i < data.pairs.size(); ++i) {
-        const auto& p = data.pairs[i];
-        out.push_back({cosine[i], word_overlap_score(p.question, p.answer), word_overlap_score(p.question, p.answer, &idf)});
-    }
+    for (std::size_t i = 0; i < data.pairs.size(); ++i) out.push_back(overlap_features(data.pairs[i], cosine[i], idf));
     return out;
 }
 
-void Combiner::fit(const std::vector<Features>& x, const std::vector<int>& labels) {
+void Combiner::fit(const std::vector<Features>& x, const std::vector<int>& labels,
+                   const std::vector<std::size_t>& groups) {
     const double n = static_cast<double>(x.size());
-    for (std::size_t k = 0; k < 3; ++k) {
+    for (std::size_t k = 0; k < num_features; ++k) {
         double m = 0, v = 0;
         for (const auto& f : x) m += f[k];
         m /= n;
@@ -48,25 +77,36 @@ void Combiner::fit(const std::vector<Features>& x, const std::vector<int>& label
         mean_[k] = m;
         scale_[k] = v > 0 ? 1.0 / std::sqrt(v / n) : 1.0;
     }
+    // Standardized differences (true minus wrong) of every candidate pair within a question.
+    std::map<std::size_t, std::vector<std::size_t>> by_group;
+    for (std::size_t i = 0; i < x.size(); ++i) by_group[groups[i]].push_back(i);
+    std::vector<Features> diffs;
+    for (const auto& [group, members] : by_group)
+        for (std::size_t i : members)
+            for (std::size_t j : members) {
+                if (labels[i] != 1 || labels[j] != 0) continue;
+                Features d{};
+                for (std::size_t k = 0; k < num_features; ++k) d[k] = (x[i][k] - x[j][k]) * scale_[k];
+                diffs.push_back(d);
+            }
     w_ = {};
-    bias_ = 0;
-    // Full-batch gradient descent on the mean logistic loss; three standardized features converge fast.
+    bias_ = 0;  // a constant does not change a ranking
+    if (diffs.empty()) return;
     for (int it = 0; it < 500; ++it) {
-        std::array<double, 3> gw{};
-        double gb = 0;
-        for (std::size_t i = 0; i < x.size(); ++i) {
-            const double err = 1.0 / (1.0 + std::exp(-score(x[i]))) - labels[i];
-            for (std::size_t k = 0; k < 3; ++k) gw[k] += err * (x[i][k] - mean_[k]) * scale_[k];
-            gb += err;
+        Features gw{};
+        for (const auto& d : diffs) {
+            double z = 0;
+            for (std::size_t k = 0; k < num_features; ++k) z += w_[k] * d[k];
+            const double err = 1.0 / (1.0 + std::exp(-z)) - 1.0;  // d/dz of log(1 + e^-z)
+            for (std::size_t k = 0; k < num_features; ++k) gw[k] += err * d[k];
         }
-        for (std::size_t k = 0; k < 3; ++k) w_[k] -= 1.0 * gw[k] / n;
-        bias_ -= 1.0 * gb / n;
+        for (std::size_t k = 0; k < num_features; ++k) w_[k] -= 1.0 * gw[k] / static_cast<double>(diffs.size());
     }
 }
 
 double Combiner::score(const Features& f) const {
     double z = bias_;
-    for (std::size_t k = 0; k < 3; ++k) z += w_[k] * (f[k] - mean_[k]) * scale_[k];
+    for (std::size_t k = 0; k < num_features; ++k) z += w_[k] * (f[k] - mean_[k]) * scale_[k];
     return z;
 }
 

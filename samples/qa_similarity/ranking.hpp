@@ -21,21 +21,26 @@ EncodedPairs encode(const loom::QaData& data, const loom::Vocabulary& vocab);
 // cos(q, a) for every pair, in batches.
 std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, std::size_t batch = 64);
 
-// [cosine, overlap count, idf-weighted overlap] per pair.
-using Features = std::array<double, 3>;
+// Per pair: cosine; shared non-stopword tokens, plain and idf-weighted (Yu et al. 2014), each also
+// as a fraction of the question's; and shared token bigrams.
+inline constexpr std::size_t num_features = 6;
+using Features = std::array<double, num_features>;
 std::vector<Features> pair_features(const loom::QaData& data, const std::vector<double>& cosine,
                                     const loom::IdfTable& idf);
 
-// Logistic regression on the features (standardized), fitted by full-batch gradient descent.
+// A linear score on the standardized features, fitted as a pairwise ranker (RankNet): logistic
+// loss on the score difference of every (true, wrong) candidate pair of the same question, by
+// full-batch gradient descent. Ranking metrics only compare candidates of one question, so the
+// fit does too.
 class Combiner {
 public:
-    void fit(const std::vector<Features>& x, const std::vector<int>& labels);
+    void fit(const std::vector<Features>& x, const std::vector<int>& labels, const std::vector<std::size_t>& groups);
     double score(const Features& f) const;
     std::vector<double> scores(const std::vector<Features>& x) const;
-    const std::array<double, 3>& weights() const { return w_; }
+    const Features& weights() const { return w_; }
 
 private:
-    std::array<double, 3> mean_{}, scale_{1, 1, 1}, w_{};
+    Features mean_{}, scale_{}, w_{};
     double bias_ = 0;
 };
 
