@@ -48,6 +48,7 @@ ProgressPrinter::ProgressPrinter(ProgressOptions options, std::ostream& out)
     : options_(std::move(options)),
       out_(out),
       live_(options_.live.value_or(&out == &std::cout && ::isatty(STDOUT_FILENO) == 1)),
+      epoch_(options_.first_epoch),
       epoch_start_(Clock::now()),
       last_draw_(epoch_start_ - std::chrono::hours(1)) {}
 

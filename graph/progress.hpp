@@ -18,6 +18,7 @@ namespace loom {
 struct ProgressOptions {
     std::string tag;                            // printed at the start of each line, e.g. "train"
     std::size_t num_epochs = 0;                 // shown as "epoch 3 of 10" when known
+    std::size_t first_epoch = 1;                // the number of the first epoch shown (a resumed run)
     std::uint64_t epoch_size = 0;               // samples per epoch, for the bar's fraction and ETA
     std::size_t print_every_n_minibatches = 0;  // 0: epoch lines only
     int bar_width = 30;

@@ -13,6 +13,7 @@
 #include <iomanip>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include <loom.hpp>
 
@@ -109,6 +110,13 @@ int run(const Options& o) {
         vocab = Vocabulary::build(train.token_lists(), vo);
     }
     qa::ModelOptions mo = o.model;
+    if (!o.resume.empty()) {  // the model is rebuilt as it was saved, whatever the size flags say
+        std::istringstream saved(read_checked_file(o.resume + ".model"));
+        int shared = 0;
+        if (!(saved >> mo.embed >> mo.hidden >> mo.dense >> shared >> mo.margin))
+            throw DataError(o.resume + ".model: expected 'embed hidden dense shared margin'");
+        mo.shared = shared != 0;
+    }
     mo.vocab = vocab.size();
     std::cout << "data: " << train.pairs.size() << " training pairs from " << train.source << " ("
               << held_out.pairs.size() << " more held out); vocabulary " << vocab.size() << " words\n";
@@ -133,7 +141,7 @@ int run(const Options& o) {
 
     TrainingPosition position;
     if (!o.resume.empty()) {
-        position = trainer.load_checkpoint(o.resume).position;
+        position = load_checkpoint(o.resume, model.parameters(), &trainer.learner()).position;
         std::cout << "resumed from " << o.resume << " at epoch " << position.epoch + 1 << ", minibatch "
                   << position.minibatch << "\n";
     }
@@ -161,6 +169,7 @@ int run(const Options& o) {
     ProgressOptions po;
     po.tag = "train";
     po.num_epochs = o.epochs;
+    po.first_epoch = position.epoch + 1;
     po.epoch_size = items.size();
     ProgressPrinter progress(po);
 
@@ -198,7 +207,13 @@ int run(const Options& o) {
         if (!eval.pairs.empty()) report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
         if (!o.save.empty()) {
             vocab.save(o.save + ".vocab");
-            trainer.save_checkpoint(o.save, {batcher.position().epoch, batcher.position().batch, 0, {}});
+            // All of the model's parameters (frozen ones too), the learner's state, the data position,
+            // and the sizes the model must be rebuilt with.
+            std::ostringstream sizes;
+            sizes << mo.embed << ' ' << mo.hidden << ' ' << mo.dense << ' ' << int(mo.shared) << ' ' << mo.margin;
+            write_checked_file(o.save + ".model", sizes.str());
+            save_checkpoint(o.save, model.parameters(), &trainer.learner(),
+                            {batcher.position().epoch, batcher.position().batch, 0, {}});
             std::cout << "  saved " << o.save << "\n";
         }
     }
