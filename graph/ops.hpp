@@ -15,6 +15,8 @@ inline constexpr int all_static_axes = INT_MIN;
 // graph/ops/linear.cpp
 Variable times(const Variable& x, const Variable& w, const std::string& name = {});
 Variable times_transpose(const Variable& a, const Variable& b, const std::string& name = {});
+// times(x, w) + b in one op: the output starts as b (broadcast) and the GEMM adds into it.
+Variable affine(const Variable& x, const Variable& w, const Variable& b, const std::string& name = {});
 
 // graph/ops/elementwise.cpp
 Variable plus(const Variable& a, const Variable& b, const std::string& name = {});

@@ -56,8 +56,7 @@ Layer Dense(const Shape& shape, const Activation& activation, bool bias, const I
                             " and now on " + x.label() + " of shape " + x.shape().str() +
                             "; a layer's weights are shared between calls, so make a new layer");
         }
-        Variable y = times(x, state->w);
-        if (bias) y = plus(y, state->b);
+        Variable y = bias ? affine(x, state->w, state->b) : times(x, state->w);
         return activate(activation, y);
     };
     auto params = [state] {

@@ -66,7 +66,7 @@ struct InputProjection {
             throw UserError(name + ": was first called on inputs of dimension " + std::to_string(w.shape()[0]) +
                             " and now on " + x.label() + " of shape " + x.shape().str());
         }
-        return plus(times(x, w), b);
+        return affine(x, w, b);
     }
     void list(std::vector<Parameter>& out) const {
         if (w) out.insert(out.end(), {w, b});
@@ -93,7 +93,7 @@ Cell LSTM(std::size_t n, bool peepholes, const Initializer& init, const std::str
     }
     auto step = [s, n, peepholes](const std::vector<Variable>& st, const Variable& xw) {
         const Variable &h = st[0], &c = st[1];
-        Variable z = plus(xw, times(h, s->u));
+        Variable z = affine(h, s->u, xw);
         if (!peepholes) {  // the fused cell: same arithmetic, two ops instead of thirteen
             Variable c_fused = lstm_cell_state(z, c);
             return std::vector<Variable>{lstm_cell_output(z, c_fused), c_fused};
@@ -153,7 +153,7 @@ Cell RNNStep(std::size_t n, const Activation& activation, const Initializer& ini
     auto s = std::make_shared<State>(State{{n, init, name, {}, {}}, {}});
     s->u = parameter(Shape{n, n}, init, name + ".U");
     auto step = [s, activation](const std::vector<Variable>& st, const Variable& xw) {
-        Variable z = plus(xw, times(st[0], s->u));
+        Variable z = affine(st[0], s->u, xw);
         return std::vector<Variable>{activation ? activation(z) : z};
     };
     auto params = [s] {

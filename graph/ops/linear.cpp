@@ -15,8 +15,8 @@ namespace {
 
 class Times final : public OpBase<Times> {
 public:
-    explicit Times(bool transpose_right) : transpose_(transpose_right) {}
-    std::string name() const override { return transpose_ ? "times_transpose" : "times"; }
+    Times(bool transpose_right, bool addend) : transpose_(transpose_right), addend_(addend) {}
+    std::string name() const override { return addend_ ? "affine" : transpose_ ? "times_transpose" : "times"; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape &x = in[0].shape, &w = in[1].shape;
@@ -33,6 +33,12 @@ public:
             out.push_back(w[0]);
         else
             out.insert(out.end(), w.begin() + 1, w.end());
+        if (addend_) {  // the addend broadcasts to the product's shape, never beyond it
+            const Shape product(out);
+            const TypeInfo pair[] = {{product, in[0].axis}, in[2]};
+            if (broadcast_shapes(name(), pair) != product)
+                shape_error(name(), in, "the addend must broadcast to the product's shape " + product.str());
+        }
         return {Shape(out), unify_axes(name(), in)};
     }
 
@@ -42,17 +48,20 @@ public:
             T *xp = p.buffer, *yp = p.buffer + p.rows * p.k;
             gather(p, c.in[0].data, xp, p.k);
             gemm(false, transpose_, p.rows, p.n, p.k, T(1), xp, p.k, c.in[1].data, transpose_ ? p.k : p.n, T(0), yp, p.n);
-            std::fill_n(c.out.data, c.out.size(), T(0));
+            start_output(c);
             scatter_add(p, yp, c.out.data, p.n);
             return;
         }
+        if (addend_) start_output(c);
+        const T beta = addend_ ? T(1) : T(0);
         for_each_product(c, [&](std::size_t m, std::size_t n, std::size_t k, const T* x, const T* w, T* y) {
-            gemm(false, transpose_, m, n, k, T(1), x, k, w, transpose_ ? k : n, T(0), y, n);
+            gemm(false, transpose_, m, n, k, T(1), x, k, w, transpose_ ? k : n, beta, y, n);
         });
     }
 
     template <class T>
     void bwd(const OpCall<T>& c) const {
+        if (addend_ && c.in_grad[2]) addend_gradient(c);
         const View<T>&gx = c.in_grad[0], &gw = c.in_grad[1];
         if (Packed<T> p; pack(c, p)) {
             T *xp = p.buffer, *gp = p.buffer + p.rows * p.k;
@@ -90,6 +99,42 @@ public:
     }
 
 private:
+    // affine: the output starts as the addend (broadcast), and the products are added to it.
+    template <class T>
+    void start_output(const OpCall<T>& c) const {
+        if (!addend_) {
+            std::fill_n(c.out.data, c.out.size(), T(0));
+            return;
+        }
+        const auto plan = detail::plan_broadcast<const T, 1>(c.out.dims, c.out.dyn, {c.in[2]});
+        const T* b = c.in[2].data;
+        detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 1>& base, std::size_t n,
+                                       const std::array<std::size_t, 1>& step) {
+            T* y = c.out.data + o;
+            if (step[0] == 1)
+                std::copy_n(b + base[0], n, y);
+            else
+                for (std::size_t i = 0; i < n; ++i) y[i] = b[base[0] + i * step[0]];
+        });
+    }
+    // d(addend) = the output gradient summed over the dims the addend was broadcast along.
+    template <class T>
+    void addend_gradient(const OpCall<T>& c) const {
+        const auto plan = detail::plan_broadcast<const T, 1>(c.out.dims, c.out.dyn, {detail::as_const(c.in_grad[2])});
+        const T* g = c.out_grad.data;
+        T* gb = c.in_grad[2].data;
+        detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 1>& base, std::size_t n,
+                                       const std::array<std::size_t, 1>& step) {
+            if (step[0] == 0) {
+                T acc = 0;
+                for (std::size_t i = 0; i < n; ++i) acc += g[o + i];
+                gb[base[0]] += acc;
+            } else {
+                for (std::size_t i = 0; i < n; ++i) gb[base[0] + i * step[0]] += g[o + i];
+            }
+        });
+    }
+
     // A padded sequence times a static matrix multiplies only the real steps: their rows are
     // gathered into a packed block, multiplied with one GEMM and scattered back. On batches of
     // mixed lengths this skips the padding's share of the FLOPs (a third for the QA model's
@@ -170,19 +215,24 @@ private:
         });
     }
 
-    bool transpose_;
+    bool transpose_, addend_;
 };
 
 }  // namespace
 
 Variable times(const Variable& x, const Variable& w, const std::string& name) {
-    static const auto op = std::make_shared<const Times>(false);
+    static const auto op = std::make_shared<const Times>(false, false);
     return Variable(apply_op(op, {x.node(), w.node()}, name));
 }
 
 Variable times_transpose(const Variable& a, const Variable& b, const std::string& name) {
-    static const auto op = std::make_shared<const Times>(true);
+    static const auto op = std::make_shared<const Times>(true, false);
     return Variable(apply_op(op, {a.node(), b.node()}, name));
+}
+
+Variable affine(const Variable& x, const Variable& w, const Variable& b, const std::string& name) {
+    static const auto op = std::make_shared<const Times>(false, true);
+    return Variable(apply_op(op, {x.node(), w.node(), b.node()}, name));
 }
 
 }  // namespace loom

@@ -53,3 +53,27 @@ TEST_CASE("gradient check of the fused LSTM cell ops, alone and inside a loop") 
     Bindings xin{{x, Value::sequences(random_sequences({in_dim}, default_lengths, 7))}};
     require_gradients("LSTM loop with the fused cell", h_next, xin, {w, u, x});
 }
+
+TEST_CASE("affine(x, W, b) equals times(x, W) + b, with b a bias, a batch value or a sequence") {
+    SequenceAxis axis;
+    Variable x = sequence::input_variable({3}, "x", axis);
+    Variable full = sequence::input_variable({4}, "addend", axis);
+    Variable rows = input_variable({4}, "rows");
+    Parameter w = parameter(random_tensor({3, 4}, 8), "W"), b = parameter(random_tensor({4}, 9), "b");
+    Bindings in{{x, Value::sequences(random_sequences({3}, default_lengths, 10))},
+                {full, Value::sequences(random_sequences({4}, default_lengths, 11))},
+                {rows, Value::batch(random_rows({4}, 3, 12))}};
+    for (const Variable& addend : {Variable(b), full, rows}) {
+        INFO(addend.label());
+        auto got = evaluate({affine(x, w, addend)}, in, Precision::f64);
+        auto want = evaluate({times(x, w) + addend}, in, Precision::f64);
+        for (std::size_t n = 0; n < 3; ++n) {
+            auto a = got.begin()->second.sequence<double>(n), e = want.begin()->second.sequence<double>(n);
+            for (std::size_t k = 0; k < a.size(); ++k) CHECK(a.data()[k] == doctest::Approx(e.data()[k]).epsilon(1e-12));
+        }
+        std::vector<Variable> wrt{x, w};
+        if (addend.is_parameter() || addend.is_input()) wrt.push_back(addend);
+        require_gradients("affine", affine(x, w, addend), in, wrt);
+    }
+    CHECK_THROWS_AS(affine(x, w, parameter(random_tensor({5}, 1))), UserError);
+}
