@@ -178,11 +178,11 @@ std::string Value::describe() const {
     return s + " of sample shape " + sample_.str();
 }
 
-#define LOOM_VALUE_INSTANTIATE(T)                                \
+#define LOOM_VALUE_INSTANTIATE(T)                                 \
     template xt::xarray<T> Value::sequence<T>(std::size_t) const; \
-    template xt::xarray<T> Value::batch<T>() const;              \
-    template xt::xarray<T> Value::tensor<T>() const;             \
-    template const xt::xarray<T>& Value::data<T>() const;        \
+    template xt::xarray<T> Value::batch<T>() const;               \
+    template xt::xarray<T> Value::tensor<T>() const;              \
+    template const xt::xarray<T>& Value::data<T>() const;         \
     template xt::xarray<T>& Value::data<T>();
 LOOM_VALUE_INSTANTIATE(float)
 LOOM_VALUE_INSTANTIATE(double)

@@ -46,9 +46,11 @@ public:
 
     Kind kind() const { return kind_; }
     DType dtype() const { return data_.index() == 0 ? DType::f32 : DType::f64; }
-    bool empty() const { return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, data_); }
+    bool empty() const {
+        return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, data_);
+    }
     const Shape& sample_shape() const { return sample_; }
-    std::size_t num_items() const;  // N for Batch and Sequence, 1 for Static
+    std::size_t num_items() const;         // N for Batch and Sequence, 1 for Static
     const SequenceLayout& layout() const;  // throws unless Kind::Sequence
     const LayoutPtr& layout_ptr() const { return layout_; }
 

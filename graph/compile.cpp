@@ -171,10 +171,10 @@ void find_scans(Plan& plan) {
         }
         if (r < 0 || sel < 0 || d < 0) continue;
         const auto &rn = plan.nodes[r], &sn = plan.nodes[sel], &dn = plan.nodes[d];
-        const bool shape_ok = rn.inputs.size() == 2 && rn.inputs[1] == sel && plan.nodes[rn.inputs[0]].loop != rn.loop &&
-                              sn.inputs[2] == d && plan.nodes[sn.inputs[0]].loop != sn.loop &&
-                              plan.nodes[sn.inputs[1]].loop != sn.loop && dn.inputs[0] == r &&
-                              dn.node->op->delay_steps() == 1;
+        const bool shape_ok = rn.inputs.size() == 2 && rn.inputs[1] == sel &&
+                              plan.nodes[rn.inputs[0]].loop != rn.loop && sn.inputs[2] == d &&
+                              plan.nodes[sn.inputs[0]].loop != sn.loop && plan.nodes[sn.inputs[1]].loop != sn.loop &&
+                              dn.inputs[0] == r && dn.node->op->delay_steps() == 1;
         if (!shape_ok || uses[sel] || uses[d]) continue;
         step.scan_op = r;
         step.scan_select = sel;
@@ -187,7 +187,8 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
     auto comps = tarjan(g);
     auto plan = std::make_shared<Plan>();
     for (auto& comp : comps) {
-        const bool self_loop = comp.size() == 1 && std::count(g.edges[comp[0]].begin(), g.edges[comp[0]].end(), comp[0]);
+        const bool self_loop =
+            comp.size() == 1 && std::count(g.edges[comp[0]].begin(), g.edges[comp[0]].end(), comp[0]);
         PlanStep step;
         if (comp.size() > 1 || self_loop) {
             step.is_loop = true;
@@ -208,8 +209,8 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
                                 ". Every recurrence must pass through a delay.");
             for (Node* m : members)
                 if (m->kind == NodeKind::Op && !m->op->step_capable())
-                    throw UserError("compile: " + m->label() + " is inside a recurrence loop (" +
-                                    list_nodes(members) + ") but needs whole sequences; move it out of the loop");
+                    throw UserError("compile: " + m->label() + " is inside a recurrence loop (" + list_nodes(members) +
+                                    ") but needs whole sequences; move it out of the loop");
             step.direction = dir;
             comp = order_loop(g, comp);
         }

@@ -66,7 +66,8 @@ ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, 
                                            : run_evaluate<float>(outputs, inputs);
 }
 
-ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt, Precision precision) {
+ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
+                   Precision precision) {
     return wants_double(inputs, precision) ? run_gradients<double>(loss, inputs, wrt)
                                            : run_gradients<float>(loss, inputs, wrt);
 }
@@ -138,7 +139,8 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
             x[e] = saved;
             const double numeric = (up - down) / (2 * h);
             const double a = analytic[e];
-            const double tol = options.absolute_tolerance + options.relative_tolerance * std::max(std::abs(a), std::abs(numeric));
+            const double tol =
+                options.absolute_tolerance + options.relative_tolerance * std::max(std::abs(a), std::abs(numeric));
             const double err = std::isfinite(a) && std::isfinite(numeric) ? std::abs(a - numeric) / tol : INFINITY;
             ++report.checked;
             if (report.checked == 1 || err > report.worst_error) {

@@ -28,7 +28,8 @@ private:
 // overrides that.
 enum class Precision { automatic, f32, f64 };
 
-ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, Precision precision = Precision::automatic);
+ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs,
+                  Precision precision = Precision::automatic);
 
 // d(sum of `loss` over every sequence, step and element)/d(each of `wrt`). `wrt` may hold
 // parameters and inputs. When `values` is given, the forward values of `outputs` are stored there.
@@ -36,7 +37,7 @@ ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vect
                    Precision precision = Precision::automatic);
 
 struct GradientCheckOptions {
-    double epsilon = 1e-6;        // central difference step
+    double epsilon = 1e-6;  // central difference step
     double relative_tolerance = 1e-4;
     double absolute_tolerance = 1e-6;
     std::size_t max_elements = 400;  // per variable; beyond it, a random subset is checked
@@ -45,7 +46,7 @@ struct GradientCheckOptions {
 
 struct GradientReport {
     bool ok = true;
-    std::size_t checked = 0;   // elements compared
+    std::size_t checked = 0;  // elements compared
     std::string worst_variable;
     std::size_t worst_index = 0;  // flat index into the variable's storage (padded for sequences)
     double worst_analytic = 0, worst_numeric = 0, worst_error = 0;  // error relative to the tolerance (<= 1 passes)

@@ -162,7 +162,8 @@ void Execution<T>::run_node(int i) {
         sample = prep.shape;
     } else if (!shapes_static) {  // downstream of a run-time shape (sequence::unpack)
         std::vector<TypeInfo> types;
-        for (std::size_t j = 0; j < k; ++j) types.push_back({slots_[pn.inputs[j]].sample, plan_->nodes[pn.inputs[j]].type.axis});
+        for (std::size_t j = 0; j < k; ++j)
+            types.push_back({slots_[pn.inputs[j]].sample, plan_->nodes[pn.inputs[j]].type.axis});
         sample = pn.node->op->infer(types).shape;
     }
     allocate(i, layout, sample);
@@ -179,7 +180,8 @@ void Execution<T>::run_loop(const PlanStep& step) {
         const auto& axis = plan_->nodes[step.members.front()].type.axis;
         auto it = axis_layouts_.find(axis.id);
         if (it == axis_layouts_.end())
-            throw InternalError("executor: no layout for the loop at " + plan_->nodes[step.members.front()].node->label());
+            throw InternalError("executor: no layout for the loop at " +
+                                plan_->nodes[step.members.front()].node->label());
         for (int m : step.members) allocate(m, it->second, plan_->nodes[m].type.shape);
         layout = it->second.get();
     }
@@ -416,7 +418,8 @@ void Execution<T>::back_loop(const PlanStep& step) {
 }
 
 template <class T>
-void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights) {
+void Execution<T>::backward(const std::vector<int>& wrt,
+                            const std::unordered_map<int, const std::vector<T>*>& weights) {
     // Gradients are needed on paths from a wrt node up to an output: nodes that depend on one.
     const std::size_t n = plan_->nodes.size();
     std::vector<char> depends(n, 0);

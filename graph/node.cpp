@@ -16,10 +16,14 @@ std::uint64_t Axis::new_sequence_id() { return next_axis_id++; }
 
 std::string Axis::str() const {
     switch (kind) {
-        case Kind::None: return "no dynamic axis";
-        case Kind::Batch: return "batch axis";
-        case Kind::Sequence: return "sequence axis #" + std::to_string(id);
-        case Kind::Any: return "unbound axis";
+        case Kind::None:
+            return "no dynamic axis";
+        case Kind::Batch:
+            return "batch axis";
+        case Kind::Sequence:
+            return "sequence axis #" + std::to_string(id);
+        case Kind::Any:
+            return "unbound axis";
     }
     return "?";
 }
@@ -27,11 +31,21 @@ std::string Axis::str() const {
 std::string Node::label() const {
     std::string what;
     switch (kind) {
-        case NodeKind::Input: what = "input"; break;
-        case NodeKind::Parameter: what = "parameter"; break;
-        case NodeKind::Constant: what = "constant"; break;
-        case NodeKind::Placeholder: what = "placeholder"; break;
-        case NodeKind::Op: what = op ? op->name() : "op"; break;
+        case NodeKind::Input:
+            what = "input";
+            break;
+        case NodeKind::Parameter:
+            what = "parameter";
+            break;
+        case NodeKind::Constant:
+            what = "constant";
+            break;
+        case NodeKind::Placeholder:
+            what = "placeholder";
+            break;
+        case NodeKind::Op:
+            what = op ? op->name() : "op";
+            break;
     }
     if (!name.empty()) what += " '" + name + "'";
     return what + " (#" + std::to_string(id) + ")";

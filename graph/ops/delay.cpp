@@ -21,8 +21,9 @@ public:
         if (x.axis.kind != Axis::Kind::Sequence && x.axis.kind != Axis::Kind::Any)
             shape_error(name(), in, "the operand must be a sequence (it is on the " + x.axis.str() + ")");
         if (init.axis.is_sequence())
-            shape_error(name(), in, "initial_state must be a scalar, a tensor or a per-sequence (batch) value, "
-                                    "not a sequence");
+            shape_error(name(), in,
+                        "initial_state must be a scalar, a tensor or a per-sequence (batch) value, "
+                        "not a sequence");
         if (init.shape.size() != 1 && init.shape != x.shape)
             shape_error(name(), in, "initial_state must be a scalar or have the operand's shape " + x.shape.str());
         return x;

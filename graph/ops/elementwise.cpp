@@ -40,17 +40,17 @@ public:
     }
 };
 
-#define LOOM_UNARY(Name, str, forward, derivative)             \
-    struct Name {                                              \
-        static constexpr const char* name = str;               \
-        template <class T>                                     \
-        static T f(T x) {                                      \
-            return forward;                                    \
-        }                                                      \
-        template <class T>                                     \
+#define LOOM_UNARY(Name, str, forward, derivative)               \
+    struct Name {                                                \
+        static constexpr const char* name = str;                 \
+        template <class T>                                       \
+        static T f(T x) {                                        \
+            return forward;                                      \
+        }                                                        \
+        template <class T>                                       \
         static T d([[maybe_unused]] T x, [[maybe_unused]] T y) { \
-            return derivative;                                 \
-        }                                                      \
+            return derivative;                                   \
+        }                                                        \
     };
 
 // float: the vectorizable kernels of core/fast_math.hpp; double: libm (fast:: overloads).
@@ -245,22 +245,22 @@ private:
     }
 };
 
-#define LOOM_BINARY(Name, str, forward, da_, db_)                                  \
-    struct Name {                                                                  \
-        static constexpr const char* name = str;                                   \
-        static constexpr bool differentiable = true;                               \
-        template <class T>                                                         \
-        static T f(T a, T b) {                                                     \
-            return forward;                                                        \
-        }                                                                          \
-        template <class T>                                                         \
+#define LOOM_BINARY(Name, str, forward, da_, db_)                                       \
+    struct Name {                                                                       \
+        static constexpr const char* name = str;                                        \
+        static constexpr bool differentiable = true;                                    \
+        template <class T>                                                              \
+        static T f(T a, T b) {                                                          \
+            return forward;                                                             \
+        }                                                                               \
+        template <class T>                                                              \
         static T da([[maybe_unused]] T a, [[maybe_unused]] T b, [[maybe_unused]] T z) { \
-            return da_;                                                            \
-        }                                                                          \
-        template <class T>                                                         \
+            return da_;                                                                 \
+        }                                                                               \
+        template <class T>                                                              \
         static T db([[maybe_unused]] T a, [[maybe_unused]] T b, [[maybe_unused]] T z) { \
-            return db_;                                                            \
-        }                                                                          \
+            return db_;                                                                 \
+        }                                                                               \
     };
 
 // Comparisons are flat: no gradient flows through them.

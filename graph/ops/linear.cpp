@@ -25,9 +25,8 @@ public:
         const std::size_t k = transpose_ ? w[1] : w[0];
         if (x[x.rank() - 1] != k)
             shape_error(name(), in,
-                        "the last axis of the left operand (" + std::to_string(x[x.rank() - 1]) +
-                            ") must match the " + (transpose_ ? "last" : "first") + " axis of the right (" +
-                            std::to_string(k) + ")");
+                        "the last axis of the left operand (" + std::to_string(x[x.rank() - 1]) + ") must match the " +
+                            (transpose_ ? "last" : "first") + " axis of the right (" + std::to_string(k) + ")");
         std::vector<std::size_t> out(x.begin(), x.end() - 1);
         if (transpose_)
             out.push_back(w[0]);
@@ -47,7 +46,8 @@ public:
         if (Packed<T> p; pack(c, p)) {
             T *xp = p.buffer, *yp = p.buffer + p.rows * p.k;
             gather(p, c.in[0].data, xp, p.k);
-            gemm(false, transpose_, p.rows, p.n, p.k, T(1), xp, p.k, c.in[1].data, transpose_ ? p.k : p.n, T(0), yp, p.n);
+            gemm(false, transpose_, p.rows, p.n, p.k, T(1), xp, p.k, c.in[1].data, transpose_ ? p.k : p.n, T(0), yp,
+                 p.n);
             start_output(c);
             scatter_add(p, yp, c.out.data, p.n);
             return;
@@ -67,8 +67,8 @@ public:
             T *xp = p.buffer, *gp = p.buffer + p.rows * p.k;
             gather(p, c.out_grad.data, gp, p.n);
             if (gx) {  // dX = dY W^T on the real rows, reusing xp as scratch
-                gemm(false, !transpose_, p.rows, p.k, p.n, T(1), gp, p.n, c.in[1].data, transpose_ ? p.k : p.n, T(0), xp,
-                     p.k);
+                gemm(false, !transpose_, p.rows, p.k, p.n, T(1), gp, p.n, c.in[1].data, transpose_ ? p.k : p.n, T(0),
+                     xp, p.k);
                 scatter_add(p, xp, gx.data, p.k);
             }
             if (gw) {
@@ -177,7 +177,8 @@ private:
     template <class T>
     static void gather(const Packed<T>& p, const T* from, T* to, std::size_t width) {
         const std::size_t len = p.rows_per_block * width;
-        for (std::size_t b = 0; b < p.blocks->size(); ++b) std::copy_n(from + (*p.blocks)[b] * width, len, to + b * len);
+        for (std::size_t b = 0; b < p.blocks->size(); ++b)
+            std::copy_n(from + (*p.blocks)[b] * width, len, to + b * len);
     }
     template <class T>
     static void scatter_add(const Packed<T>& p, const T* from, T* to, std::size_t width) {

@@ -13,7 +13,8 @@ namespace {
 
 void require_sequence(const std::string& op, std::span<const TypeInfo> in, std::size_t i = 0) {
     if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
-        shape_error(op, in, "operand " + std::to_string(i) + " must be a sequence (it is on the " + in[i].axis.str() + ")");
+        shape_error(op, in,
+                    "operand " + std::to_string(i) + " must be a sequence (it is on the " + in[i].axis.str() + ")");
 }
 
 // is_first / is_last: 1 on the first (last) step of each sequence, else 0; shape [1].
@@ -116,8 +117,9 @@ class ReduceTime final : public OpBase<ReduceTime> {
 public:
     explicit ReduceTime(TimeReduce kind) : kind_(kind) {}
     std::string name() const override {
-        return kind_ == TimeReduce::sum ? "sequence::reduce_sum"
-                                        : kind_ == TimeReduce::mean ? "sequence::reduce_mean" : "sequence::reduce_max";
+        return kind_ == TimeReduce::sum    ? "sequence::reduce_sum"
+               : kind_ == TimeReduce::mean ? "sequence::reduce_mean"
+                                           : "sequence::reduce_max";
     }
     bool step_capable() const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -134,7 +136,8 @@ public:
             std::fill_n(out, row, init);
             for (std::size_t t = 0; t < l.length(n); ++t) {
                 const T* x = c.in[0].data + (t * n_seq + n) * row;
-                for (std::size_t j = 0; j < row; ++j) out[j] = kind_ == TimeReduce::max ? std::max(out[j], x[j]) : out[j] + x[j];
+                for (std::size_t j = 0; j < row; ++j)
+                    out[j] = kind_ == TimeReduce::max ? std::max(out[j], x[j]) : out[j] + x[j];
             }
             if (kind_ == TimeReduce::mean)
                 for (std::size_t j = 0; j < row; ++j) out[j] /= static_cast<T>(l.length(n));
@@ -187,7 +190,8 @@ public:
                 T m = -std::numeric_limits<T>::infinity();
                 for (std::size_t t = 0; t < l.length(n); ++t) m = std::max(m, c.in[0].data[at(t)]);
                 T sum = 0;
-                for (std::size_t t = 0; t < l.length(n); ++t) sum += c.out.data[at(t)] = std::exp(c.in[0].data[at(t)] - m);
+                for (std::size_t t = 0; t < l.length(n); ++t)
+                    sum += c.out.data[at(t)] = std::exp(c.in[0].data[at(t)] - m);
                 for (std::size_t t = 0; t < l.length(n); ++t) c.out.data[at(t)] /= sum;
             }
     }
@@ -240,11 +244,15 @@ Variable last(const Variable& a, const std::string& name) { return make<Edge>({a
 Variable broadcast_as(const Variable& v, const Variable& like, const std::string& name) {
     return make<BroadcastAs>({v.node(), like.node()}, name);
 }
-Variable reduce_sum(const Variable& a, const std::string& name) { return make<ReduceTime>({a.node()}, name, TimeReduce::sum); }
+Variable reduce_sum(const Variable& a, const std::string& name) {
+    return make<ReduceTime>({a.node()}, name, TimeReduce::sum);
+}
 Variable reduce_mean(const Variable& a, const std::string& name) {
     return make<ReduceTime>({a.node()}, name, TimeReduce::mean);
 }
-Variable reduce_max(const Variable& a, const std::string& name) { return make<ReduceTime>({a.node()}, name, TimeReduce::max); }
+Variable reduce_max(const Variable& a, const std::string& name) {
+    return make<ReduceTime>({a.node()}, name, TimeReduce::max);
+}
 Variable softmax(const Variable& a, const std::string& name) { return make<SequenceSoftmax>({a.node()}, name); }
 Variable length(const Variable& a, const std::string& name) { return make<Length>({a.node()}, name); }
 }  // namespace sequence

@@ -159,7 +159,8 @@ int run(const Options& o) {
     const auto items = make_items(train, o.loss);
     std::vector<ItemLengths> lengths;
     for (const auto& it : items)
-        lengths.push_back({train_pairs.questions[it.question_pair].size(), train_pairs.answers[it.question_pair].size()});
+        lengths.push_back(
+            {train_pairs.questions[it.question_pair].size(), train_pairs.answers[it.question_pair].size()});
     BatchingOptions bo;
     bo.batch_size = o.batch;
     bo.seed = o.seed;
@@ -222,7 +223,8 @@ int run(const Options& o) {
         const bool fit_on_held_out = !held_out.pairs.empty();
         const QaData& fit_data = fit_on_held_out ? held_out : train;
         std::cout << "combined score (cosine + word overlap, pairwise logistic ranker fitted on the "
-                  << (fit_on_held_out ? std::to_string(fit_data.pairs.size()) + " held-out training pairs" : "training pairs")
+                  << (fit_on_held_out ? std::to_string(fit_data.pairs.size()) + " held-out training pairs"
+                                      : "training pairs")
                   << "):\n";
         qa::Combiner combiner;
         combiner.fit(qa::pair_features(fit_data, qa::score_pairs(model, qa::encode(fit_data, vocab)), idf),
@@ -235,8 +237,9 @@ int run(const Options& o) {
             return fs;
         };
         qa::Combiner overlap_only_model;
-        overlap_only_model.fit(without_cosine(qa::pair_features(fit_data, std::vector<double>(fit_data.pairs.size()), idf)),
-                               fit_data.labels(), fit_data.groups());
+        overlap_only_model.fit(
+            without_cosine(qa::pair_features(fit_data, std::vector<double>(fit_data.pairs.size()), idf)),
+            fit_data.labels(), fit_data.groups());
         report_ranking("overlap features only", eval, overlap_only_model.scores(without_cosine(eval_features)));
         std::vector<double> overlap_only;
         for (const auto& f : eval_features) overlap_only.push_back(f[1]);  // the plain count
@@ -252,7 +255,8 @@ int main(int argc, char** argv) {
     CLI::App app{"Train the seed's question/answer similarity model (BiLSTM towers, log-sum-exp attention, cosine)"};
     app.add_option("--train", o.train_file, "training TSV (question<TAB>sentence<TAB>label); default: synthetic data")
         ->check(CLI::ExistingFile);
-    app.add_option("--eval", o.eval_file, "evaluation TSV: MAP and MRR are reported per epoch")->check(CLI::ExistingFile);
+    app.add_option("--eval", o.eval_file, "evaluation TSV: MAP and MRR are reported per epoch")
+        ->check(CLI::ExistingFile);
     app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
     app.add_option("--batch", o.batch, "items per minibatch")->capture_default_str();
     app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();

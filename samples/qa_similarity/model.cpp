@@ -16,10 +16,10 @@ Variable log_sum_exp_attention(const Variable& embedded, const Parameter& w) {
 }
 
 Tower::Tower(const ModelOptions& o, const std::string& name)
-    : encoder_(layers::Sequential({layers::Embedding(o.embed, o.vocab, glorot_uniform(), name + ".embedding"),
-                                   layers::BiRecurrence(layers::LSTM(o.hidden), layers::LSTM(o.hidden)),
-                                   layers::Dense(o.dense)},
-                                  name)),
+    : encoder_(layers::Sequential(
+          {layers::Embedding(o.embed, o.vocab, glorot_uniform(), name + ".embedding"),
+           layers::BiRecurrence(layers::LSTM(o.hidden), layers::LSTM(o.hidden)), layers::Dense(o.dense)},
+          name)),
       attention_w_(parameter({o.dense, 1}, glorot_normal(), name + ".attention_w")) {}
 
 Variable Tower::operator()(const Variable& ids) const { return log_sum_exp_attention(encoder_(ids), attention_w_); }

@@ -38,7 +38,7 @@ struct Model {
     explicit Model(const ModelOptions& o);
 
     ModelOptions options;
-    Tower question_tower, answer_tower;  // answer_tower is unused when options.shared
+    Tower question_tower, answer_tower;                // answer_tower is unused when options.shared
     loom::Variable question, answer, negative, label;  // inputs
     // Scoring and the pointwise loss: cos(q, a); (cos - label)^2.
     loom::Variable cosine, squared_loss, pointwise_correct;

@@ -49,14 +49,20 @@ Features overlap_features(const QaPair& p, double cosine, const IdfTable& idf) {
         question_count += 1;
         question_idf += idf.idf(w);
     }
-    const double count = word_overlap_score(p.question, p.answer), weighted = word_overlap_score(p.question, p.answer, &idf);
+    const double count = word_overlap_score(p.question, p.answer),
+                 weighted = word_overlap_score(p.question, p.answer, &idf);
     std::set<std::pair<std::string, std::string>> answer_bigrams;
-    for (std::size_t i = 1; i < p.answer.size(); ++i) answer_bigrams.insert({lower(p.answer[i - 1]), lower(p.answer[i])});
+    for (std::size_t i = 1; i < p.answer.size(); ++i)
+        answer_bigrams.insert({lower(p.answer[i - 1]), lower(p.answer[i])});
     double bigrams = 0;
     for (std::size_t i = 1; i < p.question.size(); ++i)
         bigrams += answer_bigrams.count({lower(p.question[i - 1]), lower(p.question[i])});
-    return {cosine, count, weighted, question_count ? count / question_count : 0.0,
-            question_idf > 0 ? weighted / question_idf : 0.0, bigrams};
+    return {cosine,
+            count,
+            weighted,
+            question_count ? count / question_count : 0.0,
+            question_idf > 0 ? weighted / question_idf : 0.0,
+            bigrams};
 }
 }  // namespace
 

@@ -28,7 +28,9 @@ public:
         return out;
     }
 
-    std::size_t uniform(std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng_); }
+    std::size_t uniform(std::size_t lo, std::size_t hi) {
+        return std::uniform_int_distribution<std::size_t>(lo, hi)(rng_);
+    }
 
 private:
     SyntheticOptions o_;

@@ -69,7 +69,8 @@ TEST_CASE("affine(x, W, b) equals times(x, W) + b, with b a bias, a batch value 
         auto want = evaluate({times(x, w) + addend}, in, Precision::f64);
         for (std::size_t n = 0; n < 3; ++n) {
             auto a = got.begin()->second.sequence<double>(n), e = want.begin()->second.sequence<double>(n);
-            for (std::size_t k = 0; k < a.size(); ++k) CHECK(a.data()[k] == doctest::Approx(e.data()[k]).epsilon(1e-12));
+            for (std::size_t k = 0; k < a.size(); ++k)
+                CHECK(a.data()[k] == doctest::Approx(e.data()[k]).epsilon(1e-12));
         }
         std::vector<Variable> wrt{x, w};
         if (addend.is_parameter() || addend.is_input()) wrt.push_back(addend);

@@ -43,7 +43,8 @@ TEST_CASE("fused scans equal the step-by-step loop in values and gradients") {
     Parameter c = parameter(xt::xarray<float>{0.1f, -0.2f, 0.3f}, "c");
     Variable rows = input_variable({3}, "init_rows");
     Variable z = times(x, w);
-    Bindings in{{x, Value::sequences(random_sequences({2}, {1, 3, 7}, 2))}, {rows, Value::batch(random_rows({3}, 3, 3))}};
+    Bindings in{{x, Value::sequences(random_sequences({2}, {1, 3, 7}, 2))},
+                {rows, Value::batch(random_rows({3}, 3, 3))}};
     struct Case {
         const char* name;
         BinaryFn op;
@@ -73,7 +74,8 @@ TEST_CASE("fused scans equal the step-by-step loop in values and gradients") {
             auto ga = gradients(r.fused, in, wrt, precision), gb = gradients(r.stepwise, in, wrt, precision);
             for (const auto& v : wrt) {
                 auto ta = ga[v].tensor<double>(), tb = gb[v].tensor<double>();
-                for (std::size_t e = 0; e < ta.size(); ++e) CHECK(ta.data()[e] == doctest::Approx(tb.data()[e]).epsilon(1e-12));
+                for (std::size_t e = 0; e < ta.size(); ++e)
+                    CHECK(ta.data()[e] == doctest::Approx(tb.data()[e]).epsilon(1e-12));
             }
         }
         require_gradients(k.name, r.fused, in, wrt);

@@ -66,7 +66,8 @@ TEST_CASE("seed attention weights equal a softmax over each sequence") {
             mx = std::max(mx, z[t]);
         }
         for (double v : z) sum += std::exp(v - mx);
-        for (std::size_t t = 0; t < z.size(); ++t) CHECK(attn(t, 0) == doctest::Approx(std::exp(z[t] - mx) / sum).epsilon(1e-6));
+        for (std::size_t t = 0; t < z.size(); ++t)
+            CHECK(attn(t, 0) == doctest::Approx(std::exp(z[t] - mx) / sum).epsilon(1e-6));
     }
 }
 

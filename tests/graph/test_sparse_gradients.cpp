@@ -52,7 +52,8 @@ TEST_CASE("lazy Adam with listed rows equals lazy Adam that scans for non-zero r
     auto a1 = adam({listed.table}, 0.05, 0.9, 0.999, 1e-8, lazy);
     // The scanning path: a second model whose gradient comes through times() (dense, no rows).
     Variable onehot = sequence::input_variable({6}, "onehot");
-    Variable loss2 = sequence::reduce_sum(square(times(onehot, scanned.table)) * constant(xt::xarray<double>{1.0, 2.0}));
+    Variable loss2 =
+        sequence::reduce_sum(square(times(onehot, scanned.table)) * constant(xt::xarray<double>{1.0, 2.0}));
     Session s2({loss2}, {scanned.table});
     auto a2 = adam({scanned.table}, 0.05, 0.9, 0.999, 1e-8, lazy);
     const std::vector<std::vector<std::vector<std::size_t>>> batches{{{4, 1, 4}, {2}}, {{0}, {5, 5}}, {{1, 3}}};

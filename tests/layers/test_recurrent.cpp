@@ -104,7 +104,8 @@ TEST_CASE("the input projection runs outside the recurrence loop") {
     for (const auto& step : plan->steps) loops += step.is_loop;
     CHECK(loops == 1);
     for (const auto& pn : plan->nodes)
-        if (pn.node->kind == NodeKind::Op && (pn.node->op->name() == "times" || pn.node->op->name() == "affine") && pn.node->inputs[0] == s.node()) {
+        if (pn.node->kind == NodeKind::Op && (pn.node->op->name() == "times" || pn.node->op->name() == "affine") &&
+            pn.node->inputs[0] == s.node()) {
             ++input_products;
             CHECK(pn.loop == -1);
         }
