@@ -110,12 +110,14 @@ int run(const Options& o) {
         vocab = Vocabulary::build(train.token_lists(), vo);
     }
     qa::ModelOptions mo = o.model;
+    bool freeze_embedding = o.freeze_embedding;
     if (!o.resume.empty()) {  // the model is rebuilt as it was saved, whatever the size flags say
         std::istringstream saved(read_checked_file(o.resume + ".model"));
-        int shared = 0;
-        if (!(saved >> mo.embed >> mo.hidden >> mo.dense >> shared >> mo.margin))
-            throw DataError(o.resume + ".model: expected 'embed hidden dense shared margin'");
+        int shared = 0, frozen = 0;
+        if (!(saved >> mo.embed >> mo.hidden >> mo.dense >> shared >> mo.margin >> frozen))
+            throw DataError(o.resume + ".model: expected 'embed hidden dense shared margin frozen'");
         mo.shared = shared != 0;
+        freeze_embedding = frozen != 0;
     }
     mo.vocab = vocab.size();
     std::cout << "data: " << train.pairs.size() << " training pairs from " << train.source << " ("
@@ -131,7 +133,7 @@ int run(const Options& o) {
     lo.lazy_sparse_rows = true;
     std::vector<Parameter> trained;
     for (const auto& p : model.parameters())
-        if (!(o.freeze_embedding && p.name().find(".embedding") != std::string::npos)) trained.push_back(p);
+        if (!(freeze_embedding && p.name().find(".embedding") != std::string::npos)) trained.push_back(p);
     Trainer trainer(hinge ? model.hinge_loss : model.squared_loss, hinge ? model.pair_correct : model.pointwise_correct,
                     adam(trained, o.lr, 0.9, 0.999, 1e-8, lo));
     std::size_t params = 0;
@@ -141,7 +143,9 @@ int run(const Options& o) {
 
     TrainingPosition position;
     if (!o.resume.empty()) {
-        position = load_checkpoint(o.resume, model.parameters(), &trainer.learner()).position;
+        // Scoring needs the parameters only; training on needs the learner's state too.
+        position = load_checkpoint(o.resume, model.parameters(), o.score_file.empty() ? &trainer.learner() : nullptr)
+                       .position;
         std::cout << "resumed from " << o.resume << " at epoch " << position.epoch + 1 << ", minibatch "
                   << position.minibatch << "\n";
     }
@@ -211,7 +215,8 @@ int run(const Options& o) {
             // All of the model's parameters (frozen ones too), the learner's state, the data position,
             // and the sizes the model must be rebuilt with.
             std::ostringstream sizes;
-            sizes << mo.embed << ' ' << mo.hidden << ' ' << mo.dense << ' ' << int(mo.shared) << ' ' << mo.margin;
+            sizes << mo.embed << ' ' << mo.hidden << ' ' << mo.dense << ' ' << int(mo.shared) << ' ' << mo.margin << ' '
+                  << int(freeze_embedding);
             write_checked_file(o.save + ".model", sizes.str());
             save_checkpoint(o.save, model.parameters(), &trainer.learner(),
                             {batcher.position().epoch, batcher.position().batch, 0, {}});
