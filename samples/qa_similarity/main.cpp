@@ -144,8 +144,8 @@ int run(const Options& o) {
     TrainingPosition position;
     if (!o.resume.empty()) {
         // Scoring needs the parameters only; training on needs the learner's state too.
-        position = load_checkpoint(o.resume, model.parameters(), o.score_file.empty() ? &trainer.learner() : nullptr)
-                       .position;
+        position =
+            load_checkpoint(o.resume, model.parameters(), o.score_file.empty() ? &trainer.learner() : nullptr).position;
         std::cout << "resumed from " << o.resume << " at epoch " << position.epoch + 1 << ", minibatch "
                   << position.minibatch << "\n";
     }
