@@ -155,7 +155,7 @@ void find_scans(Plan& plan) {
     std::vector<int> uses(plan.nodes.size(), 0);  // consumers outside the node's own loop, and outputs
     for (const auto& pn : plan.nodes)
         for (int i : pn.inputs)
-            if (plan.nodes[i].loop < 0 || plan.nodes[i].loop != pn.loop) ++uses[i];
+            if (plan.nodes[i].loop != pn.loop) ++uses[i];
     for (int o : plan.outputs) ++uses[o];
     for (auto& step : plan.steps) {
         if (!step.is_loop || step.members.size() != 3) continue;

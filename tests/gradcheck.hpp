@@ -51,6 +51,9 @@ inline xt::xarray<float> random_tensor(const Shape& shape, std::uint64_t seed, d
     return a;
 }
 
+// Parameters as the Variables that check_gradients takes.
+inline std::vector<Variable> as_variables(const std::vector<Parameter>& ps) { return {ps.begin(), ps.end()}; }
+
 // Runs check_gradients and turns a failure into a readable doctest failure.
 inline void require_gradients(const std::string& name, const Variable& out, const Bindings& in,
                               const std::vector<Variable>& wrt, const GradientCheckOptions& options = {}) {

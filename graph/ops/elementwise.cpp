@@ -53,12 +53,7 @@ public:
         }                                                        \
     };
 
-// float: the vectorizable kernels of core/fast_math.hpp; double: libm (fast:: overloads).
-template <class T>
-T stable_sigmoid(T x) {
-    return fast::sigmoid(x);
-}
-
+// exp, tanh and sigmoid use core/fast_math.hpp: vectorizable kernels for float, libm for double.
 LOOM_UNARY(Negate, "negate", -x, T(-1))
 LOOM_UNARY(Exp, "exp", fast::exp(x), y)
 LOOM_UNARY(Log, "log", std::log(x), T(1) / x)
@@ -66,9 +61,9 @@ LOOM_UNARY(Sqrt, "sqrt", std::sqrt(x), T(0.5) / y)
 LOOM_UNARY(Square, "square", x* x, T(2) * x)
 LOOM_UNARY(Abs, "abs", std::abs(x), x > 0 ? T(1) : (x < 0 ? T(-1) : T(0)))
 LOOM_UNARY(Tanh, "tanh", fast::tanh(x), T(1) - y * y)
-LOOM_UNARY(Sigmoid, "sigmoid", stable_sigmoid(x), y*(T(1) - y))
+LOOM_UNARY(Sigmoid, "sigmoid", fast::sigmoid(x), y*(T(1) - y))
 LOOM_UNARY(Relu, "relu", x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
-LOOM_UNARY(Softplus, "softplus", (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))), stable_sigmoid(x))
+LOOM_UNARY(Softplus, "softplus", (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))), fast::sigmoid(x))
 LOOM_UNARY(Reciprocal, "reciprocal", T(1) / x, -y* y)
 LOOM_UNARY(Identity, "identity", x, T(1))
 LOOM_UNARY(StopGradient, "stop_gradient", x, T(0))

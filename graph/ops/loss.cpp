@@ -28,55 +28,6 @@ TypeInfo pairwise_type(const std::string& op, std::span<const TypeInfo> in) {
     return {Shape{1}, unify_axes(op, in)};
 }
 
-// cosine_distance(a, b) = a.b / (|a| |b|): the cosine similarity, as CNTK names it.
-class CosineDistance final : public OpBase<CosineDistance> {
-public:
-    std::string name() const override { return "cosine_distance"; }
-    TypeInfo infer(std::span<const TypeInfo> in) const override { return pairwise_type(name(), in); }
-
-    template <class T>
-    void fwd(const OpCall<T>& c) const {
-        const std::size_t d = c.in[0].sample_size();
-        for_each_row_pair(c, [&](std::size_t r, std::size_t ia, std::size_t ib) {
-            const T *a = c.in[0].data + ia * d, *b = c.in[1].data + ib * d;
-            T ab = 0, aa = 0, bb = 0;
-            for (std::size_t j = 0; j < d; ++j) {
-                ab += a[j] * b[j];
-                aa += a[j] * a[j];
-                bb += b[j] * b[j];
-            }
-            c.out.data[r] = ab / (norm(aa) * norm(bb));
-        });
-    }
-    // dy/da = b / (|a||b|) - y a / |a|^2, and symmetrically for b.
-    template <class T>
-    void bwd(const OpCall<T>& c) const {
-        T *ga = c.in_grad[0].data, *gb = c.in_grad[1].data;
-        if (!ga && !gb) return;
-        const std::size_t d = c.in[0].sample_size();
-        for_each_row_pair(c, [&](std::size_t r, std::size_t ia, std::size_t ib) {
-            const T *a = c.in[0].data + ia * d, *b = c.in[1].data + ib * d;
-            T aa = 0, bb = 0;
-            for (std::size_t j = 0; j < d; ++j) {
-                aa += a[j] * a[j];
-                bb += b[j] * b[j];
-            }
-            const T na = norm(aa), nb = norm(bb), y = c.out.data[r], g = c.out_grad.data[r];
-            for (std::size_t j = 0; j < d; ++j) {
-                if (ga) ga[ia * d + j] += g * (b[j] / (na * nb) - y * a[j] / (na * na));
-                if (gb) gb[ib * d + j] += g * (a[j] / (na * nb) - y * b[j] / (nb * nb));
-            }
-        });
-    }
-
-private:
-    // A zero vector has no direction; a tiny floor keeps the result finite (0) instead of NaN.
-    template <class T>
-    static T norm(T sq) {
-        return std::sqrt(std::max(sq, T(1e-24)));
-    }
-};
-
 // A loss over matching rows: Derived::row(a, b, d) gives the value of one item and
 // Derived::grad(a, b, d, y, g, ga, gb) adds its gradients (ga / gb may be null).
 template <class Derived>
@@ -100,6 +51,43 @@ public:
             Derived::grad(c.in[0].data + ia * d, c.in[1].data + ib * d, d, c.out.data[r], c.out_grad.data[r],
                           ga ? ga + ia * d : nullptr, gb ? gb + ib * d : nullptr);
         });
+    }
+};
+
+// cosine_distance(a, b) = a.b / (|a| |b|): the cosine similarity, as CNTK names it.
+// dy/da = b / (|a||b|) - y a / |a|^2, and symmetrically for b.
+class CosineDistance final : public RowLoss<CosineDistance> {
+public:
+    std::string name() const override { return "cosine_distance"; }
+    template <class T>
+    static T row(const T* a, const T* b, std::size_t d) {
+        T ab = 0, aa = 0, bb = 0;
+        for (std::size_t j = 0; j < d; ++j) {
+            ab += a[j] * b[j];
+            aa += a[j] * a[j];
+            bb += b[j] * b[j];
+        }
+        return ab / (norm(aa) * norm(bb));
+    }
+    template <class T>
+    static void grad(const T* a, const T* b, std::size_t d, T y, T g, T* ga, T* gb) {
+        T aa = 0, bb = 0;
+        for (std::size_t j = 0; j < d; ++j) {
+            aa += a[j] * a[j];
+            bb += b[j] * b[j];
+        }
+        const T na = norm(aa), nb = norm(bb);
+        for (std::size_t j = 0; j < d; ++j) {
+            if (ga) ga[j] += g * (b[j] / (na * nb) - y * a[j] / (na * na));
+            if (gb) gb[j] += g * (a[j] / (na * nb) - y * b[j] / (nb * nb));
+        }
+    }
+
+private:
+    // A zero vector has no direction; a tiny floor keeps the result finite (0) instead of NaN.
+    template <class T>
+    static T norm(T sq) {
+        return std::sqrt(std::max(sq, T(1e-24)));
     }
 };
 

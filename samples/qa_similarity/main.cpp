@@ -54,8 +54,8 @@ std::vector<Item> make_items(const QaData& data, const std::string& loss) {
     for (std::size_t i = 0; i < data.pairs.size(); ++i) {
         const auto& neg = negatives[data.pairs[i].group];
         if (!data.pairs[i].label || neg.empty()) continue;
-        // Every wrong answer of the question is paired with its true one (rotating if there are
-        // several true answers), so an epoch sees each candidate.
+        // Every wrong answer of the question is paired with each of its true ones, so an epoch sees
+        // every candidate.
         for (std::size_t j : neg) items.push_back({i, j});
     }
     return items;

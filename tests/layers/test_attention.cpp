@@ -20,7 +20,7 @@ using loom::testing::require_gradients;
 namespace {
 
 std::vector<Variable> with(const std::vector<Parameter>& ps, std::initializer_list<Variable> more) {
-    std::vector<Variable> out(ps.begin(), ps.end());
+    std::vector<Variable> out = loom::testing::as_variables(ps);
     out.insert(out.end(), more);
     return out;
 }

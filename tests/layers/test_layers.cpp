@@ -7,13 +7,10 @@
 #include "gradcheck.hpp"
 
 using namespace loom;
+using loom::testing::as_variables;
 using loom::testing::default_lengths;
 using loom::testing::random_sequences;
 using loom::testing::require_gradients;
-
-namespace {
-std::vector<Variable> as_variables(const std::vector<Parameter>& ps) { return {ps.begin(), ps.end()}; }
-}  // namespace
 
 TEST_CASE("Dense computes activation(x W + b) and creates W at the first call") {
     auto dense = layers::Dense(2, layers::activations::tanh);

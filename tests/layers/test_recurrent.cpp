@@ -10,13 +10,12 @@
 #include "graph/op.hpp"
 
 using namespace loom;
+using loom::testing::as_variables;
 using loom::testing::default_lengths;
 using loom::testing::random_sequences;
 using loom::testing::require_gradients;
 
 namespace {
-
-std::vector<Variable> as_variables(const std::vector<Parameter>& ps) { return {ps.begin(), ps.end()}; }
 
 double sigm(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
