@@ -113,10 +113,12 @@ int run(const Options& o) {
     bool freeze_embedding = o.freeze_embedding;
     if (!o.resume.empty()) {  // the model is rebuilt as it was saved, whatever the size flags say
         std::istringstream saved(read_checked_file(o.resume + ".model"));
-        int shared = 0, frozen = 0;
+        int shared = 0, frozen = 0, overlap = 0;
         if (!(saved >> mo.embed >> mo.hidden >> mo.dense >> shared >> mo.margin >> frozen))
-            throw DataError(o.resume + ".model: expected 'embed hidden dense shared margin frozen'");
+            throw DataError(o.resume + ".model: expected 'embed hidden dense shared margin frozen [overlap_inputs]'");
+        if (!(saved >> overlap)) overlap = 0;  // files written before --overlap-inputs existed end here
         mo.shared = shared != 0;
+        mo.overlap_inputs = overlap != 0;
         freeze_embedding = frozen != 0;
     }
     mo.vocab = vocab.size();
@@ -138,8 +140,9 @@ int run(const Options& o) {
                     adam(trained, o.lr, 0.9, 0.999, 1e-8, lo));
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
-    std::cout << "model: embedding " << mo.embed << ", BiLSTM " << mo.hidden << "+" << mo.hidden << ", dense "
-              << mo.dense << "; " << params << " parameters; loss " << o.loss << "\n";
+    std::cout << "model: embedding " << mo.embed << (mo.overlap_inputs ? " + overlap flag" : "") << ", BiLSTM "
+              << mo.hidden << "+" << mo.hidden << ", dense " << mo.dense << "; " << params << " parameters; loss "
+              << o.loss << "\n";
 
     TrainingPosition position;
     if (!o.resume.empty()) {
@@ -193,6 +196,7 @@ int run(const Options& o) {
         while (batcher.position().epoch == epoch) {
             const auto batch = batcher.next();
             std::vector<std::vector<std::size_t>> q, a, w;
+            std::vector<std::vector<float>> q_flags, a_flags, q_negative_flags, w_flags;
             xt::xarray<float> labels = xt::zeros<float>({batch.size(), std::size_t{1}});
             for (std::size_t k = 0; k < batch.size(); ++k) {
                 const Item& it = items[batch[k]];
@@ -200,12 +204,28 @@ int run(const Options& o) {
                 a.push_back(train_pairs.answers[it.question_pair]);
                 w.push_back(train_pairs.answers[it.wrong_pair]);
                 labels(k, 0) = static_cast<float>(train.pairs[it.question_pair].label);
+                if (mo.overlap_inputs) {
+                    const QaPair &p = train.pairs[it.question_pair], &wrong = train.pairs[it.wrong_pair];
+                    q_flags.push_back(train_pairs.question_flags[it.question_pair]);
+                    a_flags.push_back(train_pairs.answer_flags[it.question_pair]);
+                    q_negative_flags.push_back(qa::overlap_flags(p.question, wrong.answer));
+                    w_flags.push_back(qa::overlap_flags(wrong.answer, p.question));
+                }
             }
             Bindings in{{model.question, Value::index_sequences(q)}, {model.answer, Value::index_sequences(a)}};
-            if (hinge)
+            if (mo.overlap_inputs) {
+                in.emplace(model.question_flags, qa::flag_sequences(q_flags));
+                in.emplace(model.answer_flags, qa::flag_sequences(a_flags));
+            }
+            if (hinge) {
                 in.emplace(model.negative, Value::index_sequences(w));
-            else
+                if (mo.overlap_inputs) {
+                    in.emplace(model.question_negative_flags, qa::flag_sequences(q_negative_flags));
+                    in.emplace(model.negative_flags, qa::flag_sequences(w_flags));
+                }
+            } else {
                 in.emplace(model.label, Value::batch(labels));
+            }
             progress.update(trainer.train_minibatch(in));
         }
         progress.end_epoch();
@@ -216,7 +236,7 @@ int run(const Options& o) {
             // and the sizes the model must be rebuilt with.
             std::ostringstream sizes;
             sizes << mo.embed << ' ' << mo.hidden << ' ' << mo.dense << ' ' << int(mo.shared) << ' ' << mo.margin << ' '
-                  << int(freeze_embedding);
+                  << int(freeze_embedding) << ' ' << int(mo.overlap_inputs);
             write_checked_file(o.save + ".model", sizes.str());
             save_checkpoint(o.save, model.parameters(), &trainer.learner(),
                             {batcher.position().epoch, batcher.position().batch, 0, {}});
@@ -282,6 +302,9 @@ int main(int argc, char** argv) {
                  "keep the (random) embeddings fixed: with --shared a word keeps one vector on both sides");
     app.add_flag("--shared", o.model.shared,
                  "one tower for questions and answers (a siamese model: a word has one embedding on both sides)");
+    app.add_flag("--overlap-inputs", o.model.overlap_inputs,
+                 "give each token a flag 'this word also occurs on the other side' next to its embedding "
+                 "(Severyn & Moschitti 2015)");
     app.add_option("--margin", o.model.margin, "hinge loss margin")->capture_default_str();
     app.add_option("--holdout", o.holdout,
                    "fraction of training questions kept out of training to fit the combined score (with --eval)")

@@ -16,34 +16,45 @@ Variable log_sum_exp_attention(const Variable& embedded, const Parameter& w) {
 }
 
 Tower::Tower(const ModelOptions& o, const std::string& name)
-    : encoder_(layers::Sequential(
-          {layers::Embedding(o.embed, o.vocab, glorot_uniform(), name + ".embedding"),
-           layers::BiRecurrence(layers::LSTM(o.hidden), layers::LSTM(o.hidden)), layers::Dense(o.dense)},
-          name)),
+    : overlap_inputs_(o.overlap_inputs),
+      embedding_(layers::Embedding(o.embed, o.vocab, glorot_uniform(), name + ".embedding")),
+      encoder_(layers::Sequential(
+          {layers::BiRecurrence(layers::LSTM(o.hidden), layers::LSTM(o.hidden)), layers::Dense(o.dense)}, name)),
       attention_w_(parameter({o.dense, 1}, glorot_normal(), name + ".attention_w")) {}
 
-Variable Tower::operator()(const Variable& ids) const { return log_sum_exp_attention(encoder_(ids), attention_w_); }
+Variable Tower::operator()(const Variable& ids, const Variable& flags) const {
+    Variable x = embedding_(ids);
+    if (overlap_inputs_) x = splice({x, flags});  // [embed + 1] per token
+    return log_sum_exp_attention(encoder_(x), attention_w_);
+}
 
 std::vector<Parameter> Tower::parameters() const {
-    auto ps = encoder_.parameters();
+    auto ps = embedding_.parameters();
+    layers::append_unique(ps, encoder_.parameters());
     ps.push_back(attention_w_);
     return ps;
 }
 
 Model::Model(const ModelOptions& o)
-    : options(o),
-      question_tower(o, "question"),
-      answer_tower(o, "answer"),
-      question(sequence::input_variable({1}, "question")),
-      answer(sequence::input_variable({1}, "answer")),
-      negative(sequence::input_variable({1}, "wrong_answer")),
-      label(input_variable({1}, "label")) {
+    : options(o), question_tower(o, "question"), answer_tower(o, "answer"), label(input_variable({1}, "label")) {
+    // Flags share the sequence axis of their ids: splice joins them step by step.
+    const SequenceAxis question_axis, answer_axis, negative_axis;
+    question = sequence::input_variable({1}, "question", question_axis);
+    question_flags = sequence::input_variable({1}, "question_flags", question_axis);
+    question_negative_flags = sequence::input_variable({1}, "question_negative_flags", question_axis);
+    answer = sequence::input_variable({1}, "answer", answer_axis);
+    answer_flags = sequence::input_variable({1}, "answer_flags", answer_axis);
+    negative = sequence::input_variable({1}, "wrong_answer", negative_axis);
+    negative_flags = sequence::input_variable({1}, "wrong_answer_flags", negative_axis);
+
     const Tower& answer_side = o.shared ? question_tower : answer_tower;
-    Variable q = question_tower(question);
-    cosine = cosine_distance(q, answer_side(answer), "cosine");
+    Variable q = question_tower(question, question_flags);
+    cosine = cosine_distance(q, answer_side(answer, answer_flags), "cosine");
     squared_loss = square(cosine - label);
     pointwise_correct = equal(greater(cosine, constant(0.5)), label);
-    negative_cosine = cosine_distance(q, answer_side(negative), "negative_cosine");
+    // Without flags the question's encoding is the same for both candidates: reuse it.
+    Variable q_for_negative = o.overlap_inputs ? question_tower(question, question_negative_flags) : q;
+    negative_cosine = cosine_distance(q_for_negative, answer_side(negative, negative_flags), "negative_cosine");
     hinge_loss = relu(constant(o.margin) - cosine + negative_cosine);
     pair_correct = greater(cosine, negative_cosine);
 }

@@ -9,11 +9,43 @@ namespace qa {
 
 using namespace loom;
 
+namespace {
+std::string lower(std::string s) {
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+}  // namespace
+
+std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const std::vector<std::string>& other) {
+    std::set<std::string> other_words;
+    for (const auto& t : other) other_words.insert(lower(t));
+    std::vector<float> flags;
+    flags.reserve(tokens.size());
+    for (const auto& t : tokens) {
+        const std::string w = lower(t);
+        flags.push_back(!is_stopword(w) && other_words.count(w) ? 1.0f : 0.0f);
+    }
+    return flags;
+}
+
+Value flag_sequences(const std::vector<std::vector<float>>& flags) {
+    std::vector<xt::xarray<float>> seqs;
+    seqs.reserve(flags.size());
+    for (const auto& f : flags) {
+        xt::xarray<float> s = xt::zeros<float>({f.size(), std::size_t{1}});
+        for (std::size_t t = 0; t < f.size(); ++t) s(t, 0) = f[t];
+        seqs.push_back(std::move(s));
+    }
+    return Value::sequences(seqs);
+}
+
 EncodedPairs encode(const QaData& data, const Vocabulary& vocab) {
     EncodedPairs out;
     for (const auto& p : data.pairs) {
         out.questions.push_back(vocab.ids(p.question));
         out.answers.push_back(vocab.ids(p.answer));
+        out.question_flags.push_back(overlap_flags(p.question, p.answer));
+        out.answer_flags.push_back(overlap_flags(p.answer, p.question));
     }
     return out;
 }
@@ -25,7 +57,14 @@ std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, s
         const std::size_t end = std::min(start + batch, pairs.questions.size());
         std::vector<std::vector<std::size_t>> q(pairs.questions.begin() + start, pairs.questions.begin() + end);
         std::vector<std::vector<std::size_t>> a(pairs.answers.begin() + start, pairs.answers.begin() + end);
-        session.forward({{model.question, Value::index_sequences(q)}, {model.answer, Value::index_sequences(a)}});
+        Bindings in{{model.question, Value::index_sequences(q)}, {model.answer, Value::index_sequences(a)}};
+        if (model.options.overlap_inputs) {
+            in.emplace(model.question_flags,
+                       flag_sequences({pairs.question_flags.begin() + start, pairs.question_flags.begin() + end}));
+            in.emplace(model.answer_flags,
+                       flag_sequences({pairs.answer_flags.begin() + start, pairs.answer_flags.begin() + end}));
+        }
+        session.forward(in);
         const auto cos = session.value(model.cosine).batch();
         for (std::size_t i = 0; i < end - start; ++i) scores.push_back(cos(i, 0));
     }
@@ -33,11 +72,6 @@ std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, s
 }
 
 namespace {
-std::string lower(std::string s) {
-    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return s;
-}
-
 Features overlap_features(const QaPair& p, double cosine, const IdfTable& idf) {
     std::set<std::string> answer_words;
     for (const auto& t : p.answer) answer_words.insert(lower(t));

@@ -12,9 +12,16 @@
 
 namespace qa {
 
-// Token ids of both sides of every pair.
+// Per token of `tokens`: 1 if it is a non-stopword that also occurs in `other` (ASCII
+// case-insensitive, as the word-overlap baseline counts), else 0.
+std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const std::vector<std::string>& other);
+// A batch of flag sequences as a sequence value of [1] per step.
+loom::Value flag_sequences(const std::vector<std::vector<float>>& flags);
+
+// Token ids of both sides of every pair, and each side's overlap flags against the other.
 struct EncodedPairs {
     std::vector<std::vector<std::size_t>> questions, answers;
+    std::vector<std::vector<float>> question_flags, answer_flags;
 };
 EncodedPairs encode(const loom::QaData& data, const loom::Vocabulary& vocab);
 
