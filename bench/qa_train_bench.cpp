@@ -6,6 +6,7 @@
 //
 //   qa_train_bench [--threads N] [--steps N] [--warmup N] [--seed N] [--batch N]
 //                  [--embed N] [--hidden N] [--dense N] [--vocab N] [--batches-from FILE] [--lazy-adam]
+//                  [--parallel steps|blas]
 //
 // --batches-from FILE trains on exactly the batches the peer would (same ids, same lengths, same
 // labels): FILE is written by `bench/compare --dump-batches`, which runs the peer's own generator.
@@ -40,6 +41,7 @@ struct Options {
     std::uint64_t seed = 1;
     std::size_t batch = 32, embed = 500, hidden = 300, dense = 200, vocab = 10000;
     std::string batches_from;
+    std::string parallel = "steps";
     bool lazy_adam = false;
 };
 
@@ -147,7 +149,15 @@ double proc_status_mib(const char* key) {
 }
 
 int run(const Options& o) {
-    set_blas_threads(o.threads);
+    // --threads N with N > 1: "steps" runs up to N independent plan steps at once, each with one
+    // BLAS thread (the BiLSTM directions and the two towers are independent); "blas" runs steps one
+    // after another with N OpenBLAS threads inside each GEMM.
+    if (o.parallel == "steps") {
+        set_inter_op_threads(o.threads);
+        if (o.threads == 1) set_blas_threads(1);
+    } else {
+        set_blas_threads(o.threads);
+    }
     set_seed(o.seed);
     const std::size_t needed = std::size_t(o.warmup + o.steps);
     std::vector<Batch> batches;
@@ -215,16 +225,16 @@ int run(const Options& o) {
     std::printf(
         "{\"bench\": \"loom_qa\", \"threads\": %d, \"batch\": %zu, \"steps\": %d, \"warmup\": %d, \"embed\": %zu, "
         "\"hidden\": %zu, \"dense\": %zu, \"vocab\": %zu, \"seed\": %llu, \"lazy_adam\": %s, \"data\": \"%s\", "
-        "\"params\": %zu, "
+        "\"parallel\": \"%s\", \"params\": %zu, "
         "\"elapsed_s\": %.4f, \"steps_per_s\": %.4f, \"pairs_per_s\": %.2f, \"tokens_per_s\": %.1f, "
         "\"padded_tokens_per_s\": %.1f, \"tokens_per_step\": %.1f, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, "
         "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, \"openblas_coretype_env\": \"%s\"}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
-        o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file", params,
-        elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed, double(real) / elapsed,
-        double(padded) / elapsed, tokens_per_step, bench::median(step_ms),
+        o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
+        o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
+        double(real) / elapsed, double(padded) / elapsed, tokens_per_step, bench::median(step_ms),
         *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()),
         losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
         elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
@@ -248,6 +258,11 @@ int main(int argc, char** argv) {
     app.add_option("--batches-from", o.batches_from, "train on the batches of this file (bench/compare --dump-batches)")
         ->check(CLI::ExistingFile);
     app.add_flag("--lazy-adam", o.lazy_adam, "Adam skips embedding rows a batch does not use");
+    app.add_option("--parallel", o.parallel,
+                   "how --threads > 1 are used: steps = independent plan steps at once, one BLAS thread each; "
+                   "blas = one step at a time, N threads inside each GEMM")
+        ->check(CLI::IsMember({"steps", "blas"}))
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     return bench::report_errors([&] { return run(o); });
 }

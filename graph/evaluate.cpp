@@ -102,7 +102,7 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
     if (out_layout) zero_padding(weights.data(), *out_layout, ex.row_size(out));
     auto objective = [&] {
         ex.forward();
-        const auto& y = ex.value_buffer(out);
+        const std::span<const double> y = ex.value_buffer(out);
         double s = 0;
         for (std::size_t e = 0; e < y.size(); ++e) s += weights[e] * y[e];
         return s;
@@ -112,8 +112,8 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
     GradientReport report;
     for (std::size_t i = 0; i < wrt.size(); ++i) {
         const int node = idx[i];
-        auto& x = ex.value_buffer(node);
-        const std::vector<double> analytic = ex.gradient_buffer(node);
+        std::span<double> x = ex.value_buffer(node);
+        const std::vector<double> analytic(ex.gradient_buffer(node).begin(), ex.gradient_buffer(node).end());
         // Real (unpadded) positions only.
         std::vector<std::size_t> candidates;
         const SequenceLayout* layout = ex.layout(node);

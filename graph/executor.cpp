@@ -9,7 +9,7 @@ namespace loom {
 
 namespace {
 template <class T, class S>
-void copy_converted(std::vector<T>& dst, const S* src, std::size_t n) {
+void copy_converted(Buffer<T>& dst, const S* src, std::size_t n) {
     dst.resize(n);
     for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
 }
@@ -41,7 +41,49 @@ void Execution<T>::allocate(int i, LayoutPtr layout, const Shape& sample, bool o
         s.dyn = 0;
     }
     s.external = nullptr;
-    if (own) s.value.resize(s.dims.size());
+    if (own) resize(s.value, s.dims.size());
+}
+
+template <class T>
+void Execution<T>::resize(Buffer<T>& b, std::size_t n) {
+    if (b.capacity() >= n) {
+        b.resize(n);
+        return;
+    }
+    pool_.give(std::move(b));
+    b = pool_.take(n);
+}
+
+template <class T>
+void Execution<T>::ensure_grad(int i) {
+    Slot& s = slots_[i];
+    if (!s.needs_grad || s.grad.size() == s.dims.size()) return;
+    resize(s.grad, s.dims.size());
+    std::fill(s.grad.begin(), s.grad.end(), T(0));
+}
+
+template <class T>
+void Execution<T>::ensure_step_grads(const PlanStep& step) {
+    for (int m : step.members) {
+        ensure_grad(m);
+        for (int j : plan_->nodes[m].inputs) ensure_grad(j);
+    }
+}
+
+template <class T>
+void Execution<T>::release_step(const PlanStep& step) {
+    for (int m : step.members) {
+        Slot& s = slots_[m];
+        if (!s.keep_grad) pool_.give(std::move(s.grad));
+        if (!s.keep_value) pool_.give(std::move(s.value));
+    }
+}
+
+template <class T>
+std::size_t Execution<T>::bytes_held() const {
+    std::size_t total = pool_.free_bytes();
+    for (const auto& s : slots_) total += (s.value.capacity() + s.grad.capacity()) * sizeof(T);
+    return total;
 }
 
 template <class T>
@@ -127,7 +169,7 @@ View<T> Execution<T>::grad_view(int i) {
 }
 
 template <class T>
-void Execution<T>::run_node(int i) {
+void Execution<T>::run_node(int i, Workspace<T>& work) {
     const PlanNode& pn = plan_->nodes[i];
     if (pn.node->kind != NodeKind::Op) return;
     const std::size_t k = pn.inputs.size();
@@ -142,7 +184,7 @@ void Execution<T>::run_node(int i) {
     OpCall<T> c;
     c.in = in;
     c.in_layouts = in_layouts;
-    c.work = &work_;
+    c.work = &work;
     Prepared prep;
     pn.node->op->prepare(c, prep);
 
@@ -150,11 +192,11 @@ void Execution<T>::run_node(int i) {
     if (pn.type.axis.is_sequence()) {
         if (prep.layout) {
             layout = prep.layout;
+            std::lock_guard lock(layouts_mutex_);
             axis_layouts_[pn.type.axis.id] = layout;
         } else {
-            auto it = axis_layouts_.find(pn.type.axis.id);
-            if (it == axis_layouts_.end()) throw InternalError("executor: no layout known for " + pn.node->label());
-            layout = it->second;
+            layout = axis_layout(pn.type.axis.id);
+            if (!layout) throw InternalError("executor: no layout known for " + pn.node->label());
         }
     }
     Shape sample = pn.type.shape;
@@ -174,21 +216,19 @@ void Execution<T>::run_node(int i) {
 }
 
 template <class T>
-void Execution<T>::run_loop(const PlanStep& step) {
+void Execution<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
     const SequenceLayout* layout = nullptr;
     {
-        const auto& axis = plan_->nodes[step.members.front()].type.axis;
-        auto it = axis_layouts_.find(axis.id);
-        if (it == axis_layouts_.end())
+        LayoutPtr l = axis_layout(plan_->nodes[step.members.front()].type.axis.id);
+        if (!l)
             throw InternalError("executor: no layout for the loop at " +
                                 plan_->nodes[step.members.front()].node->label());
-        for (int m : step.members) allocate(m, it->second, plan_->nodes[m].type.shape);
-        layout = it->second.get();
+        for (int m : step.members) allocate(m, l, plan_->nodes[m].type.shape);
+        layout = l.get();
     }
     const std::size_t n_seq = layout->num_sequences(), steps = layout->max_length();
     const auto step_index = static_cast<std::size_t>(&step - plan_->steps.data());
-    scanned_.resize(plan_->steps.size());
-    scanned_[step_index] = step.scan_op >= 0 && run_scan(step, false);
+    scanned_[step_index] = step.scan_op >= 0 && run_scan(step, false, work);
     if (scanned_[step_index]) return;
 
     // Everything that does not change from step to step is set up once.
@@ -236,7 +276,7 @@ void Execution<T>::run_loop(const PlanStep& step) {
             c.layout = layout;
             c.in_step = true;
             c.t = t;
-            c.work = &work_;
+            c.work = &work;
             c.out = mb.out;
             c.out.data = slots_[step.members[mi]].value.data() + t * mb.out_stride;
             mb.pn->node->op->forward(c);
@@ -246,7 +286,7 @@ void Execution<T>::run_loop(const PlanStep& step) {
 }
 
 template <class T>
-bool Execution<T>::run_scan(const PlanStep& step, bool backward) {
+bool Execution<T>::run_scan(const PlanStep& step, bool backward, Workspace<T>& work) {
     const PlanNode &r = plan_->nodes[step.scan_op], &sel = plan_->nodes[step.scan_select],
                    &d = plan_->nodes[step.scan_delay];
     ScanArgs<T> a;
@@ -259,7 +299,7 @@ bool Execution<T>::run_scan(const PlanStep& step, bool backward) {
     a.r = slots_[step.scan_op].value.data();
     a.s = slots_[step.scan_select].value.data();
     a.d = slots_[step.scan_delay].value.data();
-    a.work = &work_;
+    a.work = &work;
     if (!backward) return r.node->op->scan_forward(a);
     Slot& rs = slots_[step.scan_op];
     if (!rs.needs_grad) return true;
@@ -273,17 +313,65 @@ bool Execution<T>::run_scan(const PlanStep& step, bool backward) {
 }
 
 template <class T>
-void Execution<T>::forward() {
-    for (const auto& step : plan_->steps) {
-        if (step.is_loop)
-            run_loop(step);
-        else
-            run_node(step.members.front());
+LayoutPtr Execution<T>::axis_layout(std::uint64_t axis) const {
+    std::lock_guard lock(layouts_mutex_);
+    auto it = axis_layouts_.find(axis);
+    return it == axis_layouts_.end() ? nullptr : it->second;
+}
+
+template <class T>
+void Execution<T>::build_task_graphs() {
+    const std::size_t n_steps = plan_->steps.size();
+    std::vector<int> step_of(plan_->nodes.size(), -1);
+    for (std::size_t s = 0; s < n_steps; ++s)
+        for (int m : plan_->steps[s].members) step_of[static_cast<std::size_t>(m)] = static_cast<int>(s);
+    auto add = [](std::vector<int>& after, int d) {
+        if (std::find(after.begin(), after.end(), d) == after.end()) after.push_back(d);
+    };
+    forward_tasks_.after.assign(n_steps, {});
+    backward_tasks_.after.assign(n_steps, {});
+    const int last = static_cast<int>(n_steps) - 1;
+    std::vector<int> last_consumer(plan_->nodes.size(), -1);  // in the backward sweep so far
+    for (int s = last; s >= 0; --s) {
+        const int task = last - s;
+        for (int m : plan_->steps[static_cast<std::size_t>(s)].members)
+            for (int j : plan_->nodes[static_cast<std::size_t>(m)].inputs) {
+                const int producer = step_of[static_cast<std::size_t>(j)];
+                if (producer == s) continue;
+                add(forward_tasks_.after[static_cast<std::size_t>(s)], producer);
+                // Backward: the producer waits for this step (it adds into j's gradient), and this
+                // step waits for the later step that added into j's gradient before it.
+                add(backward_tasks_.after[static_cast<std::size_t>(last - producer)], task);
+                int& prev = last_consumer[static_cast<std::size_t>(j)];
+                if (prev >= 0 && prev != task) add(backward_tasks_.after[static_cast<std::size_t>(task)], prev);
+                prev = task;
+            }
     }
 }
 
 template <class T>
-void Execution<T>::back_node(int i) {
+void Execution<T>::forward() {
+    scanned_.assign(plan_->steps.size(), 0);
+    const int threads = inter_op_threads();
+    if (threads > 1 && forward_tasks_.after.empty()) build_task_graphs();
+    works_.resize(static_cast<std::size_t>(std::max(threads, 1)));
+    auto run = [&](int s, int worker) {
+        const PlanStep& step = plan_->steps[static_cast<std::size_t>(s)];
+        Workspace<T>& work = works_[static_cast<std::size_t>(worker)];
+        if (step.is_loop)
+            run_loop(step, work);
+        else
+            run_node(step.members.front(), work);
+    };
+    if (threads > 1) {
+        run_task_graph(forward_tasks_, threads, run);
+    } else {
+        for (std::size_t s = 0; s < plan_->steps.size(); ++s) run(static_cast<int>(s), 0);
+    }
+}
+
+template <class T>
+void Execution<T>::back_node(int i, Workspace<T>& work) {
     const PlanNode& pn = plan_->nodes[i];
     Slot& s = slots_[i];
     if (pn.node->kind != NodeKind::Op || !s.needs_grad) return;
@@ -312,19 +400,19 @@ void Execution<T>::back_node(int i) {
     c.in_grad = in_grad;
     c.in_grad_full = in_grad;
     c.in_grad_rows = touched;
-    c.work = &work_;
+    c.work = &work;
     pn.node->op->backward(c);
     for (std::size_t j = 0; j < k; ++j)
         if (in_grad[j] && !touched[j].recorded) slots_[pn.inputs[j]].sparse = false;
 }
 
 template <class T>
-void Execution<T>::back_loop(const PlanStep& step) {
+void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
     const SequenceLayout& layout = *slots_[step.members.front()].layout;
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
     const int loop = plan_->nodes[step.members.front()].loop;
     if (scanned_[static_cast<std::size_t>(&step - plan_->steps.data())]) {
-        run_scan(step, true);
+        run_scan(step, true, work);
         return;
     }
     // Per time step only gradients between loop members flow. Gradients to inputs from outside
@@ -392,7 +480,7 @@ void Execution<T>::back_loop(const PlanStep& step) {
             c.layout = &layout;
             c.in_step = true;
             c.t = t;
-            c.work = &work_;
+            c.work = &work;
             c.out = {s.value.data() + t * mb.out_stride, mb.out_dims, 1};
             c.out_grad = {g_out, mb.out_dims, 1};
             c.in_grad = mb.grad;
@@ -408,7 +496,7 @@ void Execution<T>::back_loop(const PlanStep& step) {
         c.in_full = mb.full;
         c.in_layouts = mb.in_layouts;
         c.layout = &layout;
-        c.work = &work_;
+        c.work = &work;
         c.out = {s.value.data(), s.dims, s.dyn};
         c.out_grad = {s.grad.data(), s.dims, s.dyn};
         c.in_grad = mb.outside_grad;
@@ -436,15 +524,23 @@ void Execution<T>::backward(const std::vector<int>& wrt,
                 }
         }
     }
+    std::vector<char> kept(n, 0);  // values and gradients that outlive the pass
+    for (int o : plan_->outputs) kept[static_cast<std::size_t>(o)] = 1;
+    for (int w : wrt) kept[static_cast<std::size_t>(w)] = 2;
     for (std::size_t i = 0; i < n; ++i) {
         Slot& s = slots_[i];
+        const NodeKind kind = plan_->nodes[i].node->kind;
         s.needs_grad = depends[i];
-        if (!s.needs_grad) continue;
+        s.keep_value = kept[i] || kind != NodeKind::Op;
+        s.keep_grad = kept[i] != 0;
+        if (!s.keep_grad) pool_.give(std::move(s.grad));  // taken again when first needed
+        if (!s.needs_grad || !s.keep_grad) continue;
         const std::size_t size = s.dims.size(), row = s.dims.rank ? size / s.dims[0] : 0;
         if (s.sparse && s.grad.size() == size) {  // only the rows written last time are non-zero
             for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
         } else {
-            s.grad.assign(size, T(0));
+            resize(s.grad, size);
+            std::fill(s.grad.begin(), s.grad.end(), T(0));
         }
         s.rows.clear();
         s.sparse = sparse_capable(static_cast<int>(i));
@@ -460,11 +556,23 @@ void Execution<T>::backward(const std::vector<int>& wrt,
             for (auto& g : s.grad) g += T(1);
         }
     }
-    for (auto step = plan_->steps.rbegin(); step != plan_->steps.rend(); ++step) {
-        if (step->is_loop)
-            back_loop(*step);
+    const int threads = inter_op_threads(), last = static_cast<int>(plan_->steps.size()) - 1;
+    if (threads > 1 && backward_tasks_.after.empty()) build_task_graphs();
+    works_.resize(static_cast<std::size_t>(std::max(threads, 1)));
+    auto run = [&](int task, int worker) {
+        const PlanStep& step = plan_->steps[static_cast<std::size_t>(last - task)];
+        Workspace<T>& work = works_[static_cast<std::size_t>(worker)];
+        ensure_step_grads(step);
+        if (step.is_loop)
+            back_loop(step, work);
         else
-            back_node(step->members.front());
+            back_node(step.members.front(), work);
+        release_step(step);
+    };
+    if (threads > 1) {
+        run_task_graph(backward_tasks_, threads, run);
+    } else {
+        for (int task = 0; task <= last; ++task) run(task, 0);
     }
     for (int w : wrt) {
         Slot& s = slots_[w];
@@ -501,12 +609,16 @@ Value Execution<T>::to_value(int i, const T* from) const {
 
 template <class T>
 Value Execution<T>::value(int i) const {
+    if (!slots_[i].external && slots_[i].value.size() != slots_[i].dims.size())
+        throw InternalError("executor: the value of " + plan_->nodes[i].node->label() +
+                            " was not kept after backward; request it as an output");
     return to_value(i, data(i));
 }
 
 template <class T>
 Value Execution<T>::gradient(int i) const {
-    if (!slots_[i].needs_grad) throw InternalError("executor: no gradient kept for " + plan_->nodes[i].node->label());
+    if (!slots_[i].needs_grad || slots_[i].grad.size() != slots_[i].dims.size())
+        throw InternalError("executor: no gradient kept for " + plan_->nodes[i].node->label());
     return to_value(i, slots_[i].grad.data());
 }
 

@@ -3,9 +3,12 @@
 // all time steps, loops run step by step in their direction; backward runs the plan in reverse,
 // loops in reverse time. It owns all evaluation state; nodes hold none.
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "core/buffer.hpp"
+#include "core/parallel.hpp"
 #include "core/value.hpp"
 #include "graph/compile.hpp"
 #include "graph/op.hpp"
@@ -29,10 +32,14 @@ public:
     const Plan& plan() const { return *plan_; }
     Value value(int i) const;
     Value gradient(int i) const;
-    // Raw buffers, for the gradient checker and learners.
-    std::vector<T>& value_buffer(int i) { return slots_[i].value; }
-    const std::vector<T>& value_buffer(int i) const { return slots_[i].value; }
-    const std::vector<T>& gradient_buffer(int i) const { return slots_[i].grad; }
+    // Raw buffers, for the gradient checker and learners. After backward only the outputs', the
+    // leaves' (inputs, parameters, constants) and the wrt nodes' gradients are kept: the memory of
+    // every other value and gradient went back to the pool once backward was done with it.
+    std::span<T> value_buffer(int i) { return slots_[i].value; }
+    std::span<const T> value_buffer(int i) const { return slots_[i].value; }
+    std::span<const T> gradient_buffer(int i) const { return slots_[i].grad; }
+    // Bytes held: live values and gradients, and free buffers kept for reuse.
+    std::size_t bytes_held() const;
     const SequenceLayout* layout(int i) const { return slots_[i].layout.get(); }
     // The rows (first axis, sorted, unique) of node i's gradient that the last backward wrote, when
     // every op that wrote it listed them (an embedding table); nullptr when the gradient is dense.
@@ -41,7 +48,9 @@ public:
 
 private:
     struct Slot {
-        std::vector<T> value, grad;
+        Buffer<T> value, grad;
+        // After backward: whether this value / gradient outlives the pass (outputs, leaves, wrt).
+        bool keep_value = true, keep_grad = true;
         Dims dims;
         std::size_t dyn = 0;
         Shape sample;
@@ -56,12 +65,24 @@ private:
     };
 
     void allocate(int i, LayoutPtr layout, const Shape& sample, bool own = true);
+    void resize(Buffer<T>& b, std::size_t n);
+    // Backward: a node's gradient buffer, zeroed, from the pool on first use; and the buffers of a
+    // step's members handed back once its backward ran (no later step reads them).
+    void ensure_grad(int i);
+    void ensure_step_grads(const PlanStep& step);
+    void release_step(const PlanStep& step);
     const T* data(int i) const { return slots_[i].external ? slots_[i].external : slots_[i].value.data(); }
-    void run_node(int i);
-    void run_loop(const PlanStep& step);
-    bool run_scan(const PlanStep& step, bool backward);
-    void back_node(int i);
-    void back_loop(const PlanStep& step);
+    void run_node(int i, Workspace<T>& work);
+    void run_loop(const PlanStep& step, Workspace<T>& work);
+    bool run_scan(const PlanStep& step, bool backward, Workspace<T>& work);
+    void back_node(int i, Workspace<T>& work);
+    void back_loop(const PlanStep& step, Workspace<T>& work);
+    // The order constraints between plan steps for running several at once (built on first use):
+    // forward, a step waits for the steps producing its inputs; backward (tasks numbered in reverse
+    // plan order), for the steps consuming its outputs, and steps adding into the same input's
+    // gradient run in reverse plan order, as serially, so results do not depend on the schedule.
+    void build_task_graphs();
+    LayoutPtr axis_layout(std::uint64_t axis) const;
     View<const T> view(int i) const;
     View<T> grad_view(int i);
     bool sparse_capable(int i) const;
@@ -73,7 +94,10 @@ private:
     std::vector<char> scanned_;  // per plan step: its loop ran as a fused scan
     std::size_t batch_size_ = 0;
     bool has_batch_ = false;
-    Workspace<T> work_;
+    BufferPool<T> pool_;
+    std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
+    TaskGraph forward_tasks_, backward_tasks_;
+    mutable std::mutex layouts_mutex_;  // axis_layouts_ grows while steps run in parallel
 };
 
 extern template class Execution<float>;

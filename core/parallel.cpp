@@ -1,0 +1,83 @@
+#include "core/parallel.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <queue>
+#include <thread>
+
+#include "core/errors.hpp"
+#include "core/gemm.hpp"
+
+namespace loom {
+
+namespace {
+std::atomic<int> inter_op{1};
+}
+
+void set_inter_op_threads(int n) {
+    if (n < 1) throw UserError("set_inter_op_threads: need at least 1 thread, got " + std::to_string(n));
+    inter_op = n;
+    if (n > 1) set_blas_threads(1);
+}
+
+int inter_op_threads() { return inter_op.load(); }
+
+void run_task_graph(const TaskGraph& g, int threads, const std::function<void(int, int)>& run) {
+    const auto n = static_cast<int>(g.after.size());
+    std::vector<int> waiting(static_cast<std::size_t>(n));
+    std::vector<std::vector<int>> next(static_cast<std::size_t>(n));
+    std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+    for (int t = 0; t < n; ++t) {
+        for (int d : g.after[static_cast<std::size_t>(t)]) {
+            if (d < 0 || d >= t)
+                throw InternalError("run_task_graph: task " + std::to_string(t) + " waits for task " +
+                                    std::to_string(d) + ", not an earlier one");
+            next[static_cast<std::size_t>(d)].push_back(t);
+        }
+        waiting[static_cast<std::size_t>(t)] = static_cast<int>(g.after[static_cast<std::size_t>(t)].size());
+        if (waiting[static_cast<std::size_t>(t)] == 0) ready.push(t);
+    }
+    if (threads <= 1 || n <= 1) {
+        for (int t = 0; t < n; ++t) run(t, 0);
+        return;
+    }
+    std::mutex m;
+    std::condition_variable cv;
+    int finished = 0;
+    std::exception_ptr error;
+    auto work = [&](int worker) {
+        std::unique_lock lock(m);
+        for (;;) {
+            cv.wait(lock, [&] { return !ready.empty() || finished == n || error; });
+            if (finished == n || error) return;
+            const int t = ready.top();
+            ready.pop();
+            lock.unlock();
+            std::exception_ptr failed;
+            try {
+                run(t, worker);
+            } catch (...) {
+                failed = std::current_exception();
+            }
+            lock.lock();
+            if (failed) {
+                if (!error) error = failed;
+                cv.notify_all();
+                return;
+            }
+            ++finished;
+            for (int u : next[static_cast<std::size_t>(t)])
+                if (--waiting[static_cast<std::size_t>(u)] == 0) ready.push(u);
+            cv.notify_all();
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    work(0);
+    for (auto& th : pool) th.join();
+    if (error) std::rethrow_exception(error);
+}
+
+}  // namespace loom

@@ -1,0 +1,127 @@
+// Independent plan steps run at once (set_inter_op_threads): the task-graph runner itself, and
+// whole models whose values and gradients must equal the serial run's bit for bit, since the
+// schedule keeps every gradient sum in serial order.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+
+#include <loom.hpp>
+
+#include "gradcheck.hpp"
+
+using namespace loom;
+
+namespace {
+// Restores the serial default when a test ends, also on failure.
+struct InterOp {
+    explicit InterOp(int n) { set_inter_op_threads(n); }
+    ~InterOp() {
+        set_inter_op_threads(1);
+        set_blas_threads(1);
+    }
+};
+
+// Two towers over two sequence inputs of their own lengths, each a BiLSTM then a Dense shared by
+// both towers (its weight gets gradient from two steps that may run at once), joined by a cosine.
+struct Towers {
+    Variable q = sequence::input_variable({3}, "q");
+    Variable a = sequence::input_variable({3}, "a");
+    layers::Layer shared_dense = layers::Dense(4);
+    layers::Layer q_enc = layers::BiRecurrence(layers::LSTM(5), layers::LSTM(5));
+    layers::Layer a_enc = layers::BiRecurrence(layers::LSTM(5), layers::LSTM(5));
+    Variable loss;
+    std::vector<Parameter> params;
+    Towers() {
+        Variable qv = sequence::reduce_sum(shared_dense(q_enc(q)));
+        Variable av = sequence::reduce_sum(shared_dense(a_enc(a)));
+        loss = cosine_distance(qv, av);
+        params = shared_dense.parameters();
+        layers::append_unique(params, q_enc.parameters());
+        layers::append_unique(params, a_enc.parameters());
+    }
+    Bindings inputs() const {
+        return {{q, Value::sequences(testing::random_sequences({3}, {4, 1, 6, 2}, 11))},
+                {a, Value::sequences(testing::random_sequences({3}, {7, 3, 2, 9}, 12))}};
+    }
+};
+}  // namespace
+
+TEST_CASE("run_task_graph runs every task once, after the tasks it waits for") {
+    // A diamond and a chain: 0 -> {1, 2} -> 3, 4 -> 5.
+    TaskGraph g;
+    g.after = {{}, {0}, {0}, {1, 2}, {}, {4}};
+    std::mutex m;
+    std::vector<int> order;
+    run_task_graph(g, 2, [&](int t, int worker) {
+        CHECK(worker >= 0);
+        CHECK(worker < 2);
+        std::lock_guard lock(m);
+        order.push_back(t);
+    });
+    REQUIRE(order.size() == 6);
+    auto pos = [&](int t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
+    for (int t = 0; t < 6; ++t)
+        for (int d : g.after[static_cast<std::size_t>(t)]) CHECK(pos(d) < pos(t));
+}
+
+TEST_CASE("run_task_graph rethrows a task's exception and starts nothing that waits for it") {
+    TaskGraph g;
+    g.after = {{}, {0}, {1}};
+    std::atomic<int> ran{0};
+    CHECK_THROWS_WITH_AS(run_task_graph(g, 2,
+                                        [&](int t, int) {
+                                            ++ran;
+                                            if (t == 1) throw UserError("task 1 failed");
+                                        }),
+                         "task 1 failed", UserError);
+    CHECK(ran == 2);
+    g.after = {{1}};
+    CHECK_THROWS_AS(run_task_graph(g, 2, [](int, int) {}), InternalError);
+}
+
+TEST_CASE("set_inter_op_threads rejects fewer than one thread") {
+    CHECK_THROWS_WITH_AS(set_inter_op_threads(0), doctest::Contains("at least 1"), UserError);
+    CHECK(inter_op_threads() == 1);
+}
+
+TEST_CASE("two towers give the same values and gradients, bit for bit, on 1 and 2 threads") {
+    set_seed(5);
+    Towers m;
+    const Bindings in = m.inputs();
+    auto run = [&] {
+        Session s({m.loss}, m.params);
+        s.forward(in);
+        s.backward();
+        const Value loss = s.value(m.loss);
+        std::vector<std::vector<float>> out{{loss.data<float>().begin(), loss.data<float>().end()}};
+        for (const auto& p : m.params) {
+            auto g = s.gradient(p);
+            out.emplace_back(g.begin(), g.end());
+        }
+        return out;
+    };
+    const auto serial = run();
+    InterOp two(2);
+    for (int repeat = 0; repeat < 5; ++repeat) CHECK(run() == serial);
+}
+
+TEST_CASE("gradients through parallel BiLSTM towers pass the finite-difference check on 2 threads") {
+    set_seed(6);
+    Towers m;
+    InterOp two(2);
+    testing::require_gradients("two towers, 2 threads", m.loss, m.inputs(), testing::as_variables(m.params));
+}
+
+TEST_CASE("a shape error inside a parallel step reaches the caller") {
+    Variable x = sequence::input_variable({2}, "x");
+    Variable y = sequence::input_variable({2}, "y");
+    Variable bad = sequence::reduce_sum(x) + sequence::reduce_sum(y);
+    InterOp two(2);
+    Session s({bad});
+    // Bound with different batch sizes: the error names the inputs, whichever thread hits it.
+    CHECK_THROWS_AS(s.forward({{x, Value::sequences(testing::random_sequences({2}, {1, 2}, 1))},
+                               {y, Value::sequences(testing::random_sequences({2}, {1, 2, 3}, 2))}}),
+                    UserError);
+}
