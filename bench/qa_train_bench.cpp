@@ -230,14 +230,16 @@ int run(const Options& o) {
         "\"padded_tokens_per_s\": %.1f, \"tokens_per_step\": %.1f, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, "
         "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
-        "\"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, \"openblas_coretype_env\": \"%s\"}\n",
+        "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
+        "\"openblas_coretype_env\": \"%s\"}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
         o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
         double(real) / elapsed, double(padded) / elapsed, tokens_per_step, bench::median(step_ms),
         *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()),
         losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
-        elapsed > 0 ? in_gemm / elapsed : 0.0, 3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
+        double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
+        3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
     return 0;
 }
 

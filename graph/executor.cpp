@@ -57,7 +57,7 @@ void Execution<T>::resize(Buffer<T>& b, std::size_t n) {
 template <class T>
 void Execution<T>::ensure_grad(int i) {
     Slot& s = slots_[i];
-    if (!s.needs_grad || s.grad.size() == s.dims.size()) return;
+    if (!s.needs_grad || s.by_rows || s.grad.size() == s.dims.size()) return;
     resize(s.grad, s.dims.size());
     std::fill(s.grad.begin(), s.grad.end(), T(0));
 }
@@ -82,7 +82,11 @@ void Execution<T>::release_step(const PlanStep& step) {
 template <class T>
 std::size_t Execution<T>::bytes_held() const {
     std::size_t total = pool_.free_bytes();
-    for (const auto& s : slots_) total += (s.value.capacity() + s.grad.capacity()) * sizeof(T);
+    for (const auto& s : slots_) {
+        total += (s.value.capacity() + s.grad.capacity() + s.dense.capacity()) * sizeof(T);
+        if (s.by_rows)
+            total += s.by_rows->data.capacity() * sizeof(T) + s.by_rows->index.capacity() * sizeof(std::int32_t);
+    }
     return total;
 }
 
@@ -362,7 +366,9 @@ void Execution<T>::forward() {
             run_loop(step, work);
         else
             run_node(step.members.front(), work);
+        if (backward_planned_) release_inputs(s);
     };
+    if (backward_planned_) readers_left_ = readers_;
     if (threads > 1) {
         run_task_graph(forward_tasks_, threads, run);
     } else {
@@ -387,6 +393,15 @@ void Execution<T>::back_node(int i, Workspace<T>& work) {
         in_layouts[j] = slots_[pn.inputs[j]].layout.get();
         any |= static_cast<bool>(in_grad[j]);
     }
+    std::vector<RowGradient<T>*> by_rows(k, nullptr);
+    bool any_by_rows = false;
+    for (std::size_t j = 0; j < k; ++j) {
+        const Slot& in_slot = slots_[pn.inputs[j]];
+        if (in_slot.needs_grad && in_slot.by_rows) {
+            by_rows[j] = in_slot.by_rows.get();
+            any = any_by_rows = true;
+        }
+    }
     if (!any) return;
     std::vector<TouchedRows> touched(k);
     for (std::size_t j = 0; j < k; ++j)
@@ -400,6 +415,7 @@ void Execution<T>::back_node(int i, Workspace<T>& work) {
     c.in_grad = in_grad;
     c.in_grad_full = in_grad;
     c.in_grad_rows = touched;
+    if (any_by_rows) c.in_grad_by_rows = by_rows;
     c.work = &work;
     pn.node->op->backward(c);
     for (std::size_t j = 0; j < k; ++j)
@@ -470,7 +486,8 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
             zero_padding_step(g_out, layout, t, s.sample.size());
             if (!mb.inside) continue;
             for (std::size_t j = 0; j < mb.in.size(); ++j) {
-                mb.in[j].data = mb.full[j].data + t * mb.stride[j];
+                // A value no backward reads may have been freed (null): it stays null.
+                if (mb.full[j]) mb.in[j].data = mb.full[j].data + t * mb.stride[j];
                 if (mb.grad[j]) mb.grad[j].data = mb.grad_full[j].data + t * mb.stride[j];
             }
             OpCall<T> c;
@@ -508,22 +525,10 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
 template <class T>
 void Execution<T>::backward(const std::vector<int>& wrt,
                             const std::unordered_map<int, const std::vector<T>*>& weights) {
-    // Gradients are needed on paths from a wrt node up to an output: nodes that depend on one.
+    if (backward_planned_ && wrt != planned_wrt_)
+        throw InternalError("backward: wrt differs from the one plan_backward was given (values it needs were freed)");
     const std::size_t n = plan_->nodes.size();
-    std::vector<char> depends(n, 0);
-    for (int w : wrt) depends[w] = 1;
-    for (bool changed = true; changed;) {  // loops' back edges settle in a second pass
-        changed = false;
-        for (std::size_t i = 0; i < n; ++i) {
-            if (depends[i]) continue;
-            for (int j : plan_->nodes[i].inputs)
-                if (depends[j]) {
-                    depends[i] = 1;
-                    changed = true;
-                    break;
-                }
-        }
-    }
+    const std::vector<char> depends = depends_on(wrt);
     std::vector<char> kept(n, 0);  // values and gradients that outlive the pass
     for (int o : plan_->outputs) kept[static_cast<std::size_t>(o)] = 1;
     for (int w : wrt) kept[static_cast<std::size_t>(w)] = 2;
@@ -534,8 +539,20 @@ void Execution<T>::backward(const std::vector<int>& wrt,
         s.keep_value = kept[i] || kind != NodeKind::Op;
         s.keep_grad = kept[i] != 0;
         if (!s.keep_grad) pool_.give(std::move(s.grad));  // taken again when first needed
-        if (!s.needs_grad || !s.keep_grad) continue;
+        if (!s.needs_grad || !s.keep_grad) {
+            s.by_rows.reset();
+            continue;
+        }
         const std::size_t size = s.dims.size(), row = s.dims.rank ? size / s.dims[0] : 0;
+        if (by_rows_capable(static_cast<int>(i))) {
+            if (!s.by_rows) s.by_rows = std::make_unique<RowGradient<T>>();
+            s.by_rows->reset(s.dims[0], row);
+            pool_.give(std::move(s.grad));
+            s.rows.clear();
+            s.sparse = true;
+            continue;
+        }
+        s.by_rows.reset();
         if (s.sparse && s.grad.size() == size) {  // only the rows written last time are non-zero
             for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
         } else {
@@ -576,18 +593,114 @@ void Execution<T>::backward(const std::vector<int>& wrt,
     }
     for (int w : wrt) {
         Slot& s = slots_[w];
-        if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
+        if (s.layout && !s.by_rows) zero_padding(s.grad.data(), *s.layout, s.sample.size());
     }
     for (auto& s : slots_)
         if (s.needs_grad && s.sparse) {
+            if (s.by_rows) s.rows = s.by_rows->rows;
             std::sort(s.rows.begin(), s.rows.end());
             s.rows.erase(std::unique(s.rows.begin(), s.rows.end()), s.rows.end());
         }
 }
 
 template <class T>
+std::vector<char> Execution<T>::depends_on(const std::vector<int>& wrt) const {
+    // Gradients are needed on paths from a wrt node up to an output: nodes that depend on one.
+    const std::size_t n = plan_->nodes.size();
+    std::vector<char> depends(n, 0);
+    for (int w : wrt) depends[w] = 1;
+    for (bool changed = true; changed;) {  // loops' back edges settle in a second pass
+        changed = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (depends[i]) continue;
+            for (int j : plan_->nodes[i].inputs)
+                if (depends[j]) {
+                    depends[i] = 1;
+                    changed = true;
+                    break;
+                }
+        }
+    }
+    return depends;
+}
+
+template <class T>
+void Execution<T>::plan_backward(const std::vector<int>& wrt) {
+    const std::size_t n = plan_->nodes.size();
+    const std::vector<char> depends = depends_on(wrt);
+    value_needed_.assign(n, 0);
+    for (int o : plan_->outputs) value_needed_[static_cast<std::size_t>(o)] = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        const PlanNode& pn = plan_->nodes[i];
+        if (pn.node->kind != NodeKind::Op) {
+            value_needed_[i] = 1;
+            continue;
+        }
+        if (!depends[i]) continue;  // its backward never runs
+        if (pn.node->op->backward_reads_output()) value_needed_[i] = 1;
+        for (std::size_t j = 0; j < pn.inputs.size(); ++j)
+            if (pn.node->op->backward_reads_input(j)) value_needed_[static_cast<std::size_t>(pn.inputs[j])] = 1;
+    }
+    std::vector<int> step_of(n, -1);
+    for (std::size_t s = 0; s < plan_->steps.size(); ++s)
+        for (int m : plan_->steps[s].members) step_of[static_cast<std::size_t>(m)] = static_cast<int>(s);
+    step_inputs_.assign(plan_->steps.size(), {});
+    readers_.assign(n, 0);
+    for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
+        auto& ins = step_inputs_[s];
+        for (int m : plan_->steps[s].members)
+            for (int j : plan_->nodes[static_cast<std::size_t>(m)].inputs)
+                if (step_of[static_cast<std::size_t>(j)] != static_cast<int>(s) &&
+                    std::find(ins.begin(), ins.end(), j) == ins.end())
+                    ins.push_back(j);
+        for (int j : ins) ++readers_[static_cast<std::size_t>(j)];
+    }
+    planned_wrt_ = wrt;
+    backward_planned_ = true;
+}
+
+template <class T>
+void Execution<T>::release_inputs(int step) {
+    std::lock_guard lock(release_mutex_);
+    for (int j : step_inputs_[static_cast<std::size_t>(step)])
+        if (--readers_left_[static_cast<std::size_t>(j)] == 0 && !value_needed_[static_cast<std::size_t>(j)])
+            pool_.give(std::move(slots_[static_cast<std::size_t>(j)].value));
+}
+
+template <class T>
 bool Execution<T>::sparse_capable(int i) const {
     return plan_->nodes[i].node->kind == NodeKind::Parameter && slots_[i].dims.rank >= 2;
+}
+
+template <class T>
+bool Execution<T>::by_rows_capable(int i) const {
+    // Every consumer must be an op outside loops (loop ops get their outside gradients in bulk,
+    // densely) that adds into this input by rows.
+    if (!sparse_capable(i)) return false;
+    bool any = false;
+    for (const auto& pn : plan_->nodes)
+        for (std::size_t j = 0; j < pn.inputs.size(); ++j) {
+            if (pn.inputs[j] != i) continue;
+            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !pn.node->op->writes_gradient_rows(j)) return false;
+            any = true;
+        }
+    return any;
+}
+
+template <class T>
+std::span<const T> Execution<T>::gradient_buffer(int i) const {
+    const Slot& s = slots_[i];
+    if (!s.by_rows) return s.grad;
+    s.dense.assign(s.dims.size(), T(0));
+    const std::size_t width = s.by_rows->width;
+    for (std::size_t k = 0; k < s.by_rows->rows.size(); ++k)
+        std::copy_n(s.by_rows->data.data() + k * width, width, s.dense.data() + s.by_rows->rows[k] * width);
+    return s.dense;
+}
+
+template <class T>
+const RowGradient<T>* Execution<T>::gradient_by_rows(int i) const {
+    return slots_[i].needs_grad ? slots_[i].by_rows.get() : nullptr;
 }
 
 template <class T>
@@ -617,9 +730,9 @@ Value Execution<T>::value(int i) const {
 
 template <class T>
 Value Execution<T>::gradient(int i) const {
-    if (!slots_[i].needs_grad || slots_[i].grad.size() != slots_[i].dims.size())
+    if (!slots_[i].needs_grad || (!slots_[i].by_rows && slots_[i].grad.size() != slots_[i].dims.size()))
         throw InternalError("executor: no gradient kept for " + plan_->nodes[i].node->label());
-    return to_value(i, slots_[i].grad.data());
+    return to_value(i, gradient_buffer(i).data());
 }
 
 template class Execution<float>;

@@ -25,6 +25,10 @@ public:
     // Checks and copies the inputs, parameters and constants into the leaf buffers.
     void bind(const Bindings& inputs);
     void forward();
+    // Declares that every forward will be followed by backward(wrt): values no backward step reads
+    // are then freed during forward, as soon as the steps using them are done (a Session that
+    // trains does this). backward() must then be given exactly these wrt.
+    void plan_backward(const std::vector<int>& wrt);
     // Seeds each output's gradient (ones on every real position, or `weights` when given) and runs
     // backward for the nodes on a path from `wrt` to the outputs.
     void backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights = {});
@@ -37,7 +41,10 @@ public:
     // every other value and gradient went back to the pool once backward was done with it.
     std::span<T> value_buffer(int i) { return slots_[i].value; }
     std::span<const T> value_buffer(int i) const { return slots_[i].value; }
-    std::span<const T> gradient_buffer(int i) const { return slots_[i].grad; }
+    // A gradient kept by rows (see RowGradient) is spread into a dense copy on request.
+    std::span<const T> gradient_buffer(int i) const;
+    // The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
+    const RowGradient<T>* gradient_by_rows(int i) const;
     // Bytes held: live values and gradients, and free buffers kept for reuse.
     std::size_t bytes_held() const;
     const SequenceLayout* layout(int i) const { return slots_[i].layout.get(); }
@@ -62,6 +69,10 @@ private:
         // backward; when `sparse`, the rest of `grad` is known to be zero.
         std::vector<std::size_t> rows;
         bool sparse = false;
+        // Set when the gradient is kept by rows (`grad` then holds nothing); `dense` is its spread-out
+        // copy, made only when someone asks for the dense gradient.
+        std::unique_ptr<RowGradient<T>> by_rows;
+        mutable Buffer<T> dense;
     };
 
     void allocate(int i, LayoutPtr layout, const Shape& sample, bool own = true);
@@ -82,10 +93,13 @@ private:
     // plan order), for the steps consuming its outputs, and steps adding into the same input's
     // gradient run in reverse plan order, as serially, so results do not depend on the schedule.
     void build_task_graphs();
+    std::vector<char> depends_on(const std::vector<int>& wrt) const;
+    void release_inputs(int step);  // forward: after `step` ran
     LayoutPtr axis_layout(std::uint64_t axis) const;
     View<const T> view(int i) const;
     View<T> grad_view(int i);
     bool sparse_capable(int i) const;
+    bool by_rows_capable(int i) const;
     Value to_value(int i, const T* from) const;
 
     std::shared_ptr<const Plan> plan_;
@@ -95,6 +109,14 @@ private:
     std::size_t batch_size_ = 0;
     bool has_batch_ = false;
     BufferPool<T> pool_;
+    // plan_backward: which values backward reads, the wrt it was planned for, and per step its
+    // inputs from other steps with, per node, how many steps still have to read it this forward.
+    bool backward_planned_ = false;
+    std::vector<int> planned_wrt_;
+    std::vector<char> value_needed_;
+    std::vector<std::vector<int>> step_inputs_;
+    std::vector<int> readers_, readers_left_;
+    std::mutex release_mutex_;
     std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;
     mutable std::mutex layouts_mutex_;  // axis_layouts_ grows while steps run in parallel

@@ -52,9 +52,9 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
 }
 
 void Learner::update(const Session& session, double gradient_scale) {
-    std::vector<std::span<const float>> grads;
-    std::vector<const std::vector<std::size_t>*> rows;
-    grads.reserve(parameters_.size());
+    std::vector<std::span<const float>> grads(parameters_.size());
+    std::vector<const std::vector<std::size_t>*> rows(parameters_.size());
+    std::vector<const RowGradient<float>*> by_rows(parameters_.size());
     double sq = 0.0;
     // Sum of squares in float blocks (vectorizable), accumulated in double across blocks.
     auto sum_squares = [](const float* g, std::size_t n) {
@@ -67,16 +67,25 @@ void Learner::update(const Session& session, double gradient_scale) {
         }
         return total;
     };
-    for (const auto& p : parameters_) {
-        grads.push_back(session.gradient(p));
-        rows.push_back(session.gradient_rows(p));
-        const auto& g = grads.back();
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        const auto& p = parameters_[i];
+        const std::size_t width = p.data().dimension() ? p.data().size() / p.data().shape()[0] : p.data().size();
+        by_rows[i] = session.gradient_by_rows(p);
+        if (by_rows[i]) {  // only its listed rows can be non-zero, stored one after another
+            if (by_rows[i]->width != width)
+                throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
+                                    std::to_string(by_rows[i]->width) + ", the parameter " + std::to_string(width));
+            sq += sum_squares(by_rows[i]->data.data(), by_rows[i]->data.size());
+            continue;
+        }
+        grads[i] = session.gradient(p);
+        rows[i] = session.gradient_rows(p);
+        const auto& g = grads[i];
         if (g.size() != p.data().size())
             throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.size()) +
                                 " elements, the parameter " + std::to_string(p.data().size()));
-        const std::size_t width = p.data().dimension() ? g.size() / p.data().shape()[0] : g.size();
-        if (rows.back()) {  // only these rows can be non-zero (an embedding table)
-            for (std::size_t r : *rows.back()) sq += sum_squares(g.data() + r * width, width);
+        if (rows[i]) {  // only these rows can be non-zero (an embedding table)
+            for (std::size_t r : *rows[i]) sq += sum_squares(g.data() + r * width, width);
         } else {
             sq += sum_squares(g.data(), g.size());
         }
@@ -89,6 +98,7 @@ void Learner::update(const Session& session, double gradient_scale) {
     const double lr = lr_(steps_);
     if (!std::isfinite(lr))
         throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
+    static const std::vector<std::size_t> first_row{0};
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         auto& w = parameters_[i].data();
         Step s{};
@@ -104,7 +114,35 @@ void Learner::update(const Session& session, double gradient_scale) {
         s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
         s.rows = rows[i];
         s.rows_width = w.dimension() ? w.size() / w.shape()[0] : w.size();
-        apply(s);
+        if (!by_rows[i]) {
+            apply(s);
+            continue;
+        }
+        // A gradient kept by rows: the rule runs row by row on the same element-wise arithmetic as
+        // the whole-matrix call, a row of zeros standing in for rows without gradient (skipped
+        // when sparse rows are updated lazily).
+        const RowGradient<float>& g = *by_rows[i];
+        const std::size_t width = s.rows_width;
+        zero_row_.assign(width, 0.0f);
+        auto row_step = [&](std::size_t r, const float* grad) {
+            Step rs = s;
+            const std::size_t at = r * width;
+            rs.w = s.w + at;
+            rs.grad = grad;
+            rs.size = width;
+            rs.s0 = s.s0 ? s.s0 + at : nullptr;
+            rs.s1 = s.s1 ? s.s1 + at : nullptr;
+            rs.rows = &first_row;
+            apply(rs);
+        };
+        if (skips_zero_rows()) {
+            for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
+        } else {
+            for (std::size_t r = 0; r < w.size() / width; ++r) {
+                const float* row = g.find(r);
+                row_step(r, row ? row : zero_row_.data());
+            }
+        }
     }
     ++steps_;
 }
@@ -147,6 +185,7 @@ public:
         : Learner("sgd", std::move(p), std::move(lr), o, 0) {}
 
 private:
+    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     void apply(const Step& s) override {
         // Locals, not reads through s or this inside the loops: float stores could alias them,
         // which stops GCC from vectorizing.
@@ -167,6 +206,7 @@ public:
     }
 
 private:
+    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     void apply(const Step& s) override {
         // Locals, not reads through s or this inside the loops: float stores could alias them,
         // which stops GCC from vectorizing.
@@ -197,6 +237,7 @@ public:
         : Learner("adagrad", std::move(p), std::move(lr), o, 1), eps_(static_cast<float>(eps)) {}
 
 private:
+    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     void apply(const Step& s) override {
         // Locals, not reads through s or this inside the loops: float stores could alias them,
         // which stops GCC from vectorizing.
@@ -224,6 +265,7 @@ public:
     }
 
 private:
+    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     void apply(const Step& s) override {
         // Locals, not reads through s or this inside the loops: float stores could alias them,
         // which stops GCC from vectorizing.
@@ -250,6 +292,7 @@ public:
     }
 
 private:
+    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     void apply(const Step& s) override {
         // Locals, not reads through s or this inside the loops: float stores could alias them,
         // which stops GCC from vectorizing.

@@ -110,6 +110,8 @@ protected:
         std::size_t rows_width;
     };
     virtual void apply(const Step& step) = 0;
+    // Whether the rule leaves rows with an all-zero gradient alone (lazy Adam).
+    virtual bool skips_zero_rows() const { return false; }
 
 private:
     std::string name_;
@@ -118,6 +120,7 @@ private:
     LearnerOptions options_;
     std::size_t slots_;
     std::vector<std::vector<float>> state_;  // parameters x slots, flattened: [p * slots_ + k]
+    std::vector<float> zero_row_;            // the gradient of a row a by-rows gradient does not list
     std::uint64_t steps_ = 0;
     double last_norm_ = 0.0;
 };

@@ -4,6 +4,7 @@
 // hands them either the whole [T, N, ...] tensor or one time step [N, ...]; only the delay and
 // sequence ops look at the layout.
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +51,42 @@ struct TouchedRows {
     bool recorded = false;
 };
 
+// A gradient kept row by row: an embedding table's when every op that adds into it writes whole
+// rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory, instead of the
+// whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width, (k + 1) * width); rows not
+// listed are zero.
+template <class T>
+struct RowGradient {
+    std::vector<std::int32_t> index;  // per row of the table: its position in `rows`, or -1
+    std::vector<std::size_t> rows;    // in the order they were first written
+    std::vector<T> data;
+    std::size_t width = 0;
+
+    // Row r's gradient to add into (zeroed when r is new); valid until the next call.
+    T* row(std::size_t r) {
+        std::int32_t& k = index[r];
+        if (k < 0) {
+            k = static_cast<std::int32_t>(rows.size());
+            rows.push_back(r);
+            data.resize(rows.size() * width, T(0));
+        }
+        return data.data() + static_cast<std::size_t>(k) * width;
+    }
+    const T* find(std::size_t r) const {
+        return index[r] < 0 ? nullptr : data.data() + static_cast<std::size_t>(index[r]) * width;
+    }
+    void reset(std::size_t table_rows, std::size_t row_width) {
+        if (index.size() != table_rows || width != row_width) {
+            index.assign(table_rows, -1);
+        } else {
+            for (std::size_t r : rows) index[r] = -1;
+        }
+        width = row_width;
+        rows.clear();
+        data.clear();
+    }
+};
+
 // Everything one forward or backward call sees.
 template <class T>
 struct OpCall {
@@ -70,6 +107,9 @@ struct OpCall {
     std::span<const View<T>> in_grad;
     std::span<const View<T>> in_grad_full;
     std::span<TouchedRows> in_grad_rows;  // empty, or one per input (rows == nullptr: not offered)
+    // Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
+    // then has no data); only for inputs the op declares in writes_gradient_rows.
+    std::span<RowGradient<T>* const> in_grad_by_rows;
 
     Workspace<T>* work = nullptr;
 };
@@ -111,6 +151,13 @@ public:
     // The delay's time_step (0 for every other op), and whether the op is element_select.
     virtual std::size_t delay_steps() const { return 0; }
     virtual bool is_select() const { return false; }
+    // Its backward adds into input i's gradient by whole rows through OpCall::in_grad_by_rows when
+    // offered (the executor then keeps a parameter table's gradient by rows).
+    virtual bool writes_gradient_rows(std::size_t /*input*/) const { return false; }
+    // Which values backward reads besides out_grad (default: all). A value no backward reads is
+    // freed as soon as the forward steps using it are done; backward then sees its data as null.
+    virtual bool backward_reads_output() const { return true; }
+    virtual bool backward_reads_input(std::size_t /*input*/) const { return true; }
     // An element-wise binary op may run a select/delay recurrence as one scan (see ScanArgs);
     // false: it cannot for these operands, and the loop runs step by step.
     virtual bool scan_forward(const ScanArgs<float>&) const { return false; }

@@ -12,6 +12,11 @@ Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameter
         param_nodes_.push_back(ex_->plan().find(p.node().get()));
         zero_grads_.emplace_back(param_nodes_.back() < 0 ? p.shape().size() : 0, 0.0f);
     }
+    // A session with parameters trains: values its backward does not read are freed during forward.
+    std::vector<int> wrt;
+    for (int i : param_nodes_)
+        if (i >= 0) wrt.push_back(i);
+    if (!wrt.empty()) ex_->plan_backward(wrt);
 }
 
 void Session::forward(const Bindings& inputs) {
@@ -73,6 +78,19 @@ const std::vector<std::size_t>* Session::gradient_rows(const Parameter& p) const
     for (std::size_t i = 0; i < parameters_.size(); ++i)
         if (parameters_[i] == p) return gradient_rows(i);
     throw UserError("Session::gradient_rows: " + p.label() + " is not one of the session's parameters");
+}
+
+std::size_t Session::bytes_held() const { return ex_ ? ex_->bytes_held() : 0; }
+
+const RowGradient<float>* Session::gradient_by_rows(std::size_t i) const {
+    if (i >= parameters_.size()) throw UserError("Session::gradient_by_rows: parameter index out of range");
+    return param_nodes_[i] < 0 ? nullptr : ex_->gradient_by_rows(param_nodes_[i]);
+}
+
+const RowGradient<float>* Session::gradient_by_rows(const Parameter& p) const {
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (parameters_[i] == p) return gradient_by_rows(i);
+    throw UserError("Session::gradient_by_rows: " + p.label() + " is not one of the session's parameters");
 }
 
 std::span<const float> Session::gradient(const Parameter& p) const {

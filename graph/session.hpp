@@ -24,14 +24,22 @@ public:
     // Sum of an output over all real (unpadded) positions, and how many items it has.
     double sum(const Variable& output) const;
     std::size_t count(const Variable& output) const;
-    // Flat, in the layout of p.data(); zeros for a parameter the loss does not depend on.
+    // Flat, in the layout of p.data(); zeros for a parameter the loss does not depend on. A gradient
+    // kept by rows (below) is spread into a dense copy for this.
     std::span<const float> gradient(const Parameter& p) const;
     std::span<const float> gradient(std::size_t i) const;
     // The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
     // backward knows them (an embedding table); nullptr: any row may be non-zero.
     const std::vector<std::size_t>* gradient_rows(std::size_t i) const;
     const std::vector<std::size_t>* gradient_rows(const Parameter& p) const;
+    // The gradient as only its non-zero rows, when the session keeps it so (an embedding table
+    // whose every use is an `embedding` lookup), else nullptr. Learners read it this way: the
+    // dense [vocabulary, dim] gradient is never materialized.
+    const RowGradient<float>* gradient_by_rows(std::size_t i) const;
+    const RowGradient<float>* gradient_by_rows(const Parameter& p) const;
     const std::vector<Parameter>& parameters() const { return parameters_; }
+    // Bytes of evaluation buffers the session holds (values, gradients, free buffers kept for reuse).
+    std::size_t bytes_held() const;
     const std::vector<Variable>& outputs() const { return outputs_; }
 
 private:

@@ -14,6 +14,9 @@ namespace {
 class Embedding final : public OpBase<Embedding> {
 public:
     std::string name() const override { return "embedding"; }
+    bool writes_gradient_rows(std::size_t input) const override { return input == 1; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t input) const override { return input == 0; }  // the ids
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const TypeInfo &ids = in[0], &table = in[1];
@@ -38,16 +41,19 @@ public:
     template <class T>
     void bwd(const OpCall<T>& c) const {
         T* gt = c.in_grad[1].data;
-        if (!gt) return;  // ids are indices: they get no gradient
+        RowGradient<T>* by_rows = c.in_grad_by_rows.empty() ? nullptr : c.in_grad_by_rows[1];
+        if (!gt && !by_rows) return;  // ids are indices: they get no gradient
         const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
         const T* ids = c.in[0].data;
-        TouchedRows* touched = c.in_grad_rows.empty() || !c.in_grad_rows[1].rows ? nullptr : &c.in_grad_rows[1];
+        TouchedRows* touched =
+            by_rows || c.in_grad_rows.empty() || !c.in_grad_rows[1].rows ? nullptr : &c.in_grad_rows[1];
         // Padding steps (id 0, zero gradient) are skipped, so they do not list row 0 as used.
         const SequenceLayout* layout = c.in[0].dyn == 2 ? c.in_layouts[0] : nullptr;
         for (std::size_t r = 0; r < rows; ++r) {
             if (layout && !layout->valid(r / layout->num_sequences(), r % layout->num_sequences())) continue;
-            if (touched) touched->rows->push_back(row_of(ids[r], vocab));
-            T* dst = gt + row_of(ids[r], vocab) * dim;
+            const std::size_t id = row_of(ids[r], vocab);
+            if (touched) touched->rows->push_back(id);
+            T* dst = by_rows ? by_rows->row(id) : gt + id * dim;
             const T* g = c.out_grad.data + r * dim;
             for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
         }

@@ -17,6 +17,9 @@ class Times final : public OpBase<Times> {
 public:
     Times(bool transpose_right, bool addend) : transpose_(transpose_right), addend_(addend) {}
     std::string name() const override { return addend_ ? "affine" : transpose_ ? "times_transpose" : "times"; }
+    // dX and dW need X and W; the addend's gradient is out_grad itself.
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t i) const override { return i < 2; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape &x = in[0].shape, &w = in[1].shape;
@@ -80,10 +83,10 @@ public:
             }
             return;
         }
-        const T* g0 = c.out_grad.data;
-        const T* y0 = c.out.data;
-        for_each_product(c, [&](std::size_t m, std::size_t n, std::size_t k, const T* x, const T* w, T* y) {
-            const T* g = g0 + (y - y0);
+        // The products walked over out_grad's buffer: the output's value may have been freed.
+        OpCall<T> over_grad = c;
+        over_grad.out.data = const_cast<T*>(c.out_grad.data);
+        for_each_product(over_grad, [&](std::size_t m, std::size_t n, std::size_t k, const T* x, const T* w, T* g) {
             if (gx) {  // dX[m,k] += dY[m,n] * W^T  (W is [k,n], or [n,k] when transposed)
                 T* dx = gx.data + (x - c.in[0].data);
                 gemm(false, !transpose_, m, k, n, T(1), g, n, w, transpose_ ? k : n, T(1), dx, k);

@@ -80,6 +80,7 @@ public:
 class LstmCellOutput final : public OpBase<LstmCellOutput> {
 public:
     std::string name() const override { return "lstm_cell_output"; }
+    bool backward_reads_output() const override { return false; }  // h = o * tanh(c) is recomputed
     TypeInfo infer(std::span<const TypeInfo> in) const override { return cell_type(name(), in); }
 
     template <class T>

@@ -30,6 +30,8 @@ class Splice final : public OpBase<Splice> {
 public:
     explicit Splice(int axis) : axis_(axis) {}
     std::string name() const override { return "splice"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }  // gradients are routed only
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         if (in.empty()) throw UserError("splice: needs at least one input");
         const Shape& first = in[0].shape;

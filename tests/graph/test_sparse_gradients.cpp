@@ -2,6 +2,8 @@
 // only those before the next one, and lazy Adam visits only them.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <loom.hpp>
 
 using namespace loom;
@@ -67,6 +69,7 @@ TEST_CASE("lazy Adam with listed rows equals lazy Adam that scans for non-zero r
         s1.forward({{listed.ids, Value::index_sequences(ids)}});
         s1.backward();
         CHECK(s1.gradient_rows(listed.table));
+        CHECK(s1.gradient_by_rows(listed.table));  // the dense table gradient is never made
         a1->update(s1);
         s2.forward({{onehot, Value::sequences(rows)}});
         s2.backward();
@@ -75,4 +78,70 @@ TEST_CASE("lazy Adam with listed rows equals lazy Adam that scans for non-zero r
         const auto w1 = listed.table.value(), w2 = scanned.table.value();
         for (std::size_t e = 0; e < w1.size(); ++e) CHECK(w1.data()[e] == doctest::Approx(w2.data()[e]).epsilon(1e-6));
     }
+}
+
+namespace {
+// The same table trained through `embedding` (its gradient kept by rows) and through one-hot rows
+// times the table (a dense gradient), with the given learner: the weights must agree.
+void same_updates_as_dense(const std::function<std::unique_ptr<Learner>(std::vector<Parameter>)>& make) {
+    Lookup by_rows(table_init()), dense(table_init());
+    Session s1({by_rows.loss}, {by_rows.table});
+    Variable onehot = sequence::input_variable({6}, "onehot");
+    Variable loss2 = sequence::reduce_sum(square(times(onehot, dense.table)) * constant(xt::xarray<double>{1.0, 2.0}));
+    Session s2({loss2}, {dense.table});
+    auto l1 = make({by_rows.table}), l2 = make({dense.table});
+    const std::vector<std::vector<std::vector<std::size_t>>> batches{{{4, 1, 4}, {2}}, {{0}, {5, 5}}, {{1, 3}}};
+    for (const auto& ids : batches) {
+        std::vector<xt::xarray<float>> rows;
+        for (const auto& seq : ids) {
+            xt::xarray<float> oh = xt::zeros<float>({seq.size(), std::size_t{6}});
+            for (std::size_t t = 0; t < seq.size(); ++t) oh(t, seq[t]) = 1.0f;
+            rows.push_back(oh);
+        }
+        s1.forward({{by_rows.ids, Value::index_sequences(ids)}});
+        s1.backward();
+        REQUIRE(s1.gradient_by_rows(by_rows.table));
+        s2.forward({{onehot, Value::sequences(rows)}});
+        s2.backward();
+        CHECK_FALSE(s2.gradient_by_rows(dense.table));
+        // The dense view of the by-rows gradient equals the dense gradient.
+        const auto g1 = s1.gradient(by_rows.table), g2 = s2.gradient(dense.table);
+        REQUIRE(g1.size() == g2.size());
+        for (std::size_t e = 0; e < g1.size(); ++e) CHECK(g1[e] == doctest::Approx(g2[e]).epsilon(1e-6));
+        l1->update(s1);
+        l2->update(s2);
+        const auto w1 = by_rows.table.value(), w2 = dense.table.value();
+        for (std::size_t e = 0; e < w1.size(); ++e) CHECK(w1.data()[e] == doctest::Approx(w2.data()[e]).epsilon(1e-6));
+    }
+}
+}  // namespace
+
+TEST_CASE("a gradient kept by rows trains like the dense one: exact Adam, momentum, L2 and clipping") {
+    LearnerOptions o;
+    o.l2_weight_decay = 0.01;  // rows without gradient still decay
+    o.gradient_clipping_norm = 0.5;
+    same_updates_as_dense([&](std::vector<Parameter> p) { return adam(std::move(p), 0.05, 0.9, 0.999, 1e-8, o); });
+    same_updates_as_dense([&](std::vector<Parameter> p) { return momentum_sgd(std::move(p), 0.1, 0.9, o); });
+    same_updates_as_dense([&](std::vector<Parameter> p) { return adagrad(std::move(p), 0.1, 1e-8, o); });
+}
+
+TEST_CASE("a table also used outside embedding keeps a dense gradient with the right values") {
+    Lookup m(table_init());
+    Variable x = input_variable({6}, "x");
+    // loss2 = loss + sum(x . table[:, 0]) : the table also reaches the loss through times.
+    Variable loss2 = reduce_sum(m.loss) + reduce_sum(times(x, m.table));
+    Session s({loss2}, {m.table});
+    xt::xarray<float> xv = xt::zeros<float>({std::size_t{1}, std::size_t{6}});
+    xv(0, 3) = 1.0f;
+    s.forward({{m.ids, Value::index_sequences({{4}})}, {x, Value::batch(xv)}});
+    s.backward();
+    CHECK_FALSE(s.gradient_by_rows(m.table));
+    const auto g = s.gradient(m.table);
+    const auto w = m.table.value();
+    // Row 4: 2 (j + 1) w from the lookup; row 3: 1 per column from times; all else 0.
+    for (std::size_t r = 0; r < 6; ++r)
+        for (std::size_t j = 0; j < 2; ++j) {
+            const double expected = (r == 4 ? 2.0 * (j + 1) * w(r, j) : 0.0) + (r == 3 ? 1.0 : 0.0);
+            CHECK(g[r * 2 + j] == doctest::Approx(expected));
+        }
 }
