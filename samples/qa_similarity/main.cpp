@@ -33,6 +33,7 @@ struct Options {
     double lr = 1e-3, clip = 5.0, holdout = 0.1;
     std::string loss = "hinge";
     bool freeze_embedding = false;
+    bool select_epoch = false;
     std::uint64_t seed = 1;
     qa::ModelOptions model;
 };
@@ -61,10 +62,11 @@ std::vector<Item> make_items(const QaData& data, const std::string& loss) {
     return items;
 }
 
-void report_ranking(const std::string& what, const QaData& data, const std::vector<double>& scores) {
+RankingMetrics report_ranking(const std::string& what, const QaData& data, const std::vector<double>& scores) {
     auto m = ranking_metrics(data.groups(), scores, data.labels());
     std::cout << std::fixed << std::setprecision(4) << "  " << std::left << std::setw(26) << what << " MAP " << m.map
               << "  MRR " << m.mrr << "  (" << m.questions << " questions)\n";
+    return m;
 }
 
 int run(const Options& o) {
@@ -155,6 +157,7 @@ int run(const Options& o) {
 
     const auto train_pairs = qa::encode(train, vocab);
     const auto eval_pairs = qa::encode(eval, vocab);
+    const auto held_out_pairs = qa::encode(held_out, vocab);
 
     if (!o.score_file.empty()) {
         QaData to_score = read_qa_tsv(o.score_file);
@@ -192,6 +195,10 @@ int run(const Options& o) {
             report_ranking("cosine model, untrained", eval, qa::score_pairs(model, eval_pairs));
     }
 
+    // --select-epoch: the parameters of the epoch with the best held-out MAP (never the dev file's).
+    double best_map = -1;
+    std::size_t best_epoch = 0;
+    std::vector<xt::xarray<float>> best_values;
     for (std::size_t epoch = position.epoch; epoch < o.epochs; ++epoch) {
         while (batcher.position().epoch == epoch) {
             const auto batch = batcher.next();
@@ -226,10 +233,20 @@ int run(const Options& o) {
             } else {
                 in.emplace(model.label, Value::batch(labels));
             }
+            const TrainingScope training;  // dropout is active only here
             progress.update(trainer.train_minibatch(in));
         }
         progress.end_epoch();
         if (!eval.pairs.empty()) report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
+        if (!held_out.pairs.empty()) {
+            const auto m = report_ranking("cosine model, held-out", held_out, qa::score_pairs(model, held_out_pairs));
+            if (o.select_epoch && m.map > best_map) {
+                best_map = m.map;
+                best_epoch = epoch + 1;
+                best_values.clear();
+                for (const auto& p : model.parameters()) best_values.push_back(p.value());
+            }
+        }
         if (!o.save.empty()) {
             vocab.save(o.save + ".vocab");
             // All of the model's parameters (frozen ones too), the learner's state, the data position,
@@ -244,6 +261,14 @@ int run(const Options& o) {
         }
     }
 
+    if (!best_values.empty() && best_epoch != o.epochs) {
+        const auto ps = model.parameters();
+        for (std::size_t i = 0; i < ps.size(); ++i) ps[i].set_value(best_values[i]);
+        std::cout << "kept the parameters of epoch " << best_epoch << " (best held-out MAP " << std::setprecision(4)
+                  << best_map << ")\n";
+        if (!eval.pairs.empty()) report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
+    }
+
     if (!eval.pairs.empty()) {
         const bool fit_on_held_out = !held_out.pairs.empty();
         const QaData& fit_data = fit_on_held_out ? held_out : train;
@@ -251,10 +276,16 @@ int run(const Options& o) {
                   << (fit_on_held_out ? std::to_string(fit_data.pairs.size()) + " held-out training pairs"
                                       : "training pairs")
                   << "):\n";
+        auto features = [&](const QaData& data, const std::vector<double>& cosine) {
+            return qa::pair_features(data, cosine, idf);
+        };
         qa::Combiner combiner;
-        combiner.fit(qa::pair_features(fit_data, qa::score_pairs(model, qa::encode(fit_data, vocab)), idf),
-                     fit_data.labels(), fit_data.groups());
-        const auto eval_features = qa::pair_features(eval, qa::score_pairs(model, eval_pairs), idf);
+        const auto fit_cosine = qa::score_pairs(model, qa::encode(fit_data, vocab));
+        combiner.fit(features(fit_data, fit_cosine), fit_data.labels(), fit_data.groups());
+        const auto eval_features = features(eval, qa::score_pairs(model, eval_pairs));
+        std::cout << "  weights (standardized: cosine, count, idf, count/q, idf/q, bigrams):" << std::setprecision(3);
+        for (double w : combiner.weights()) std::cout << ' ' << w;
+        std::cout << "\n";
         report_ranking("cosine + overlap", eval, combiner.scores(eval_features));
         // The same regression without the cosine: what the network adds to the overlap features.
         auto without_cosine = [](std::vector<qa::Features> fs) {
@@ -262,10 +293,35 @@ int run(const Options& o) {
             return fs;
         };
         qa::Combiner overlap_only_model;
-        overlap_only_model.fit(
-            without_cosine(qa::pair_features(fit_data, std::vector<double>(fit_data.pairs.size()), idf)),
-            fit_data.labels(), fit_data.groups());
+        overlap_only_model.fit(without_cosine(features(fit_data, std::vector<double>(fit_data.pairs.size()))),
+                               fit_data.labels(), fit_data.groups());
         report_ranking("overlap features only", eval, overlap_only_model.scores(without_cosine(eval_features)));
+        if (fit_on_held_out) {
+            // In two steps: the overlap ranker fitted on every training pair (its features cannot
+            // overfit the way the cosine does), then only its score and the cosine weighed on the
+            // held-out questions: 2 weights from ~160 questions instead of all of them.
+            QaData all = train;
+            all.pairs.insert(all.pairs.end(), held_out.pairs.begin(), held_out.pairs.end());
+            qa::Combiner overlap_all;
+            overlap_all.fit(without_cosine(features(all, std::vector<double>(all.pairs.size()))), all.labels(),
+                            all.groups());
+            auto two_features = [&](const QaData& data, const std::vector<double>& cosine) {
+                const auto fs = without_cosine(features(data, std::vector<double>(data.pairs.size())));
+                std::vector<qa::Features> out(fs.size());
+                for (std::size_t i = 0; i < fs.size(); ++i) {
+                    out[i][0] = cosine[i];
+                    out[i][1] = overlap_all.score(fs[i]);
+                }
+                return out;
+            };
+            qa::Combiner stacked;
+            stacked.fit(two_features(fit_data, fit_cosine), fit_data.labels(), fit_data.groups());
+            const auto eval_two = two_features(eval, qa::score_pairs(model, eval_pairs));
+            std::cout << "  2-step weights (cosine, overlap ranker): " << std::setprecision(3) << stacked.weights()[0]
+                      << ' ' << stacked.weights()[1] << "\n";
+            report_ranking("cosine + overlap, 2-step", eval, stacked.scores(eval_two));
+            report_ranking("overlap ranker, all train", eval, overlap_all.scores(without_cosine(eval_features)));
+        }
         // The overlap count ranks first and the cosine only orders candidates with equal counts
         // (the limit of a linear combination with a tiny cosine weight): the baseline's many ties
         // are broken by the model instead of by file order.
@@ -305,11 +361,16 @@ int main(int argc, char** argv) {
     app.add_flag("--overlap-inputs", o.model.overlap_inputs,
                  "give each token a flag 'this word also occurs on the other side' next to its embedding "
                  "(Severyn & Moschitti 2015)");
+    app.add_option("--dropout", o.model.dropout, "dropout rate on the embedded tokens while training")
+        ->check(CLI::Range(0.0, 0.9))
+        ->capture_default_str();
     app.add_option("--margin", o.model.margin, "hinge loss margin")->capture_default_str();
     app.add_option("--holdout", o.holdout,
                    "fraction of training questions kept out of training to fit the combined score (with --eval)")
         ->check(CLI::Range(0.0, 0.5))
         ->capture_default_str();
+    app.add_flag("--select-epoch", o.select_epoch,
+                 "end with the parameters of the epoch whose cosine ranks the held-out training questions best");
     app.add_option("--min-count", o.min_count, "words seen fewer times map to <unk>")->capture_default_str();
     app.add_option("--max-pairs", o.max_pairs, "use only the first N training pairs (0 = all)");
     app.add_option("--questions", o.synthetic_questions, "synthetic data: training questions")->capture_default_str();

@@ -17,6 +17,7 @@ Variable log_sum_exp_attention(const Variable& embedded, const Parameter& w) {
 
 Tower::Tower(const ModelOptions& o, const std::string& name)
     : overlap_inputs_(o.overlap_inputs),
+      dropout_(o.dropout),
       embedding_(layers::Embedding(o.embed, o.vocab, glorot_uniform(), name + ".embedding")),
       encoder_(layers::Sequential(
           {layers::BiRecurrence(layers::LSTM(o.hidden), layers::LSTM(o.hidden)), layers::Dense(o.dense)}, name)),
@@ -24,6 +25,7 @@ Tower::Tower(const ModelOptions& o, const std::string& name)
 
 Variable Tower::operator()(const Variable& ids, const Variable& flags) const {
     Variable x = embedding_(ids);
+    if (dropout_ > 0) x = dropout(x, dropout_);   // before the splice: the overlap flag is always seen
     if (overlap_inputs_) x = splice({x, flags});  // [embed + 1] per token
     return log_sum_exp_attention(encoder_(x), attention_w_);
 }

@@ -19,6 +19,7 @@ struct ModelOptions {
     double margin = 0.2;          // hinge loss margin
     bool shared = false;          // one tower (embedding included) for questions and answers
     bool overlap_inputs = false;  // a per-token overlap flag next to each embedded token
+    double dropout = 0.0;         // dropout rate on the embedded tokens (training only)
 };
 
 // One tower: ids (a sequence of [1]) and, with overlap_inputs, their flags (a sequence of [1] on
@@ -31,6 +32,7 @@ public:
 
 private:
     bool overlap_inputs_;
+    double dropout_;
     loom::layers::Layer embedding_, encoder_;
     loom::Parameter attention_w_;
 };
