@@ -56,14 +56,19 @@ void Learner::update(const Session& session, double gradient_scale) {
     std::vector<const std::vector<std::size_t>*> rows(parameters_.size());
     std::vector<const RowGradient<float>*> by_rows(parameters_.size());
     double sq = 0.0;
-    // Sum of squares in float blocks (vectorizable), accumulated in double across blocks.
+    // Sum of squares: 16 float partial sums per block (an ordered float sum does not vectorize),
+    // accumulated in double across blocks.
     auto sum_squares = [](const float* g, std::size_t n) {
+        constexpr std::size_t lanes = 16;
         double total = 0.0;
         for (std::size_t start = 0; start < n; start += 4096) {
             const std::size_t end = std::min(n, start + 4096);
-            float s = 0.0f;
-            for (std::size_t j = start; j < end; ++j) s += g[j] * g[j];
-            total += s;
+            float part[lanes] = {};
+            std::size_t j = start;
+            for (; j + lanes <= end; j += lanes)
+                for (std::size_t k = 0; k < lanes; ++k) part[k] += g[j + k] * g[j + k];
+            for (; j < end; ++j) part[0] += g[j] * g[j];
+            for (float p : part) total += p;
         }
         return total;
     };
