@@ -1,8 +1,10 @@
 #include "graph/learners.hpp"
 
 #include <cmath>
+#include <numeric>
 
 #include "core/errors.hpp"
+#include "core/parallel.hpp"
 
 namespace loom {
 
@@ -104,7 +106,11 @@ void Learner::update(const Session& session, double gradient_scale) {
     if (!std::isfinite(lr))
         throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
     static const std::vector<std::size_t> first_row{0};
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    std::size_t widest = 0;
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (by_rows[i]) widest = std::max(widest, by_rows[i]->width);
+    zero_row_.assign(widest, 0.0f);
+    auto update_one = [&](std::size_t i) {
         auto& w = parameters_[i].data();
         Step s{};
         s.w = w.data();
@@ -121,14 +127,13 @@ void Learner::update(const Session& session, double gradient_scale) {
         s.rows_width = w.dimension() ? w.size() / w.shape()[0] : w.size();
         if (!by_rows[i]) {
             apply(s);
-            continue;
+            return;
         }
         // A gradient kept by rows: the rule runs row by row on the same element-wise arithmetic as
         // the whole-matrix call, a row of zeros standing in for rows without gradient (skipped
         // when sparse rows are updated lazily).
         const RowGradient<float>& g = *by_rows[i];
         const std::size_t width = s.rows_width;
-        zero_row_.assign(width, 0.0f);
         auto row_step = [&](std::size_t r, const float* grad) {
             Step rs = s;
             const std::size_t at = r * width;
@@ -148,6 +153,21 @@ void Learner::update(const Session& session, double gradient_scale) {
                 row_step(r, row ? row : zero_row_.data());
             }
         }
+    };
+    // Parameters are independent: with several inter-op threads they are updated at once, the
+    // largest first (the update is memory-bound; results do not depend on the order).
+    const int threads = inter_op_threads();
+    if (threads > 1 && parameters_.size() > 1) {
+        std::vector<std::size_t> order(parameters_.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return parameters_[a].data().size() > parameters_[b].data().size();
+        });
+        TaskGraph independent;
+        independent.after.assign(order.size(), {});
+        run_task_graph(independent, threads, [&](int t, int) { update_one(order[static_cast<std::size_t>(t)]); });
+    } else {
+        for (std::size_t i = 0; i < parameters_.size(); ++i) update_one(i);
     }
     ++steps_;
 }

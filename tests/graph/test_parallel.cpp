@@ -150,3 +150,18 @@ TEST_CASE("a training session frees values no backward reads, with unchanged gra
     // The loss value (an output) is kept; an intermediate value freed by forward says so.
     CHECK_NOTHROW(planned.value(plan->outputs.front()));
 }
+
+TEST_CASE("training on 2 threads (steps and parameter updates at once) equals training on 1, bit for bit") {
+    auto train = [](int threads) {
+        set_seed(8);
+        Towers m;
+        InterOp parallel(threads);
+        Trainer trainer(m.loss, Variable(), adam(m.params, 0.01));
+        for (int step = 0; step < 3; ++step) trainer.train_minibatch(m.inputs());
+        std::vector<std::vector<float>> weights;
+        for (const auto& p : m.params) weights.emplace_back(p.data().begin(), p.data().end());
+        return weights;
+    };
+    const auto serial = train(1);
+    CHECK(train(2) == serial);
+}
