@@ -13,6 +13,9 @@ class Delay final : public OpBase<Delay> {
 public:
     Delay(int direction, std::size_t steps) : dir_(direction), k_(steps) {}
     std::string name() const override { return dir_ > 0 ? "past_value" : "future_value"; }
+    // Backward only moves gradients across time.
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     int delay_direction() const override { return dir_; }
     std::size_t delay_steps() const override { return k_; }
 
