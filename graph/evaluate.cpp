@@ -90,6 +90,9 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
         if (k != NodeKind::Input && k != NodeKind::Parameter)
             throw UserError("check_gradients: " + wrt[i].label() + " is neither an input nor a parameter");
     }
+    // Planned as training plans it: values no backward reads are freed during forward, so every
+    // op's declaration of what its backward reads is checked here too (a wrong one reads null).
+    ex.plan_backward(idx);
     ex.bind(inputs);
     ex.forward();
 

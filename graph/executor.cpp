@@ -641,6 +641,16 @@ void Execution<T>::plan_backward(const std::vector<int>& wrt) {
         for (std::size_t j = 0; j < pn.inputs.size(); ++j)
             if (pn.node->op->backward_reads_input(j)) value_needed_[static_cast<std::size_t>(pn.inputs[j])] = 1;
     }
+    // A fused scan's backward reads every value of its loop and the loop's inputs, whatever the
+    // member ops declare for their own backward.
+    for (const PlanStep& st : plan_->steps) {
+        if (st.scan_op < 0) continue;
+        for (int m : st.members) {
+            value_needed_[static_cast<std::size_t>(m)] = 1;
+            for (int j : plan_->nodes[static_cast<std::size_t>(m)].inputs)
+                value_needed_[static_cast<std::size_t>(j)] = 1;
+        }
+    }
     std::vector<int> step_of(n, -1);
     for (std::size_t s = 0; s < plan_->steps.size(); ++s)
         for (int m : plan_->steps[s].members) step_of[static_cast<std::size_t>(m)] = static_cast<int>(s);

@@ -15,6 +15,11 @@ namespace {
 using detail::for_each_broadcast;
 using detail::plan_broadcast;
 
+// What an op's derivative reads: its operands (x; a and b) and its result (y; z). Backward loads
+// only those, so the rest may be freed after forward (Op::backward_reads_*).
+constexpr unsigned reads_x = 1, reads_y = 2;
+constexpr unsigned reads_a = 1, reads_b = 2, reads_z = 4;
+
 // ---- unary: y = f(x); derivative dy/dx from x and y ----
 
 template <class F>
@@ -22,6 +27,8 @@ class Unary final : public OpBase<Unary<F>> {
 public:
     std::string name() const override { return F::name; }
     TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
+    bool backward_reads_output() const override { return F::reads & reads_y; }
+    bool backward_reads_input(std::size_t) const override { return F::reads & reads_x; }
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
@@ -33,16 +40,23 @@ public:
     template <class T>
     void bwd(const OpCall<T>& c) const {
         if (!c.in_grad[0]) return;
+        // Only what the derivative uses is read: the other value may have been freed.
         const T *x = c.in[0].data, *y = c.out.data, *g = c.out_grad.data;
         T* gx = c.in_grad[0].data;
         const std::size_t n = c.out.size();
-        for (std::size_t i = 0; i < n; ++i) gx[i] += g[i] * F::d(x[i], y[i]);
+        for (std::size_t i = 0; i < n; ++i) {
+            T xi = T(0), yi = T(0);
+            if constexpr ((F::reads & reads_x) != 0) xi = x[i];
+            if constexpr ((F::reads & reads_y) != 0) yi = y[i];
+            gx[i] += g[i] * F::d(xi, yi);
+        }
     }
 };
 
-#define LOOM_UNARY(Name, str, forward, derivative)               \
+#define LOOM_UNARY(Name, str, reads_, forward, derivative)       \
     struct Name {                                                \
         static constexpr const char* name = str;                 \
+        static constexpr unsigned reads = reads_;                \
         template <class T>                                       \
         static T f(T x) {                                        \
             return forward;                                      \
@@ -54,19 +68,20 @@ public:
     };
 
 // exp, tanh and sigmoid use core/fast_math.hpp: vectorizable kernels for float, libm for double.
-LOOM_UNARY(Negate, "negate", -x, T(-1))
-LOOM_UNARY(Exp, "exp", fast::exp(x), y)
-LOOM_UNARY(Log, "log", std::log(x), T(1) / x)
-LOOM_UNARY(Sqrt, "sqrt", std::sqrt(x), T(0.5) / y)
-LOOM_UNARY(Square, "square", x* x, T(2) * x)
-LOOM_UNARY(Abs, "abs", std::abs(x), x > 0 ? T(1) : (x < 0 ? T(-1) : T(0)))
-LOOM_UNARY(Tanh, "tanh", fast::tanh(x), T(1) - y * y)
-LOOM_UNARY(Sigmoid, "sigmoid", fast::sigmoid(x), y*(T(1) - y))
-LOOM_UNARY(Relu, "relu", x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
-LOOM_UNARY(Softplus, "softplus", (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))), fast::sigmoid(x))
-LOOM_UNARY(Reciprocal, "reciprocal", T(1) / x, -y* y)
-LOOM_UNARY(Identity, "identity", x, T(1))
-LOOM_UNARY(StopGradient, "stop_gradient", x, T(0))
+LOOM_UNARY(Negate, "negate", 0, -x, T(-1))
+LOOM_UNARY(Exp, "exp", reads_y, fast::exp(x), y)
+LOOM_UNARY(Log, "log", reads_x, std::log(x), T(1) / x)
+LOOM_UNARY(Sqrt, "sqrt", reads_y, std::sqrt(x), T(0.5) / y)
+LOOM_UNARY(Square, "square", reads_x, x* x, T(2) * x)
+LOOM_UNARY(Abs, "abs", reads_x, std::abs(x), x > 0 ? T(1) : (x < 0 ? T(-1) : T(0)))
+LOOM_UNARY(Tanh, "tanh", reads_y, fast::tanh(x), T(1) - y * y)
+LOOM_UNARY(Sigmoid, "sigmoid", reads_y, fast::sigmoid(x), y*(T(1) - y))
+LOOM_UNARY(Relu, "relu", reads_x, x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
+LOOM_UNARY(Softplus, "softplus", reads_x, (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))),
+           fast::sigmoid(x))
+LOOM_UNARY(Reciprocal, "reciprocal", reads_y, T(1) / x, -y* y)
+LOOM_UNARY(Identity, "identity", 0, x, T(1))
+LOOM_UNARY(StopGradient, "stop_gradient", 0, x, T(0))
 #undef LOOM_UNARY
 
 template <class F>
@@ -84,6 +99,8 @@ public:
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         return {broadcast_shapes(F::name, in), unify_axes(F::name, in)};
     }
+    bool backward_reads_output() const override { return F::reads & reads_z; }
+    bool backward_reads_input(std::size_t i) const override { return F::reads & (i == 0 ? reads_a : reads_b); }
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
@@ -120,18 +137,35 @@ public:
                 if (!grad) return;
                 detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 2>& base, std::size_t n,
                                                const std::array<std::size_t, 2>& step) {
-                    const T *a = a0 + base[0], *b = b0 + base[1], *z = z0 + o, *g = g0 + o;
+                    // Values the derivative does not read are never touched (they may be freed).
+                    const T *a = nullptr, *b = nullptr, *z = nullptr, *g = g0 + o;
+                    if constexpr ((F::reads & reads_a) != 0) a = a0 + base[0];
+                    if constexpr ((F::reads & reads_b) != 0) b = b0 + base[1];
+                    if constexpr ((F::reads & reads_z) != 0) z = z0 + o;
+                    auto va = [&](std::size_t i) {
+                        if constexpr ((F::reads & reads_a) != 0) return a[i];
+                        return T(0);
+                    };
+                    auto vb = [&](std::size_t i) {
+                        if constexpr ((F::reads & reads_b) != 0) return b[i];
+                        return T(0);
+                    };
+                    auto vz = [&](std::size_t i) {
+                        if constexpr ((F::reads & reads_z) != 0) return z[i];
+                        return T(0);
+                    };
                     const std::size_t sa = step[0], sb = step[1];
                     T* dst = grad + base[which];
                     if (step[which] == 0) {
                         T acc = 0;
-                        for (std::size_t i = 0; i < n; ++i) acc += g[i] * partial(a[i * sa], b[i * sb], z[i]);
+                        for (std::size_t i = 0; i < n; ++i) acc += g[i] * partial(va(i * sa), vb(i * sb), vz(i));
                         dst[0] += acc;
                     } else if (sa == 1 && sb == 1) {
-                        for (std::size_t i = 0; i < n; ++i) dst[i] += g[i] * partial(a[i], b[i], z[i]);
+                        for (std::size_t i = 0; i < n; ++i) dst[i] += g[i] * partial(va(i), vb(i), vz(i));
                     } else {
                         const std::size_t sd = step[which];
-                        for (std::size_t i = 0; i < n; ++i) dst[i * sd] += g[i] * partial(a[i * sa], b[i * sb], z[i]);
+                        for (std::size_t i = 0; i < n; ++i)
+                            dst[i * sd] += g[i] * partial(va(i * sa), vb(i * sb), vz(i));
                     }
                 });
             };
@@ -240,9 +274,10 @@ private:
     }
 };
 
-#define LOOM_BINARY(Name, str, forward, da_, db_)                                       \
+#define LOOM_BINARY(Name, str, reads_, forward, da_, db_)                               \
     struct Name {                                                                       \
         static constexpr const char* name = str;                                        \
+        static constexpr unsigned reads = reads_;                                       \
         static constexpr bool differentiable = true;                                    \
         template <class T>                                                              \
         static T f(T a, T b) {                                                          \
@@ -263,6 +298,7 @@ private:
     struct Name {                                     \
         static constexpr const char* name = str;      \
         static constexpr bool differentiable = false; \
+        static constexpr unsigned reads = 0;          \
         template <class T>                            \
         static T f(T a, T b) {                        \
             return (test) ? T(1) : T(0);              \
@@ -282,14 +318,15 @@ T log_add_exp_d(T a, T z) {
     return std::exp(a - z);
 }
 
-LOOM_BINARY(Plus, "plus", a + b, T(1), T(1))
-LOOM_BINARY(Minus, "minus", a - b, T(1), T(-1))
-LOOM_BINARY(ElementTimes, "element_times", a* b, b, a)
-LOOM_BINARY(ElementDivide, "element_divide", a / b, T(1) / b, -a / (b * b))
-LOOM_BINARY(LogAddExp, "log_add_exp", log_add_exp_f(a, b), log_add_exp_d(a, z), log_add_exp_d(b, z))
+LOOM_BINARY(Plus, "plus", 0, a + b, T(1), T(1))
+LOOM_BINARY(Minus, "minus", 0, a - b, T(1), T(-1))
+LOOM_BINARY(ElementTimes, "element_times", reads_a | reads_b, a* b, b, a)
+LOOM_BINARY(ElementDivide, "element_divide", reads_a | reads_b, a / b, T(1) / b, -a / (b * b))
+LOOM_BINARY(LogAddExp, "log_add_exp", reads_a | reads_b | reads_z, log_add_exp_f(a, b), log_add_exp_d(a, z),
+            log_add_exp_d(b, z))
 // At a tie the gradient goes to the first operand, as in a max-pooling argmax.
-LOOM_BINARY(ElementMax, "element_max", std::max(a, b), a >= b ? T(1) : T(0), a >= b ? T(0) : T(1))
-LOOM_BINARY(ElementMin, "element_min", std::min(a, b), a <= b ? T(1) : T(0), a <= b ? T(0) : T(1))
+LOOM_BINARY(ElementMax, "element_max", reads_a | reads_b, std::max(a, b), a >= b ? T(1) : T(0), a >= b ? T(0) : T(1))
+LOOM_BINARY(ElementMin, "element_min", reads_a | reads_b, std::min(a, b), a <= b ? T(1) : T(0), a <= b ? T(0) : T(1))
 LOOM_COMPARISON(Greater, "greater", a > b)
 LOOM_COMPARISON(Less, "less", a < b)
 LOOM_COMPARISON(Equal, "equal", a == b)

@@ -22,6 +22,8 @@ class IsEdge final : public OpBase<IsEdge> {
 public:
     explicit IsEdge(bool last) : last_(last) {}
     std::string name() const override { return last_ ? "sequence::is_last" : "sequence::is_first"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
         return {Shape{1}, in[0].axis};
@@ -50,6 +52,8 @@ class Edge final : public OpBase<Edge> {
 public:
     explicit Edge(bool last) : last_(last) {}
     std::string name() const override { return last_ ? "sequence::last" : "sequence::first"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     bool step_capable() const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
@@ -83,6 +87,8 @@ private:
 class BroadcastAs final : public OpBase<BroadcastAs> {
 public:
     std::string name() const override { return "sequence::broadcast_as"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in, 1);
         if (in[0].axis.is_sequence())
@@ -121,6 +127,9 @@ public:
                : kind_ == TimeReduce::mean ? "sequence::reduce_mean"
                                            : "sequence::reduce_max";
     }
+    // Only max looks at values: which step attained it.
+    bool backward_reads_output() const override { return kind_ == TimeReduce::max; }
+    bool backward_reads_input(std::size_t) const override { return kind_ == TimeReduce::max; }
     bool step_capable() const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
@@ -150,7 +159,7 @@ public:
         const std::size_t n_seq = l.num_sequences(), row = c.out.sample_size();
         for (std::size_t n = 0; n < n_seq; ++n) {
             const T* g = c.out_grad.data + n * row;
-            const T* y = c.out.data + n * row;
+            const T* y = kind_ == TimeReduce::max ? c.out.data + n * row : nullptr;
             const T scale = kind_ == TimeReduce::mean ? T(1) / static_cast<T>(l.length(n)) : T(1);
             for (std::size_t j = 0; j < row; ++j) {
                 bool taken = false;  // max: the first step that attains it gets the gradient
@@ -175,6 +184,8 @@ private:
 class SequenceSoftmax final : public OpBase<SequenceSoftmax> {
 public:
     std::string name() const override { return "sequence::softmax"; }
+    bool backward_reads_output() const override { return true; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     bool step_capable() const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
@@ -215,6 +226,8 @@ public:
 class Length final : public OpBase<Length> {
 public:
     std::string name() const override { return "sequence::length"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     bool step_capable() const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
