@@ -51,6 +51,7 @@ Geometry geometry(const View<T>& v, int axis) {
 
 struct Sum {
     static constexpr const char* name = "reduce_sum";
+    static constexpr bool reads_values = false;  // backward spreads the gradient only
     template <class T>
     static T f(const T* x, std::size_t n, std::size_t s) {
         T acc = 0;
@@ -65,6 +66,7 @@ struct Sum {
 
 struct Mean {
     static constexpr const char* name = "reduce_mean";
+    static constexpr bool reads_values = false;
     template <class T>
     static T f(const T* x, std::size_t n, std::size_t s) {
         return Sum::f(x, n, s) / static_cast<T>(n);
@@ -81,6 +83,7 @@ struct Mean {
 template <bool Largest>
 struct Extreme {
     static constexpr const char* name = Largest ? "reduce_max" : "reduce_min";
+    static constexpr bool reads_values = true;
     template <class T>
     static T f(const T* x, std::size_t n, std::size_t s) {
         T best = x[0];
@@ -99,6 +102,7 @@ struct Extreme {
 
 struct LogSumExp {
     static constexpr const char* name = "reduce_log_sum_exp";
+    static constexpr bool reads_values = true;
     template <class T>
     static T f(const T* x, std::size_t n, std::size_t s) {
         const T m = Extreme<true>::f(x, n, s);
@@ -120,6 +124,8 @@ class Reduce final : public OpBase<Reduce<R>> {
 public:
     explicit Reduce(int axis) : axis_(axis) {}
     std::string name() const override { return R::name; }
+    bool backward_reads_output() const override { return R::reads_values; }
+    bool backward_reads_input(std::size_t) const override { return R::reads_values; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         std::vector<std::size_t> out(in[0].shape.begin(), in[0].shape.end());
         if (axis_ == all_static_axes) {
@@ -149,7 +155,11 @@ public:
         for (std::size_t o = 0; o < g.outer; ++o)
             for (std::size_t i = 0; i < g.inner; ++i) {
                 const std::size_t k = o * g.inner + i, base = o * g.r * g.inner + i;
-                R::d(x + base, g.r, g.inner, y[k], gy[k], gx + base);
+                // Sum and mean never look at x or y (which may have been freed).
+                if constexpr (R::reads_values)
+                    R::d(x + base, g.r, g.inner, y[k], gy[k], gx + base);
+                else
+                    R::d(static_cast<const T*>(nullptr), g.r, g.inner, T(0), gy[k], gx + base);
             }
     }
 
@@ -168,6 +178,8 @@ class Softmax final : public OpBase<Softmax> {
 public:
     Softmax(int axis, bool log) : axis_(axis), log_(log) {}
     std::string name() const override { return log_ ? "log_softmax" : "softmax"; }
+    bool backward_reads_output() const override { return true; }  // both backwards use y only
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         if (axis_ != all_static_axes) sample_axis(name(), axis_, in);
         if (in[0].shape.size() == 0) shape_error(name(), in, "cannot normalize an empty sample");

@@ -28,6 +28,7 @@ std::size_t row_of(const View<const T>& v, std::size_t r) {
 class LstmCellState final : public OpBase<LstmCellState> {
 public:
     std::string name() const override { return "lstm_cell_state"; }
+    bool backward_reads_output() const override { return false; }  // reads z and c only
     TypeInfo infer(std::span<const TypeInfo> in) const override { return cell_type(name(), in); }
 
     template <class T>

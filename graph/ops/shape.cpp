@@ -110,6 +110,8 @@ class Slice final : public OpBase<Slice> {
 public:
     Slice(int axis, int begin, int end) : axis_(axis), begin_(begin), end_(end) {}
     std::string name() const override { return "slice"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape& s = in[0].shape;
         const long rank = static_cast<long>(s.rank());
@@ -174,6 +176,8 @@ class Reshape final : public OpBase<Reshape> {
 public:
     explicit Reshape(Shape shape) : shape_(std::move(shape)) {}
     std::string name() const override { return "reshape"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         if (in[0].shape.size() != shape_.size())
             shape_error(name(), in,
@@ -203,6 +207,8 @@ class Transpose final : public OpBase<Transpose> {
 public:
     explicit Transpose(std::vector<std::size_t> perm) : perm_(std::move(perm)) {}
     std::string name() const override { return "transpose"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape& s = in[0].shape;
         std::string p;
@@ -270,6 +276,8 @@ class OneHot final : public OpBase<OneHot> {
 public:
     explicit OneHot(std::size_t n) : n_(n) {}
     std::string name() const override { return "one_hot"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         if (in[0].shape != Shape{1})
             shape_error(name(), in, "ids must have sample shape [1] (one id per item or step)");
@@ -302,6 +310,7 @@ class TopKOp final : public OpBase<TopKOp> {
 public:
     TopKOp(std::size_t k, bool indices) : k_(k), indices_(indices) {}
     std::string name() const override { return indices_ ? "top_k.indices" : "top_k"; }
+    bool backward_reads_output() const override { return false; }  // the order is recomputed from x
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape& s = in[0].shape;
         if (s.rank() == 0) shape_error(name(), in, "needs a sample with at least one axis");
