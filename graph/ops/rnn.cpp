@@ -3,8 +3,7 @@
 //   lstm_cell_state(z, c)        = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_g)       (c')
 //   lstm_cell_output(z, c_next)  = sigmoid(z_o) * tanh(c_next)                       (h')
 // Composed from element-wise ops the same cell is ~13 ops per time step, each a pass over memory
-// with its own backward; fused, it is two passes that recompute the gates from z in backward
-// (each activation once per element, into scratch).
+// with its own backward; fused, it is two passes that recompute the gates from z in backward.
 #include "core/fast_math.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
@@ -47,28 +46,33 @@ public:
     void bwd(const OpCall<T>& c) const {
         T *gz0 = c.in_grad[0].data, *gc0 = c.in_grad[1].data;
         const std::size_t n = c.out.sample_size(), rows = c.out.rows();
-        T* act = c.work->get(3 * n);
         for (std::size_t r = 0; r < rows; ++r) {
             const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n;
             const T* __restrict cp = c.in[1].data + row_of(c.in[1], r) * n;
             const T* __restrict g = c.out_grad.data + r * n;
-            // The three gate activations once per row into scratch, then one branch-free loop per
-            // output stream (GCC vectorizes these, not one loop writing three).
-            T* __restrict si = act, * __restrict sf = act + n, * __restrict tg = act + 2 * n;
-            for (std::size_t j = 0; j < n; ++j) si[j] = fast::sigmoid(z[j]);
-            for (std::size_t j = 0; j < n; ++j) sf[j] = fast::sigmoid(z[n + j]);
-            for (std::size_t j = 0; j < n; ++j) tg[j] = fast::tanh(z[3 * n + j]);
+            // Separate branch-free loops, so that each vectorizes.
             if (gz0) {
                 // One restrict pointer per gate block, so the compiler knows the blocks do not overlap.
                 T* gz = gz0 + row_of(c.in[0], r) * 4 * n;
                 T* __restrict gi = gz, * __restrict gf = gz + n, * __restrict gg = gz + 3 * n;
-                for (std::size_t j = 0; j < n; ++j) gi[j] += g[j] * tg[j] * si[j] * (T(1) - si[j]);
-                for (std::size_t j = 0; j < n; ++j) gf[j] += g[j] * cp[j] * sf[j] * (T(1) - sf[j]);
-                for (std::size_t j = 0; j < n; ++j) gg[j] += g[j] * si[j] * (T(1) - tg[j] * tg[j]);
+                const T* __restrict zi = z, * __restrict zf = z + n, * __restrict zg = z + 3 * n;
+                // One output stream per loop: GCC vectorizes these, not one loop writing three.
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T i = fast::sigmoid(zi[j]);
+                    gi[j] += g[j] * fast::tanh(zg[j]) * i * (T(1) - i);
+                }
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T f = fast::sigmoid(zf[j]);
+                    gf[j] += g[j] * cp[j] * f * (T(1) - f);
+                }
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T gt = fast::tanh(zg[j]);
+                    gg[j] += g[j] * fast::sigmoid(zi[j]) * (T(1) - gt * gt);
+                }
             }
             if (gc0) {
                 T* __restrict gc = gc0 + row_of(c.in[1], r) * n;
-                for (std::size_t j = 0; j < n; ++j) gc[j] += g[j] * sf[j];
+                for (std::size_t j = 0; j < n; ++j) gc[j] += g[j] * fast::sigmoid(z[n + j]);
             }
         }
     }
@@ -94,21 +98,23 @@ public:
     void bwd(const OpCall<T>& c) const {
         T *gz0 = c.in_grad[0].data, *gc0 = c.in_grad[1].data;
         const std::size_t n = c.out.sample_size(), rows = c.out.rows();
-        T* act = c.work->get(2 * n);
         for (std::size_t r = 0; r < rows; ++r) {
             const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n + 2 * n;
             const T* __restrict cn = c.in[1].data + row_of(c.in[1], r) * n;
             const T* __restrict g = c.out_grad.data + r * n;
-            T* __restrict so = act, * __restrict th = act + n;
-            for (std::size_t j = 0; j < n; ++j) so[j] = fast::sigmoid(z[j]);
-            for (std::size_t j = 0; j < n; ++j) th[j] = fast::tanh(cn[j]);
             if (gz0) {
                 T* __restrict gz = gz0 + row_of(c.in[0], r) * 4 * n + 2 * n;
-                for (std::size_t j = 0; j < n; ++j) gz[j] += g[j] * th[j] * so[j] * (T(1) - so[j]);
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T o = fast::sigmoid(z[j]);
+                    gz[j] += g[j] * fast::tanh(cn[j]) * o * (T(1) - o);
+                }
             }
             if (gc0) {
                 T* __restrict gc = gc0 + row_of(c.in[1], r) * n;
-                for (std::size_t j = 0; j < n; ++j) gc[j] += g[j] * so[j] * (T(1) - th[j] * th[j]);
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T th = fast::tanh(cn[j]);
+                    gc[j] += g[j] * fast::sigmoid(z[j]) * (T(1) - th * th);
+                }
             }
         }
     }
