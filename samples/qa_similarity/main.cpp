@@ -5,6 +5,7 @@
 //   qa_similarity ... --save model.ckpt            checkpoint after every epoch (+ model.ckpt.vocab)
 //   qa_similarity ... --resume model.ckpt          continue a saved run where it stopped
 //   qa_similarity --resume model.ckpt --score F    print a score per pair of F
+//   qa_similarity --train T --eval D --folds 3     cross-fitting for the combined score (crossfit.hpp)
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -17,80 +18,31 @@
 
 #include <loom.hpp>
 
+#include "crossfit.hpp"
 #include "model.hpp"
 #include "ranking.hpp"
+#include "report.hpp"
 #include "synthetic.hpp"
+#include "training.hpp"
 
 using namespace loom;
 
 namespace {
 
 struct Options {
-    std::string train_file, eval_file, save, resume, score_file;
-    std::size_t epochs = 3, batch = 32, min_count = 1, max_pairs = 0, threads = 1;
+    std::string train_file, eval_file, save, resume, score_file, dump;
+    std::size_t min_count = 1, max_pairs = 0, threads = 1, folds = 0;
     std::size_t synthetic_questions = 600;
     std::size_t synthetic_vocab = 2000, synthetic_copy = 0;
-    double lr = 1e-3, clip = 5.0, holdout = 0.1;
-    std::string loss = "hinge";
-    bool freeze_embedding = false;
+    double holdout = 0.1;
     bool select_epoch = false;
     std::uint64_t seed = 1;
     qa::ModelOptions model;
+    qa::TrainOptions training;
 };
 
-// One training item: a question with a true answer and (for the hinge loss) a wrong one.
-struct Item {
-    std::size_t question_pair, wrong_pair;
-};
-
-std::vector<Item> make_items(const QaData& data, const std::string& loss) {
-    std::vector<Item> items;
-    if (loss == "mse") {
-        for (std::size_t i = 0; i < data.pairs.size(); ++i) items.push_back({i, i});
-        return items;
-    }
-    std::vector<std::vector<std::size_t>> negatives(data.num_groups);
-    for (std::size_t i = 0; i < data.pairs.size(); ++i)
-        if (!data.pairs[i].label) negatives[data.pairs[i].group].push_back(i);
-    for (std::size_t i = 0; i < data.pairs.size(); ++i) {
-        const auto& neg = negatives[data.pairs[i].group];
-        if (!data.pairs[i].label || neg.empty()) continue;
-        // Every wrong answer of the question is paired with each of its true ones, so an epoch sees
-        // every candidate.
-        for (std::size_t j : neg) items.push_back({i, j});
-    }
-    return items;
-}
-
-RankingMetrics report_ranking(const std::string& what, const QaData& data, const std::vector<double>& scores) {
-    auto m = ranking_metrics(data.groups(), scores, data.labels());
-    std::cout << std::fixed << std::setprecision(4) << "  " << std::left << std::setw(26) << what << " MAP " << m.map
-              << "  MRR " << m.mrr << "  (" << m.questions << " questions)\n";
-    return m;
-}
-
-int run(const Options& o) {
-    std::cout << std::unitbuf;  // progress lines appear as they happen, also in a log file
-    set_blas_threads(static_cast<int>(o.threads));
-    set_seed(o.seed);
-
-    // ---- data
-    QaData train, eval;
-    if (o.train_file.empty()) {
-        qa::SyntheticOptions s;
-        s.questions = o.synthetic_questions;
-        s.vocab = o.synthetic_vocab;
-        s.copy = o.synthetic_copy;
-        s.seed = o.seed;
-        train = qa::make_synthetic(s);
-        s.questions = std::max<std::size_t>(50, o.synthetic_questions / 4);
-        s.seed = o.seed + 1000;
-        eval = qa::make_synthetic(s);
-    } else {
-        train = read_qa_tsv(o.train_file);
-        if (!o.eval_file.empty()) eval = read_qa_tsv(o.eval_file);
-    }
-    if (o.max_pairs && train.pairs.size() > o.max_pairs) train.pairs.resize(o.max_pairs);
+// Trains and evaluates one network; the combined score is fitted on the held-out questions.
+int run_single(const Options& o, QaData train, const QaData& eval) {
     // Questions held out of training: the combined score's weights are fitted on them, where the
     // network's cosine is as good as on unseen data (on its own training pairs it is overfitted).
     QaData held_out;
@@ -112,7 +64,7 @@ int run(const Options& o) {
         vocab = Vocabulary::build(train.token_lists(), vo);
     }
     qa::ModelOptions mo = o.model;
-    bool freeze_embedding = o.freeze_embedding;
+    qa::TrainOptions to = o.training;
     if (!o.resume.empty()) {  // the model is rebuilt as it was saved, whatever the size flags say
         std::istringstream saved(read_checked_file(o.resume + ".model"));
         int shared = 0, frozen = 0, overlap = 0;
@@ -121,7 +73,7 @@ int run(const Options& o) {
         if (!(saved >> overlap)) overlap = 0;  // files written before --overlap-inputs existed end here
         mo.shared = shared != 0;
         mo.overlap_inputs = overlap != 0;
-        freeze_embedding = frozen != 0;
+        to.freeze_embedding = frozen != 0;
     }
     mo.vocab = vocab.size();
     std::cout << "data: " << train.pairs.size() << " training pairs from " << train.source << " ("
@@ -129,28 +81,18 @@ int run(const Options& o) {
 
     // ---- model and trainer
     qa::Model model(mo);
-    const bool hinge = o.loss == "hinge";
-    LearnerOptions lo;
-    lo.gradient_clipping_norm = o.clip;
-    // Embedding rows a minibatch does not use get no update ("lazy Adam"), as sparse embedding
-    // optimizers do: exact Adam would sweep all 2 x vocab x embed weights every step.
-    lo.lazy_sparse_rows = true;
-    std::vector<Parameter> trained;
-    for (const auto& p : model.parameters())
-        if (!(freeze_embedding && p.name().find(".embedding") != std::string::npos)) trained.push_back(p);
-    Trainer trainer(hinge ? model.hinge_loss : model.squared_loss, hinge ? model.pair_correct : model.pointwise_correct,
-                    adam(trained, o.lr, 0.9, 0.999, 1e-8, lo));
+    auto trainer = qa::make_trainer(model, to);
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
     std::cout << "model: embedding " << mo.embed << (mo.overlap_inputs ? " + overlap flag" : "") << ", BiLSTM "
               << mo.hidden << "+" << mo.hidden << ", dense " << mo.dense << "; " << params << " parameters; loss "
-              << o.loss << "\n";
+              << to.loss << "\n";
 
     TrainingPosition position;
     if (!o.resume.empty()) {
         // Scoring needs the parameters only; training on needs the learner's state too.
-        position =
-            load_checkpoint(o.resume, model.parameters(), o.score_file.empty() ? &trainer.learner() : nullptr).position;
+        position = load_checkpoint(o.resume, model.parameters(), o.score_file.empty() ? &trainer->learner() : nullptr)
+                       .position;
         std::cout << "resumed from " << o.resume << " at epoch " << position.epoch + 1 << ", minibatch "
                   << position.minibatch << "\n";
     }
@@ -166,85 +108,30 @@ int run(const Options& o) {
         return 0;
     }
 
-    const auto items = make_items(train, o.loss);
-    std::vector<ItemLengths> lengths;
-    for (const auto& it : items)
-        lengths.push_back(
-            {train_pairs.questions[it.question_pair].size(), train_pairs.answers[it.question_pair].size()});
-    BatchingOptions bo;
-    bo.batch_size = o.batch;
-    bo.seed = o.seed;
-    Batcher batcher(lengths, bo);
-    batcher.set_position({position.epoch, position.minibatch});
-
-    ProgressOptions po;
-    po.tag = "train";
-    po.num_epochs = o.epochs;
-    po.first_epoch = position.epoch + 1;
-    po.epoch_size = items.size();
-    ProgressPrinter progress(po);
-
     IdfTable idf = IdfTable::fit(train.token_lists());
     if (!eval.pairs.empty()) {
         std::vector<double> overlap;
         for (const auto& p : eval.pairs) overlap.push_back(word_overlap_score(p.question, p.answer));
         std::cout << "evaluation on " << eval.pairs.size() << " pairs (" << eval.num_groups << " questions) from "
                   << eval.source << "\n";
-        report_ranking("word-overlap baseline", eval, overlap);
+        qa::report_ranking("word-overlap baseline", eval, overlap);
         if (position.epoch == 0 && position.minibatch == 0)
-            report_ranking("cosine model, untrained", eval, qa::score_pairs(model, eval_pairs));
+            qa::report_ranking("cosine model, untrained", eval, qa::score_pairs(model, eval_pairs));
     }
 
     // --select-epoch: the parameters of the epoch with the best held-out MAP (never the dev file's).
     double best_map = -1;
     std::size_t best_epoch = 0;
     std::vector<xt::xarray<float>> best_values;
-    for (std::size_t epoch = position.epoch; epoch < o.epochs; ++epoch) {
-        while (batcher.position().epoch == epoch) {
-            const auto batch = batcher.next();
-            std::vector<std::vector<std::size_t>> q, a, w;
-            std::vector<std::vector<float>> q_flags, a_flags, q_negative_flags, w_flags;
-            xt::xarray<float> labels = xt::zeros<float>({batch.size(), std::size_t{1}});
-            for (std::size_t k = 0; k < batch.size(); ++k) {
-                const Item& it = items[batch[k]];
-                q.push_back(train_pairs.questions[it.question_pair]);
-                a.push_back(train_pairs.answers[it.question_pair]);
-                w.push_back(train_pairs.answers[it.wrong_pair]);
-                labels(k, 0) = static_cast<float>(train.pairs[it.question_pair].label);
-                if (mo.overlap_inputs) {
-                    const QaPair &p = train.pairs[it.question_pair], &wrong = train.pairs[it.wrong_pair];
-                    q_flags.push_back(train_pairs.question_flags[it.question_pair]);
-                    a_flags.push_back(train_pairs.answer_flags[it.question_pair]);
-                    q_negative_flags.push_back(qa::overlap_flags(p.question, wrong.answer));
-                    w_flags.push_back(qa::overlap_flags(wrong.answer, p.question));
-                }
-            }
-            Bindings in{{model.question, Value::index_sequences(q)}, {model.answer, Value::index_sequences(a)}};
-            if (mo.overlap_inputs) {
-                in.emplace(model.question_flags, qa::flag_sequences(q_flags));
-                in.emplace(model.answer_flags, qa::flag_sequences(a_flags));
-            }
-            if (hinge) {
-                in.emplace(model.negative, Value::index_sequences(w));
-                if (mo.overlap_inputs) {
-                    in.emplace(model.question_negative_flags, qa::flag_sequences(q_negative_flags));
-                    in.emplace(model.negative_flags, qa::flag_sequences(w_flags));
-                }
-            } else {
-                in.emplace(model.label, Value::batch(labels));
-            }
-            const TrainingScope training;  // dropout is active only here
-            progress.update(trainer.train_minibatch(in));
-        }
-        progress.end_epoch();
-        if (!eval.pairs.empty()) report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
+    qa::train_epochs(model, *trainer, train, train_pairs, to, position, [&](std::size_t epoch, const DataPosition& at) {
+        if (!eval.pairs.empty()) qa::report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
         if (!held_out.pairs.empty()) {
-            const auto m = report_ranking("cosine model, held-out", held_out, qa::score_pairs(model, held_out_pairs));
+            const auto m =
+                qa::report_ranking("cosine model, held-out", held_out, qa::score_pairs(model, held_out_pairs));
             if (o.select_epoch && m.map > best_map) {
                 best_map = m.map;
                 best_epoch = epoch + 1;
-                best_values.clear();
-                for (const auto& p : model.parameters()) best_values.push_back(p.value());
+                best_values = qa::parameter_values(model);
             }
         }
         if (!o.save.empty()) {
@@ -253,85 +140,66 @@ int run(const Options& o) {
             // and the sizes the model must be rebuilt with.
             std::ostringstream sizes;
             sizes << mo.embed << ' ' << mo.hidden << ' ' << mo.dense << ' ' << int(mo.shared) << ' ' << mo.margin << ' '
-                  << int(freeze_embedding) << ' ' << int(mo.overlap_inputs);
+                  << int(to.freeze_embedding) << ' ' << int(mo.overlap_inputs);
             write_checked_file(o.save + ".model", sizes.str());
-            save_checkpoint(o.save, model.parameters(), &trainer.learner(),
-                            {batcher.position().epoch, batcher.position().batch, 0, {}});
+            save_checkpoint(o.save, model.parameters(), &trainer->learner(), {at.epoch, at.batch, 0, {}});
             std::cout << "  saved " << o.save << "\n";
         }
-    }
+    });
 
-    if (!best_values.empty() && best_epoch != o.epochs) {
-        const auto ps = model.parameters();
-        for (std::size_t i = 0; i < ps.size(); ++i) ps[i].set_value(best_values[i]);
+    if (!best_values.empty() && best_epoch != to.epochs) {
+        qa::set_parameter_values(model, best_values);
         std::cout << "kept the parameters of epoch " << best_epoch << " (best held-out MAP " << std::setprecision(4)
                   << best_map << ")\n";
-        if (!eval.pairs.empty()) report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
+        if (!eval.pairs.empty()) qa::report_ranking("cosine model", eval, qa::score_pairs(model, eval_pairs));
     }
 
     if (!eval.pairs.empty()) {
         const bool fit_on_held_out = !held_out.pairs.empty();
         const QaData& fit_data = fit_on_held_out ? held_out : train;
-        std::cout << "combined score (cosine + word overlap, pairwise logistic ranker fitted on the "
-                  << (fit_on_held_out ? std::to_string(fit_data.pairs.size()) + " held-out training pairs"
-                                      : "training pairs")
-                  << "):\n";
-        auto features = [&](const QaData& data, const std::vector<double>& cosine) {
-            return qa::pair_features(data, cosine, idf);
-        };
-        qa::Combiner combiner;
-        const auto fit_cosine = qa::score_pairs(model, qa::encode(fit_data, vocab));
-        combiner.fit(features(fit_data, fit_cosine), fit_data.labels(), fit_data.groups());
-        const auto eval_features = features(eval, qa::score_pairs(model, eval_pairs));
-        std::cout << "  weights (standardized: cosine, count, idf, count/q, idf/q, bigrams):" << std::setprecision(3);
-        for (double w : combiner.weights()) std::cout << ' ' << w;
-        std::cout << "\n";
-        report_ranking("cosine + overlap", eval, combiner.scores(eval_features));
-        // The same regression without the cosine: what the network adds to the overlap features.
-        auto without_cosine = [](std::vector<qa::Features> fs) {
-            for (auto& f : fs) f[0] = 0;
-            return fs;
-        };
-        qa::Combiner overlap_only_model;
-        overlap_only_model.fit(without_cosine(features(fit_data, std::vector<double>(fit_data.pairs.size()))),
-                               fit_data.labels(), fit_data.groups());
-        report_ranking("overlap features only", eval, overlap_only_model.scores(without_cosine(eval_features)));
-        if (fit_on_held_out) {
-            // In two steps: the overlap ranker fitted on every training pair (its features cannot
-            // overfit the way the cosine does), then only its score and the cosine weighed on the
-            // held-out questions: 2 weights from ~160 questions instead of all of them.
-            QaData all = train;
-            all.pairs.insert(all.pairs.end(), held_out.pairs.begin(), held_out.pairs.end());
-            qa::Combiner overlap_all;
-            overlap_all.fit(without_cosine(features(all, std::vector<double>(all.pairs.size()))), all.labels(),
-                            all.groups());
-            auto two_features = [&](const QaData& data, const std::vector<double>& cosine) {
-                const auto fs = without_cosine(features(data, std::vector<double>(data.pairs.size())));
-                std::vector<qa::Features> out(fs.size());
-                for (std::size_t i = 0; i < fs.size(); ++i) {
-                    out[i][0] = cosine[i];
-                    out[i][1] = overlap_all.score(fs[i]);
-                }
-                return out;
-            };
-            qa::Combiner stacked;
-            stacked.fit(two_features(fit_data, fit_cosine), fit_data.labels(), fit_data.groups());
-            const auto eval_two = two_features(eval, qa::score_pairs(model, eval_pairs));
-            std::cout << "  2-step weights (cosine, overlap ranker): " << std::setprecision(3) << stacked.weights()[0]
-                      << ' ' << stacked.weights()[1] << "\n";
-            report_ranking("cosine + overlap, 2-step", eval, stacked.scores(eval_two));
-            report_ranking("overlap ranker, all train", eval, overlap_all.scores(without_cosine(eval_features)));
-        }
-        // The overlap count ranks first and the cosine only orders candidates with equal counts
-        // (the limit of a linear combination with a tiny cosine weight): the baseline's many ties
-        // are broken by the model instead of by file order.
-        std::vector<double> ties_by_cosine;
-        for (const auto& f : eval_features) ties_by_cosine.push_back(f[1] + 1e-3 * f[0]);
-        report_ranking("overlap, ties by cosine", eval, ties_by_cosine);
-        std::vector<double> overlap_only;
-        for (const auto& f : eval_features) overlap_only.push_back(f[1]);  // the plain count
-        report_ranking("word-overlap baseline", eval, overlap_only);
+        QaData all = train;
+        all.pairs.insert(all.pairs.end(), held_out.pairs.begin(), held_out.pairs.end());
+        qa::report_combined(fit_data, qa::score_pairs(model, qa::encode(fit_data, vocab)), eval,
+                            qa::score_pairs(model, eval_pairs), idf, all,
+                            fit_on_held_out
+                                ? "the " + std::to_string(fit_data.pairs.size()) + " held-out training pairs"
+                                : "the training pairs");
     }
+    return 0;
+}
+
+int run(const Options& o) {
+    std::cout << std::unitbuf;  // progress lines appear as they happen, also in a log file
+    set_blas_threads(static_cast<int>(o.threads));
+    set_seed(o.seed);
+
+    QaData train, eval;
+    if (o.train_file.empty()) {
+        qa::SyntheticOptions s;
+        s.questions = o.synthetic_questions;
+        s.vocab = o.synthetic_vocab;
+        s.copy = o.synthetic_copy;
+        s.seed = o.seed;
+        train = qa::make_synthetic(s);
+        s.questions = std::max<std::size_t>(50, o.synthetic_questions / 4);
+        s.seed = o.seed + 1000;
+        eval = qa::make_synthetic(s);
+    } else {
+        train = read_qa_tsv(o.train_file);
+        if (!o.eval_file.empty()) eval = read_qa_tsv(o.eval_file);
+    }
+    if (o.max_pairs && train.pairs.size() > o.max_pairs) train.pairs.resize(o.max_pairs);
+    if (o.folds == 0) return run_single(o, std::move(train), eval);
+
+    qa::CrossFitOptions co;
+    co.folds = o.folds;
+    co.select_epoch = o.select_epoch;
+    co.min_count = o.min_count;
+    co.seed = o.seed;
+    co.train = o.training;
+    co.model = o.model;
+    co.dump = o.dump;
+    qa::run_cross_fitting(train, eval, co);
     return 0;
 }
 
@@ -344,17 +212,18 @@ int main(int argc, char** argv) {
         ->check(CLI::ExistingFile);
     app.add_option("--eval", o.eval_file, "evaluation TSV: MAP and MRR are reported per epoch")
         ->check(CLI::ExistingFile);
-    app.add_option("--epochs", o.epochs, "training epochs")->capture_default_str();
-    app.add_option("--batch", o.batch, "items per minibatch")->capture_default_str();
-    app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
-    app.add_option("--clip", o.clip, "gradient clipping by global norm (0 = off)")->capture_default_str();
-    app.add_option("--loss", o.loss, "hinge: ranking loss on (question, true, wrong) triplets; mse: (cos - label)^2")
+    app.add_option("--epochs", o.training.epochs, "training epochs")->capture_default_str();
+    app.add_option("--batch", o.training.batch, "items per minibatch")->capture_default_str();
+    app.add_option("--lr", o.training.lr, "Adam learning rate")->capture_default_str();
+    app.add_option("--clip", o.training.clip, "gradient clipping by global norm (0 = off)")->capture_default_str();
+    app.add_option("--loss", o.training.loss,
+                   "hinge: ranking loss on (question, true, wrong) triplets; mse: (cos - label)^2")
         ->check(CLI::IsMember({"hinge", "mse"}))
         ->capture_default_str();
     app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str();
     app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
     app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
-    app.add_flag("--freeze-embedding", o.freeze_embedding,
+    app.add_flag("--freeze-embedding", o.training.freeze_embedding,
                  "keep the (random) embeddings fixed: with --shared a word keeps one vector on both sides");
     app.add_flag("--shared", o.model.shared,
                  "one tower for questions and answers (a siamese model: a word has one embedding on both sides)");
@@ -370,7 +239,15 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 0.5))
         ->capture_default_str();
     app.add_flag("--select-epoch", o.select_epoch,
-                 "end with the parameters of the epoch whose cosine ranks the held-out training questions best");
+                 "end with the parameters of the epoch whose cosine ranks the held-out training questions best "
+                 "(with --folds: the out-of-fold cosines of all training questions)");
+    app.add_option("--folds", o.folds,
+                   "cross-fitting: train K networks, each on all but one fold of the training questions, and fit "
+                   "the combined score on every training pair's out-of-fold cosine (needs --eval; 0 = off)")
+        ->check(CLI::Range(0, 20));
+    app.add_option("--dump-scores", o.dump,
+                   "with --folds: write every pair's overlap features and cosines (out-of-fold for training pairs, "
+                   "one per network for evaluation pairs) to this TSV");
     app.add_option("--min-count", o.min_count, "words seen fewer times map to <unk>")->capture_default_str();
     app.add_option("--max-pairs", o.max_pairs, "use only the first N training pairs (0 = all)");
     app.add_option("--questions", o.synthetic_questions, "synthetic data: training questions")->capture_default_str();
@@ -388,6 +265,12 @@ int main(int argc, char** argv) {
         std::cerr << "--score needs a trained model: pass --resume CHECKPOINT\n";
         return 2;
     }
+    if (o.folds == 1 || (o.folds && (!o.save.empty() || !o.resume.empty() || o.eval_file.empty()))) {
+        std::cerr << "--folds K needs K >= 2 and --eval, and trains K networks that are not saved: drop --save, "
+                     "--resume and --score\n";
+        return 2;
+    }
+    o.training.seed = o.seed;
     try {
         return run(o);
     } catch (const loom::Error& e) {
