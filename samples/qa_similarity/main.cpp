@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
         std::cerr << "--score needs a trained model: pass --resume CHECKPOINT\n";
         return 2;
     }
-    if (o.folds == 1 || (o.folds && (!o.save.empty() || !o.resume.empty() || o.eval_file.empty()))) {
+    if (o.folds == 1 ||
+        (o.folds && (!o.save.empty() || !o.resume.empty() || (!o.train_file.empty() && o.eval_file.empty())))) {
         std::cerr << "--folds K needs K >= 2 and --eval, and trains K networks that are not saved: drop --save, "
                      "--resume and --score\n";
         return 2;
