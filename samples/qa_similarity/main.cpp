@@ -245,6 +245,10 @@ int main(int argc, char** argv) {
                    "cross-fitting: train K networks, each on all but one fold of the training questions, and fit "
                    "the combined score on every training pair's out-of-fold cosine (needs --eval; 0 = off)")
         ->check(CLI::Range(0, 20));
+    app.add_option("--hard-negatives", o.training.hard_negatives,
+                   "N >= 0: train only on wrong answers whose word-overlap count is at least the true answer's - N "
+                   "(those the overlap baseline gets wrong or nearly), so the cosine learns what overlap misses")
+        ->check(CLI::Range(-1, 100));
     app.add_option("--dump-scores", o.dump,
                    "with --folds: write every pair's overlap features and cosines (out-of-fold for training pairs, "
                    "one per network for evaluation pairs) to this TSV");

@@ -11,7 +11,7 @@ struct Item {
     std::size_t question_pair, wrong_pair;
 };
 
-std::vector<Item> make_items(const QaData& data, const std::string& loss) {
+std::vector<Item> make_items(const QaData& data, const std::string& loss, int hard_negatives) {
     std::vector<Item> items;
     if (loss == "mse") {
         for (std::size_t i = 0; i < data.pairs.size(); ++i) items.push_back({i, i});
@@ -20,12 +20,16 @@ std::vector<Item> make_items(const QaData& data, const std::string& loss) {
     std::vector<std::vector<std::size_t>> negatives(data.num_groups);
     for (std::size_t i = 0; i < data.pairs.size(); ++i)
         if (!data.pairs[i].label) negatives[data.pairs[i].group].push_back(i);
+    std::vector<double> overlap;
+    if (hard_negatives >= 0)
+        for (const auto& p : data.pairs) overlap.push_back(word_overlap_score(p.question, p.answer));
     for (std::size_t i = 0; i < data.pairs.size(); ++i) {
         const auto& neg = negatives[data.pairs[i].group];
         if (!data.pairs[i].label || neg.empty()) continue;
         // Every wrong answer of the question is paired with each of its true ones, so an epoch sees
         // every candidate.
-        for (std::size_t j : neg) items.push_back({i, j});
+        for (std::size_t j : neg)
+            if (hard_negatives < 0 || overlap[j] >= overlap[i] - hard_negatives) items.push_back({i, j});
     }
     return items;
 }
@@ -52,7 +56,7 @@ void train_epochs(const Model& model, Trainer& trainer, const QaData& data, cons
                   const std::function<void(std::size_t, const DataPosition&)>& after_epoch) {
     const bool hinge = o.loss == "hinge";
     const bool flags = model.options.overlap_inputs;
-    const auto items = make_items(data, o.loss);
+    const auto items = make_items(data, o.loss, o.hard_negatives);
     if (items.empty())
         throw UserError("qa_similarity: no training items in " + data.source +
                         " (the hinge loss needs questions with a true and a wrong answer)");

@@ -18,6 +18,10 @@ struct TrainOptions {
     double lr = 1e-3, clip = 5.0;
     std::string loss = "hinge";  // or "mse"
     bool freeze_embedding = false;
+    // >= 0: the hinge loss sees only wrong answers sharing at least (the true answer's overlap count
+    // - hard_negatives) words with the question, the pairs the word-overlap score ranks wrong or
+    // nearly so: the network then learns what the overlap features cannot tell.
+    int hard_negatives = -1;
     std::uint64_t seed = 1;  // data order
     std::string tag = "train";
 };
