@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <unordered_set>
 
 #include "core/data_text.hpp"
@@ -105,6 +106,7 @@ RankingMetrics ranking_metrics(const std::vector<std::size_t>& groups, const std
         const GroupResult r = rank_group(group, scores, labels, ties, positives);
         m.map += r.average_precision;
         m.mrr += r.reciprocal_rank;
+        m.average_precision.push_back(r.average_precision);
         ++m.questions;
     }
     if (m.questions > 0) {
@@ -112,6 +114,37 @@ RankingMetrics ranking_metrics(const std::vector<std::size_t>& groups, const std
         m.mrr /= static_cast<double>(m.questions);
     }
     return m;
+}
+
+PairedDifference paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, std::size_t resamples,
+                                  std::uint64_t seed) {
+    if (a.size() != b.size() || a.empty())
+        throw UserError("paired_bootstrap: need two non-empty series of the same length, got " +
+                        std::to_string(a.size()) + " and " + std::to_string(b.size()));
+    if (resamples == 0) throw UserError("paired_bootstrap: resamples must be at least 1");
+    const std::size_t n = a.size();
+    std::vector<double> d(n);
+    for (std::size_t i = 0; i < n; ++i) d[i] = a[i] - b[i];
+    PairedDifference r;
+    r.mean = std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(n);
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> pick(0, n - 1);
+    std::vector<double> means(resamples);
+    std::size_t not_above = 0;
+    for (auto& m : means) {
+        double s = 0.0;
+        for (std::size_t i = 0; i < n; ++i) s += d[pick(rng)];
+        m = s / static_cast<double>(n);
+        not_above += m <= 0.0;
+    }
+    std::sort(means.begin(), means.end());
+    auto quantile = [&](double q) {
+        return means[std::min(resamples - 1, static_cast<std::size_t>(q * static_cast<double>(resamples)))];
+    };
+    r.low = quantile(0.025);
+    r.high = quantile(0.975);
+    r.at_most_zero = static_cast<double>(not_above) / static_cast<double>(resamples);
+    return r;
 }
 
 bool is_stopword(const std::string& token) {

@@ -7,6 +7,7 @@
 // have neither, so they are skipped and counted. Equal scores are ordered by `TieBreak`: a
 // baseline with integer scores has many ties, and the choice moves MAP by several points.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,9 +23,21 @@ enum class TieBreak {
 struct RankingMetrics {
     double map = 0.0;
     double mrr = 0.0;
-    std::size_t questions = 0;            // groups that were scored
-    std::size_t skipped_no_positive = 0;  // groups without any positive label
+    std::size_t questions = 0;              // groups that were scored
+    std::size_t skipped_no_positive = 0;    // groups without any positive label
+    std::vector<double> average_precision;  // per scored group, groups in order of first appearance
 };
+
+// How sure a difference of means over the same questions is: a paired bootstrap resamples the
+// questions (with replacement) `resamples` times. E.g. the MAP of one ranker minus another's, from
+// both rankers' per-question average precisions.
+struct PairedDifference {
+    double mean = 0.0;             // mean of a - b
+    double low = 0.0, high = 0.0;  // the central 95 % of the resampled means
+    double at_most_zero = 0.0;     // fraction of resampled means <= 0 (a one-sided p-value for a > b)
+};
+PairedDifference paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b,
+                                  std::size_t resamples = 2000, std::uint64_t seed = 1);
 
 // groups[i], scores[i], labels[i] describe candidate i; labels are 0 or 1. Group ids need not be
 // contiguous or sorted. Throws UserError for vectors of different sizes or labels not in {0, 1}.
