@@ -24,11 +24,30 @@ void set_inter_op_threads(int n) {
 
 int inter_op_threads() { return inter_op.load(); }
 
+std::vector<double> critical_path_priority(const TaskGraph& g, const std::vector<double>& cost) {
+    const std::size_t n = g.after.size();
+    if (cost.size() != n) throw InternalError("critical_path_priority: one cost per task needed");
+    std::vector<double> level(cost);
+    // Tasks wait only for earlier ones: walking from the last task back, every task waiting on t
+    // has its level final when t is reached.
+    for (std::size_t t = n; t-- > 0;)
+        for (int d : g.after[t])
+            level[static_cast<std::size_t>(d)] =
+                std::max(level[static_cast<std::size_t>(d)], cost[static_cast<std::size_t>(d)] + level[t]);
+    return level;
+}
+
 void run_task_graph(const TaskGraph& g, int threads, const std::function<void(int, int)>& run) {
     const auto n = static_cast<int>(g.after.size());
     std::vector<int> waiting(static_cast<std::size_t>(n));
     std::vector<std::vector<int>> next(static_cast<std::size_t>(n));
-    std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+    const bool prioritized = g.priority.size() == g.after.size();
+    auto later = [&](int a, int b) {  // true: b starts before a
+        if (prioritized && g.priority[static_cast<std::size_t>(a)] != g.priority[static_cast<std::size_t>(b)])
+            return g.priority[static_cast<std::size_t>(a)] < g.priority[static_cast<std::size_t>(b)];
+        return a > b;
+    };
+    std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
     for (int t = 0; t < n; ++t) {
         for (int d : g.after[static_cast<std::size_t>(t)]) {
             if (d < 0 || d >= t)

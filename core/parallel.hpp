@@ -19,7 +19,13 @@ int inter_op_threads();
 // started lowest number first.
 struct TaskGraph {
     std::vector<std::vector<int>> after;
+    // Optional, one per task: among ready tasks the highest starts first (then the lowest number).
+    // E.g. the length of the longest chain of work from the task to the end (critical path).
+    std::vector<double> priority;
 };
+
+// Critical-path priorities: each task's cost plus the most expensive chain of tasks waiting on it.
+std::vector<double> critical_path_priority(const TaskGraph& g, const std::vector<double>& cost);
 
 // Runs every task of `g` as run(task, worker) with worker in [0, threads), on `threads` threads
 // (the calling one included). The first exception a task throws stops new tasks from starting

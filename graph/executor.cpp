@@ -1,6 +1,7 @@
 #include "graph/executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/errors.hpp"
@@ -362,15 +363,21 @@ void Execution<T>::forward() {
     auto run = [&](int s, int worker) {
         const PlanStep& step = plan_->steps[static_cast<std::size_t>(s)];
         Workspace<T>& work = works_[static_cast<std::size_t>(worker)];
+        const auto start = std::chrono::steady_clock::now();
         if (step.is_loop)
             run_loop(step, work);
         else
             run_node(step.members.front(), work);
         if (backward_planned_) release_inputs(s);
+        if (threads > 1)
+            forward_cost_[static_cast<std::size_t>(s)] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     if (backward_planned_) readers_left_ = readers_;
     if (threads > 1) {
+        forward_cost_.resize(plan_->steps.size());
         run_task_graph(forward_tasks_, threads, run);
+        forward_tasks_.priority = critical_path_priority(forward_tasks_, forward_cost_);
     } else {
         for (std::size_t s = 0; s < plan_->steps.size(); ++s) run(static_cast<int>(s), 0);
     }
@@ -523,8 +530,20 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
 }
 
 template <class T>
-void Execution<T>::backward(const std::vector<int>& wrt,
-                            const std::unordered_map<int, const std::vector<T>*>& weights) {
+void Execution<T>::finish_gradient(int i) {
+    Slot& s = slots_[i];
+    if (!s.needs_grad) return;
+    if (s.layout && !s.by_rows) zero_padding(s.grad.data(), *s.layout, s.sample.size());
+    if (s.sparse) {
+        if (s.by_rows) s.rows = s.by_rows->rows;
+        std::sort(s.rows.begin(), s.rows.end());
+        s.rows.erase(std::unique(s.rows.begin(), s.rows.end()), s.rows.end());
+    }
+}
+
+template <class T>
+void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights,
+                            const std::function<void(int)>& on_ready) {
     if (backward_planned_ && wrt != planned_wrt_)
         throw InternalError("backward: wrt differs from the one plan_backward was given (values it needs were freed)");
     const std::size_t n = plan_->nodes.size();
@@ -573,34 +592,38 @@ void Execution<T>::backward(const std::vector<int>& wrt,
             for (auto& g : s.grad) g += T(1);
         }
     }
+    std::vector<char> is_wrt(n, 0);
+    for (int w : wrt) is_wrt[static_cast<std::size_t>(w)] = 1;
     const int threads = inter_op_threads(), last = static_cast<int>(plan_->steps.size()) - 1;
     if (threads > 1 && backward_tasks_.after.empty()) build_task_graphs();
     works_.resize(static_cast<std::size_t>(std::max(threads, 1)));
     auto run = [&](int task, int worker) {
         const PlanStep& step = plan_->steps[static_cast<std::size_t>(last - task)];
         Workspace<T>& work = works_[static_cast<std::size_t>(worker)];
+        const auto start = std::chrono::steady_clock::now();
         ensure_step_grads(step);
         if (step.is_loop)
             back_loop(step, work);
         else
             back_node(step.members.front(), work);
         release_step(step);
+        if (threads > 1)
+            backward_cost_[static_cast<std::size_t>(task)] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // Every step adding into a member's gradient ran before this one (backward order).
+        for (int m : step.members)
+            if (is_wrt[static_cast<std::size_t>(m)]) {
+                finish_gradient(m);
+                if (on_ready) on_ready(m);
+            }
     };
     if (threads > 1) {
+        backward_cost_.resize(plan_->steps.size());
         run_task_graph(backward_tasks_, threads, run);
+        backward_tasks_.priority = critical_path_priority(backward_tasks_, backward_cost_);
     } else {
         for (int task = 0; task <= last; ++task) run(task, 0);
     }
-    for (int w : wrt) {
-        Slot& s = slots_[w];
-        if (s.layout && !s.by_rows) zero_padding(s.grad.data(), *s.layout, s.sample.size());
-    }
-    for (auto& s : slots_)
-        if (s.needs_grad && s.sparse) {
-            if (s.by_rows) s.rows = s.by_rows->rows;
-            std::sort(s.rows.begin(), s.rows.end());
-            s.rows.erase(std::unique(s.rows.begin(), s.rows.end()), s.rows.end());
-        }
 }
 
 template <class T>

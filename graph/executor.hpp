@@ -2,6 +2,7 @@
 // The executor runs a Plan: leaves are filled from the bindings, nodes outside loops run once over
 // all time steps, loops run step by step in their direction; backward runs the plan in reverse,
 // loops in reverse time. It owns all evaluation state; nodes hold none.
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -31,7 +32,11 @@ public:
     void plan_backward(const std::vector<int>& wrt);
     // Seeds each output's gradient (ones on every real position, or `weights` when given) and runs
     // backward for the nodes on a path from `wrt` to the outputs.
-    void backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights = {});
+    // `on_ready(w)`, when given, is called for each wrt node as soon as its gradient is final (every
+    // step adding into it has run), possibly on a worker thread while other steps still run: a
+    // learner can update that parameter then.
+    void backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights = {},
+                  const std::function<void(int)>& on_ready = {});
 
     const Plan& plan() const { return *plan_; }
     Value value(int i) const;
@@ -82,6 +87,7 @@ private:
     void ensure_grad(int i);
     void ensure_step_grads(const PlanStep& step);
     void release_step(const PlanStep& step);
+    void finish_gradient(int i);  // a wrt node's gradient is final: padding zeroed, rows sorted
     const T* data(int i) const { return slots_[i].external ? slots_[i].external : slots_[i].value.data(); }
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
@@ -119,6 +125,9 @@ private:
     std::mutex release_mutex_;
     std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;
+    // How long each task took in the last parallel pass: the next pass starts the longest chains
+    // first (critical path), e.g. the long answer tower's loops before the question tower's.
+    std::vector<double> forward_cost_, backward_cost_;
     mutable std::mutex layouts_mutex_;  // axis_layouts_ grows while steps run in parallel
 };
 

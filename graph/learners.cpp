@@ -53,106 +53,71 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
     }
 }
 
-void Learner::update(const Session& session, double gradient_scale) {
-    std::vector<std::span<const float>> grads(parameters_.size());
-    std::vector<const std::vector<std::size_t>*> rows(parameters_.size());
-    std::vector<const RowGradient<float>*> by_rows(parameters_.size());
-    double sq = 0.0;
-    // Sum of squares: 16 float partial sums per block (an ordered float sum does not vectorize),
-    // accumulated in double across blocks.
-    auto sum_squares = [](const float* g, std::size_t n) {
-        constexpr std::size_t lanes = 16;
-        double total = 0.0;
-        for (std::size_t start = 0; start < n; start += 4096) {
-            const std::size_t end = std::min(n, start + 4096);
-            float part[lanes] = {};
-            std::size_t j = start;
-            for (; j + lanes <= end; j += lanes)
-                for (std::size_t k = 0; k < lanes; ++k) part[k] += g[j + k] * g[j + k];
-            for (; j < end; ++j) part[0] += g[j] * g[j];
-            for (float p : part) total += p;
-        }
-        return total;
-    };
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        const auto& p = parameters_[i];
-        const std::size_t width = p.data().dimension() ? p.data().size() / p.data().shape()[0] : p.data().size();
-        by_rows[i] = session.gradient_by_rows(p);
-        if (by_rows[i]) {  // only its listed rows can be non-zero, stored one after another
-            if (by_rows[i]->width != width)
-                throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
-                                    std::to_string(by_rows[i]->width) + ", the parameter " + std::to_string(width));
-            sq += sum_squares(by_rows[i]->data.data(), by_rows[i]->data.size());
-            continue;
-        }
-        grads[i] = session.gradient(p);
-        rows[i] = session.gradient_rows(p);
-        const auto& g = grads[i];
-        if (g.size() != p.data().size())
-            throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.size()) +
-                                " elements, the parameter " + std::to_string(p.data().size()));
-        if (rows[i]) {  // only these rows can be non-zero (an embedding table)
-            for (std::size_t r : *rows[i]) sq += sum_squares(g.data() + r * width, width);
-        } else {
-            sq += sum_squares(g.data(), g.size());
-        }
+namespace {
+// Sum of squares: 16 float partial sums per block (an ordered float sum does not vectorize),
+// accumulated in double across blocks.
+double sum_squares(const float* g, std::size_t n) {
+    constexpr std::size_t lanes = 16;
+    double total = 0.0;
+    for (std::size_t start = 0; start < n; start += 4096) {
+        const std::size_t end = std::min(n, start + 4096);
+        float part[lanes] = {};
+        std::size_t j = start;
+        for (; j + lanes <= end; j += lanes)
+            for (std::size_t k = 0; k < lanes; ++k) part[k] += g[j + k] * g[j + k];
+        for (; j < end; ++j) part[0] += g[j] * g[j];
+        for (float p : part) total += p;
     }
-    last_norm_ = std::sqrt(sq) * std::abs(gradient_scale);
-    double scale = gradient_scale;
-    if (options_.gradient_clipping_norm > 0 && last_norm_ > options_.gradient_clipping_norm)
-        scale *= options_.gradient_clipping_norm / last_norm_;
+    return total;
+}
 
-    const double lr = lr_(steps_);
-    if (!std::isfinite(lr))
-        throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
-    static const std::vector<std::size_t> first_row{0};
-    std::size_t widest = 0;
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (by_rows[i]) widest = std::max(widest, by_rows[i]->width);
-    zero_row_.assign(widest, 0.0f);
-    auto update_one = [&](std::size_t i) {
-        auto& w = parameters_[i].data();
-        Step s{};
-        s.w = w.data();
-        s.grad = grads[i].data();
-        s.size = w.size();
-        s.row = w.dimension() > 0 && w.shape().back() > 0 ? w.shape().back() : 1;
-        s.scale = static_cast<float>(scale);
-        s.l2 = static_cast<float>(options_.l2_weight_decay);
-        s.lr = static_cast<float>(lr);
-        s.t = steps_ + 1;
-        s.s0 = slots_ > 0 ? state_[i * slots_].data() : nullptr;
-        s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
-        s.rows = rows[i];
-        s.rows_width = w.dimension() ? w.size() / w.shape()[0] : w.size();
-        if (!by_rows[i]) {
-            apply(s);
-            return;
+std::size_t row_width(const xt::xarray<float>& w) { return w.dimension() ? w.size() / w.shape()[0] : w.size(); }
+}  // namespace
+
+Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) const {
+    const auto& p = parameters_[i];
+    const std::size_t width = row_width(p.data());
+    Gradient g;
+    g.by_rows = session.gradient_by_rows(p);
+    if (g.by_rows) {  // only its listed rows can be non-zero, stored one after another
+        if (g.by_rows->width != width)
+            throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
+                                std::to_string(g.by_rows->width) + ", the parameter " + std::to_string(width));
+        g.square_sum = sum_squares(g.by_rows->data.data(), g.by_rows->data.size());
+        return g;
+    }
+    g.dense = session.gradient(p);
+    g.rows = session.gradient_rows(p);
+    if (g.dense.size() != p.data().size())
+        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.dense.size()) +
+                            " elements, the parameter " + std::to_string(p.data().size()));
+    if (g.rows) {  // only these rows can be non-zero (an embedding table)
+        for (std::size_t r : *g.rows) g.square_sum += sum_squares(g.dense.data() + r * width, width);
+    } else {
+        g.square_sum = sum_squares(g.dense.data(), g.dense.size());
+    }
+    return g;
+}
+
+void Learner::update(const Session& session, double gradient_scale) {
+    double scale = gradient_scale;
+    std::vector<Gradient> grads;
+    if (options_.gradient_clipping_norm > 0) {  // the global norm is needed before any update
+        double sq = 0.0;
+        for (std::size_t i = 0; i < parameters_.size(); ++i) {
+            grads.push_back(gradient_of(session, i));
+            sq += grads.back().square_sum;
         }
-        // A gradient kept by rows: the rule runs row by row on the same element-wise arithmetic as
-        // the whole-matrix call, a row of zeros standing in for rows without gradient (skipped
-        // when sparse rows are updated lazily).
-        const RowGradient<float>& g = *by_rows[i];
-        const std::size_t width = s.rows_width;
-        auto row_step = [&](std::size_t r, const float* grad) {
-            Step rs = s;
-            const std::size_t at = r * width;
-            rs.w = s.w + at;
-            rs.grad = grad;
-            rs.size = width;
-            rs.s0 = s.s0 ? s.s0 + at : nullptr;
-            rs.s1 = s.s1 ? s.s1 + at : nullptr;
-            rs.rows = &first_row;
-            apply(rs);
-        };
-        if (skips_zero_rows()) {
-            for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
-        } else {
-            for (std::size_t r = 0; r < w.size() / width; ++r) {
-                const float* row = g.find(r);
-                row_step(r, row ? row : zero_row_.data());
-            }
-        }
+        const double norm = std::sqrt(sq) * std::abs(gradient_scale);
+        if (norm > options_.gradient_clipping_norm) scale *= options_.gradient_clipping_norm / norm;
+    }
+    begin_update(scale);
+    if (!grads.empty()) norm_scale_ = std::abs(gradient_scale);  // the norm is of the unclipped gradient
+    auto one = [&](std::size_t i) {
+        if (grads.empty())
+            update_parameter(session, i);
+        else
+            apply_parameter(i, grads[i]);
     };
     // Parameters are independent: with several inter-op threads they are updated at once, the
     // largest first (the update is memory-bound; results do not depend on the order).
@@ -165,11 +130,93 @@ void Learner::update(const Session& session, double gradient_scale) {
         });
         TaskGraph independent;
         independent.after.assign(order.size(), {});
-        run_task_graph(independent, threads, [&](int t, int) { update_one(order[static_cast<std::size_t>(t)]); });
+        run_task_graph(independent, threads, [&](int t, int) { one(order[static_cast<std::size_t>(t)]); });
     } else {
-        for (std::size_t i = 0; i < parameters_.size(); ++i) update_one(i);
+        for (std::size_t i = 0; i < parameters_.size(); ++i) one(i);
     }
+    end_update(session);
+}
+
+void Learner::begin_update(double gradient_scale) {
+    if (updating_) throw InternalError(name_ + ": begin_update while an update is open");
+    const double lr = lr_(steps_);
+    if (!std::isfinite(lr))
+        throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
+    updating_ = true;
+    scale_ = gradient_scale;
+    norm_scale_ = std::abs(gradient_scale);
+    lr_now_ = lr;
+    square_sums_.assign(parameters_.size(), 0.0);
+    done_.assign(parameters_.size(), 0);
+    std::size_t widest = 0;
+    for (const auto& p : parameters_) widest = std::max(widest, row_width(p.data()));
+    zero_row_.assign(widest, 0.0f);
+}
+
+void Learner::update_parameter(const Session& session, std::size_t i) {
+    if (!updating_ || i >= parameters_.size() || done_[i])
+        throw InternalError(name_ + ": update_parameter(" + std::to_string(i) + ") outside an update or twice");
+    apply_parameter(i, gradient_of(session, i));
+}
+
+void Learner::end_update(const Session& session) {
+    // Parameters whose gradient never became ready (the loss does not use them) still take their
+    // step: zero gradient, but decay and momentum go on.
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (!done_[i]) apply_parameter(i, gradient_of(session, i));
+    double sq = 0.0;
+    for (double v : square_sums_) sq += v;
+    last_norm_ = std::sqrt(sq) * norm_scale_;
+    updating_ = false;
     ++steps_;
+}
+
+void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
+    static const std::vector<std::size_t> first_row{0};
+    square_sums_[i] = grad.square_sum;
+    done_[i] = 1;
+    auto& w = parameters_[i].data();
+    Step s{};
+    s.w = w.data();
+    s.grad = grad.dense.data();
+    s.size = w.size();
+    s.row = w.dimension() > 0 && w.shape().back() > 0 ? w.shape().back() : 1;
+    s.scale = static_cast<float>(scale_);
+    s.l2 = static_cast<float>(options_.l2_weight_decay);
+    s.lr = static_cast<float>(lr_now_);
+    s.t = steps_ + 1;
+    s.s0 = slots_ > 0 ? state_[i * slots_].data() : nullptr;
+    s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
+    s.rows = grad.rows;
+    s.rows_width = row_width(w);
+    if (!grad.by_rows) {
+        apply(s);
+        return;
+    }
+    // A gradient kept by rows: the rule runs row by row on the same element-wise arithmetic as
+    // the whole-matrix call, a row of zeros standing in for rows without gradient (skipped
+    // when sparse rows are updated lazily).
+    const RowGradient<float>& g = *grad.by_rows;
+    const std::size_t width = s.rows_width;
+    auto row_step = [&](std::size_t r, const float* row) {
+        Step rs = s;
+        const std::size_t at = r * width;
+        rs.w = s.w + at;
+        rs.grad = row;
+        rs.size = width;
+        rs.s0 = s.s0 ? s.s0 + at : nullptr;
+        rs.s1 = s.s1 ? s.s1 + at : nullptr;
+        rs.rows = &first_row;
+        apply(rs);
+    };
+    if (skips_zero_rows()) {
+        for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
+    } else {
+        for (std::size_t r = 0; r < w.size() / width; ++r) {
+            const float* row = g.find(r);
+            row_step(r, row ? row : zero_row_.data());
+        }
+    }
 }
 
 void Learner::save_state(ByteWriter& out) const {

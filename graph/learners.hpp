@@ -72,6 +72,15 @@ public:
     // `gradient_scale` multiplies every gradient first (the Trainer passes 1/count to average).
     void update(const Session& session, double gradient_scale = 1.0);
 
+    // The same step in parts, for a caller that updates each parameter as soon as its gradient is
+    // final, while backward goes on elsewhere (Trainer with inter-op threads): begin_update, then
+    // update_parameter(i) once per parameter i, from any thread, then end_update (which steps the
+    // parameters that got none). Only without clipping: that needs every gradient first.
+    bool can_update_early() const { return options_.gradient_clipping_norm <= 0; }
+    void begin_update(double gradient_scale = 1.0);
+    void update_parameter(const Session& session, std::size_t i);
+    void end_update(const Session& session);
+
     const std::string& name() const { return name_; }
     const std::vector<Parameter>& parameters() const { return parameters_; }
     std::uint64_t step_count() const { return steps_; }
@@ -121,6 +130,20 @@ private:
     std::size_t slots_;
     std::vector<std::vector<float>> state_;  // parameters x slots, flattened: [p * slots_ + k]
     std::vector<float> zero_row_;            // the gradient of a row a by-rows gradient does not list
+    // One parameter's gradient as the session holds it.
+    struct Gradient {
+        std::span<const float> dense;
+        const std::vector<std::size_t>* rows = nullptr;
+        const RowGradient<float>* by_rows = nullptr;
+        double square_sum = 0.0;
+    };
+    Gradient gradient_of(const Session& session, std::size_t i) const;
+    void apply_parameter(std::size_t i, const Gradient& grad);
+    // The open update: its scale and rate, and per parameter its squared norm and whether it is done.
+    bool updating_ = false;
+    double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
+    std::vector<double> square_sums_;
+    std::vector<char> done_;
     std::uint64_t steps_ = 0;
     double last_norm_ = 0.0;
 };

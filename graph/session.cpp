@@ -24,7 +24,9 @@ void Session::forward(const Bindings& inputs) {
     ex_->forward();
 }
 
-void Session::backward() {
+void Session::backward() { backward(std::function<void(std::size_t)>{}); }
+
+void Session::backward(const std::function<void(std::size_t)>& on_ready) {
     std::vector<int> wrt;
     for (int i : param_nodes_)
         if (i >= 0) wrt.push_back(i);
@@ -37,7 +39,13 @@ void Session::backward() {
         zero[o].assign(ex_->value_buffer(idx).size(), 0.0f);
         seeds[idx] = &zero[o];
     }
-    ex_->backward(wrt, seeds);
+    std::function<void(int)> ready;
+    if (on_ready)
+        ready = [&](int node) {
+            for (std::size_t i = 0; i < param_nodes_.size(); ++i)
+                if (param_nodes_[i] == node) on_ready(i);
+        };
+    ex_->backward(wrt, seeds, ready);
 }
 
 int Session::output_index(const Variable& v) const {

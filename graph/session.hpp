@@ -1,6 +1,7 @@
 #pragma once
 // Session: a compiled graph kept ready for repeated minibatches (training, scoring). It reuses its
 // plan and its buffers' memory across calls, and exposes parameter gradients without copies.
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -19,6 +20,9 @@ public:
     void forward(const Bindings& inputs);
     // Gradient of the sum of outputs[0] (over every item and step) for each parameter.
     void backward();
+    // The same, calling on_ready(i) for parameter i as soon as its gradient is final, possibly on a
+    // worker thread while backward goes on (see Execution::backward).
+    void backward(const std::function<void(std::size_t)>& on_ready);
 
     Value value(const Variable& output) const;
     // Sum of an output over all real (unpadded) positions, and how many items it has.

@@ -1,6 +1,7 @@
 #include "graph/trainer.hpp"
 
 #include "core/errors.hpp"
+#include "core/parallel.hpp"
 #include "core/serialization.hpp"
 
 namespace loom {
@@ -34,8 +35,17 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
     session_->forward(inputs);
     const MinibatchResult r = collect();
     if (r.loss_count == 0) throw UserError("Trainer::train_minibatch: the minibatch has no items (empty loss)");
-    session_->backward();
-    learner_->update(*session_, options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0);
+    const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
+    if (inter_op_threads() > 1 && learner_->can_update_early()) {
+        // Each parameter is updated as soon as its gradient is final, on the worker that finished
+        // it, while backward goes on: the memory-bound update overlaps the GEMMs still running.
+        learner_->begin_update(scale);
+        session_->backward([&](std::size_t i) { learner_->update_parameter(*session_, i); });
+        learner_->end_update(*session_);
+    } else {
+        session_->backward();
+        learner_->update(*session_, scale);
+    }
     samples_seen_ += r.loss_count;
     return r;
 }

@@ -188,3 +188,12 @@ TEST_CASE("a session's gradients stay right pass after pass as the weights chang
             for (auto& w : p.data()) w = 0.9f * w + 0.01f;
     }
 }
+
+TEST_CASE("critical_path_priority: a task's cost plus its most expensive chain of waiting tasks") {
+    // 0 -> 1 -> 3, 0 -> 2 -> 3, 4 alone; costs 1, 5, 2, 1, 3.
+    TaskGraph g;
+    g.after = {{}, {0}, {0}, {1, 2}, {}};
+    const auto p = critical_path_priority(g, {1, 5, 2, 1, 3});
+    CHECK(p == std::vector<double>{7, 6, 3, 1, 3});
+    CHECK_THROWS_AS(critical_path_priority(g, {1.0}), InternalError);
+}
