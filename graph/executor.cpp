@@ -58,6 +58,11 @@ void Execution<T>::resize(Buffer<T>& b, std::size_t n) {
 template <class T>
 void Execution<T>::ensure_grad(int i) {
     Slot& s = slots_[i];
+    if (s.grad_stale) {  // a kept gradient, zeroed by the first step that adds into it
+        std::fill(s.grad.begin(), s.grad.end(), T(0));
+        s.grad_stale = false;
+        return;
+    }
     if (!s.needs_grad || s.by_rows || s.grad.size() == s.dims.size()) return;
     resize(s.grad, s.dims.size());
     std::fill(s.grad.begin(), s.grad.end(), T(0));
@@ -533,6 +538,7 @@ template <class T>
 void Execution<T>::finish_gradient(int i) {
     Slot& s = slots_[i];
     if (!s.needs_grad) return;
+    ensure_grad(i);  // no step added into it: still to be zeroed
     if (s.layout && !s.by_rows) zero_padding(s.grad.data(), *s.layout, s.sample.size());
     if (s.sparse) {
         if (s.by_rows) s.rows = s.by_rows->rows;
@@ -549,7 +555,8 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
     const std::size_t n = plan_->nodes.size();
     const std::vector<char> depends = depends_on(wrt);
     std::vector<char> kept(n, 0);  // values and gradients that outlive the pass
-    for (int o : plan_->outputs) kept[static_cast<std::size_t>(o)] = 1;
+    std::vector<char> is_output(n, 0);
+    for (int o : plan_->outputs) kept[static_cast<std::size_t>(o)] = is_output[static_cast<std::size_t>(o)] = 1;
     for (int w : wrt) kept[static_cast<std::size_t>(w)] = 2;
     for (std::size_t i = 0; i < n; ++i) {
         Slot& s = slots_[i];
@@ -576,7 +583,10 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
             for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
         } else {
             resize(s.grad, size);
-            std::fill(s.grad.begin(), s.grad.end(), T(0));
+            // Zeroed by the first step that adds into it (in parallel with other steps), or now
+            // for an output, whose seed goes in next.
+            s.grad_stale = !is_output[i];
+            if (!s.grad_stale) std::fill(s.grad.begin(), s.grad.end(), T(0));
         }
         s.rows.clear();
         s.sparse = sparse_capable(static_cast<int>(i));

@@ -63,6 +63,7 @@ private:
         Buffer<T> value, grad;
         // After backward: whether this value / gradient outlives the pass (outputs, leaves, wrt).
         bool keep_value = true, keep_grad = true;
+        bool grad_stale = false;  // a kept gradient buffer still holding the last pass's values
         Dims dims;
         std::size_t dyn = 0;
         Shape sample;
