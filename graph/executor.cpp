@@ -148,6 +148,7 @@ template <class T>
 View<T> Execution<T>::grad_view(int i) {
     Slot& s = slots_[i];
     if (!s.needs_grad) return {};
+    if (s.grad_alias >= 0) return {slots_[s.grad_alias].grad.data(), s.dims, s.dyn};
     return {s.grad.data(), s.dims, s.dyn};
 }
 

@@ -64,6 +64,10 @@ private:
         // After backward: whether this value / gradient outlives the pass (outputs, leaves, wrt).
         bool keep_value = true, keep_grad = true;
         bool grad_stale = false;  // a kept gradient buffer still holding the last pass's values
+        // An input whose only consumer passes its gradient through (an affine's addend) uses the
+        // consumer's gradient buffer: grad_alias is that consumer until it hands the buffer over
+        // (when its step is done); aliased_by is the reverse link.
+        int grad_alias = -1, aliased_by = -1;
         Dims dims;
         std::size_t dyn = 0;
         Shape sample;

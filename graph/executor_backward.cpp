@@ -17,7 +17,7 @@ void Execution<T>::ensure_grad(int i) {
         s.grad_stale = false;
         return;
     }
-    if (!s.needs_grad || s.by_rows || s.grad.size() == s.dims.size()) return;
+    if (!s.needs_grad || s.by_rows || s.grad_alias >= 0 || s.grad.size() == s.dims.size()) return;
     resize(s.grad, s.dims.size());
     std::fill(s.grad.begin(), s.grad.end(), T(0));
 }
@@ -34,6 +34,12 @@ template <class T>
 void Execution<T>::release_step(const PlanStep& step) {
     for (int m : step.members) {
         Slot& s = slots_[m];
+        if (s.aliased_by >= 0) {  // the gradient lives on as its addend's
+            Slot& addend = slots_[s.aliased_by];
+            addend.grad = std::move(s.grad);
+            addend.grad_alias = -1;
+            s.aliased_by = -1;
+        }
         if (!s.keep_grad) pool_.give(std::move(s.grad));
         if (!s.keep_value) pool_.give(std::move(s.value));
     }
@@ -241,6 +247,38 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
         }
         s.rows.clear();
         s.sparse = sparse_capable(static_cast<int>(i));
+    }
+    // An input whose one consumer passes its gradient through (an affine's addend, e.g. an LSTM's
+    // input projection) shares the consumer's gradient buffer instead of receiving a copy.
+    for (auto& s : slots_) s.grad_alias = s.aliased_by = -1;
+    std::vector<int> uses(n, 0), consumer(n, -1);
+    std::vector<std::size_t> position(n, 0);
+    for (std::size_t k = 0; k < n; ++k)
+        for (std::size_t p = 0; p < plan_->nodes[k].inputs.size(); ++p) {
+            const auto j = static_cast<std::size_t>(plan_->nodes[k].inputs[p]);
+            ++uses[j];
+            consumer[j] = static_cast<int>(k);
+            position[j] = p;
+        }
+    auto plain = [&](std::size_t i) {  // a pooled gradient of an op outside loops
+        const Slot& s = slots_[i];
+        return s.needs_grad && !s.keep_grad && !s.by_rows && plan_->nodes[i].node->kind == NodeKind::Op &&
+               plan_->nodes[i].loop < 0;
+    };
+    std::vector<char> candidate(n, 0);
+    for (std::size_t j = 0; j < n; ++j) {
+        if (uses[j] != 1 || !plain(j)) continue;
+        const auto k = static_cast<std::size_t>(consumer[j]);
+        const Slot& ks = slots_[k];
+        candidate[j] = ks.needs_grad && !ks.keep_grad && !ks.by_rows && plan_->nodes[k].node->kind == NodeKind::Op &&
+                       plan_->nodes[k].node->op->gradient_passes_through(position[j]) && slots_[j].dims == ks.dims;
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        const auto k = static_cast<std::size_t>(consumer[j]);
+        if (!candidate[j] || candidate[k]) continue;  // no chains: the consumer owns its buffer
+        pool_.give(std::move(slots_[j].grad));
+        slots_[j].grad_alias = static_cast<int>(k);
+        slots_[k].aliased_by = static_cast<int>(j);
     }
     for (int o : plan_->outputs) {
         Slot& s = slots_[o];

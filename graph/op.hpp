@@ -158,6 +158,9 @@ public:
     // freed as soon as the forward steps using it are done; backward then sees its data as null.
     virtual bool backward_reads_output() const { return true; }
     virtual bool backward_reads_input(std::size_t /*input*/) const { return true; }
+    // Input i's gradient is out_grad itself when their shapes match (an addend). The executor may
+    // then hand the op in_grad[i] aliasing out_grad (the same data pointer): the op adds nothing.
+    virtual bool gradient_passes_through(std::size_t /*input*/) const { return false; }
     // An element-wise binary op may run a select/delay recurrence as one scan (see ScanArgs);
     // false: it cannot for these operands, and the loop runs step by step.
     virtual bool scan_forward(const ScanArgs<float>&) const { return false; }

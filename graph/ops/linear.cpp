@@ -20,6 +20,7 @@ public:
     // dX and dW need X and W; the addend's gradient is out_grad itself.
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t i) const override { return i < 2; }
+    bool gradient_passes_through(std::size_t i) const override { return addend_ && i == 2; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape &x = in[0].shape, &w = in[1].shape;
@@ -123,6 +124,7 @@ private:
     // d(addend) = the output gradient summed over the dims the addend was broadcast along.
     template <class T>
     void addend_gradient(const OpCall<T>& c) const {
+        if (c.in_grad[2].data == c.out_grad.data) return;  // the executor aliased them: already there
         const auto plan = detail::plan_broadcast<const T, 1>(c.out.dims, c.out.dyn, {detail::as_const(c.in_grad[2])});
         const T* g = c.out_grad.data;
         T* gb = c.in_grad[2].data;
