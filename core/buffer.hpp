@@ -12,52 +12,77 @@
 
 namespace loom {
 
+// Large blocks are mapped from the kernel directly and unmapped when freed: malloc would serve
+// them from per-thread arenas after its adaptive mmap threshold rises, where freed blocks keep
+// their pages, so with several threads the process held memory no buffer used any more.
+void* map_block(std::size_t bytes);
+void unmap_block(void* p, std::size_t bytes);
+inline constexpr std::size_t map_threshold = std::size_t{256} << 10;
+
 template <class T>
 class Buffer {
 public:
     Buffer() = default;
-    Buffer(Buffer&& o) noexcept : data_(std::move(o.data_)), size_(o.size_), capacity_(o.capacity_) {
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+        o.data_ = nullptr;
         o.size_ = o.capacity_ = 0;
     }
     Buffer& operator=(Buffer&& o) noexcept {
         if (this != &o) {
-            data_ = std::move(o.data_);
+            release();
+            data_ = o.data_;
             size_ = o.size_;
             capacity_ = o.capacity_;
+            o.data_ = nullptr;
             o.size_ = o.capacity_ = 0;
         }
         return *this;
     }
+    ~Buffer() { release(); }
+
     std::size_t size() const { return size_; }
     std::size_t capacity() const { return capacity_; }
     bool empty() const { return size_ == 0; }
-    T* data() { return data_.get(); }
-    const T* data() const { return data_.get(); }
-    T* begin() { return data(); }
-    T* end() { return data() + size_; }
-    const T* begin() const { return data(); }
-    const T* end() const { return data() + size_; }
+    T* data() { return data_; }
+    const T* data() const { return data_; }
+    T* begin() { return data_; }
+    T* end() { return data_ + size_; }
+    const T* begin() const { return data_; }
+    const T* end() const { return data_ + size_; }
     T& operator[](std::size_t i) { return data_[i]; }
     const T& operator[](std::size_t i) const { return data_[i]; }
-    operator std::span<T>() { return {data(), size_}; }
-    operator std::span<const T>() const { return {data(), size_}; }
+    operator std::span<T>() { return {data_, size_}; }
+    operator std::span<const T>() const { return {data_, size_}; }
 
     // New elements are uninitialized; existing ones are kept only while the capacity suffices.
     void resize(std::size_t n) {
         if (n > capacity_) {
-            data_.reset();
+            release();
+            data_ = n * sizeof(T) >= map_threshold ? static_cast<T*>(map_block(n * sizeof(T)))
+                                                   : new T[n];  // default-initialized: no pass over memory
             capacity_ = n;
-            data_.reset(new T[n]);  // default-initialized: no pass over the memory
         }
         size_ = n;
     }
     void assign(std::size_t n, T v) {
         resize(n);
-        std::fill_n(data(), n, v);
+        std::fill_n(data_, n, v);
     }
 
 private:
-    std::unique_ptr<T[]> data_;
+    void release() {
+        if (data_) {
+            if (capacity_ * sizeof(T) >= map_threshold)
+                unmap_block(data_, capacity_ * sizeof(T));
+            else
+                delete[] data_;
+        }
+        data_ = nullptr;
+        size_ = capacity_ = 0;
+    }
+    T* data_ = nullptr;
     std::size_t size_ = 0, capacity_ = 0;
 };
 
