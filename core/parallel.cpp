@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <queue>
+#include <system_error>
 #include <thread>
 
 #include "core/errors.hpp"
@@ -93,7 +94,11 @@ void run_task_graph(const TaskGraph& g, int threads, const std::function<void(in
         }
     };
     std::vector<std::thread> pool;
-    for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    try {
+        for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+    } catch (const std::system_error&) {
+        // No more threads to be had: the ones running (and this one) do all the work.
+    }
     work(0);
     for (auto& th : pool) th.join();
     if (error) std::rethrow_exception(error);
