@@ -20,7 +20,11 @@ void copy_converted(Buffer<T>& dst, const S* src, std::size_t n) {
 }  // namespace
 
 template <class T>
-Execution<T>::Execution(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)), slots_(plan_->nodes.size()) {}
+Execution<T>::Execution(std::shared_ptr<const Plan> plan)
+    : plan_(std::move(plan)), step_of_(plan_->nodes.size(), -1), slots_(plan_->nodes.size()) {
+    for (std::size_t s = 0; s < plan_->steps.size(); ++s)
+        for (int m : plan_->steps[s].members) step_of_[static_cast<std::size_t>(m)] = static_cast<int>(s);
+}
 
 template <class T>
 std::size_t Execution<T>::row_size(int i) const {
@@ -306,9 +310,6 @@ LayoutPtr Execution<T>::axis_layout(std::uint64_t axis) const {
 template <class T>
 void Execution<T>::build_task_graphs() {
     const std::size_t n_steps = plan_->steps.size();
-    std::vector<int> step_of(plan_->nodes.size(), -1);
-    for (std::size_t s = 0; s < n_steps; ++s)
-        for (int m : plan_->steps[s].members) step_of[static_cast<std::size_t>(m)] = static_cast<int>(s);
     auto add = [](std::vector<int>& after, int d) {
         if (std::find(after.begin(), after.end(), d) == after.end()) after.push_back(d);
     };
@@ -320,7 +321,7 @@ void Execution<T>::build_task_graphs() {
         const int task = last - s;
         for (int m : plan_->steps[static_cast<std::size_t>(s)].members)
             for (int j : plan_->nodes[static_cast<std::size_t>(m)].inputs) {
-                const int producer = step_of[static_cast<std::size_t>(j)];
+                const int producer = step_of_[static_cast<std::size_t>(j)];
                 if (producer == s) continue;
                 add(forward_tasks_.after[static_cast<std::size_t>(s)], producer);
                 // Backward: the producer waits for this step (it adds into j's gradient), and this

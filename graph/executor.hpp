@@ -104,17 +104,27 @@ private:
     // plan order), for the steps consuming its outputs, and steps adding into the same input's
     // gradient run in reverse plan order, as serially, so results do not depend on the schedule.
     void build_task_graphs();
-    std::vector<char> depends_on(const std::vector<int>& wrt) const;
+    // What a backward for `wrt` does, derived from the plan alone, once per set of wrt: which nodes
+    // get a gradient, which gradients outlive the pass, which are kept by rows, and which inputs
+    // share their one consumer's gradient buffer (an affine's addend: alias_of[j] = that consumer).
+    struct GradientPlan {
+        std::vector<int> wrt;
+        std::vector<char> needs_grad, is_output, is_wrt, by_rows;
+        std::vector<int> alias_of;
+    };
+    const GradientPlan& gradient_plan(const std::vector<int>& wrt);
     void release_inputs(int step);  // forward: after `step` ran
     LayoutPtr axis_layout(std::uint64_t axis) const;
     View<const T> view(int i) const;
     View<T> grad_view(int i);
     bool sparse_capable(int i) const;
-    bool by_rows_capable(int i) const;
+    bool by_rows_capable(int i, const std::vector<char>& needs_grad) const;
     Value to_value(int i, const T* from) const;
 
     std::shared_ptr<const Plan> plan_;
+    std::vector<int> step_of_;  // per node: the plan step it runs in
     std::vector<Slot> slots_;
+    std::unique_ptr<GradientPlan> gradient_plan_;  // for the last wrt backward was given
     std::unordered_map<std::uint64_t, LayoutPtr> axis_layouts_;
     std::vector<char> scanned_;  // per plan step: its loop ran as a fused scan
     std::size_t batch_size_ = 0;
@@ -123,7 +133,6 @@ private:
     // plan_backward: which values backward reads, the wrt it was planned for, and per step its
     // inputs from other steps with, per node, how many steps still have to read it this forward.
     bool backward_planned_ = false;
-    std::vector<int> planned_wrt_;
     std::vector<char> value_needed_;
     std::vector<std::vector<int>> step_inputs_;
     std::vector<int> readers_, readers_left_;

@@ -55,26 +55,22 @@ void Execution<T>::back_node(int i, Workspace<T>& work) {
     std::vector<View<const T>> in(k);
     std::vector<View<T>> in_grad(k);
     std::vector<const SequenceLayout*> in_layouts(k);
-    bool any = false;
+    std::vector<RowGradient<T>*> by_rows(k, nullptr);
+    std::vector<TouchedRows> touched(k);
+    bool any = false, any_by_rows = false;
     for (std::size_t j = 0; j < k; ++j) {
+        Slot& in_slot = slots_[pn.inputs[j]];
         in[j] = view(pn.inputs[j]);
         in_grad[j] = grad_view(pn.inputs[j]);
-        in_layouts[j] = slots_[pn.inputs[j]].layout.get();
-        any |= static_cast<bool>(in_grad[j]);
-    }
-    std::vector<RowGradient<T>*> by_rows(k, nullptr);
-    bool any_by_rows = false;
-    for (std::size_t j = 0; j < k; ++j) {
-        const Slot& in_slot = slots_[pn.inputs[j]];
+        in_layouts[j] = in_slot.layout.get();
         if (in_slot.needs_grad && in_slot.by_rows) {
             by_rows[j] = in_slot.by_rows.get();
-            any = any_by_rows = true;
+            any_by_rows = true;
         }
+        if (in_grad[j] && in_slot.sparse) touched[j].rows = &in_slot.rows;
+        any |= static_cast<bool>(in_grad[j]) || by_rows[j];
     }
     if (!any) return;
-    std::vector<TouchedRows> touched(k);
-    for (std::size_t j = 0; j < k; ++j)
-        if (in_grad[j] && slots_[pn.inputs[j]].sparse) touched[j].rows = &slots_[pn.inputs[j]].rows;
     OpCall<T> c;
     c.in = in;
     c.in_layouts = in_layouts;
@@ -207,27 +203,23 @@ void Execution<T>::finish_gradient(int i) {
 template <class T>
 void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights,
                             const std::function<void(int)>& on_ready) {
-    if (backward_planned_ && wrt != planned_wrt_)
+    if (backward_planned_ && gradient_plan_ && wrt != gradient_plan_->wrt)
         throw InternalError("backward: wrt differs from the one plan_backward was given (values it needs were freed)");
+    const GradientPlan& gp = gradient_plan(wrt);
     const std::size_t n = plan_->nodes.size();
-    const std::vector<char> depends = depends_on(wrt);
-    std::vector<char> kept(n, 0);  // values and gradients that outlive the pass
-    std::vector<char> is_output(n, 0);
-    for (int o : plan_->outputs) kept[static_cast<std::size_t>(o)] = is_output[static_cast<std::size_t>(o)] = 1;
-    for (int w : wrt) kept[static_cast<std::size_t>(w)] = 2;
     for (std::size_t i = 0; i < n; ++i) {
         Slot& s = slots_[i];
-        const NodeKind kind = plan_->nodes[i].node->kind;
-        s.needs_grad = depends[i];
-        s.keep_value = kept[i] || kind != NodeKind::Op;
-        s.keep_grad = kept[i] != 0;
+        s.needs_grad = gp.needs_grad[i];
+        s.keep_grad = gp.is_output[i] || gp.is_wrt[i];
+        s.keep_value = s.keep_grad || plan_->nodes[i].node->kind != NodeKind::Op;
+        s.grad_alias = s.aliased_by = -1;
         if (!s.keep_grad) pool_.give(std::move(s.grad));  // taken again when first needed
         if (!s.needs_grad || !s.keep_grad) {
             s.by_rows.reset();
             continue;
         }
         const std::size_t size = s.dims.size(), row = s.dims.rank ? size / s.dims[0] : 0;
-        if (by_rows_capable(static_cast<int>(i))) {
+        if (gp.by_rows[i]) {
             if (!s.by_rows) s.by_rows = std::make_unique<RowGradient<T>>();
             s.by_rows->reset(s.dims[0], row);
             pool_.give(std::move(s.grad));
@@ -242,43 +234,17 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
             resize(s.grad, size);
             // Zeroed by the first step that adds into it (in parallel with other steps), or now
             // for an output, whose seed goes in next.
-            s.grad_stale = !is_output[i];
+            s.grad_stale = !gp.is_output[i];
             if (!s.grad_stale) std::fill(s.grad.begin(), s.grad.end(), T(0));
         }
         s.rows.clear();
         s.sparse = sparse_capable(static_cast<int>(i));
     }
-    // An input whose one consumer passes its gradient through (an affine's addend, e.g. an LSTM's
-    // input projection) shares the consumer's gradient buffer instead of receiving a copy.
-    for (auto& s : slots_) s.grad_alias = s.aliased_by = -1;
-    std::vector<int> uses(n, 0), consumer(n, -1);
-    std::vector<std::size_t> position(n, 0);
-    for (std::size_t k = 0; k < n; ++k)
-        for (std::size_t p = 0; p < plan_->nodes[k].inputs.size(); ++p) {
-            const auto j = static_cast<std::size_t>(plan_->nodes[k].inputs[p]);
-            ++uses[j];
-            consumer[j] = static_cast<int>(k);
-            position[j] = p;
-        }
-    auto plain = [&](std::size_t i) {  // a pooled gradient of an op outside loops
-        const Slot& s = slots_[i];
-        return s.needs_grad && !s.keep_grad && !s.by_rows && plan_->nodes[i].node->kind == NodeKind::Op &&
-               plan_->nodes[i].loop < 0;
-    };
-    std::vector<char> candidate(n, 0);
     for (std::size_t j = 0; j < n; ++j) {
-        if (uses[j] != 1 || !plain(j)) continue;
-        const auto k = static_cast<std::size_t>(consumer[j]);
-        const Slot& ks = slots_[k];
-        candidate[j] = ks.needs_grad && !ks.keep_grad && !ks.by_rows && plan_->nodes[k].node->kind == NodeKind::Op &&
-                       plan_->nodes[k].node->op->gradient_passes_through(position[j]) && slots_[j].dims == ks.dims;
-    }
-    for (std::size_t j = 0; j < n; ++j) {
-        const auto k = static_cast<std::size_t>(consumer[j]);
-        if (!candidate[j] || candidate[k]) continue;  // no chains: the consumer owns its buffer
-        pool_.give(std::move(slots_[j].grad));
-        slots_[j].grad_alias = static_cast<int>(k);
-        slots_[k].aliased_by = static_cast<int>(j);
+        const int k = gp.alias_of[j];
+        if (k < 0 || slots_[j].dims != slots_[static_cast<std::size_t>(k)].dims) continue;  // run-time shapes
+        slots_[j].grad_alias = k;
+        slots_[static_cast<std::size_t>(k)].aliased_by = static_cast<int>(j);
     }
     for (int o : plan_->outputs) {
         Slot& s = slots_[o];
@@ -291,8 +257,6 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
             for (auto& g : s.grad) g += T(1);
         }
     }
-    std::vector<char> is_wrt(n, 0);
-    for (int w : wrt) is_wrt[static_cast<std::size_t>(w)] = 1;
     const int threads = inter_op_threads(), last = static_cast<int>(plan_->steps.size()) - 1;
     if (threads > 1 && backward_tasks_.after.empty()) build_task_graphs();
     works_.resize(static_cast<std::size_t>(std::max(threads, 1)));
@@ -311,7 +275,7 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         // Every step adding into a member's gradient ran before this one (backward order).
         for (int m : step.members)
-            if (is_wrt[static_cast<std::size_t>(m)]) {
+            if (gp.is_wrt[static_cast<std::size_t>(m)]) {
                 finish_gradient(m);
                 if (on_ready) on_ready(m);
             }
@@ -326,30 +290,65 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
 }
 
 template <class T>
-std::vector<char> Execution<T>::depends_on(const std::vector<int>& wrt) const {
-    // Gradients are needed on paths from a wrt node up to an output: nodes that depend on one.
+const typename Execution<T>::GradientPlan& Execution<T>::gradient_plan(const std::vector<int>& wrt) {
+    if (gradient_plan_ && gradient_plan_->wrt == wrt) return *gradient_plan_;
+    auto gp = std::make_unique<GradientPlan>();
     const std::size_t n = plan_->nodes.size();
-    std::vector<char> depends(n, 0);
-    for (int w : wrt) depends[w] = 1;
+    gp->wrt = wrt;
+    gp->is_output.assign(n, 0);
+    gp->is_wrt.assign(n, 0);
+    for (int o : plan_->outputs) gp->is_output[static_cast<std::size_t>(o)] = 1;
+    for (int w : wrt) gp->is_wrt[static_cast<std::size_t>(w)] = 1;
+    // Gradients are needed on paths from a wrt node up to an output: nodes that depend on one.
+    auto& needs = gp->needs_grad;
+    needs = gp->is_wrt;
     for (bool changed = true; changed;) {  // loops' back edges settle in a second pass
         changed = false;
         for (std::size_t i = 0; i < n; ++i) {
-            if (depends[i]) continue;
+            if (needs[i]) continue;
             for (int j : plan_->nodes[i].inputs)
-                if (depends[j]) {
-                    depends[i] = 1;
+                if (needs[static_cast<std::size_t>(j)]) {
+                    needs[i] = 1;
                     changed = true;
                     break;
                 }
         }
     }
-    return depends;
+    gp->by_rows.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) gp->by_rows[i] = gp->is_wrt[i] && by_rows_capable(static_cast<int>(i), needs);
+    // An input whose one consumer passes its gradient through (an affine's addend, e.g. an LSTM's
+    // input projection) shares the consumer's gradient buffer instead of receiving a copy; both
+    // must be pooled gradients of ops outside loops, and the consumer not itself an alias.
+    std::vector<int> uses(n, 0), consumer(n, -1);
+    std::vector<std::size_t> position(n, 0);
+    for (std::size_t k = 0; k < n; ++k)
+        for (std::size_t p = 0; p < plan_->nodes[k].inputs.size(); ++p) {
+            const auto j = static_cast<std::size_t>(plan_->nodes[k].inputs[p]);
+            ++uses[j];
+            consumer[j] = static_cast<int>(k);
+            position[j] = p;
+        }
+    auto pooled = [&](std::size_t i) {
+        return needs[i] && !gp->is_output[i] && !gp->is_wrt[i] && plan_->nodes[i].node->kind == NodeKind::Op;
+    };
+    std::vector<char> candidate(n, 0);
+    for (std::size_t j = 0; j < n; ++j) {
+        if (uses[j] != 1 || !pooled(j) || plan_->nodes[j].loop >= 0) continue;
+        const auto k = static_cast<std::size_t>(consumer[j]);
+        candidate[j] = pooled(k) && plan_->nodes[k].node->op->gradient_passes_through(position[j]) &&
+                       plan_->nodes[j].type.shape == plan_->nodes[k].type.shape;
+    }
+    gp->alias_of.assign(n, -1);
+    for (std::size_t j = 0; j < n; ++j)
+        if (candidate[j] && !candidate[static_cast<std::size_t>(consumer[j])]) gp->alias_of[j] = consumer[j];
+    gradient_plan_ = std::move(gp);
+    return *gradient_plan_;
 }
 
 template <class T>
 void Execution<T>::plan_backward(const std::vector<int>& wrt) {
     const std::size_t n = plan_->nodes.size();
-    const std::vector<char> depends = depends_on(wrt);
+    const std::vector<char>& depends = gradient_plan(wrt).needs_grad;
     value_needed_.assign(n, 0);
     for (int o : plan_->outputs) value_needed_[static_cast<std::size_t>(o)] = 1;
     for (std::size_t i = 0; i < n; ++i) {
@@ -373,21 +372,17 @@ void Execution<T>::plan_backward(const std::vector<int>& wrt) {
                 value_needed_[static_cast<std::size_t>(j)] = 1;
         }
     }
-    std::vector<int> step_of(n, -1);
-    for (std::size_t s = 0; s < plan_->steps.size(); ++s)
-        for (int m : plan_->steps[s].members) step_of[static_cast<std::size_t>(m)] = static_cast<int>(s);
     step_inputs_.assign(plan_->steps.size(), {});
     readers_.assign(n, 0);
     for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
         auto& ins = step_inputs_[s];
         for (int m : plan_->steps[s].members)
             for (int j : plan_->nodes[static_cast<std::size_t>(m)].inputs)
-                if (step_of[static_cast<std::size_t>(j)] != static_cast<int>(s) &&
+                if (step_of_[static_cast<std::size_t>(j)] != static_cast<int>(s) &&
                     std::find(ins.begin(), ins.end(), j) == ins.end())
                     ins.push_back(j);
         for (int j : ins) ++readers_[static_cast<std::size_t>(j)];
     }
-    planned_wrt_ = wrt;
     backward_planned_ = true;
 }
 
@@ -405,10 +400,12 @@ bool Execution<T>::sparse_capable(int i) const {
 }
 
 template <class T>
-bool Execution<T>::by_rows_capable(int i) const {
-    // Every consumer must be an op outside loops (loop ops get their outside gradients in bulk,
-    // densely) that adds into this input by rows.
-    if (!sparse_capable(i)) return false;
+bool Execution<T>::by_rows_capable(int i, const std::vector<char>& needs_grad) const {
+    // A parameter matrix that gets a gradient, whose every consumer is an op outside loops (loop
+    // ops get their outside gradients in bulk, densely) that adds into it by rows.
+    if (!needs_grad[static_cast<std::size_t>(i)] || plan_->nodes[i].node->kind != NodeKind::Parameter ||
+        plan_->nodes[i].type.shape.rank() < 2)
+        return false;
     bool any = false;
     for (const auto& pn : plan_->nodes)
         for (std::size_t j = 0; j < pn.inputs.size(); ++j) {

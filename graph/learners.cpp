@@ -1,7 +1,6 @@
 #include "graph/learners.hpp"
 
 #include <cmath>
-#include <numeric>
 
 #include "core/errors.hpp"
 #include "core/parallel.hpp"
@@ -111,40 +110,32 @@ void Learner::update(const Session& session, double gradient_scale) {
         const double norm = std::sqrt(sq) * std::abs(gradient_scale);
         if (norm > options_.gradient_clipping_norm) scale *= options_.gradient_clipping_norm / norm;
     }
-    begin_update(scale);
-    if (!grads.empty()) norm_scale_ = std::abs(gradient_scale);  // the norm is of the unclipped gradient
-    auto one = [&](std::size_t i) {
+    open_update(scale, std::abs(gradient_scale));  // the norm reported is the unclipped gradient's
+    // Parameters are independent: with several inter-op threads they are updated at once, the
+    // largest first (the update is memory-bound; results do not depend on the order).
+    TaskGraph independent;
+    independent.after.assign(parameters_.size(), {});
+    for (const auto& p : parameters_) independent.priority.push_back(static_cast<double>(p.data().size()));
+    run_task_graph(independent, inter_op_threads(), [&](int t, int) {
+        const auto i = static_cast<std::size_t>(t);
         if (grads.empty())
             update_parameter(session, i);
         else
             apply_parameter(i, grads[i]);
-    };
-    // Parameters are independent: with several inter-op threads they are updated at once, the
-    // largest first (the update is memory-bound; results do not depend on the order).
-    const int threads = inter_op_threads();
-    if (threads > 1 && parameters_.size() > 1) {
-        std::vector<std::size_t> order(parameters_.size());
-        std::iota(order.begin(), order.end(), std::size_t{0});
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-            return parameters_[a].data().size() > parameters_[b].data().size();
-        });
-        TaskGraph independent;
-        independent.after.assign(order.size(), {});
-        run_task_graph(independent, threads, [&](int t, int) { one(order[static_cast<std::size_t>(t)]); });
-    } else {
-        for (std::size_t i = 0; i < parameters_.size(); ++i) one(i);
-    }
+    });
     end_update(session);
 }
 
-void Learner::begin_update(double gradient_scale) {
+void Learner::begin_update(double gradient_scale) { open_update(gradient_scale, std::abs(gradient_scale)); }
+
+void Learner::open_update(double gradient_scale, double norm_scale) {
     if (updating_) throw InternalError(name_ + ": begin_update while an update is open");
     const double lr = lr_(steps_);
     if (!std::isfinite(lr))
         throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
     updating_ = true;
     scale_ = gradient_scale;
-    norm_scale_ = std::abs(gradient_scale);
+    norm_scale_ = norm_scale;
     lr_now_ = lr;
     square_sums_.assign(parameters_.size(), 0.0);
     done_.assign(parameters_.size(), 0);
@@ -189,6 +180,7 @@ void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
     s.rows = grad.rows;
     s.rows_width = row_width(w);
+    prepare(s);
     if (!grad.by_rows) {
         apply(s);
         return;
@@ -365,14 +357,13 @@ public:
 
 private:
     bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
-    void apply(const Step& s) override {
-        // Locals, not reads through s or this inside the loops: float stores could alias them,
-        // which stops GCC from vectorizing.
-        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
-        [[maybe_unused]] const float eps = eps_;
+    void prepare(Step& s) const override {  // bias corrections
         const double t = static_cast<double>(s.t);
-        const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
-        const auto c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
+        s.c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
+        s.c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
+    }
+    void apply(const Step& s) override {
+        const float c1 = s.c1, c2 = s.c2;
         if (options().lazy_sparse_rows) {
             if (s.rows) {  // the session knows the rows the gradient touched: no scan
                 for (std::size_t r : *s.rows) {

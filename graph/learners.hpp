@@ -117,7 +117,11 @@ protected:
         // gradient is zero. Lazy Adam visits only these.
         const std::vector<std::size_t>* rows;
         std::size_t rows_width;
+        // Factors the rule derives from t alone (Adam's bias corrections), set once per update by
+        // prepare(), not in every apply() (a table kept by rows is applied row by row).
+        float c1 = 1.0f, c2 = 1.0f;
     };
+    virtual void prepare(Step&) const {}
     virtual void apply(const Step& step) = 0;
     // Whether the rule leaves rows with an all-zero gradient alone (lazy Adam).
     virtual bool skips_zero_rows() const { return false; }
@@ -139,6 +143,9 @@ private:
     };
     Gradient gradient_of(const Session& session, std::size_t i) const;
     void apply_parameter(std::size_t i, const Gradient& grad);
+    // begin_update with the scale the gradients get and the one the reported norm gets (they
+    // differ after clipping).
+    void open_update(double gradient_scale, double norm_scale);
     // The open update: its scale and rate, and per parameter its squared norm and whether it is done.
     bool updating_ = false;
     double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
