@@ -9,6 +9,7 @@
 #include "core/data_vocabulary.hpp"
 #include "core/errors.hpp"
 #include "core/gemm.hpp"
+#include "core/packed_gemm.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "core/sequence_layout.hpp"

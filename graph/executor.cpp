@@ -252,6 +252,8 @@ void Execution<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
         mb.out_stride = n_seq * o.sample.size();
         members.push_back(std::move(mb));
     }
+    std::vector<LoopCache<T>> caches(members.size());
+    for (auto& cache : caches) cache.pool = &pool_;
     for (std::size_t k = 0; k < steps; ++k) {
         const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
         for (std::size_t mi = 0; mi < members.size(); ++mi) {
@@ -265,12 +267,14 @@ void Execution<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
             c.in_step = true;
             c.t = t;
             c.work = &work;
+            c.loop_cache = &caches[mi];
             c.out = mb.out;
             c.out.data = slots_[step.members[mi]].value.data() + t * mb.out_stride;
             mb.pn->node->op->forward(c);
             zero_padding_step(c.out.data, *layout, t, slots_[step.members[mi]].sample.size());
         }
     }
+    for (auto& cache : caches) pool_.give(std::move(cache.data));
 }
 
 template <class T>

@@ -141,6 +141,8 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
         mb.out_dims = make_dims({n_seq}, slots_[m].sample);
         members.push_back(std::move(mb));
     }
+    std::vector<LoopCache<T>> caches(members.size());
+    for (auto& cache : caches) cache.pool = &pool_;
     for (std::size_t k = 0; k < steps; ++k) {
         const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
         for (std::size_t mi = members.size(); mi-- > 0;) {
@@ -167,9 +169,11 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
             c.out_grad = {g_out, mb.out_dims, 1};
             c.in_grad = mb.grad;
             c.in_grad_full = mb.grad_full;
+            c.loop_cache = &caches[mi];
             plan_->nodes[mb.index].node->op->backward(c);
         }
     }
+    for (auto& cache : caches) pool_.give(std::move(cache.data));
     for (Member& mb : members) {
         Slot& s = slots_[mb.index];
         if (!s.needs_grad || !mb.outside) continue;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.hpp"
 #include "core/sequence_layout.hpp"
 #include "core/shape.hpp"
 #include "graph/node.hpp"
@@ -40,6 +41,26 @@ struct Workspace {
     T* get(std::size_t n) {
         if (buffer.size() < n) buffer.resize(n);
         return buffer.data();
+    }
+};
+
+// Memory an op keeps across the time steps of one run of a loop: a weight packed once for every
+// step. Not ready at the loop's first step; the executor takes the buffer back after the last.
+template <class T>
+struct LoopCache {
+    BufferPool<T>* pool = nullptr;
+    Buffer<T> data;
+    bool ready = false;
+
+    T* get(std::size_t n) {
+        if (data.size() >= n) return data.data();
+        if (!pool) {
+            data.resize(n);
+        } else {
+            pool->give(std::move(data));
+            data = pool->take(n);
+        }
+        return data.data();
     }
 };
 
@@ -101,6 +122,7 @@ struct OpCall {
     bool in_step = false;
     std::size_t t = 0;
     std::span<const View<const T>> in_full;
+    LoopCache<T>* loop_cache = nullptr;  // inside a loop: this op's memory for the loop's run
 
     // Backward only. An input gradient with data == nullptr is not needed.
     View<const T> out_grad;

@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/gemm.hpp"
+#include "core/packed_gemm.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/broadcast.hpp"
 
@@ -47,6 +48,12 @@ public:
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
+        if (StepRows<T>* r = step_rows(c)) {
+            const T* w = packed_weight(c, false, *r);
+            start_output(c);
+            gemm_rows<T>(r->x.size(), r->n, r->k, r->x.data(), w, r->y.data(), true);
+            return;
+        }
         if (Packed<T> p; pack(c, p)) {
             T *xp = p.buffer, *yp = p.buffer + p.rows * p.k;
             gather(p, c.in[0].data, xp, p.k);
@@ -67,6 +74,11 @@ public:
     void bwd(const OpCall<T>& c) const {
         if (addend_ && c.in_grad[2]) addend_gradient(c);
         const View<T>&gx = c.in_grad[0], &gw = c.in_grad[1];
+        if (StepRows<T>* r = gx && !gw ? step_rows(c) : nullptr) {  // dX += dY W^T, this step's rows
+            const T* wt = packed_weight(c, true, *r);
+            gemm_rows<T>(r->gy.size(), r->k, r->n, r->gy.data(), wt, r->gx.data(), true);
+            return;
+        }
         if (Packed<T> p; pack(c, p)) {
             T *xp = p.buffer, *gp = p.buffer + p.rows * p.k;
             gather(p, c.out_grad.data, gp, p.n);
@@ -138,6 +150,62 @@ private:
                 for (std::size_t i = 0; i < n; ++i) gb[base[0] + i * step[0]] += g[o + i];
             }
         });
+    }
+
+    // Inside a loop, a static right operand is packed once for all the loop's steps (core/
+    // packed_gemm.hpp), and each step multiplies the rows of its running sequences where they lie:
+    // no GEMM call repacking the weight, no gather or scatter per step.
+    template <class T>
+    struct StepRows {
+        std::size_t k = 0, n = 0;
+        // Per real row: forward, its input and output rows; backward, its output and input gradients'.
+        std::vector<const T*> x, gy;
+        std::vector<T*> y, gx;
+    };
+
+    // The rows of this step, or nullptr where the packed path does not apply. The lists are the
+    // calling thread's, reused from step to step: nothing is allocated per step once warm.
+    template <class T>
+    StepRows<T>* step_rows(const OpCall<T>& c) const {
+        const View<const T>&x = c.in[0], &w = c.in[1];
+        if (!c.in_step || !c.loop_cache || x.dyn != 1 || w.dyn != 0 || !packed_gemm_vectorized()) return nullptr;
+        thread_local StepRows<T> r;
+        r.x.clear();
+        r.y.clear();
+        r.gy.clear();
+        r.gx.clear();
+        r.k = x.dims[x.dims.rank - 1];
+        r.n = w.sample_size() / r.k;
+        const std::size_t per_seq = x.sample_size() / r.k, n_seq = x.dims[0];
+        const SequenceLayout* layout = c.in_layouts.empty() ? nullptr : c.in_layouts[0];
+        const bool backward = static_cast<bool>(c.out_grad);
+        for (std::size_t s = 0; s < n_seq; ++s) {
+            if (layout && !layout->valid(c.t, s)) continue;
+            for (std::size_t i = s * per_seq; i < (s + 1) * per_seq; ++i) {
+                if (backward) {
+                    r.gy.push_back(c.out_grad.data + i * r.n);
+                    r.gx.push_back(c.in_grad[0].data + i * r.k);
+                } else {
+                    r.x.push_back(x.data + i * r.k);
+                    r.y.push_back(c.out.data + i * r.n);
+                }
+            }
+        }
+        return &r;
+    }
+
+    // op(W) [k, n] packed for forward, or its transpose [n, k] for dX, at the loop's first step.
+    template <class T>
+    const T* packed_weight(const OpCall<T>& c, bool for_dx, const StepRows<T>& r) const {
+        LoopCache<T>& cache = *c.loop_cache;
+        const std::size_t k = for_dx ? r.n : r.k, n = for_dx ? r.k : r.n;
+        T* packed = cache.get(packed_size<T>(k, n));
+        if (!cache.ready) {
+            // W is stored [k, n], or [n, k] for times_transpose.
+            pack_right(transpose_ != for_dx, k, n, c.in[1].data, transpose_ ? r.k : r.n, packed);
+            cache.ready = true;
+        }
+        return packed;
     }
 
     // A padded sequence times a static matrix multiplies only the real steps: their rows are
