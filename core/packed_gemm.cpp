@@ -71,7 +71,8 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, std::
         W::store(tile[r] + w, c##r##1); \
     }
     LOOM_STORE(0)
-    LOOM_STORE(1) LOOM_STORE(2) LOOM_STORE(3) LOOM_STORE(4) LOOM_STORE(5)
+    LOOM_STORE(1)
+    LOOM_STORE(2) LOOM_STORE(3) LOOM_STORE(4) LOOM_STORE(5)
 #undef LOOM_STORE
         for (std::size_t r = 0; r < R; ++r) {
         T* out = c[r] + col;
@@ -129,11 +130,11 @@ void pack_right(bool transposed, std::size_t k, std::size_t n, const T* b, std::
     for (std::size_t col = 0; col < n; col += nr) {
         const std::size_t nc = std::min(nr, n - col);
         T* panel = packed + col * k;
-        if (transposed) {  // column j of B is row j of b: write it down the panel's column
-            for (std::size_t j = 0; j < nc; ++j) {
-                const T* src = b + (col + j) * ldb;
-                for (std::size_t p = 0; p < k; ++p) panel[p * nr + j] = src[p];
-            }
+        if (transposed) {  // column j of B is row j of b: read the panel's rows side by side
+            const T* src[panel_width<T>];
+            for (std::size_t j = 0; j < nc; ++j) src[j] = b + (col + j) * ldb;
+            for (std::size_t p = 0; p < k; ++p)
+                for (std::size_t j = 0; j < nc; ++j) panel[p * nr + j] = src[j][p];
         } else {
             for (std::size_t p = 0; p < k; ++p) std::copy_n(b + p * ldb + col, nc, panel + p * nr);
         }
