@@ -35,7 +35,7 @@ struct Options {
     std::size_t synthetic_questions = 600;
     std::size_t synthetic_vocab = 2000, synthetic_copy = 0;
     double holdout = 0.1;
-    bool select_epoch = false;
+    bool select_epoch = false, residual = false;
     std::uint64_t seed = 1;
     qa::ModelOptions model;
     qa::TrainOptions training;
@@ -108,7 +108,7 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
         return 0;
     }
 
-    IdfTable idf = IdfTable::fit(train.token_lists());
+    const qa::OverlapIdf idf = qa::OverlapIdf::fit(train);
     if (!eval.pairs.empty()) {
         std::vector<double> overlap;
         for (const auto& p : eval.pairs) overlap.push_back(word_overlap_score(p.question, p.answer));
@@ -252,6 +252,9 @@ int main(int argc, char** argv) {
                    "N >= 0: train only on wrong answers whose word-overlap count is at least the true answer's - N "
                    "(those the overlap baseline gets wrong or nearly), so the cosine learns what overlap misses")
         ->check(CLI::Range(-1, 100));
+    app.add_flag("--residual", o.residual,
+                 "with --folds and the hinge loss: rank by cos + w . f in the loss, f the pair's overlap features "
+                 "and w learned along, so the cosine learns what the features lack");
     app.add_option("--dump-scores", o.dump,
                    "with --folds: write every pair's overlap features and cosines (out-of-fold for training pairs, "
                    "one per network for evaluation pairs) to this TSV");
@@ -274,6 +277,11 @@ int main(int argc, char** argv) {
         std::cerr << "--score needs a trained model: pass --resume CHECKPOINT\n";
         return 2;
     }
+    if (o.residual && (o.folds == 0 || o.training.loss != "hinge")) {
+        std::cerr << "--residual needs --folds K and the hinge loss\n";
+        return 2;
+    }
+    if (o.residual) o.model.residual_features = qa::num_features - 1;
     if (o.folds == 1 ||
         (o.folds && (!o.save.empty() || !o.resume.empty() || (!o.train_file.empty() && o.eval_file.empty())))) {
         std::cerr << "--folds K needs K >= 2 and --eval, and trains K networks that are not saved: drop --save, "

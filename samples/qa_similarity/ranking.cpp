@@ -1,9 +1,11 @@
 #include "ranking.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace qa {
 
@@ -71,40 +73,145 @@ std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, s
     return scores;
 }
 
-namespace {
-Features overlap_features(const QaPair& p, double cosine, const IdfTable& idf) {
-    std::set<std::string> answer_words;
-    for (const auto& t : p.answer) answer_words.insert(lower(t));
-    std::set<std::string> seen;
-    double question_count = 0, question_idf = 0;
-    for (const auto& t : p.question) {
-        const std::string w = lower(t);
-        if (is_stopword(w) || !seen.insert(w).second) continue;
-        question_count += 1;
-        question_idf += idf.idf(w);
+std::string crude_stem(const std::string& w) {
+    const bool letters = std::all_of(w.begin(), w.end(), [](char ch) { return ch >= 'a' && ch <= 'z'; });
+    if (!letters || w.size() < 4 || w.ends_with("ss")) return w;
+    static const std::pair<std::string_view, std::string_view> suffixes[] = {
+        {"ies", "y"}, {"sses", "ss"}, {"xes", "x"}, {"ches", "ch"}, {"shes", "sh"},
+        {"ing", ""},  {"ed", ""},     {"ly", ""},   {"s", ""}};
+    std::string r = w;
+    for (const auto& [suffix, replacement] : suffixes) {
+        if (!w.ends_with(suffix) || w.size() - suffix.size() + replacement.size() < 3) continue;
+        r = w.substr(0, w.size() - suffix.size()) + std::string(replacement);
+        // "stopped" -> "stop", but "filled" -> "fill"
+        const bool verb = suffix == "ing" || suffix == "ed";
+        if (verb && r.size() >= 4 && r.back() == r[r.size() - 2] && r.back() != 'l' && r.back() != 's' &&
+            r.back() != 'z')
+            r.pop_back();
+        break;
     }
-    const double count = word_overlap_score(p.question, p.answer),
-                 weighted = word_overlap_score(p.question, p.answer, &idf);
+    if (r.size() >= 4 && r.back() == 'e') r.pop_back();  // "game" and "games" alike
+    return r;
+}
+
+OverlapIdf OverlapIdf::fit(const QaData& train) {
+    auto documents = train.token_lists();
+    OverlapIdf t;
+    t.words = IdfTable::fit(documents);
+    for (auto& d : documents)
+        for (auto& w : d) w = crude_stem(lower(w));
+    t.stems = IdfTable::fit(documents);
+    return t;
+}
+
+namespace {
+bool has_alphanumeric(const std::string& w) {
+    return std::any_of(w.begin(), w.end(), [](char ch) {
+        const auto u = static_cast<unsigned char>(ch);
+        return u >= 0x80 || std::isalnum(u) != 0;
+    });
+}
+
+// The lowercased non-stopword tokens, as the baseline counts them.
+std::set<std::string> content_words(const std::vector<std::string>& tokens) {
+    std::set<std::string> out;
+    for (const auto& t : tokens) {
+        std::string w = lower(t);
+        if (has_alphanumeric(w) && !is_stopword(w)) out.insert(std::move(w));
+    }
+    return out;
+}
+
+// Shared words of two sets: their number, idf sum, and the question's idf sum.
+struct Shared {
+    double count = 0, weighted = 0, question_count = 0, question_weighted = 0;
+};
+Shared shared(const std::set<std::string>& question, const std::set<std::string>& answer, const IdfTable& idf) {
+    Shared s;
+    for (const auto& w : question) {
+        const double v = idf.idf(w);
+        s.question_count += 1;
+        s.question_weighted += v;
+        if (answer.count(w)) {
+            s.count += 1;
+            s.weighted += v;
+        }
+    }
+    return s;
+}
+
+Features overlap_features(const QaPair& p, double cosine, const OverlapIdf& idf) {
+    const auto question = content_words(p.question), answer = content_words(p.answer);
+    const Shared words = shared(question, answer, idf.words);
+    std::set<std::string> question_stems, answer_stems;
+    for (const auto& w : question) question_stems.insert(crude_stem(w));
+    for (const auto& w : answer) answer_stems.insert(crude_stem(w));
+    const Shared stems = shared(question_stems, answer_stems, idf.stems);
+
     std::set<std::pair<std::string, std::string>> answer_bigrams;
     for (std::size_t i = 1; i < p.answer.size(); ++i)
         answer_bigrams.insert({lower(p.answer[i - 1]), lower(p.answer[i])});
     double bigrams = 0;
     for (std::size_t i = 1; i < p.question.size(); ++i)
         bigrams += answer_bigrams.count({lower(p.question[i - 1]), lower(p.question[i])});
+
+    std::set<std::string> answer_tokens, names;
+    for (const auto& t : p.answer) answer_tokens.insert(lower(t));
+    for (std::size_t i = 1; i < p.question.size(); ++i) {
+        const std::string& t = p.question[i];
+        if (!t.empty() && std::isupper(static_cast<unsigned char>(t[0])) && !is_stopword(t)) names.insert(lower(t));
+    }
+    double shared_names = 0;
+    for (const auto& w : names) shared_names += answer_tokens.count(w);
+
+    auto fraction = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
     return {cosine,
-            count,
-            weighted,
-            question_count ? count / question_count : 0.0,
-            question_idf > 0 ? weighted / question_idf : 0.0,
-            bigrams};
+            words.count,
+            words.weighted,
+            fraction(words.count, words.question_count),
+            fraction(words.weighted, words.question_weighted),
+            bigrams,
+            stems.count,
+            stems.weighted,
+            fraction(stems.count, stems.question_count),
+            fraction(stems.weighted, stems.question_weighted),
+            shared_names};
 }
 }  // namespace
 
-std::vector<Features> pair_features(const QaData& data, const std::vector<double>& cosine, const IdfTable& idf) {
+std::vector<Features> pair_features(const QaData& data, const std::vector<double>& cosine, const OverlapIdf& idf) {
     std::vector<Features> out;
+    out.reserve(data.pairs.size());
     for (std::size_t i = 0; i < data.pairs.size(); ++i) out.push_back(overlap_features(data.pairs[i], cosine[i], idf));
     return out;
 }
+
+namespace {
+// Solves a x = b for a symmetric positive definite a (Gaussian elimination with partial pivoting;
+// num_features unknowns).
+Features solve(std::array<Features, num_features> a, Features b) {
+    constexpr std::size_t n = num_features;
+    for (std::size_t c = 0; c < n; ++c) {
+        std::size_t p = c;
+        for (std::size_t r = c + 1; r < n; ++r)
+            if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+        std::swap(a[c], a[p]);
+        std::swap(b[c], b[p]);
+        for (std::size_t r = c + 1; r < n; ++r) {
+            const double f = a[r][c] / a[c][c];
+            for (std::size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+            b[r] -= f * b[c];
+        }
+    }
+    Features x{};
+    for (std::size_t c = n; c-- > 0;) {
+        double s = b[c];
+        for (std::size_t k = c + 1; k < n; ++k) s -= a[c][k] * x[k];
+        x[c] = s / a[c][c];
+    }
+    return x;
+}
+}  // namespace
 
 void Combiner::fit(const std::vector<Features>& x, const std::vector<int>& labels,
                    const std::vector<std::size_t>& groups) {
@@ -132,15 +239,36 @@ void Combiner::fit(const std::vector<Features>& x, const std::vector<int>& label
     w_ = {};
     bias_ = 0;  // a constant does not change a ranking
     if (diffs.empty()) return;
-    for (int it = 0; it < 500; ++it) {
-        Features gw{};
+    // The L2 term keeps the Hessian invertible when a feature is constant (zeroed or unused) and
+    // bounds the weights when the pairs are separable.
+    constexpr double l2 = 1e-3;
+    const double m = static_cast<double>(diffs.size());
+    for (int it = 0; it < 15; ++it) {
+        Features g{};
+        std::array<Features, num_features> h{};
+        for (std::size_t k = 0; k < num_features; ++k) {
+            g[k] = l2 * w_[k];
+            h[k][k] = l2;
+        }
         for (const auto& d : diffs) {
             double z = 0;
             for (std::size_t k = 0; k < num_features; ++k) z += w_[k] * d[k];
-            const double err = 1.0 / (1.0 + std::exp(-z)) - 1.0;  // d/dz of log(1 + e^-z)
-            for (std::size_t k = 0; k < num_features; ++k) gw[k] += err * d[k];
+            const double p = 1.0 / (1.0 + std::exp(-z));
+            const double err = (p - 1.0) / m, curvature = p * (1.0 - p) / m;  // of log(1 + e^-z) / m
+            for (std::size_t a = 0; a < num_features; ++a) {
+                g[a] += err * d[a];
+                for (std::size_t b = 0; b <= a; ++b) h[a][b] += curvature * d[a] * d[b];
+            }
         }
-        for (std::size_t k = 0; k < num_features; ++k) w_[k] -= 1.0 * gw[k] / static_cast<double>(diffs.size());
+        for (std::size_t a = 0; a < num_features; ++a)
+            for (std::size_t b = a + 1; b < num_features; ++b) h[a][b] = h[b][a];
+        const Features step = solve(h, g);
+        double largest = 0;
+        for (std::size_t k = 0; k < num_features; ++k) {
+            w_[k] -= step[k];
+            largest = std::max(largest, std::abs(step[k]));
+        }
+        if (largest < 1e-9) break;
     }
 }
 

@@ -4,6 +4,7 @@
 // word-overlap features, weighted by a logistic regression fitted on the training pairs, as Yu et
 // al. 2014 did for answer selection).
 #include <array>
+#include <string>
 #include <vector>
 
 #include <loom.hpp>
@@ -22,23 +23,42 @@ loom::Value flag_sequences(const std::vector<std::vector<float>>& flags);
 struct EncodedPairs {
     std::vector<std::vector<std::size_t>> questions, answers;
     std::vector<std::vector<float>> question_flags, answer_flags;
+    // With --residual: each pair's standardized overlap features (filled by the caller).
+    std::vector<std::vector<float>> features;
 };
 EncodedPairs encode(const loom::QaData& data, const loom::Vocabulary& vocab);
 
 // cos(q, a) for every pair, in batches.
 std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, std::size_t batch = 64);
 
+// A crude English suffix stripper for overlap features ("cities" -> "city", "played" -> "play",
+// "games" and "game" -> "gam"): forms of one word then count as shared. Words with a character
+// other than an ASCII letter, and words under 4 letters, are kept as they are.
+std::string crude_stem(const std::string& lower_word);
+
+// Inverse document frequencies of the lowercased training words and of their stems.
+struct OverlapIdf {
+    loom::IdfTable words, stems;
+    static OverlapIdf fit(const loom::QaData& train);
+};
+
 // Per pair: cosine; shared non-stopword tokens, plain and idf-weighted (Yu et al. 2014), each also
-// as a fraction of the question's; and shared token bigrams.
-inline constexpr std::size_t num_features = 6;
+// as a fraction of the question's; shared token bigrams; the same four counts on stems; and
+// shared capitalised question words (the question's first token excepted). A question's names are
+// mostly its topic, which every candidate of the section mentions: the ranker learns a negative
+// weight for them, so shared ordinary words count more.
+inline constexpr std::size_t num_features = 11;
 using Features = std::array<double, num_features>;
-std::vector<Features> pair_features(const loom::QaData& data, const std::vector<double>& cosine,
-                                    const loom::IdfTable& idf);
+// Which features Yu et al. used (the cosine, the plain and idf-weighted counts and their fractions,
+// bigrams): the first 6.
+inline constexpr std::size_t num_yu_features = 6;
+std::vector<Features> pair_features(const loom::QaData& data, const std::vector<double>& cosine, const OverlapIdf& idf);
 
 // A linear score on the standardized features, fitted as a pairwise ranker (RankNet): logistic
-// loss on the score difference of every (true, wrong) candidate pair of the same question, by
-// full-batch gradient descent. Ranking metrics only compare candidates of one question, so the
-// fit does too.
+// loss on the score difference of every (true, wrong) candidate pair of the same question, plus a
+// small L2 term, minimized by Newton's method (the stem and word counts are nearly collinear:
+// gradient descent stops far from the minimum along that direction). Ranking metrics only compare candidates of one
+// question, so the fit does too.
 class Combiner {
 public:
     void fit(const std::vector<Features>& x, const std::vector<int>& labels, const std::vector<std::size_t>& groups);

@@ -31,10 +31,17 @@ std::vector<Features> without_cosine(std::vector<Features> fs) {
     for (auto& f : fs) f[0] = 0;
     return fs;
 }
+
+// Only Yu et al.'s features (and the cosine): the extended ones zeroed, so the ranker ignores them.
+std::vector<Features> yu_only(std::vector<Features> fs) {
+    for (auto& f : fs)
+        for (std::size_t k = num_yu_features; k < num_features; ++k) f[k] = 0;
+    return fs;
+}
 }  // namespace
 
 void report_combined(const QaData& fit, const std::vector<double>& fit_cosine, const QaData& eval,
-                     const std::vector<double>& eval_cosine, const IdfTable& idf, const QaData& overlap_fit,
+                     const std::vector<double>& eval_cosine, const OverlapIdf& idf, const QaData& overlap_fit,
                      const std::string& fitted_on) {
     std::cout << "combined score (cosine + word overlap, pairwise logistic ranker fitted on " << fitted_on << "):\n";
     const auto fit_features = pair_features(fit, fit_cosine, idf);
@@ -44,14 +51,24 @@ void report_combined(const QaData& fit, const std::vector<double>& fit_cosine, c
     const RankingMetrics baseline = ranking_metrics(eval.groups(), count, eval.labels());
     Combiner combiner;
     combiner.fit(fit_features, fit.labels(), fit.groups());
-    std::cout << "  weights (standardized: cosine, count, idf, count/q, idf/q, bigrams):" << std::setprecision(3);
+    std::cout << "  weights (standardized: cosine; count, idf, count/q, idf/q, bigrams; on stems: count, idf, "
+                 "count/q, idf/q; names):"
+              << std::setprecision(3);
     for (double w : combiner.weights()) std::cout << ' ' << w;
     std::cout << "\n";
     report_gain(report_ranking("cosine + overlap", eval, combiner.scores(eval_features)), baseline);
 
     Combiner overlap_only;
     overlap_only.fit(without_cosine(fit_features), fit.labels(), fit.groups());
-    report_ranking("overlap features only", eval, overlap_only.scores(without_cosine(eval_features)));
+    report_gain(report_ranking("overlap features only", eval, overlap_only.scores(without_cosine(eval_features))),
+                baseline);
+
+    // Yu et al.'s features alone, with and without the cosine (the rankers before the stems and names).
+    Combiner yu, yu_overlap;
+    yu.fit(yu_only(fit_features), fit.labels(), fit.groups());
+    report_gain(report_ranking("cosine + Yu's features", eval, yu.scores(yu_only(eval_features))), baseline);
+    yu_overlap.fit(without_cosine(yu_only(fit_features)), fit.labels(), fit.groups());
+    report_ranking("Yu's features only", eval, yu_overlap.scores(without_cosine(yu_only(eval_features))));
 
     // In two steps: 2 weights (the cosine and the overlap ranker's score) from the cosine's
     // questions instead of all 6.

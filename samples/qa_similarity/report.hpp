@@ -6,6 +6,8 @@
 
 #include <loom.hpp>
 
+#include "ranking.hpp"
+
 namespace qa {
 
 loom::RankingMetrics report_ranking(const std::string& what, const loom::QaData& data,
@@ -16,7 +18,7 @@ loom::RankingMetrics report_ranking(const std::string& what, const loom::QaData&
 // fits the overlap-only ranker on `overlap_fit` (every training pair: its features cannot overfit
 // the way a cosine does), then weighs its score and the cosine on `fit`.
 void report_combined(const loom::QaData& fit, const std::vector<double>& fit_cosine, const loom::QaData& eval,
-                     const std::vector<double>& eval_cosine, const loom::IdfTable& idf, const loom::QaData& overlap_fit,
+                     const std::vector<double>& eval_cosine, const OverlapIdf& idf, const loom::QaData& overlap_fit,
                      const std::string& fitted_on);
 
 }  // namespace qa
