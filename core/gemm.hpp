@@ -10,6 +10,20 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
           std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc);
 
+// Counts the time of its scope into gemm_seconds() when timing is on: every GEMM entry point
+// (gemm, gemm_rows) holds one.
+class GemmTimer {
+public:
+    GemmTimer();
+    ~GemmTimer();
+    GemmTimer(const GemmTimer&) = delete;
+    GemmTimer& operator=(const GemmTimer&) = delete;
+
+private:
+    long long start_ns_ = 0;
+    bool on_;
+};
+
 // Seconds spent inside gemm since start (for benchmarks' "share of time in GEMM"); off unless enabled.
 void gemm_timing(bool on);
 double gemm_seconds();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/gemm.hpp"
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define LOOM_PACKED_GEMM_AVX2 1
@@ -72,7 +74,8 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, std::
     }
     LOOM_STORE(0)
     LOOM_STORE(1)
-    LOOM_STORE(2) LOOM_STORE(3) LOOM_STORE(4) LOOM_STORE(5)
+    LOOM_STORE(2)
+    LOOM_STORE(3) LOOM_STORE(4) LOOM_STORE(5)
 #undef LOOM_STORE
         for (std::size_t r = 0; r < R; ++r) {
         T* out = c[r] + col;
@@ -147,6 +150,7 @@ template <class T>
 void gemm_rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed, T* const* c_rows,
                bool accumulate) {
     if (m == 0 || n == 0) return;
+    GemmTimer timer;
     if (k == 0) {
         if (!accumulate)
             for (std::size_t i = 0; i < m; ++i) std::fill_n(c_rows[i], n, T(0));
