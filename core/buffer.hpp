@@ -98,6 +98,10 @@ public:
             auto best = free_.end();
             for (auto it = free_.begin(); it != free_.end(); ++it)
                 if (it->capacity() >= n && (best == free_.end() || it->capacity() < best->capacity())) best = it;
+            // Best fit, but not a block many times too large: a [T, N, 1] value holding a gate
+            // buffer's 6 MiB for the rest of the pass kept that memory from the value it was
+            // sized for (a new small block is cheap; the big one stays free for a big request).
+            if (best != free_.end() && best->capacity() > 2 * n + small_block) return fresh(n);
             if (best == free_.end() && !free_.empty()) {
                 // None is large enough: the largest free one is given up for a new one, so the pool
                 // never holds more buffers than were ever live at once.
@@ -111,11 +115,9 @@ public:
                 free_.pop_back();
             }
         }
-        // Sizes vary a little from minibatch to minibatch (sequence lengths): some headroom lets a
-        // buffer serve the next one too.
         if (b.capacity() < n) {
             b = Buffer<T>();  // frees the old memory first
-            b.resize(n + n / 8);
+            return fresh(n);
         }
         b.resize(n);
         return b;
@@ -133,6 +135,15 @@ public:
     }
 
 private:
+    static constexpr std::size_t small_block = 4096 / sizeof(T);
+    // Sizes vary a little from minibatch to minibatch (sequence lengths): some headroom lets a
+    // buffer serve the next one too.
+    static Buffer<T> fresh(std::size_t n) {
+        Buffer<T> b;
+        b.resize(n + n / 8);
+        b.resize(n);
+        return b;
+    }
     mutable std::mutex mutex_;
     std::vector<Buffer<T>> free_;
 };

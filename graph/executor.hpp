@@ -48,6 +48,10 @@ public:
     std::span<const T> value_buffer(int i) const { return slots_[i].value; }
     // A gradient kept by rows (see RowGradient) is spread into a dense copy on request.
     std::span<const T> gradient_buffer(int i) const;
+    // Hands wrt node i's dense gradient back to the pool once its reader (a learner) is done with
+    // it, so later buffers of the pass reuse the memory; gradient_buffer(i) is then empty until the
+    // next backward.
+    void release_gradient(int i);
     // The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
     const RowGradient<T>* gradient_by_rows(int i) const;
     // Bytes held: live values and gradients, and free buffers kept for reuse.
@@ -63,7 +67,6 @@ private:
         Buffer<T> value, grad;
         // After backward: whether this value / gradient outlives the pass (outputs, leaves, wrt).
         bool keep_value = true, keep_grad = true;
-        bool grad_stale = false;  // a kept gradient buffer still holding the last pass's values
         // An input whose only consumer passes its gradient through (an affine's addend) uses the
         // consumer's gradient buffer: grad_alias is that consumer until it hands the buffer over
         // (when its step is done); aliased_by is the reverse link.
@@ -90,7 +93,10 @@ private:
     // Backward: a node's gradient buffer, zeroed, from the pool on first use; and the buffers of a
     // step's members handed back once its backward ran (no later step reads them).
     void ensure_grad(int i);
-    void ensure_step_grads(const PlanStep& step);
+    // Of the step's members and inputs; for a loop, `outside` selects its inputs from outside the
+    // loop (weights, input projections, initial states), whose gradients are only added into
+    // after the loop, so their buffers are taken then.
+    void ensure_step_grads(const PlanStep& step, bool outside);
     void release_step(const PlanStep& step);
     void finish_gradient(int i);  // a wrt node's gradient is final: padding zeroed, rows sorted
     const T* data(int i) const { return slots_[i].external ? slots_[i].external : slots_[i].value.data(); }

@@ -12,21 +12,20 @@ namespace loom {
 template <class T>
 void Execution<T>::ensure_grad(int i) {
     Slot& s = slots_[i];
-    if (s.grad_stale) {  // a kept gradient, zeroed by the first step that adds into it
-        std::fill(s.grad.begin(), s.grad.end(), T(0));
-        s.grad_stale = false;
-        return;
-    }
     if (!s.needs_grad || s.by_rows || s.grad_alias >= 0 || s.grad.size() == s.dims.size()) return;
     resize(s.grad, s.dims.size());
     std::fill(s.grad.begin(), s.grad.end(), T(0));
 }
 
 template <class T>
-void Execution<T>::ensure_step_grads(const PlanStep& step) {
+void Execution<T>::ensure_step_grads(const PlanStep& step, bool outside) {
+    const int loop = step.is_loop ? plan_->nodes[step.members.front()].loop : -1;
     for (int m : step.members) {
-        ensure_grad(m);
-        for (int j : plan_->nodes[m].inputs) ensure_grad(j);
+        if (!outside) ensure_grad(m);
+        for (int j : plan_->nodes[m].inputs) {
+            const bool from_outside = loop >= 0 && plan_->nodes[j].loop != loop;
+            if (from_outside == outside) ensure_grad(j);
+        }
     }
 }
 
@@ -93,6 +92,7 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
     const int loop = plan_->nodes[step.members.front()].loop;
     if (scanned_[static_cast<std::size_t>(&step - plan_->steps.data())]) {
+        ensure_step_grads(step, true);
         run_scan(step, true, work);
         return;
     }
@@ -174,8 +174,16 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
         }
     }
     for (auto& cache : caches) pool_.give(std::move(cache.data));
+    // The gradients of the loop's inputs from outside it take memory only now.
+    ensure_step_grads(step, true);
     for (Member& mb : members) {
         Slot& s = slots_[mb.index];
+        const auto& inputs = plan_->nodes[mb.index].inputs;
+        for (std::size_t j = 0; j < inputs.size(); ++j)
+            if (plan_->nodes[inputs[j]].loop != loop) {
+                mb.outside_grad[j] = grad_view(inputs[j]);
+                mb.outside |= static_cast<bool>(mb.outside_grad[j]);
+            }
         if (!s.needs_grad || !mb.outside) continue;
         OpCall<T> c;
         c.in = mb.full;
@@ -234,12 +242,14 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
         s.by_rows.reset();
         if (s.sparse && s.grad.size() == size) {  // only the rows written last time are non-zero
             for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
-        } else {
+        } else if (gp.is_output[i]) {  // its seed goes in next
             resize(s.grad, size);
-            // Zeroed by the first step that adds into it (in parallel with other steps), or now
-            // for an output, whose seed goes in next.
-            s.grad_stale = !gp.is_output[i];
-            if (!s.grad_stale) std::fill(s.grad.begin(), s.grad.end(), T(0));
+            std::fill(s.grad.begin(), s.grad.end(), T(0));
+        } else {
+            // Taken from the pool and zeroed by the first step that adds into it: a parameter's
+            // gradient takes memory only from the end of its layer's backward (when most values
+            // have gone back to the pool), not across the whole pass.
+            pool_.give(std::move(s.grad));
         }
         s.rows.clear();
         s.sparse = sparse_capable(static_cast<int>(i));
@@ -268,7 +278,7 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
         const PlanStep& step = plan_->steps[static_cast<std::size_t>(last - task)];
         Workspace<T>& work = works_[static_cast<std::size_t>(worker)];
         const auto start = std::chrono::steady_clock::now();
-        ensure_step_grads(step);
+        ensure_step_grads(step, false);
         if (step.is_loop)
             back_loop(step, work);
         else
@@ -429,6 +439,12 @@ std::span<const T> Execution<T>::gradient_buffer(int i) const {
     for (std::size_t k = 0; k < s.by_rows->rows.size(); ++k)
         std::copy_n(s.by_rows->data.data() + k * width, width, s.dense.data() + s.by_rows->rows[k] * width);
     return s.dense;
+}
+
+template <class T>
+void Execution<T>::release_gradient(int i) {
+    Slot& s = slots_[i];
+    if (!s.by_rows) pool_.give(std::move(s.grad));
 }
 
 template <class T>

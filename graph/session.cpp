@@ -73,7 +73,20 @@ std::size_t Session::count(const Variable& output) const {
 std::span<const float> Session::gradient(std::size_t i) const {
     if (i >= parameters_.size()) throw UserError("Session::gradient: parameter index out of range");
     if (param_nodes_[i] < 0) return zero_grads_[i];
-    return ex_->gradient_buffer(param_nodes_[i]);
+    std::span<const float> g = ex_->gradient_buffer(param_nodes_[i]);
+    if (g.size() != parameters_[i].data().size())
+        throw UserError("Session::gradient: no gradient for " + parameters_[i].label() +
+                        " (backward has not run since the session was created or the gradient released)");
+    return g;
+}
+
+void Session::release_gradient(std::size_t i) {
+    if (i >= parameters_.size()) throw UserError("Session::release_gradient: parameter index out of range");
+    if (param_nodes_[i] >= 0) ex_->release_gradient(param_nodes_[i]);
+}
+
+void Session::release_gradients() {
+    for (std::size_t i = 0; i < parameters_.size(); ++i) release_gradient(i);
 }
 
 const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {

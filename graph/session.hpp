@@ -41,6 +41,11 @@ public:
     // dense [vocabulary, dim] gradient is never materialized.
     const RowGradient<float>* gradient_by_rows(std::size_t i) const;
     const RowGradient<float>* gradient_by_rows(const Parameter& p) const;
+    // Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
+    // this after each update): the next pass's values then reuse it instead of new memory. Until
+    // the next backward, gradient(i) then throws.
+    void release_gradient(std::size_t i);
+    void release_gradients();
     const std::vector<Parameter>& parameters() const { return parameters_; }
     // Bytes of evaluation buffers the session holds (values, gradients, free buffers kept for reuse).
     std::size_t bytes_held() const;

@@ -40,11 +40,15 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
         // Each parameter is updated as soon as its gradient is final, on the worker that finished
         // it, while backward goes on: the memory-bound update overlaps the GEMMs still running.
         learner_->begin_update(scale);
-        session_->backward([&](std::size_t i) { learner_->update_parameter(*session_, i); });
+        session_->backward([&](std::size_t i) {
+            learner_->update_parameter(*session_, i);
+            session_->release_gradient(i);
+        });
         learner_->end_update(*session_);
     } else {
         session_->backward();
         learner_->update(*session_, scale);
+        session_->release_gradients();
     }
     samples_seen_ += r.loss_count;
     return r;

@@ -140,3 +140,23 @@ TEST_CASE("progress printer: live bar redrawn in place with an ETA") {
     CHECK(text[epoch_line - 1] == '\r');
     CHECK(text.back() == '\n');
 }
+
+TEST_CASE("session: a released gradient is gone until the next backward, which gives it again") {
+    Regression m;
+    Session s({m.loss}, {m.w, m.b});
+    CHECK_THROWS_WITH_AS(s.gradient(m.w), doctest::Contains("no gradient for"), UserError);
+    s.forward(m.minibatch(0));
+    s.backward();
+    // d/db sum (z - y)^2 at w = b = 0 is sum 2 (0 - y) = -2 sum y, computed from the minibatch.
+    double sum_y = 0;
+    for (std::size_t n = 0; n < 8; ++n) {
+        const double x0 = static_cast<double>(n % 5) * 0.5 - 1.0, x1 = static_cast<double>((2 * n) % 7) * 0.3 - 0.9;
+        sum_y += 2 * x0 - x1 + 1;
+    }
+    CHECK(s.gradient(m.b)[0] == doctest::Approx(-2 * sum_y));
+    s.release_gradients();
+    CHECK_THROWS_WITH_AS(s.gradient(m.b), doctest::Contains("released"), UserError);
+    s.forward(m.minibatch(0));
+    s.backward();
+    CHECK(s.gradient(m.b)[0] == doctest::Approx(-2 * sum_y));  // zeroed again, not added to stale memory
+}
