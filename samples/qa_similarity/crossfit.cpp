@@ -1,7 +1,6 @@
 #include "crossfit.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -70,30 +69,13 @@ void run_cross_fitting(const QaData& train, const QaData& eval, const CrossFitOp
     if (o.folds < 2) throw UserError("--folds " + std::to_string(o.folds) + ": cross-fitting needs at least 2 folds");
     if (eval.pairs.empty()) throw UserError("--folds needs --eval: cross-fitting only serves the combined score");
     const auto fold_of_group = assign_folds(train, o.folds, o.seed);
-    const OverlapIdf idf = OverlapIdf::fit(train);
+    const OverlapIdf idf = OverlapIdf::fit(train, o.names);
     std::cout << "cross-fitting: " << train.num_groups << " training questions in " << o.folds << " folds\n";
     std::vector<double> overlap;
     for (const auto& p : eval.pairs) overlap.push_back(word_overlap_score(p.question, p.answer));
     std::cout << "evaluation on " << eval.pairs.size() << " pairs (" << eval.num_groups << " questions) from "
               << eval.source << "\n";
     report_ranking("word-overlap baseline", eval, overlap);
-
-    // --residual: every training pair's overlap features, standardized over the training pairs.
-    std::vector<std::vector<float>> standardized;
-    if (o.model.residual_features > 0) {
-        const auto features = pair_features(train, std::vector<double>(train.pairs.size()), idf);
-        const double n = static_cast<double>(features.size());
-        standardized.assign(features.size(), std::vector<float>(o.model.residual_features));
-        for (std::size_t k = 0; k < o.model.residual_features; ++k) {
-            double m = 0, v = 0;
-            for (const auto& x : features) m += x[k + 1];
-            m /= n;
-            for (const auto& x : features) v += (x[k + 1] - m) * (x[k + 1] - m);
-            const double scale = v > 0 ? 1.0 / std::sqrt(v / n) : 1.0;
-            for (std::size_t i = 0; i < features.size(); ++i)
-                standardized[i][k] = static_cast<float>((features[i][k + 1] - m) * scale);
-        }
-    }
 
     // Per epoch: every training pair's out-of-fold cosine, and each fold's evaluation cosines.
     std::vector<std::vector<double>> out_of_fold(o.train.epochs, std::vector<double>(train.pairs.size()));
@@ -119,10 +101,7 @@ void run_cross_fitting(const QaData& train, const QaData& eval, const CrossFitOp
         to.seed = o.train.seed + k;
         std::cout << name << ": training on " << part.pairs.size() << " pairs, scoring " << held.pairs.size()
                   << " (vocabulary " << vocab.size() << " words)\n";
-        auto part_pairs = encode(part, vocab);
-        const auto held_pairs = encode(held, vocab), eval_pairs = encode(eval, vocab);
-        if (!standardized.empty())
-            for (std::size_t i : rest) part_pairs.features.push_back(standardized[i]);
+        const auto part_pairs = encode(part, vocab), held_pairs = encode(held, vocab), eval_pairs = encode(eval, vocab);
         train_epochs(model, *trainer, part, part_pairs, to, {}, [&](std::size_t epoch, const DataPosition&) {
             const auto held_cosine = score_pairs(model, held_pairs);
             for (std::size_t j = 0; j < in_fold.size(); ++j) out_of_fold[epoch][in_fold[j]] = held_cosine[j];
@@ -130,12 +109,6 @@ void run_cross_fitting(const QaData& train, const QaData& eval, const CrossFitOp
             eval_cosine[epoch].push_back(score_pairs(model, eval_pairs));
             report_ranking("cosine model", eval, eval_cosine[epoch].back());
         });
-        if (mo.residual_features > 0) {
-            std::cout << "  overlap weights learned in the loss:" << std::setprecision(3);
-            const auto w = model.overlap_weights.value();
-            for (std::size_t f = 0; f < w.size(); ++f) std::cout << ' ' << w.flat(f);
-            std::cout << "\n";
-        }
     }
 
     // The epoch is chosen on the training questions' out-of-fold cosines, never on the evaluation file.
@@ -157,6 +130,7 @@ void run_cross_fitting(const QaData& train, const QaData& eval, const CrossFitOp
     }
     if (!o.dump.empty()) dump_scores(o.dump, train, out_of_fold, eval, eval_cosine, idf);
     std::cout << "kept epoch " << chosen + 1 << (o.select_epoch ? " (best out-of-fold MAP)" : "") << "\n";
+    report_rankers_out_of_fold(train, out_of_fold[chosen], idf, fold_of_group, o.folds);
     report_combined(train, out_of_fold[chosen], eval, mean_cosine[chosen], idf, train,
                     "all " + std::to_string(train.pairs.size()) + " training pairs, out-of-fold cosines");
 }

@@ -7,6 +7,7 @@
 #include <loom.hpp>
 
 #include "model.hpp"
+#include "ranking.hpp"
 #include "training.hpp"
 
 namespace qa {
@@ -17,6 +18,7 @@ struct CrossFitOptions {
     std::size_t min_count = 1;  // vocabulary of each fold's training part
     std::uint64_t seed = 1;     // the split into folds
     std::string dump;           // file for every pair's features and cosines (analysis), if set
+    QuestionNames names;        // for the overlap features
     TrainOptions train;
     ModelOptions model;
 };

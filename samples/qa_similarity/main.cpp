@@ -35,10 +35,11 @@ struct Options {
     std::size_t synthetic_questions = 600;
     std::size_t synthetic_vocab = 2000, synthetic_copy = 0;
     double holdout = 0.1;
-    bool select_epoch = false, residual = false;
+    bool select_epoch = false;
     std::uint64_t seed = 1;
     qa::ModelOptions model;
     qa::TrainOptions training;
+    qa::QuestionNames names;  // from cased reads of the data files
 };
 
 // Trains and evaluates one network; the combined score is fitted on the held-out questions.
@@ -108,7 +109,7 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
         return 0;
     }
 
-    const qa::OverlapIdf idf = qa::OverlapIdf::fit(train);
+    const qa::OverlapIdf idf = qa::OverlapIdf::fit(train, o.names);
     if (!eval.pairs.empty()) {
         std::vector<double> overlap;
         for (const auto& p : eval.pairs) overlap.push_back(word_overlap_score(p.question, p.answer));
@@ -168,7 +169,7 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
     return 0;
 }
 
-int run(const Options& o) {
+int run(Options o) {
     std::cout << std::unitbuf;  // progress lines appear as they happen, also in a log file
     // Independent steps (the towers, the LSTM directions) run side by side, one BLAS thread each:
     // on this model that scales better than threads inside each GEMM (bench/README.md).
@@ -190,6 +191,10 @@ int run(const Options& o) {
     } else {
         train = read_qa_tsv(o.train_file);
         if (!o.eval_file.empty()) eval = read_qa_tsv(o.eval_file);
+        QaReadOptions cased;
+        cased.lowercase = false;
+        qa::add_question_names(read_qa_tsv(o.train_file, cased), o.names);
+        if (!o.eval_file.empty()) qa::add_question_names(read_qa_tsv(o.eval_file, cased), o.names);
     }
     if (o.max_pairs && train.pairs.size() > o.max_pairs) train.pairs.resize(o.max_pairs);
     if (o.folds == 0) return run_single(o, std::move(train), eval);
@@ -202,6 +207,7 @@ int run(const Options& o) {
     co.train = o.training;
     co.model = o.model;
     co.dump = o.dump;
+    co.names = o.names;
     qa::run_cross_fitting(train, eval, co);
     return 0;
 }
@@ -252,9 +258,6 @@ int main(int argc, char** argv) {
                    "N >= 0: train only on wrong answers whose word-overlap count is at least the true answer's - N "
                    "(those the overlap baseline gets wrong or nearly), so the cosine learns what overlap misses")
         ->check(CLI::Range(-1, 100));
-    app.add_flag("--residual", o.residual,
-                 "with --folds and the hinge loss: rank by cos + w . f in the loss, f the pair's overlap features "
-                 "and w learned along, so the cosine learns what the features lack");
     app.add_option("--dump-scores", o.dump,
                    "with --folds: write every pair's overlap features and cosines (out-of-fold for training pairs, "
                    "one per network for evaluation pairs) to this TSV");
@@ -277,11 +280,6 @@ int main(int argc, char** argv) {
         std::cerr << "--score needs a trained model: pass --resume CHECKPOINT\n";
         return 2;
     }
-    if (o.residual && (o.folds == 0 || o.training.loss != "hinge")) {
-        std::cerr << "--residual needs --folds K and the hinge loss\n";
-        return 2;
-    }
-    if (o.residual) o.model.residual_features = qa::num_features - 1;
     if (o.folds == 1 ||
         (o.folds && (!o.save.empty() || !o.resume.empty() || (!o.train_file.empty() && o.eval_file.empty())))) {
         std::cerr << "--folds K needs K >= 2 and --eval, and trains K networks that are not saved: drop --save, "

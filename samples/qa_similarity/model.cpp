@@ -57,20 +57,13 @@ Model::Model(const ModelOptions& o)
     // Without flags the question's encoding is the same for both candidates: reuse it.
     Variable q_for_negative = o.overlap_inputs ? question_tower(question, question_negative_flags) : q;
     negative_cosine = cosine_distance(q_for_negative, answer_side(negative, negative_flags), "negative_cosine");
-    if (o.residual_features > 0) {
-        feature_difference = input_variable({o.residual_features}, "feature_difference");
-        overlap_weights = parameter({o.residual_features, 1}, zeros(), "overlap_weights");
-        hinge_loss = relu(constant(o.margin) - cosine + negative_cosine - times(feature_difference, overlap_weights));
-    } else {
-        hinge_loss = relu(constant(o.margin) - cosine + negative_cosine);
-    }
+    hinge_loss = relu(constant(o.margin) - cosine + negative_cosine);
     pair_correct = greater(cosine, negative_cosine);
 }
 
 std::vector<Parameter> Model::parameters() const {
     auto ps = question_tower.parameters();
     if (!options.shared) layers::append_unique(ps, answer_tower.parameters());
-    if (options.residual_features > 0) ps.push_back(overlap_weights);
     return ps;
 }
 

@@ -20,9 +20,6 @@ struct ModelOptions {
     bool shared = false;          // one tower (embedding included) for questions and answers
     bool overlap_inputs = false;  // a per-token overlap flag next to each embedded token
     double dropout = 0.0;         // dropout rate on the embedded tokens (training only)
-    // > 0: the hinge loss ranks by cos + w . f, with f the pair's (standardized) overlap features
-    // and w learned along: the cosine then only has to learn what the features lack (--residual).
-    std::size_t residual_features = 0;
 };
 
 // One tower: ids (a sequence of [1]) and, with overlap_inputs, their flags (a sequence of [1] on
@@ -59,10 +56,6 @@ struct Model {
     // Ranking (the default training loss): max(0, margin - cos(q, a+) + cos(q, a-)) on triplets
     // (question, true answer, wrong answer of the same question).
     loom::Variable negative_cosine, hinge_loss, pair_correct;
-    // With residual_features: the true answer's features minus the wrong answer's (a batch of
-    // [residual_features]) and their learned weights.
-    loom::Variable feature_difference;
-    loom::Parameter overlap_weights;
 
     std::vector<loom::Parameter> parameters() const;
 };

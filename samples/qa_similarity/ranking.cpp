@@ -94,9 +94,30 @@ std::string crude_stem(const std::string& w) {
     return r;
 }
 
-OverlapIdf OverlapIdf::fit(const QaData& train) {
+namespace {
+std::string question_key(const std::vector<std::string>& question) {
+    std::string key;
+    for (const auto& t : question) key += lower(t) + '\x1f';
+    return key;
+}
+}  // namespace
+
+void add_question_names(const QaData& cased, QuestionNames& names) {
+    for (const auto& p : cased.pairs) {
+        auto [it, added] = names.try_emplace(question_key(p.question));
+        if (!added) continue;
+        for (std::size_t i = 1; i < p.question.size(); ++i) {
+            const std::string& t = p.question[i];
+            if (!t.empty() && std::isupper(static_cast<unsigned char>(t[0])) && !is_stopword(t))
+                it->second.push_back(lower(t));
+        }
+    }
+}
+
+OverlapIdf OverlapIdf::fit(const QaData& train, QuestionNames names) {
     auto documents = train.token_lists();
     OverlapIdf t;
+    t.names = std::move(names);
     t.words = IdfTable::fit(documents);
     for (auto& d : documents)
         for (auto& w : d) w = crude_stem(lower(w));
@@ -155,14 +176,13 @@ Features overlap_features(const QaPair& p, double cosine, const OverlapIdf& idf)
     for (std::size_t i = 1; i < p.question.size(); ++i)
         bigrams += answer_bigrams.count({lower(p.question[i - 1]), lower(p.question[i])});
 
-    std::set<std::string> answer_tokens, names;
+    std::set<std::string> answer_tokens;
     for (const auto& t : p.answer) answer_tokens.insert(lower(t));
-    for (std::size_t i = 1; i < p.question.size(); ++i) {
-        const std::string& t = p.question[i];
-        if (!t.empty() && std::isupper(static_cast<unsigned char>(t[0])) && !is_stopword(t)) names.insert(lower(t));
-    }
     double shared_names = 0;
-    for (const auto& w : names) shared_names += answer_tokens.count(w);
+    if (const auto it = idf.names.find(question_key(p.question)); it != idf.names.end()) {
+        const std::set<std::string> names(it->second.begin(), it->second.end());
+        for (const auto& w : names) shared_names += static_cast<double>(answer_tokens.count(w));
+    }
 
     auto fraction = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
     return {cosine,

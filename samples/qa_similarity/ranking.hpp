@@ -5,6 +5,7 @@
 // al. 2014 did for answer selection).
 #include <array>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <loom.hpp>
@@ -23,8 +24,6 @@ loom::Value flag_sequences(const std::vector<std::vector<float>>& flags);
 struct EncodedPairs {
     std::vector<std::vector<std::size_t>> questions, answers;
     std::vector<std::vector<float>> question_flags, answer_flags;
-    // With --residual: each pair's standardized overlap features (filled by the caller).
-    std::vector<std::vector<float>> features;
 };
 EncodedPairs encode(const loom::QaData& data, const loom::Vocabulary& vocab);
 
@@ -36,10 +35,18 @@ std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, s
 // other than an ASCII letter, and words under 4 letters, are kept as they are.
 std::string crude_stem(const std::string& lower_word);
 
-// Inverse document frequencies of the lowercased training words and of their stems.
+// The capitalised words of each question (its first token excepted), lowercased, by the question's
+// lowercased text: the data is lowercased when read (the vocabulary is), so the names come from a
+// second, cased read of the same files.
+using QuestionNames = std::unordered_map<std::string, std::vector<std::string>>;
+void add_question_names(const loom::QaData& cased, QuestionNames& names);
+
+// Inverse document frequencies of the lowercased training words and of their stems, and the
+// questions' names (empty for the synthetic data).
 struct OverlapIdf {
     loom::IdfTable words, stems;
-    static OverlapIdf fit(const loom::QaData& train);
+    QuestionNames names;
+    static OverlapIdf fit(const loom::QaData& train, QuestionNames names = {});
 };
 
 // Per pair: cosine; shared non-stopword tokens, plain and idf-weighted (Yu et al. 2014), each also

@@ -103,4 +103,39 @@ void report_combined(const QaData& fit, const std::vector<double>& fit_cosine, c
     report_ranking("word-overlap baseline", eval, count);
 }
 
+void report_rankers_out_of_fold(const QaData& train, const std::vector<double>& cosine, const OverlapIdf& idf,
+                                const std::vector<std::size_t>& fold_of_group, std::size_t folds) {
+    const auto features = pair_features(train, cosine, idf);
+    const auto labels = train.labels();
+    const auto groups = train.groups();
+    std::cout << "rankers fitted on all training folds but one, ranking that fold's questions (MAP over the "
+              << train.num_groups << " training questions):\n";
+    auto out_of_fold = [&](const std::string& what, const std::vector<Features>& x) {
+        std::vector<double> scores(x.size());
+        for (std::size_t k = 0; k < folds; ++k) {
+            std::vector<Features> fx;
+            std::vector<int> fl;
+            std::vector<std::size_t> fg;
+            for (std::size_t i = 0; i < x.size(); ++i)
+                if (fold_of_group[groups[i]] != k) {
+                    fx.push_back(x[i]);
+                    fl.push_back(labels[i]);
+                    fg.push_back(groups[i]);
+                }
+            Combiner c;
+            c.fit(fx, fl, fg);
+            for (std::size_t i = 0; i < x.size(); ++i)
+                if (fold_of_group[groups[i]] == k) scores[i] = c.score(x[i]);
+        }
+        report_ranking(what, train, scores);
+    };
+    out_of_fold("cosine + overlap", features);
+    out_of_fold("overlap features only", without_cosine(features));
+    out_of_fold("cosine + Yu's features", yu_only(features));
+    out_of_fold("Yu's features only", without_cosine(yu_only(features)));
+    std::vector<double> count;
+    for (const auto& f : features) count.push_back(f[1]);
+    report_ranking("word-overlap baseline", train, count);
+}
+
 }  // namespace qa

@@ -21,4 +21,10 @@ void report_combined(const loom::QaData& fit, const std::vector<double>& fit_cos
                      const std::vector<double>& eval_cosine, const OverlapIdf& idf, const loom::QaData& overlap_fit,
                      const std::string& fitted_on);
 
+// The rankers of report_combined judged on the training questions alone (the choices between them
+// are made here, never on the evaluation file): each is fitted on all folds but one and ranks the
+// questions of that fold; prints the MAP over all training questions of those out-of-fold rankings.
+void report_rankers_out_of_fold(const loom::QaData& train, const std::vector<double>& cosine, const OverlapIdf& idf,
+                                const std::vector<std::size_t>& fold_of_group, std::size_t folds);
+
 }  // namespace qa

@@ -56,11 +56,6 @@ void train_epochs(const Model& model, Trainer& trainer, const QaData& data, cons
                   const std::function<void(std::size_t, const DataPosition&)>& after_epoch) {
     const bool hinge = o.loss == "hinge";
     const bool flags = model.options.overlap_inputs;
-    const std::size_t residual = hinge ? model.options.residual_features : 0;
-    if (residual && pairs.features.size() != pairs.questions.size())
-        throw UserError("qa_similarity: --residual needs every training pair's overlap features (" +
-                        std::to_string(pairs.features.size()) + " for " + std::to_string(pairs.questions.size()) +
-                        " pairs)");
     const auto items = make_items(data, o.loss, o.hard_negatives);
     if (items.empty())
         throw UserError("qa_similarity: no training items in " + data.source +
@@ -87,15 +82,12 @@ void train_epochs(const Model& model, Trainer& trainer, const QaData& data, cons
             std::vector<std::vector<std::size_t>> q, a, w;
             std::vector<std::vector<float>> q_flags, a_flags, q_negative_flags, w_flags;
             xt::xarray<float> labels = xt::zeros<float>({batch.size(), std::size_t{1}});
-            xt::xarray<float> feature_difference = xt::zeros<float>({batch.size(), std::max<std::size_t>(residual, 1)});
             for (std::size_t k = 0; k < batch.size(); ++k) {
                 const Item& it = items[batch[k]];
                 q.push_back(pairs.questions[it.question_pair]);
                 a.push_back(pairs.answers[it.question_pair]);
                 w.push_back(pairs.answers[it.wrong_pair]);
                 labels(k, 0) = static_cast<float>(data.pairs[it.question_pair].label);
-                for (std::size_t f = 0; f < residual; ++f)
-                    feature_difference(k, f) = pairs.features[it.question_pair][f] - pairs.features[it.wrong_pair][f];
                 if (flags) {
                     const QaPair &p = data.pairs[it.question_pair], &wrong = data.pairs[it.wrong_pair];
                     q_flags.push_back(pairs.question_flags[it.question_pair]);
@@ -111,7 +103,6 @@ void train_epochs(const Model& model, Trainer& trainer, const QaData& data, cons
             }
             if (hinge) {
                 in.emplace(model.negative, Value::index_sequences(w));
-                if (residual) in.emplace(model.feature_difference, Value::batch(feature_difference));
                 if (flags) {
                     in.emplace(model.question_negative_flags, flag_sequences(q_negative_flags));
                     in.emplace(model.negative_flags, flag_sequences(w_flags));
