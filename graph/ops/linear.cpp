@@ -57,10 +57,20 @@ public:
         if (Packed<T> p; pack(c, p)) {
             T *xp = p.buffer, *yp = p.buffer + p.rows * p.k;
             gather(p, c.in[0].data, xp, p.k);
-            gemm(false, transpose_, p.rows, p.n, p.k, T(1), xp, p.k, c.in[1].data, transpose_ ? p.k : p.n, T(0), yp,
-                 p.n);
-            start_output(c);
-            scatter_add(p, yp, c.out.data, p.n);
+            // A bias [n] goes into the packed rows before the GEMM adds to them, and the rows are
+            // then copied out: the padding rows are left to the executor, which zeroes them after
+            // every forward. Any other addend is broadcast over the whole output first.
+            const bool bias = addend_ && c.in[2].dyn == 0 && c.in[2].size() == p.n;
+            if (bias)
+                for (std::size_t r = 0; r < p.rows; ++r) std::copy_n(c.in[2].data, p.n, yp + r * p.n);
+            gemm(false, transpose_, p.rows, p.n, p.k, T(1), xp, p.k, c.in[1].data, transpose_ ? p.k : p.n,
+                 bias ? T(1) : T(0), yp, p.n);
+            if (bias || !addend_) {
+                scatter(p, yp, c.out.data, p.n);
+            } else {
+                start_output(c);
+                scatter_add(p, yp, c.out.data, p.n);
+            }
             return;
         }
         if (addend_) start_output(c);
@@ -252,6 +262,12 @@ private:
         const std::size_t len = p.rows_per_block * width;
         for (std::size_t b = 0; b < p.blocks->size(); ++b)
             std::copy_n(from + (*p.blocks)[b] * width, len, to + b * len);
+    }
+    template <class T>
+    static void scatter(const Packed<T>& p, const T* from, T* to, std::size_t width) {
+        const std::size_t len = p.rows_per_block * width;
+        for (std::size_t b = 0; b < p.blocks->size(); ++b)
+            std::copy_n(from + b * len, len, to + (*p.blocks)[b] * width);
     }
     template <class T>
     static void scatter_add(const Packed<T>& p, const T* from, T* to, std::size_t width) {
