@@ -118,18 +118,22 @@ public:
             const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n + 2 * n;
             const T* __restrict cn = c.in[1].data + row_of(c.in[1], r) * n;
             const T* __restrict g = c.out_grad.data + r * n;
-            if (gz0) {
-                T* __restrict gz = gz0 + row_of(c.in[0], r) * 4 * n + 2 * n;
-                for (std::size_t j = 0; j < n; ++j) {
-                    const T o = fast::sigmoid(z[j]);
-                    gz[j] += g[j] * fast::tanh(cn[j]) * o * (T(1) - o);
+            T* gz = gz0 ? gz0 + row_of(c.in[0], r) * 4 * n + 2 * n : nullptr;
+            T* gc = gc0 ? gc0 + row_of(c.in[1], r) * n : nullptr;
+            constexpr std::size_t chunk = 64;  // as in the cell state's backward
+            for (std::size_t j0 = 0; j0 < n; j0 += chunk) {
+                const std::size_t len = std::min(chunk, n - j0);
+                T so[chunk], tc[chunk];
+                const T *zo = z + j0, *cj = cn + j0, *gj = g + j0;
+                for (std::size_t j = 0; j < len; ++j) so[j] = fast::sigmoid(zo[j]);
+                for (std::size_t j = 0; j < len; ++j) tc[j] = fast::tanh(cj[j]);
+                if (gz) {
+                    T* __restrict go = gz + j0;
+                    for (std::size_t j = 0; j < len; ++j) go[j] += gj[j] * tc[j] * so[j] * (T(1) - so[j]);
                 }
-            }
-            if (gc0) {
-                T* __restrict gc = gc0 + row_of(c.in[1], r) * n;
-                for (std::size_t j = 0; j < n; ++j) {
-                    const T th = fast::tanh(cn[j]);
-                    gc[j] += g[j] * fast::sigmoid(z[j]) * (T(1) - th * th);
+                if (gc) {
+                    T* __restrict gcj = gc + j0;
+                    for (std::size_t j = 0; j < len; ++j) gcj[j] += gj[j] * so[j] * (T(1) - tc[j] * tc[j]);
                 }
             }
         }
