@@ -57,27 +57,40 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, std::
             *a5 = a[R > 5 ? 5 : 0];
     for (std::size_t p = 0; p < k; ++p, panel += 2 * w) {
         const V b0 = W::load(panel), b1 = W::load(panel + w);
-#define LOOM_ROW(r)                         \
-    if constexpr (R > r) {                  \
-        const V x = W::broadcast(a##r + p); \
-        c##r##0 = W::fma(x, b0, c##r##0);   \
-        c##r##1 = W::fma(x, b1, c##r##1);   \
-    }
-        LOOM_ROW(0) LOOM_ROW(1) LOOM_ROW(2) LOOM_ROW(3) LOOM_ROW(4) LOOM_ROW(5)
+// One row of the block: broadcast a[r][p], two FMAs. A macro, because the accumulators are
+// separate named variables.
+#define LOOM_ROW(r)                             \
+    do {                                        \
+        if constexpr (R > r) {                  \
+            const V x = W::broadcast(a##r + p); \
+            c##r##0 = W::fma(x, b0, c##r##0);   \
+            c##r##1 = W::fma(x, b1, c##r##1);   \
+        }                                       \
+    } while (false)
+        LOOM_ROW(0);
+        LOOM_ROW(1);
+        LOOM_ROW(2);
+        LOOM_ROW(3);
+        LOOM_ROW(4);
+        LOOM_ROW(5);
 #undef LOOM_ROW
     }
     alignas(32) T tile[R][2 * w];
-#define LOOM_STORE(r)                   \
-    if constexpr (R > r) {              \
-        W::store(tile[r], c##r##0);     \
-        W::store(tile[r] + w, c##r##1); \
-    }
-    LOOM_STORE(0)
-    LOOM_STORE(1)
-    LOOM_STORE(2)
-    LOOM_STORE(3) LOOM_STORE(4) LOOM_STORE(5)
+#define LOOM_STORE(r)                       \
+    do {                                    \
+        if constexpr (R > r) {              \
+            W::store(tile[r], c##r##0);     \
+            W::store(tile[r] + w, c##r##1); \
+        }                                   \
+    } while (false)
+    LOOM_STORE(0);
+    LOOM_STORE(1);
+    LOOM_STORE(2);
+    LOOM_STORE(3);
+    LOOM_STORE(4);
+    LOOM_STORE(5);
 #undef LOOM_STORE
-        for (std::size_t r = 0; r < R; ++r) {
+    for (std::size_t r = 0; r < R; ++r) {
         T* out = c[r] + col;
         if (ncols == 2 * w) {
             for (std::size_t h = 0; h < 2; ++h) {
