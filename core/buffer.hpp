@@ -122,6 +122,15 @@ public:
         b.resize(n);
         return b;
     }
+    // b holding n elements: kept when its capacity suffices, else exchanged through the pool.
+    void resize(Buffer<T>& b, std::size_t n) {
+        if (b.capacity() >= n) {
+            b.resize(n);
+            return;
+        }
+        give(std::move(b));
+        b = take(n);
+    }
     void give(Buffer<T>&& b) {
         if (!b.capacity()) return;
         std::lock_guard lock(mutex_);

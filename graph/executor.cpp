@@ -49,17 +49,14 @@ void Execution<T>::allocate(int i, LayoutPtr layout, const Shape& sample, bool o
         s.dyn = 0;
     }
     s.external = nullptr;
-    if (own) resize(s.value, s.dims.size());
+    if (own) pool_.resize(s.value, s.dims.size());
 }
 
 template <class T>
-void Execution<T>::resize(Buffer<T>& b, std::size_t n) {
-    if (b.capacity() >= n) {
-        b.resize(n);
-        return;
-    }
-    pool_.give(std::move(b));
-    b = pool_.take(n);
+std::vector<LoopCache<T>> Execution<T>::loop_caches(std::size_t members) {
+    std::vector<LoopCache<T>> caches(members);
+    for (auto& c : caches) c.pool = &pool_;
+    return caches;
 }
 
 template <class T>
@@ -252,8 +249,7 @@ void Execution<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
         mb.out_stride = n_seq * o.sample.size();
         members.push_back(std::move(mb));
     }
-    std::vector<LoopCache<T>> caches(members.size());
-    for (auto& cache : caches) cache.pool = &pool_;
+    std::vector<LoopCache<T>> caches = loop_caches(members.size());
     for (std::size_t k = 0; k < steps; ++k) {
         const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
         for (std::size_t mi = 0; mi < members.size(); ++mi) {
@@ -274,7 +270,6 @@ void Execution<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
             zero_padding_step(c.out.data, *layout, t, slots_[step.members[mi]].sample.size());
         }
     }
-    for (auto& cache : caches) pool_.give(std::move(cache.data));
 }
 
 template <class T>

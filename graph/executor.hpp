@@ -89,7 +89,8 @@ private:
     };
 
     void allocate(int i, LayoutPtr layout, const Shape& sample, bool own = true);
-    void resize(Buffer<T>& b, std::size_t n);
+    // One op memory per member of a loop, for one run of it (see LoopCache).
+    std::vector<LoopCache<T>> loop_caches(std::size_t members);
     // Backward: a node's gradient buffer, zeroed, from the pool on first use; and the buffers of a
     // step's members handed back once its backward ran (no later step reads them).
     void ensure_grad(int i);

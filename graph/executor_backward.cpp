@@ -13,7 +13,7 @@ template <class T>
 void Execution<T>::ensure_grad(int i) {
     Slot& s = slots_[i];
     if (!s.needs_grad || s.by_rows || s.grad_alias >= 0 || s.grad.size() == s.dims.size()) return;
-    resize(s.grad, s.dims.size());
+    pool_.resize(s.grad, s.dims.size());
     std::fill(s.grad.begin(), s.grad.end(), T(0));
 }
 
@@ -102,12 +102,12 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
     struct Member {
         int index;
         std::vector<View<const T>> full, in;
-        std::vector<View<T>> grad_full, grad, outside_grad;
+        std::vector<View<T>> grad_full, grad;
         std::vector<const SequenceLayout*> in_layouts;
         std::vector<std::size_t> stride;
         std::size_t out_stride;
         Dims out_dims;
-        bool inside = false, outside = false;
+        bool inside = false;
     };
     for (int m : step.members)
         for (int j : plan_->nodes[m].inputs) slots_[j].sparse = false;  // loop ops do not list rows
@@ -126,13 +126,11 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
                 v.dims = g.dims = make_dims({n_seq}, s.sample);
                 v.dyn = g.dyn = 1;
             }
-            if (!in_loop) g.data = nullptr;
+            if (!in_loop) g.data = nullptr;  // taken after the loop (below)
             mb.inside |= in_loop && static_cast<bool>(gfull);
-            mb.outside |= !in_loop && static_cast<bool>(gfull);
             mb.full.push_back(full);
             mb.in.push_back(v);
             mb.grad_full.push_back(in_loop ? gfull : View<T>{});
-            mb.outside_grad.push_back(in_loop ? View<T>{} : gfull);
             mb.grad.push_back(g);
             mb.in_layouts.push_back(s.layout.get());
             mb.stride.push_back(stride);
@@ -141,8 +139,7 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
         mb.out_dims = make_dims({n_seq}, slots_[m].sample);
         members.push_back(std::move(mb));
     }
-    std::vector<LoopCache<T>> caches(members.size());
-    for (auto& cache : caches) cache.pool = &pool_;
+    std::vector<LoopCache<T>> caches = loop_caches(members.size());
     for (std::size_t k = 0; k < steps; ++k) {
         const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
         for (std::size_t mi = members.size(); mi-- > 0;) {
@@ -173,18 +170,20 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
             plan_->nodes[mb.index].node->op->backward(c);
         }
     }
-    for (auto& cache : caches) pool_.give(std::move(cache.data));
+    caches.clear();  // the packed weights go back to the pool before the bulk products
     // The gradients of the loop's inputs from outside it take memory only now.
     ensure_step_grads(step, true);
     for (Member& mb : members) {
         Slot& s = slots_[mb.index];
         const auto& inputs = plan_->nodes[mb.index].inputs;
+        std::vector<View<T>> outside_grad(inputs.size());
+        bool outside = false;
         for (std::size_t j = 0; j < inputs.size(); ++j)
             if (plan_->nodes[inputs[j]].loop != loop) {
-                mb.outside_grad[j] = grad_view(inputs[j]);
-                mb.outside |= static_cast<bool>(mb.outside_grad[j]);
+                outside_grad[j] = grad_view(inputs[j]);
+                outside |= static_cast<bool>(outside_grad[j]);
             }
-        if (!s.needs_grad || !mb.outside) continue;
+        if (!s.needs_grad || !outside) continue;
         OpCall<T> c;
         c.in = mb.full;
         c.in_full = mb.full;
@@ -193,8 +192,8 @@ void Execution<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
         c.work = &work;
         c.out = {s.value.data(), s.dims, s.dyn};
         c.out_grad = {s.grad.data(), s.dims, s.dyn};
-        c.in_grad = mb.outside_grad;
-        c.in_grad_full = mb.outside_grad;
+        c.in_grad = outside_grad;
+        c.in_grad_full = outside_grad;
         plan_->nodes[mb.index].node->op->backward(c);
     }
 }
@@ -243,7 +242,7 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
         if (s.sparse && s.grad.size() == size) {  // only the rows written last time are non-zero
             for (std::size_t r : s.rows) std::fill_n(s.grad.data() + r * row, row, T(0));
         } else if (gp.is_output[i]) {  // its seed goes in next
-            resize(s.grad, size);
+            pool_.resize(s.grad, size);
             std::fill(s.grad.begin(), s.grad.end(), T(0));
         } else {
             // Taken from the pool and zeroed by the first step that adds into it: a parameter's

@@ -45,21 +45,24 @@ struct Workspace {
 };
 
 // Memory an op keeps across the time steps of one run of a loop: a weight packed once for every
-// step. Not ready at the loop's first step; the executor takes the buffer back after the last.
+// step. Not ready at the loop's first step; the buffer goes back to the pool when the run ends.
 template <class T>
 struct LoopCache {
     BufferPool<T>* pool = nullptr;
     Buffer<T> data;
     bool ready = false;
 
+    LoopCache() = default;
+    LoopCache(const LoopCache&) = delete;
+    LoopCache& operator=(const LoopCache&) = delete;
+    ~LoopCache() {
+        if (pool) pool->give(std::move(data));
+    }
     T* get(std::size_t n) {
-        if (data.size() >= n) return data.data();
-        if (!pool) {
+        if (pool)
+            pool->resize(data, n);
+        else if (data.size() < n)
             data.resize(n);
-        } else {
-            pool->give(std::move(data));
-            data = pool->take(n);
-        }
         return data.data();
     }
 };
