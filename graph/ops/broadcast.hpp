@@ -125,6 +125,15 @@ void for_each_broadcast(const BroadcastPlan<K>& p, F&& f) {
     });
 }
 
+// The chain rule's product for one element, with a zero upstream gradient contributing exactly
+// zero even where the local derivative is infinite or NaN: padding (whose gradient the executor
+// zeroes) and positions a loss does not use never turn a sum over broadcast axes into NaN
+// (0 * (1/0) would). Every element-wise backward and loss multiplies through this.
+template <class T>
+inline T times_upstream(T upstream, T local) {
+    return upstream == T(0) ? T(0) : upstream * local;
+}
+
 template <class T>
 View<const T> as_const(const View<T>& v) {
     return {v.data, v.dims, v.dyn};

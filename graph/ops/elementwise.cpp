@@ -48,7 +48,7 @@ public:
             T xi = T(0), yi = T(0);
             if constexpr ((F::reads & reads_x) != 0) xi = x[i];
             if constexpr ((F::reads & reads_y) != 0) yi = y[i];
-            gx[i] += g[i] * F::d(xi, yi);
+            gx[i] += detail::times_upstream(g[i], F::d(xi, yi));
         }
     }
 };
@@ -156,16 +156,18 @@ public:
                     };
                     const std::size_t sa = step[0], sb = step[1];
                     T* dst = grad + base[which];
+                    using detail::times_upstream;
                     if (step[which] == 0) {
                         T acc = 0;
-                        for (std::size_t i = 0; i < n; ++i) acc += g[i] * partial(va(i * sa), vb(i * sb), vz(i));
+                        for (std::size_t i = 0; i < n; ++i)
+                            acc += times_upstream(g[i], partial(va(i * sa), vb(i * sb), vz(i)));
                         dst[0] += acc;
                     } else if (sa == 1 && sb == 1) {
-                        for (std::size_t i = 0; i < n; ++i) dst[i] += g[i] * partial(va(i), vb(i), vz(i));
+                        for (std::size_t i = 0; i < n; ++i) dst[i] += times_upstream(g[i], partial(va(i), vb(i), vz(i)));
                     } else {
                         const std::size_t sd = step[which];
                         for (std::size_t i = 0; i < n; ++i)
-                            dst[i * sd] += g[i] * partial(va(i * sa), vb(i * sb), vz(i));
+                            dst[i * sd] += times_upstream(g[i], partial(va(i * sa), vb(i * sb), vz(i)));
                     }
                 });
             };

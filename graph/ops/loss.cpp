@@ -48,6 +48,9 @@ public:
         if (!ga && !gb) return;
         const std::size_t d = c.in[0].sample_size();
         for_each_row_pair(c, [&](std::size_t r, std::size_t ia, std::size_t ib) {
+            // A row whose loss gradient is zero (padding, an unused item) contributes nothing, even
+            // where its derivative is infinite (log 0): see detail::times_upstream.
+            if (c.out_grad.data[r] == T(0)) return;
             Derived::grad(c.in[0].data + ia * d, c.in[1].data + ib * d, d, c.out.data[r], c.out_grad.data[r],
                           ga ? ga + ia * d : nullptr, gb ? gb + ib * d : nullptr);
         });
