@@ -22,6 +22,19 @@ std::size_t Shape::size() const {
     return n;
 }
 
+void check_shape(const Shape& shape, const std::string& where, bool zero_allowed) {
+    std::size_t n = 1;
+    for (auto v : shape) {
+        if (v == 0 && zero_allowed) continue;
+        if (v == 0)
+            throw UserError(where + ": shape " + shape.str() +
+                            " has a zero-size dimension; every dimension must be at least 1");
+        if (__builtin_mul_overflow(n, v, &n) || n > max_elements)
+            throw UserError(where + ": shape " + shape.str() +
+                            " has more elements than any tensor can hold (over 2^48)");
+    }
+}
+
 std::string Shape::str() const { return join_dims(dims_.begin(), dims_.end()); }
 
 Dims::Dims(std::initializer_list<std::size_t> list) {

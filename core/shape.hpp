@@ -31,6 +31,14 @@ private:
     std::vector<std::size_t> dims_;
 };
 
+// Throws a UserError starting with `where` unless the element count fits in memory's address range
+// (2^48 elements at most: a count that would overflow size_t otherwise wraps to a small number and
+// is silently accepted) and, unless `zero_allowed`, every dim is at least 1. Graph nodes are checked
+// with it: inputs, parameters, constants and placeholders allow no zero; an op's result may hold a
+// 0 that stands for a size known only at run time (sequence::unpack's T_max).
+void check_shape(const Shape& shape, const std::string& where, bool zero_allowed = false);
+inline constexpr std::size_t max_elements = std::size_t{1} << 48;
+
 inline constexpr std::size_t max_rank = 8;
 
 // A tensor's full dimensions, dynamic axes first; fixed capacity, no heap.

@@ -67,7 +67,16 @@ Value Value::index_sequences(const std::vector<std::vector<std::size_t>>& ids) {
     seqs.reserve(ids.size());
     for (const auto& s : ids) {
         xt::xarray<float> a = xt::zeros<float>({s.size(), std::size_t{1}});
-        for (std::size_t t = 0; t < s.size(); ++t) a(t, 0) = static_cast<float>(s[t]);
+        for (std::size_t t = 0; t < s.size(); ++t) {
+            // Ids are stored as float, which holds every integer up to 2^24 exactly and rounds
+            // above it (16,777,217 would read row 16,777,216): refuse rather than pick a wrong row.
+            if (s[t] > max_exact_float_id)
+                throw UserError("Value::index_sequences: id " + std::to_string(s[t]) + " (sequence " +
+                                std::to_string(seqs.size()) + ", step " + std::to_string(t) + ") is above " +
+                                std::to_string(max_exact_float_id) +
+                                " = 2^24, the largest id that loom's float storage holds exactly");
+            a(t, 0) = static_cast<float>(s[t]);
+        }
         seqs.push_back(std::move(a));
     }
     return make_sequences(seqs);

@@ -5,6 +5,8 @@
 //   Sequence  [T_max, N, sample...]       time-major and padded, with a SequenceLayout
 // Storage is float or double; accessors convert on request.
 #include <cstddef>
+#include <initializer_list>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -24,6 +26,9 @@ constexpr DType dtype_of() {
 }
 
 class Value {
+    template <class E>
+    using element_of = std::conditional_t<std::is_same_v<typename E::value_type, double>, double, float>;
+
 public:
     enum class Kind { Static, Batch, Sequence };
 
@@ -32,7 +37,9 @@ public:
     // Each element is one sequence [T_i, sample...]; all share the sample shape.
     static Value sequences(const std::vector<xt::xarray<float>>& seqs);
     static Value sequences(const std::vector<xt::xarray<double>>& seqs);
-    // Token ids, one sequence each: sample shape [1].
+    // Token ids, one sequence each: sample shape [1]. Ids are stored as float, exact up to
+    // max_exact_float_id; a larger id is a UserError.
+    static constexpr std::size_t max_exact_float_id = std::size_t{1} << 24;
     static Value index_sequences(const std::vector<std::vector<std::size_t>>& ids);
     // Rows [N, sample...].
     static Value batch(const xt::xarray<float>& rows);
@@ -40,6 +47,27 @@ public:
     // A tensor with no dynamic axis.
     static Value tensor(xt::xarray<float> data);
     static Value tensor(xt::xarray<double> data);
+    // The same calls with braced lists and other xtensor arrays, as the contract writes them
+    // (Value::sequences({seq0, seq1}), Value::batch({{1, 2}, {3, 4}})): arrays of double stay double,
+    // any other element type becomes float; braced numbers are float, loom's default.
+    template <class E>
+    static Value sequences(std::initializer_list<E> seqs) {
+        return sequences(std::vector<xt::xarray<element_of<E>>>(seqs.begin(), seqs.end()));
+    }
+    template <class E>
+    requires xt::is_xexpression<E>::value static Value batch(const E& rows) {
+        return batch(xt::xarray<element_of<E>>(rows));
+    }
+    static Value batch(xt::nested_initializer_list_t<float, 1> rows) { return batch(xt::xarray<float>(rows)); }
+    static Value batch(xt::nested_initializer_list_t<float, 2> rows) { return batch(xt::xarray<float>(rows)); }
+    static Value batch(xt::nested_initializer_list_t<float, 3> rows) { return batch(xt::xarray<float>(rows)); }
+    template <class E>
+    requires xt::is_xexpression<E>::value static Value tensor(const E& data) {
+        return tensor(xt::xarray<element_of<E>>(data));
+    }
+    static Value tensor(xt::nested_initializer_list_t<float, 1> data) { return tensor(xt::xarray<float>(data)); }
+    static Value tensor(xt::nested_initializer_list_t<float, 2> data) { return tensor(xt::xarray<float>(data)); }
+    static Value tensor(xt::nested_initializer_list_t<float, 3> data) { return tensor(xt::xarray<float>(data)); }
     // Already padded, time-major data [T_max, N, sample...]; whatever is in the padding is ignored.
     template <class T>
     static Value padded(xt::xarray<T> data, LayoutPtr layout);

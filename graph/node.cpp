@@ -70,6 +70,7 @@ NodePtr make_node(NodeKind kind, std::string name, TypeInfo type) {
     n->id = next_node_id++;
     n->name = std::move(name);
     n->type = std::move(type);
+    if (kind != NodeKind::Op) check_shape(n->type.shape, n->label());  // apply_op checks an op's result
     return n;
 }
 

@@ -13,6 +13,7 @@ NodePtr apply_op(std::shared_ptr<const Op> op, std::vector<NodePtr> inputs, std:
         types.push_back(inputs[i]->type);
     }
     TypeInfo out = op->infer(types);
+    check_shape(out.shape, op->name() + " (operand shapes " + describe_types(types) + ")", true);
     auto node = make_node(NodeKind::Op, std::move(name), std::move(out));
     node->op = std::move(op);
     node->inputs = std::move(inputs);

@@ -58,6 +58,17 @@ Variable Variable::replace_placeholders(const std::vector<std::pair<Variable, Va
         if (p.kind != NodeKind::Placeholder)
             throw UserError("replace_placeholders: " + p.label() + " is not a placeholder");
         if (p.is_bound) throw UserError("replace_placeholders: " + p.label() + " is already bound");
+        // A chain of placeholders that leads back to p would be a loop with no op in it.
+        if (&t == &p)
+            throw UserError("replace_placeholders: " + p.label() +
+                            " cannot be bound to itself; bind it to the op output that closes the loop");
+        for (const Node* n = &t; n && n->kind == NodeKind::Placeholder && n->is_bound;) {
+            const auto next = n->bound.lock();
+            if (next.get() == &p)
+                throw UserError("replace_placeholders: binding " + p.label() + " to " + t.label() +
+                                " would close a cycle of placeholders bound to each other, with no op in between");
+            n = next.get();
+        }
         if (t.type.shape != p.type.shape)
             throw UserError("replace_placeholders: " + p.label() + " has shape " + p.type.shape.str() + " but " +
                             t.label() + " has shape " + t.type.shape.str());

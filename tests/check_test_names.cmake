@@ -1,4 +1,4 @@
-# Run with cmake -P after loom_tests is built: doctest_discover_tests (doctest 2.4.9) splits test
+# Run with cmake -P after loom_tests is built (a bad name fails the build): doctest_discover_tests (doctest 2.4.9) splits test
 # names at ';' and mis-parses an unbalanced '[' or ']', after which CTest cannot read ANY test
 # ("add_test called with incorrect number of arguments"). Name the culprits so they get renamed.
 execute_process(COMMAND ${TEST_EXECUTABLE} --list-test-cases OUTPUT_VARIABLE out RESULT_VARIABLE rc)
@@ -26,7 +26,7 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 if(bad)
-  message(WARNING "These TEST_CASE names break CTest registration (a ';' or an unbalanced '[' / ']'); "
+  message(FATAL_ERROR "These TEST_CASE names break CTest registration (a ';' or an unbalanced '[' / ']'); "
                   "ctest will refuse to run until they are renamed (use ',' or '--' instead of ';', "
                   "and balanced brackets or '(' ')'):${bad}")
 endif()

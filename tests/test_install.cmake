@@ -27,7 +27,9 @@ endforeach()
 # A sanitized libloom.a needs the sanitizer runtime at link time; the package does not export our
 # private flags, so the outside project is told here, as its own user would do.
 set(extra)
-if(SANITIZE)
+if(SANITIZE STREQUAL "thread")
+  list(APPEND extra "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread")
+elseif(SANITIZE)
   list(APPEND extra "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 endif()
 if(NOT BUILD_TYPE)

@@ -163,7 +163,8 @@ public:
                             acc += times_upstream(g[i], partial(va(i * sa), vb(i * sb), vz(i)));
                         dst[0] += acc;
                     } else if (sa == 1 && sb == 1) {
-                        for (std::size_t i = 0; i < n; ++i) dst[i] += times_upstream(g[i], partial(va(i), vb(i), vz(i)));
+                        for (std::size_t i = 0; i < n; ++i)
+                            dst[i] += times_upstream(g[i], partial(va(i), vb(i), vz(i)));
                     } else {
                         const std::size_t sd = step[which];
                         for (std::size_t i = 0; i < n; ++i)

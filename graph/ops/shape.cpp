@@ -378,6 +378,7 @@ Variable slice(const Variable& a, int axis, int begin, int end, const std::strin
 }
 
 Variable reshape(const Variable& a, const Shape& shape, const std::string& name) {
+    check_shape(shape, "reshape: the target");
     return Variable(apply_op(std::make_shared<const Reshape>(shape), {a.node()}, name));
 }
 

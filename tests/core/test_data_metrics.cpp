@@ -81,7 +81,7 @@ TEST_CASE("ranking_metrics lists each question's average precision") {
     CHECK(m.map == doctest::Approx((m.average_precision[0] + m.average_precision[1]) / 2));
 }
 
-TEST_CASE("paired_bootstrap: a constant difference has no spread; a symmetric one straddles zero") {
+TEST_CASE("paired_bootstrap: a constant difference has no spread -- a symmetric one straddles zero") {
     const std::vector<double> b{0.1, 0.5, 0.9, 0.3};
     std::vector<double> a = b;
     for (auto& v : a) v += 0.25;

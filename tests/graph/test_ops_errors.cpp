@@ -39,8 +39,8 @@ TEST_CASE("reductions and softmax reject an axis outside the sample") {
     expect_error([&] { reduce_log_sum_exp(x, 2); }, {"reduce_log_sum_exp", "[3, 4]"});
     expect_error([&] { softmax(x, 2); }, {"softmax", "axis 2", "[3, 4]"});
     expect_error([&] { log_softmax(x, -3); }, {"log_softmax", "[3, 4]"});
-    Variable empty = input_variable({0});
-    expect_error([&] { softmax(empty); }, {"softmax", "[0]"});
+    // A zero-size sample cannot even be declared (tests/graph/test_shape_limits.cpp).
+    expect_error([&] { input_variable({0}); }, {"input", "[0]", "zero-size"});
 }
 
 TEST_CASE("splice requires equal ranks, matching other axes and one sequence axis") {

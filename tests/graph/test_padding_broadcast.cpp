@@ -48,8 +48,7 @@ const std::vector<BinaryCase> binary_cases = {
     {"binary_cross_entropy", [](const Variable& a, const Variable& b) { return binary_cross_entropy(a, b); }, true},
     {"cross_entropy_with_softmax",
      [](const Variable& a, const Variable& b) { return cross_entropy_with_softmax(a, b); }, true},
-    {"classification_error", [](const Variable& a, const Variable& b) { return classification_error(a, b); },
-     false},
+    {"classification_error", [](const Variable& a, const Variable& b) { return classification_error(a, b); }, false},
 };
 
 constexpr std::size_t dim = 3;
@@ -75,7 +74,7 @@ Value nan_padded(const std::vector<xt::xarray<double>>& seqs) {
 }
 
 struct Run {
-    std::vector<double> out;                // per item, flattened, in batch order
+    std::vector<double> out;                 // per item, flattened, in batch order
     std::vector<std::vector<double>> grads;  // [operand] flattened: per item for dynamic ones
     std::vector<std::vector<std::size_t>> item_offsets;
 };

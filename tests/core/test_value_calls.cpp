@@ -1,0 +1,61 @@
+// The contract's natural calls to make Values compile and pick the element type the user wrote:
+// float arrays (or float literals) give float storage, double arrays give double; braced lists work.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include <loom.hpp>
+
+using namespace loom;
+
+TEST_CASE("Value::sequences takes braced float or double arrays as DESIGN.md writes it") {
+    xt::xarray<float> seq0 = {{1, 2, 3}, {4, 5, 6}}, seq1 = {{7, 8, 9}};
+    const Value two = Value::sequences({seq0, seq1});
+    CHECK(two.dtype() == DType::f32);
+    CHECK(two.layout().length(0) == 2);
+    CHECK(two.layout().length(1) == 1);
+    CHECK(two.sequence(1)(0, 2) == 9.0f);
+    CHECK(Value::sequences({seq0}).dtype() == DType::f32);
+
+    xt::xarray<double> d0 = {{0.5, 9.0}, {1.5, 9.0}, {2.5, 9.0}};
+    const Value dv = Value::sequences({d0, d0});
+    CHECK(dv.dtype() == DType::f64);
+    CHECK(dv.sequence<double>(1)(2, 0) == 2.5);
+
+    const std::vector<xt::xarray<float>> fs{seq0, seq1};
+    CHECK(Value::sequences(fs).dtype() == DType::f32);
+    const std::vector<xt::xarray<double>> ds{d0};
+    CHECK(Value::sequences(ds).dtype() == DType::f64);
+
+    // Fixed-rank xtensor arrays convert too, keeping their element type.
+    xt::xtensor<double, 2> t0 = {{1.0, 2.0}}, t1 = {{3.0, 4.0}, {5.0, 6.0}};
+    const Value tv = Value::sequences({t0, t1});
+    CHECK(tv.dtype() == DType::f64);
+    CHECK(tv.layout().length(1) == 2);
+}
+
+TEST_CASE("Value::batch and Value::tensor take arrays and braced lists") {
+    xt::xarray<float> rows = {{1, 2}, {3, 4}, {5, 6}};
+    CHECK(Value::batch(rows).num_items() == 3);
+    CHECK(Value::batch(rows).dtype() == DType::f32);
+    xt::xarray<double> drows = {{1, 2}};
+    CHECK(Value::batch(drows).dtype() == DType::f64);
+
+    const Value braced = Value::batch({{1.0, 2.0}, {3.0, 4.0}});
+    CHECK(braced.dtype() == DType::f32);  // float is loom's default element type
+    CHECK(braced.num_items() == 2);
+    CHECK(braced.batch()(1, 0) == 3.0f);
+    CHECK(Value::batch({1, 2, 3}).num_items() == 3);
+
+    const Value t = Value::tensor({{1, 2}, {3, 4}});
+    CHECK(t.kind() == Value::Kind::Static);
+    CHECK(t.sample_shape() == Shape{2, 2});
+    CHECK(Value::tensor({0.5, 1.5, 2.5}).sample_shape() == Shape{3});
+    CHECK(Value::tensor(xt::xarray<float>{1.0f}).dtype() == DType::f32);
+    CHECK(Value::tensor(xt::xarray<double>{1.0}).dtype() == DType::f64);
+    xt::xtensor<double, 1> fixed = {1.0, 2.0};
+    CHECK(Value::tensor(fixed).dtype() == DType::f64);
+    CHECK(Value::batch(xt::xtensor<float, 2>{{1.0f}}).dtype() == DType::f32);
+}
