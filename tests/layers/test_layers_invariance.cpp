@@ -139,6 +139,7 @@ TEST_CASE("every layer is batch invariant: values and gradients alone equal thos
         CHECK(r.ok);
         CHECK(r.compared > 0);
         CHECK(r.orders == 3);
+        CHECK_FALSE(r.gradients.variable.empty());  // gradients were compared too
     }
 }
 
@@ -212,4 +213,13 @@ TEST_CASE("the QA similarity model is batch invariant: cosine and hinge loss") {
     CHECK(r.orders == 4);
     CHECK(r.values.difference < 1e-12);
     CHECK(r.gradients.difference < 1e-10);
+
+    // In float the items' products run through other kernels alone and in a batch: rounding only.
+    options.precision = Precision::f32;
+    options.relative_tolerance = 1e-4;
+    options.absolute_tolerance = 1e-6;
+    const InvarianceReport f = check_batch_invariance({cosine, hinge}, in, options);
+    MESSAGE("QA model in float: " << f.str());
+    CHECK(f.ok);
+    CHECK(f.compared == r.compared);
 }
