@@ -448,9 +448,10 @@ std::string InvarianceReport::str() const {
     std::ostringstream s;
     s << (ok ? "batch invariant" : "NOT BATCH INVARIANT") << " (" << items << " items, " << orders << " orders, "
       << compared << " elements compared); worst value difference " << values.difference;
-    if (!values.variable.empty()) s << " (" << values.variable << ")";
+    if (!values.variable.empty()) s << " (" << values.error << " of the tolerance at " << values.variable << ")";
     s << ", worst gradient difference " << gradients.difference;
-    if (!gradients.variable.empty()) s << " (" << gradients.variable << ")";
+    if (!gradients.variable.empty())
+        s << " (" << gradients.error << " of the tolerance at " << gradients.variable << ")";
     if (!ok) s << ": " << message;
     return s.str();
 }

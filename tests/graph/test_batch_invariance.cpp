@@ -258,6 +258,19 @@ TEST_CASE("check_batch_invariance: a backward that mixes items is found in the b
     CHECK(r.pass == "backward");
     CHECK(r.first_differing_op == "leaky_gradient");
     CHECK(r.message.find("reduce_sum") != std::string::npos);  // its input's gradient differs first
+    // Below loops (an RNN, and the seed's log-sum-exp recurrence that runs as a fused scan) the
+    // backward walk still stops at the op: the loops' gradients agree until it mixes them.
+    Variable z = times(rnn(f, 0.0), parameter(random_tensor({2, 1}, 9), "w_col"));
+    Variable p = placeholder({1}, "lse_prev");
+    Variable lse = log_add_exp(z, element_select(sequence::is_first(z), constant(-1e30), past_value(p)));
+    lse.replace_placeholders({{p, lse}});
+    Variable attended = sequence::reduce_sum(exp(z - sequence::broadcast_as(sequence::last(lse), z)) * f.x);
+    const InvarianceReport looped =
+        check_batch_invariance({square(apply_test_op<LeakyGradient>(attended, "leak_after_loops"))}, f.in);
+    INFO(looped.str());
+    CHECK_FALSE(looped.ok);
+    CHECK(looped.pass == "backward");
+    CHECK(looped.first_differing_node.find("leak_after_loops") != std::string::npos);
     InvarianceOptions values_only;
     values_only.gradients = false;
     CHECK(check_batch_invariance({y}, f.in, values_only).ok);
