@@ -156,6 +156,9 @@ Bindings bind_items(const std::vector<SplitInput>& inputs, const std::vector<std
     return b;
 }
 
+// Runs every item alone once (its outputs, weights and gradients kept), then the batch in each
+// order, comparing as it goes; on a failure, reruns the worst order keeping every node's value (or
+// gradient) to find where the difference starts.
 template <class T>
 class Checker {
 public:
@@ -174,6 +177,7 @@ private:
     void backward(Execution<T>& ex, const std::vector<std::size_t>& items, const std::vector<int>& wrt) const;
     void compare(const Piece& alone, const Piece& batched, const PlanNode& node, InvarianceDifference& worst,
                  const std::string& what, std::size_t item, const Order& order);
+    // Whether the item at `position` of the batch's value differs from its value alone.
     bool differs(const Value& alone, const Value& batched, std::size_t position, const PlanNode& node) const;
     void localize_forward(const Order& order);
     void localize_backward(const Order& order);
