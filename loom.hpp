@@ -16,6 +16,7 @@
 #include "core/serialization.hpp"
 #include "core/shape.hpp"
 #include "core/value.hpp"
+#include "graph/check_invariance.hpp"
 #include "graph/compile.hpp"
 #include "graph/evaluate.hpp"
 #include "graph/ops.hpp"

@@ -1,0 +1,73 @@
+#pragma once
+// check_batch_invariance: does each item of a batch get the same values and gradients alone as
+// inside the batch? "Padding never leaks" and "no value crosses from one sequence into another"
+// (docs/semantics.md) tested on a user's own graph and data.
+//
+// Item i of a batch is the i-th sequence of every sequence input and the i-th row of every batch
+// input; parameters, constants and static bindings are shared. Each item is evaluated alone (a
+// batch of one, no padding), then the whole batch in the given order, reversed and in seeded
+// shuffles, each time with NaN written into the padding of every sequence input. Compared per item:
+// - the outputs' values. An output without dynamic axes is compared whole. A sample axis whose
+//   static size is 0 (sequence::unpack's T_max, known only at run time) may be longer in the batch:
+//   the item's values alone are compared with the leading block of its batch values; the rest is
+//   the batch's padding (unpack's padding value), whose effect on other items is what the check
+//   catches downstream;
+// - the gradients of sum_outputs sum_items (w . y), with fixed pseudo-random weights per item and
+//   element (the same alone and in the batch, so errors cannot cancel): an input's gradient item by
+//   item; a parameter's against the sum of the items' gradients alone. Outputs without a batch axis
+//   are left out of this sum (in a batch they count once, alone once per item).
+// When something differs, the checker evaluates every node in plan order alone and in that batch
+// and names the first whose value differs; when only gradients differ, it walks backward from the
+// outputs and names the op whose backward first gives an item a different gradient.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/evaluate.hpp"
+
+namespace loom {
+
+struct InvarianceOptions {
+    // |batch - alone| <= absolute + relative * max(|batch|, |alone|) passes. In double the
+    // differences are rounding only (a GEMM over more rows sums in another order).
+    double relative_tolerance = 1e-9;
+    double absolute_tolerance = 1e-11;
+    bool gradients = true;
+    // Empty: every parameter and every bound input the outputs depend on.
+    std::vector<Variable> wrt;
+    std::size_t shuffles = 1;  // seeded random orders besides the given and the reversed one
+    std::uint64_t seed = 7;    // for the shuffles and the output weights
+    Precision precision = Precision::f64;
+};
+
+// The worst difference of one kind (values or gradients) over every item and order: the largest
+// |batch - alone|, and the element with the largest error relative to the tolerance (the one that
+// decides; it need not be where the difference is largest).
+struct InvarianceDifference {
+    double difference = 0;  // the largest |batch - alone| (infinite for NaN or a shape mismatch)
+    double error = 0;       // the largest |batch - alone| / tolerance (<= 1 passes)
+    std::string variable;   // the output or wrt variable
+    std::size_t item = 0;   // the item (for a parameter's gradient: the whole batch)
+    std::string order;      // "given", "reversed", "shuffled 1", ...
+    // Where the largest error is: the flat index into the item's value alone, and the two values.
+    std::size_t index = 0;
+    double alone = 0, batched = 0;
+};
+
+struct InvarianceReport {
+    bool ok = true;
+    std::size_t items = 0;     // batch size
+    std::size_t orders = 0;    // batch orders evaluated
+    std::size_t compared = 0;  // elements compared
+    InvarianceDifference values, gradients;
+    // Set when something differs: the first op (its name, e.g. "reduce_sum") and node (its label)
+    // that differs, and in which pass ("forward" or "backward").
+    std::string first_differing_op, first_differing_node, pass;
+    std::string message;  // why it failed, in words (empty when ok)
+    std::string str() const;
+};
+
+InvarianceReport check_batch_invariance(const std::vector<Variable>& outputs, const Bindings& bindings,
+                                        const InvarianceOptions& options = {});
+
+}  // namespace loom
