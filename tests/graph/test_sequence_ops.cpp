@@ -235,3 +235,29 @@ TEST_CASE("sequence::unpack gives (N, T_max, sample) padded with the padding val
     CHECK(out2[u.data].batch<double>().shape() == std::vector<std::size_t>{2, 3, 2});
     CHECK(out2[y].batch<double>()(1, 2, 1) == doctest::Approx(3.0 * b.seqs[1](2, 1)));
 }
+
+TEST_CASE("static reductions and softmax run over unpack's run-time T_max axis") {
+    Batch b;
+    auto u = sequence::unpack(b.x, 0.0);
+    Variable total = reduce_sum(u.data, 0);  // over T_max: padding adds 0
+    Variable peak = reduce_max(u.mask, 0);   // every sequence has a first step
+    Variable weights = softmax(u.data, 0);   // over T_max, padding included (the user's choice)
+    auto out = evaluate({total, peak, weights}, b.in());
+    const auto t = out[total].batch<double>(), p = out[peak].batch<double>(), w = out[weights].batch<double>();
+    REQUIRE(t.shape() == std::vector<std::size_t>{3, 1, 2});
+    REQUIRE(w.shape() == std::vector<std::size_t>{3, 7, 2});
+    for (std::size_t n = 0; n < 3; ++n) {
+        CHECK(p(n, 0) == 1.0);
+        for (std::size_t j = 0; j < 2; ++j) {
+            double sum = 0, z = 0;
+            for (std::size_t k = 0; k < 7; ++k) z += std::exp(k < lengths[n] ? b.seqs[n](k, j) : 0.0);
+            for (std::size_t k = 0; k < lengths[n]; ++k) sum += b.seqs[n](k, j);
+            CHECK(t(n, 0, j) == doctest::Approx(sum).epsilon(1e-12));
+            CHECK(w(n, 0, j) == doctest::Approx(std::exp(b.seqs[n](0, j)) / z).epsilon(1e-12));
+        }
+    }
+    // d(sum over T_max)/dx is 1 on every real step.
+    auto g = gradients(total, b.in(), {b.x});
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t k = 0; k < lengths[n]; ++k) CHECK(g[b.x].sequence<double>(n)(k, 1) == 1.0);
+}
