@@ -3,7 +3,7 @@
 // points with the edges each op has: 0 and -0 for abs / relu / negate, ties for max / min / less /
 // equal, the bounds of clip, saturation for sigmoid / softplus, division by zero. One table, as the
 // gradient-check table; each row runs on a batch in double and in float, and on a sequence
-// (lengths 1, 3, 7) against a static operand. Also stop_gradient and sequence_positions.
+// (lengths 1, 3, 7) against a static operand. Also stop_gradient.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -202,21 +202,4 @@ TEST_CASE("stop_gradient is the identity forward and passes no gradient") {
             for (std::size_t j = 0; j < 2; ++j) CHECK(gx(t, j) == doctest::Approx(data[i](t, j) * (j ? -2.0 : 1.5)));
     }
     CHECK(g[w].tensor<double>() == xt::xarray<double>{0.0, 0.0});
-}
-
-TEST_CASE("sequence_positions numbers the steps of each sequence from 0") {
-    const std::vector<std::size_t> lengths{3, 1, 7, 2};
-    Variable x = sequence::input_variable({2}, "x");
-    Variable pos = layers::sequence_positions(x);
-    CHECK(pos.shape() == Shape{1});
-    CHECK(pos.axis() == x.axis());
-    // NaN in the input values: positions depend on the layout only.
-    auto data = testing::random_sequences({2}, lengths, 41);
-    data[2](4, 1) = std::numeric_limits<double>::quiet_NaN();
-    const Value out = evaluate({pos}, {{x, Value::sequences(data)}}, Precision::f64)[pos];
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-        const auto p = out.sequence<double>(i);
-        REQUIRE(p.shape() == std::vector<std::size_t>{lengths[i], 1});
-        for (std::size_t t = 0; t < lengths[i]; ++t) CHECK(p(t, 0) == static_cast<double>(t));
-    }
 }
