@@ -87,6 +87,9 @@ public:
     void update_parameter(const Session& session, std::size_t i);
     void defer_parameter(const Session& session, std::size_t i);
     bool end_update(const Session& session, bool only_if_finite = false);
+    // Closes an open update without applying what waits (after backward threw): the step count
+    // does not move; parameters already updated early stay so.
+    void cancel_update() { updating_ = false; }
 
     const std::string& name() const { return name_; }
     const std::vector<Parameter>& parameters() const { return parameters_; }

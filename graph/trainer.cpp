@@ -78,6 +78,13 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
     bool applied = true;
     if (inter_op_threads() > 1 && learner_->can_update_early()) {
         learner_->begin_update(scale);
+        struct CancelOnThrow {  // an exception from backward must not leave the update open
+            Learner& learner;
+            bool armed = true;
+            ~CancelOnThrow() {
+                if (armed) learner.cancel_update();
+            }
+        } cancel{*learner_};
         if (guard) {
             // The norm needs every gradient, so no parameter may change before the last is final:
             // each gradient is read (its norm taken) on the worker that finished it, while backward
@@ -94,6 +101,7 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
             });
             learner_->end_update(*session_);
         }
+        cancel.armed = false;
     } else {
         session_->backward();
         applied = learner_->update(*session_, scale, guard);

@@ -318,3 +318,21 @@ TEST_CASE("progress printer: a skipped update is counted and left out of the ave
     CHECK(out.str().find("epoch 1: loss = 1.000000 * 4, 1 update skipped (non-finite loss or gradient), ") !=
           std::string::npos);
 }
+
+TEST_CASE("learner: a cancelled update moves nothing and the next one opens") {
+    Guarded m;
+    auto learner = adam(m.params(), 0.05);
+    Session s({m.loss}, m.params());
+    s.forward(m.minibatch(0));
+    s.backward();
+    const auto w = m.w.value();
+    learner->begin_update(1.0);
+    learner->defer_parameter(s, 0);
+    CHECK_THROWS_AS(learner->begin_update(1.0), InternalError);  // still open
+    learner->cancel_update();
+    CHECK(learner->step_count() == 0);
+    CHECK(m.w.value() == w);
+    CHECK(learner->update(s, 1.0, true));
+    CHECK(learner->step_count() == 1);
+    CHECK_FALSE(m.w.value() == w);
+}
