@@ -277,7 +277,7 @@ TEST_CASE("checkpoint: resuming with dropout reproduces the uninterrupted run ex
     for (std::size_t i = 0; i < 3; ++i) CHECK(m.params()[i].value() == straight_model.params()[i].value());
 }
 
-TEST_CASE("checkpoint: generator states of another graph, or damaged, are refused before anything changes") {
+TEST_CASE("checkpoint: generator states of another graph or damaged ones are refused before anything changes") {
     TempDir dir("generators");
     DropoutModel a(1);
     Trainer ta(a.loss, Variable(), make_learner(a));

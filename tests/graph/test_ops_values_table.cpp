@@ -101,7 +101,7 @@ double as(Precision p, double v) { return p == Precision::f32 ? static_cast<doub
 
 }  // namespace
 
-TEST_CASE("element-wise op values equal their formulas on a batch, in double and float") {
+TEST_CASE("element-wise op values equal their formulas on a batch in double and float") {
     for (const Row& row : table()) {
         for (Precision precision : {Precision::f64, Precision::f32}) {
             const double tolerance = precision == Precision::f64 ? 1e-14 : 2e-6;
@@ -125,7 +125,7 @@ TEST_CASE("element-wise op values equal their formulas on a batch, in double and
     }
 }
 
-TEST_CASE("element-wise op values on sequences of lengths 1, 3, 7 against a static operand") {
+TEST_CASE("element-wise op values on sequences of lengths 1 3 7 against a static operand") {
     for (const Row& row : table()) {
         const std::size_t k = row.points.size();
         // Step t of sequence i holds the points rotated by t + i; b is a constant, the same at every step.
@@ -152,7 +152,7 @@ TEST_CASE("element-wise op values on sequences of lengths 1, 3, 7 against a stat
     }
 }
 
-TEST_CASE("times_transpose equals a loop over a times b transposed, static and per item") {
+TEST_CASE("times_transpose equals a loop over a times b transposed for a static and a per-item b") {
     // a: sequences of [2, 3]; b static [4, 3], then b per sequence (a batch value [4, 3]).
     const auto a_data = testing::random_sequences({2, 3}, testing::default_lengths, 21);
     const xt::xarray<double> b_static = testing::random_rows({3}, 4, 22);

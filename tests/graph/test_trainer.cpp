@@ -256,7 +256,7 @@ TEST_CASE("trainer: a non-finite loss or gradient skips the update and leaves pa
     }
 }
 
-TEST_CASE("trainer: on_non_finite stop throws and changes nothing, ignore lets NaN spread") {
+TEST_CASE("trainer: on_non_finite stop throws and changes nothing while ignore lets NaN spread") {
     Guarded m;
     TrainerOptions stop;
     stop.on_non_finite = NonFiniteAction::stop;

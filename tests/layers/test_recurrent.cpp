@@ -254,7 +254,7 @@ xt::xarray<double> gru_by_hand(const xt::xarray<double>& x, const std::vector<Pa
 
 }  // namespace
 
-TEST_CASE("GRU recurrence equals its gate equations on a ragged batch, both directions") {
+TEST_CASE("GRU recurrence equals its gate equations on a ragged batch in both directions") {
     const std::vector<std::size_t> lengths{3, 1, 4};
     const std::size_t n = 2;
     auto cell = layers::GRU(n);
