@@ -1,6 +1,7 @@
 #include "core/random.hpp"
 
 #include <cmath>
+#include <sstream>
 
 #include "core/errors.hpp"
 
@@ -12,6 +13,21 @@ Rng& global_rng() {
 }
 
 void set_seed(std::uint64_t seed) { global_rng().seed(seed); }
+
+std::string rng_state(const Rng& rng) {
+    std::ostringstream out;
+    out << rng;
+    return out.str();
+}
+
+Rng rng_from_state(const std::string& state, const std::string& where) {
+    std::istringstream in(state);
+    Rng rng;
+    in >> rng;
+    if (in.fail() || !(in >> std::ws).eof())
+        throw DataError(where + ": not the state of a random generator (" + std::to_string(state.size()) + " bytes)");
+    return rng;
+}
 
 namespace {
 std::pair<double, double> fans(const Shape& s) {

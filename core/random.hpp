@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
 
 #include <xtensor/xarray.hpp>
 
@@ -16,6 +17,12 @@ using Rng = std::mt19937_64;
 // The library-wide generator used by initializers and dropout unless one is passed explicitly.
 Rng& global_rng();
 void set_seed(std::uint64_t seed);
+
+// A generator's whole state as text (the standard's stream form of the engine, the same on every
+// platform), and back: what a checkpoint keeps of a generator that training draws from. A state
+// that is not one throws DataError naming `where`.
+std::string rng_state(const Rng& rng);
+Rng rng_from_state(const std::string& state, const std::string& where);
 
 using Initializer = std::function<xt::xarray<double>(const Shape&, Rng&)>;
 

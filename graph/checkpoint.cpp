@@ -1,6 +1,7 @@
 #include "graph/checkpoint.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
@@ -27,6 +28,14 @@ std::string describe(const std::string& name, const Shape& shape) {
 
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
                      const TrainingPosition& position, const CheckpointExtras& extras) {
+    for (const auto& p : parameters) {
+        const auto& data = p.data();
+        const auto bad = std::find_if(data.begin(), data.end(), [](float v) { return !std::isfinite(v); });
+        if (bad != data.end())
+            throw UserError("save_checkpoint '" + path + "': parameter " + describe(p.name(), p.shape()) + " holds " +
+                            std::to_string(*bad) + " at element " + std::to_string(bad - data.begin()) +
+                            "; a non-finite value is never saved");
+    }
     ByteWriter out;
     out.str(checkpoint_tag);
     out.u64(checkpoint_version);
@@ -56,7 +65,8 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
     write_checked_file(path, out.bytes());
 }
 
-Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner) {
+Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner,
+                           const std::function<void(const CheckpointExtras&)>& check_extras) {
     const std::string payload = read_checked_file(path);
     const std::string where = "checkpoint '" + path + "'";
     ByteReader in(payload, where);
@@ -107,6 +117,7 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
                             describe(stored[i].name, stored[i].shape) + " in the file but " +
                             describe(p.name(), p.shape()) + " in the model");
     }
+    if (check_extras) check_extras(result.extras);
     if (learner) {
         if (!has_learner) throw UserError(where + " holds no learner state; pass no learner to load parameters only");
         ByteReader state(learner_state, where + " (learner state)");

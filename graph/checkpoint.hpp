@@ -4,6 +4,7 @@
 // rename, checksum). A failed save leaves the previous checkpoint untouched; a damaged file is
 // reported as a DataError and nothing in the model or the learner is changed.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,14 +32,19 @@ struct Checkpoint {
     CheckpointExtras extras;
 };
 
-// `learner` may be null (parameters only).
+// `learner` may be null (parameters only). A parameter (or learner state) holding a NaN or an
+// infinity is refused with a UserError naming it, before anything is written: a checkpoint is what
+// a run goes back to, and a non-finite value in it would poison every run resumed from it.
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
                      const TrainingPosition& position = {}, const CheckpointExtras& extras = {});
 
 // Restores the parameters' values and, when `learner` is not null, its state. Parameters are
 // matched by position and must have the same names and shapes as when saved; otherwise a
 // UserError names the first mismatching parameter. Everything is checked before anything is
-// changed. A truncated or corrupted file throws DataError.
-Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner);
+// changed. A truncated or corrupted file throws DataError. `check_extras`, when given, sees the
+// extras once the rest of the file has been checked and before anything is changed; it throws to
+// refuse the file (a Trainer checks its own records so).
+Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner,
+                           const std::function<void(const CheckpointExtras&)>& check_extras = {});
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 #include "graph/learners.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.hpp"
@@ -98,32 +99,32 @@ Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) co
     return g;
 }
 
-void Learner::update(const Session& session, double gradient_scale) {
-    double scale = gradient_scale;
-    std::vector<Gradient> grads;
-    if (options_.gradient_clipping_norm > 0) {  // the global norm is needed before any update
-        double sq = 0.0;
-        for (std::size_t i = 0; i < parameters_.size(); ++i) {
-            grads.push_back(gradient_of(session, i));
-            sq += grads.back().square_sum;
-        }
-        const double norm = std::sqrt(sq) * std::abs(gradient_scale);
-        if (norm > options_.gradient_clipping_norm) scale *= options_.gradient_clipping_norm / norm;
+bool Learner::update(const Session& session, double gradient_scale, bool only_if_finite) {
+    const bool clipping = options_.gradient_clipping_norm > 0;
+    if (!clipping && !only_if_finite) {  // each parameter's gradient is read and applied in one go
+        begin_update(gradient_scale);
+        return end_update(session);
     }
+    // The global norm is needed before any update.
+    std::vector<Gradient> grads;
+    double sq = 0.0;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        grads.push_back(gradient_of(session, i));
+        sq += grads.back().square_sum;
+    }
+    const double norm = std::sqrt(sq) * std::abs(gradient_scale);
+    if (only_if_finite && !std::isfinite(norm)) {
+        last_norm_ = norm;
+        return false;
+    }
+    double scale = gradient_scale;
+    if (clipping && norm > options_.gradient_clipping_norm) scale *= options_.gradient_clipping_norm / norm;
     open_update(scale, std::abs(gradient_scale));  // the norm reported is the unclipped gradient's
-    // Parameters are independent: with several inter-op threads they are updated at once, the
-    // largest first (the update is memory-bound; results do not depend on the order).
-    TaskGraph independent;
-    independent.after.assign(parameters_.size(), {});
-    for (const auto& p : parameters_) independent.priority.push_back(static_cast<double>(p.data().size()));
-    run_task_graph(independent, inter_op_threads(), [&](int t, int) {
-        const auto i = static_cast<std::size_t>(t);
-        if (grads.empty())
-            update_parameter(session, i);
-        else
-            apply_parameter(i, grads[i]);
-    });
-    end_update(session);
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        pending_[i] = grads[i];
+        done_[i] = deferred;
+    }
+    return end_update(session);
 }
 
 void Learner::begin_update(double gradient_scale) { open_update(gradient_scale, std::abs(gradient_scale)); }
@@ -138,34 +139,72 @@ void Learner::open_update(double gradient_scale, double norm_scale) {
     norm_scale_ = norm_scale;
     lr_now_ = lr;
     square_sums_.assign(parameters_.size(), 0.0);
-    done_.assign(parameters_.size(), 0);
+    done_.assign(parameters_.size(), waiting);
+    pending_.assign(parameters_.size(), Gradient{});
     std::size_t widest = 0;
     for (const auto& p : parameters_) widest = std::max(widest, row_width(p.data()));
     zero_row_.assign(widest, 0.0f);
 }
 
 void Learner::update_parameter(const Session& session, std::size_t i) {
-    if (!updating_ || i >= parameters_.size() || done_[i])
+    if (!updating_ || i >= parameters_.size() || done_[i] != waiting)
         throw InternalError(name_ + ": update_parameter(" + std::to_string(i) + ") outside an update or twice");
     apply_parameter(i, gradient_of(session, i));
 }
 
-void Learner::end_update(const Session& session) {
-    // Parameters whose gradient never became ready (the loss does not use them) still take their
-    // step: zero gradient, but decay and momentum go on.
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (!done_[i]) apply_parameter(i, gradient_of(session, i));
+void Learner::defer_parameter(const Session& session, std::size_t i) {
+    if (!updating_ || i >= parameters_.size() || done_[i] != waiting)
+        throw InternalError(name_ + ": defer_parameter(" + std::to_string(i) + ") outside an update or twice");
+    pending_[i] = gradient_of(session, i);
+    done_[i] = deferred;
+}
+
+bool Learner::end_update(const Session& session, bool only_if_finite) {
+    if (!updating_) throw InternalError(name_ + ": end_update without begin_update");
+    if (only_if_finite) {
+        double sq = 0.0;
+        bool any_applied = false;
+        for (std::size_t i = 0; i < parameters_.size(); ++i) {
+            if (done_[i] == waiting) defer_parameter(session, i);
+            any_applied |= done_[i] == applied;
+            sq += done_[i] == applied ? square_sums_[i] : pending_[i].square_sum;
+        }
+        const double norm = std::sqrt(sq) * norm_scale_;
+        if (!std::isfinite(norm)) {
+            if (any_applied)
+                throw InternalError(name_ + ": a non-finite gradient norm after parameters were updated early");
+            last_norm_ = norm;
+            updating_ = false;
+            return false;
+        }
+    }
+    // The rest at once on inter-op threads, the largest first (the update is memory-bound; results
+    // do not depend on the order). Parameters whose gradient never became ready (the loss does not
+    // use them) still take their step: zero gradient, but decay and momentum go on.
+    TaskGraph independent;
+    std::vector<std::size_t> rest;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        if (done_[i] == applied) continue;
+        rest.push_back(i);
+        independent.priority.push_back(static_cast<double>(parameters_[i].data().size()));
+    }
+    independent.after.assign(rest.size(), {});
+    run_task_graph(independent, inter_op_threads(), [&](int t, int) {
+        const std::size_t i = rest[static_cast<std::size_t>(t)];
+        apply_parameter(i, done_[i] == deferred ? pending_[i] : gradient_of(session, i));
+    });
     double sq = 0.0;
     for (double v : square_sums_) sq += v;
     last_norm_ = std::sqrt(sq) * norm_scale_;
     updating_ = false;
     ++steps_;
+    return true;
 }
 
 void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     static const std::vector<std::size_t> first_row{0};
     square_sums_[i] = grad.square_sum;
-    done_[i] = 1;
+    done_[i] = applied;
     auto& w = parameters_[i].data();
     Step s{};
     s.w = w.data();
@@ -212,6 +251,13 @@ void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
 }
 
 void Learner::save_state(ByteWriter& out) const {
+    for (std::size_t k = 0; k < state_.size(); ++k) {
+        const auto bad = std::find_if(state_[k].begin(), state_[k].end(), [](float v) { return !std::isfinite(v); });
+        if (bad != state_[k].end())
+            throw UserError(name_ + ": its state for " + parameters_[k / slots_].label() + " holds " +
+                            std::to_string(*bad) + " at element " + std::to_string(bad - state_[k].begin()) +
+                            "; a non-finite value is never saved");
+    }
     out.str(name_);
     out.u64(steps_);
     out.u64(parameters_.size());

@@ -70,16 +70,26 @@ public:
 
     // One step for every parameter, from the gradients of `session`'s last backward().
     // `gradient_scale` multiplies every gradient first (the Trainer passes 1/count to average).
-    void update(const Session& session, double gradient_scale = 1.0);
+    // With `only_if_finite`, a step whose global gradient norm is not finite (a NaN or an infinity
+    // in any gradient, or squares beyond float's range) changes nothing, neither the parameters
+    // nor the rule's state nor the step count, and returns false; last_gradient_norm() says what
+    // it was. Otherwise returns true.
+    bool update(const Session& session, double gradient_scale = 1.0, bool only_if_finite = false);
 
     // The same step in parts, for a caller that updates each parameter as soon as its gradient is
     // final, while backward goes on elsewhere (Trainer with inter-op threads): begin_update, then
-    // update_parameter(i) once per parameter i, from any thread, then end_update (which steps the
-    // parameters that got none). Only without clipping: that needs every gradient first.
+    // update_parameter(i) (applies now) or defer_parameter(i) (reads the gradient and its norm now,
+    // applies in end_update) once per parameter i, from any thread, then end_update (which steps
+    // the parameters that got neither). Only without clipping: that needs every gradient first.
+    // end_update's `only_if_finite` is update's; it needs every parameter deferred, not updated.
     bool can_update_early() const { return options_.gradient_clipping_norm <= 0; }
     void begin_update(double gradient_scale = 1.0);
     void update_parameter(const Session& session, std::size_t i);
-    void end_update(const Session& session);
+    void defer_parameter(const Session& session, std::size_t i);
+    bool end_update(const Session& session, bool only_if_finite = false);
+    // Closes an open update without applying what waits (after backward threw): the step count
+    // does not move; parameters already updated early stay so.
+    void cancel_update() { updating_ = false; }
 
     const std::string& name() const { return name_; }
     const std::vector<Parameter>& parameters() const { return parameters_; }
@@ -91,7 +101,8 @@ public:
     // Global L2 norm of the (scaled) gradients seen by the last update, before clipping.
     double last_gradient_norm() const { return last_norm_; }
 
-    // The step count and the rule's state (not the parameters, not the schedule).
+    // The step count and the rule's state (not the parameters, not the schedule). A non-finite
+    // value in the state is a UserError naming the parameter: it is never saved.
     void save_state(ByteWriter& out) const;
     // Throws DataError (naming `in`'s context) when the state is for another learner or other
     // parameter sizes; on error the learner is unchanged.
@@ -146,11 +157,14 @@ private:
     // begin_update with the scale the gradients get and the one the reported norm gets (they
     // differ after clipping).
     void open_update(double gradient_scale, double norm_scale);
-    // The open update: its scale and rate, and per parameter its squared norm and whether it is done.
+    // The open update: its scale and rate, and per parameter its squared norm, how far it is and
+    // the gradient it waits with when deferred.
+    enum Part : char { waiting, deferred, applied };
     bool updating_ = false;
     double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
     std::vector<double> square_sums_;
-    std::vector<char> done_;
+    std::vector<Part> done_;
+    std::vector<Gradient> pending_;
     std::uint64_t steps_ = 0;
     double last_norm_ = 0.0;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/buffer.hpp"
+#include "core/random.hpp"
 #include "core/sequence_layout.hpp"
 #include "core/shape.hpp"
 #include "graph/node.hpp"
@@ -192,6 +193,10 @@ public:
     virtual bool scan_forward(const ScanArgs<double>&) const { return false; }
     virtual void scan_backward(const ScanArgs<float>&) const {}
     virtual void scan_backward(const ScanArgs<double>&) const {}
+
+    // The generator an op draws from in forward (dropout's masks), or null. A Trainer's checkpoint
+    // keeps its state, so that a resumed run draws what the uninterrupted run would have drawn.
+    virtual Rng* generator() const { return nullptr; }
 
     virtual void prepare(const OpCall<float>&, Prepared&) const {}
     virtual void prepare(const OpCall<double>&, Prepared&) const {}

@@ -26,7 +26,10 @@ std::string duration(double seconds) {
     return buf;
 }
 
+// A skipped update's sums (NaN for a NaN loss) stay out of the averages; it is counted instead.
 void add(MinibatchResult& total, const MinibatchResult& m) {
+    total.skipped_updates += m.skipped_updates;
+    if (m.skipped_updates) return;
     total.loss_sum += m.loss_sum;
     total.loss_count += m.loss_count;
     total.metric_sum += m.metric_sum;
@@ -37,6 +40,9 @@ std::string averages(const MinibatchResult& r) {
     std::string s = "loss = " + format("%.6f", r.average_loss()) + " * " + std::to_string(r.loss_count);
     if (r.metric_count)
         s += ", metric = " + format("%.6f", r.average_metric()) + " * " + std::to_string(r.metric_count);
+    if (r.skipped_updates)
+        s += ", " + std::to_string(r.skipped_updates) + " update" + (r.skipped_updates == 1 ? "" : "s") +
+             " skipped (non-finite loss or gradient)";
     return s;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // ProgressPrinter: what a training run shows while it runs.
-//   - one line per epoch: epoch, average loss, average metric, samples/s, elapsed time;
+//   - one line per epoch: epoch, average loss, average metric, samples/s, elapsed time, and how
+//     many updates were skipped for a non-finite loss or gradient (their sums are left out);
 //   - optionally one line every N minibatches;
 //   - on a terminal only, a live bar (samples done, samples/s, ETA when the epoch size is known)
 //     redrawn in place with '\r'. Redirected to a file or a pipe, no bar and no '\r' is written,

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <unistd.h>
@@ -225,4 +226,126 @@ TEST_CASE("checkpoint: resuming reproduces the uninterrupted run exactly") {
         CHECK(resumed[i] == straight[i]);  // bitwise
     }
     CHECK(straight.back() < straight.front());
+}
+
+namespace {
+
+// The small model with dropout 0.3 on its input and on its hidden layer (two generators, so their
+// order in the file matters too), built the same way each time: the same seeds.
+struct DropoutModel : Model {
+    explicit DropoutModel(std::uint64_t seed) : Model(seed) {
+        Variable hidden = dropout(tanh(times(dropout(x, 0.3, 11), w1) + b1), 0.3, 12);
+        loss = square(times(hidden, w2) - y);
+    }
+};
+
+// Losses of minibatches [from, to) through a Trainer in training mode (dropout active).
+std::vector<double> train_range(Trainer& t, const Model& m, std::size_t from, std::size_t to) {
+    const TrainingScope training;
+    std::vector<double> losses;
+    for (std::size_t i = from; i < to; ++i) losses.push_back(t.train_minibatch(m.minibatch(i)).loss_sum);
+    return losses;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: resuming with dropout reproduces the uninterrupted run exactly") {
+    TempDir dir("dropout");
+    constexpr std::size_t total = 10, stop = 4;
+    DropoutModel straight_model(7);
+    Trainer straight_trainer(straight_model.loss, Variable(), make_learner(straight_model));
+    const std::vector<double> straight = train_range(straight_trainer, straight_model, 0, total);
+
+    std::vector<double> resumed;
+    {
+        DropoutModel m(7);
+        Trainer t(m.loss, Variable(), make_learner(m));
+        resumed = train_range(t, m, 0, stop);
+        t.save_checkpoint(dir.file("ckpt"));
+        train_range(t, m, stop, stop + 2);  // the generators move on after the save
+    }
+    DropoutModel m(99);
+    Trainer t(m.loss, Variable(), make_learner(m));
+    t.load_checkpoint(dir.file("ckpt"));
+    for (double loss : train_range(t, m, stop, total)) resumed.push_back(loss);
+
+    REQUIRE(resumed.size() == total);
+    for (std::size_t i = 0; i < total; ++i) {
+        CAPTURE(i);
+        CHECK(resumed[i] == straight[i]);  // bitwise
+    }
+    for (std::size_t i = 0; i < 3; ++i) CHECK(m.params()[i].value() == straight_model.params()[i].value());
+}
+
+TEST_CASE("checkpoint: generator states of another graph or damaged ones are refused before anything changes") {
+    TempDir dir("generators");
+    DropoutModel a(1);
+    Trainer ta(a.loss, Variable(), make_learner(a));
+    train_range(ta, a, 0, 2);
+    ta.save_checkpoint(dir.file("two"));
+
+    // The same parameters without dropout: a graph with no generator.
+    Model b(2);
+    Trainer tb(b.loss, Variable(), make_learner(b));
+    const auto before = b.w1.value();
+    CHECK_THROWS_WITH_AS(tb.load_checkpoint(dir.file("two")),
+                         doctest::Contains("holds the state of 2 random generators (dropout), this trainer's "
+                                           "graph draws from 0; build the same model"),
+                         UserError);
+    CHECK(b.w1.value() == before);
+    CHECK(tb.learner().step_count() == 0);
+
+    // A record that is not a generator state (written through the free function, checksummed).
+    ByteWriter bad;
+    bad.u64(2);
+    bad.str("not a state");
+    bad.str("12 34");
+    save_checkpoint(dir.file("bad"), a.params(), &ta.learner(), {}, {{"loom.trainer.generators", bad.bytes()}});
+    DropoutModel c(3);
+    Trainer tc(c.loss, Variable(), make_learner(c));
+    const auto c_before = c.w1.value();
+    CHECK_THROWS_WITH_AS(tc.load_checkpoint(dir.file("bad")),
+                         doctest::Contains("(random generator 0): not the state of a random generator"), DataError);
+    CHECK(c.w1.value() == c_before);
+
+    // A checkpoint without generator states (an older file, or the free function's) still loads.
+    save_checkpoint(dir.file("plain"), a.params(), &ta.learner());
+    tc.load_checkpoint(dir.file("plain"));
+    CHECK(c.w1.value() == a.w1.value());
+    CHECK(tc.learner().step_count() == 2);
+}
+
+TEST_CASE("checkpoint: a non-finite parameter or learner state is never written") {
+    TempDir dir("nonfinite");
+    Model a(1);
+    auto learner = make_learner(a);
+    save_checkpoint(dir.file("ckpt"), a.params(), learner.get());
+    const std::string good = read_bytes(dir.file("ckpt"));
+
+    xt::xarray<float> b1 = a.b1.value();
+    b1(2) = std::numeric_limits<float>::quiet_NaN();
+    a.b1.set_value(b1);
+    CHECK_THROWS_WITH_AS(save_checkpoint(dir.file("ckpt"), a.params(), nullptr),
+                         doctest::Contains("parameter 'b1' [4] holds nan at element 2"), UserError);
+    b1(2) = std::numeric_limits<float>::infinity();
+    a.b1.set_value(b1);
+    CHECK_THROWS_WITH_AS(save_checkpoint(dir.file("ckpt"), a.params(), learner.get()),
+                         doctest::Contains("holds inf at element 2"), UserError);
+    CHECK(read_bytes(dir.file("ckpt")) == good);  // the previous file is untouched
+
+    // Finite parameters, but Adam's moments turned NaN by a NaN gradient (no guard: the bare learner).
+    Model m(2);
+    auto adam_learner = adam(m.params(), 0.01);
+    Session s({m.loss}, m.params());
+    Bindings in = m.minibatch(0);
+    xt::xarray<float> xs = in.at(m.x).batch();
+    xs(0, 0) = std::numeric_limits<float>::quiet_NaN();
+    in[m.x] = Value::batch(xs);
+    s.forward(in);
+    s.backward();
+    adam_learner->update(s);
+    for (auto& p : m.params()) p.set_value(xt::zeros<float>(p.shape().dims()));
+    CHECK_THROWS_WITH_AS(save_checkpoint(dir.file("ckpt"), m.params(), adam_learner.get()),
+                         doctest::Contains("adam: its state for"), UserError);
+    CHECK(read_bytes(dir.file("ckpt")) == good);
 }

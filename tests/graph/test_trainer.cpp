@@ -2,6 +2,9 @@
 // and the printer writes epoch lines (and a '\r' bar only when live).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 #include <loom.hpp>
@@ -159,4 +162,177 @@ TEST_CASE("session: a released gradient is gone until the next backward, which g
     s.forward(m.minibatch(0));
     s.backward();
     CHECK(s.gradient(m.b)[0] == doctest::Approx(-2 * sum_y));  // zeroed again, not added to stale memory
+}
+
+namespace {
+
+xt::xarray<float> column(float a, float b) {
+    xt::xarray<float> c = xt::zeros<float>({2, 1});
+    c(0, 0) = a;
+    c(1, 0) = b;
+    return c;
+}
+
+// A regression with a second term |u v| written as sqrt(square(u v)): its value is finite
+// everywhere, but at u = 0 its derivative is 2 * 0 * (0.5 / 0) = NaN, so a minibatch with u = 0
+// has a finite loss and a NaN gradient for v (and finite ones for w and b).
+struct Guarded {
+    Variable x = input_variable({2}, "x");
+    Variable y = input_variable({1}, "y");
+    Variable u = input_variable({2}, "u");
+    Parameter w = parameter(column(0.3f, -0.2f), "w");
+    Parameter b = parameter(xt::xarray<float>{0.1f}, "b");
+    Parameter v = parameter(column(0.5f, 0.4f), "v");
+    Variable loss = square(times(x, w) + b - y) + 0.01 * sqrt(square(times(u, v)));
+
+    enum class Kind { good, nan_input, nan_gradient };
+    Bindings minibatch(std::size_t i, Kind kind = Kind::good) const {
+        xt::xarray<float> xs = xt::zeros<float>({8, 2}), ys = xt::zeros<float>({8, 1}), us = xt::zeros<float>({8, 2});
+        for (std::size_t n = 0; n < 8; ++n) {
+            xs(n, 0) = static_cast<float>((n + 3 * i) % 5) * 0.5f - 1.0f;
+            xs(n, 1) = static_cast<float>((2 * n + i) % 7) * 0.3f - 0.9f;
+            ys(n, 0) = 2 * xs(n, 0) - xs(n, 1) + 1;
+            us(n, 0) = kind == Kind::nan_gradient ? 0.0f : 1.0f + static_cast<float>(n % 3);
+            us(n, 1) = kind == Kind::nan_gradient ? 0.0f : 0.5f;
+        }
+        if (kind == Kind::nan_input) xs(3, 1) = std::numeric_limits<float>::quiet_NaN();
+        return {{x, Value::batch(xs)}, {y, Value::batch(ys)}, {u, Value::batch(us)}};
+    }
+    std::vector<Parameter> params() const { return {w, b, v}; }
+};
+
+// Sets the inter-op threads for a scope.
+struct Threads {
+    int previous = inter_op_threads();
+    explicit Threads(int n) { set_inter_op_threads(n); }
+    ~Threads() { set_inter_op_threads(previous); }
+};
+
+bool all_finite(const Parameter& p) {
+    const auto v = p.value();
+    return std::all_of(v.begin(), v.end(), [](float e) { return std::isfinite(e); });
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a non-finite loss or gradient skips the update and leaves parameters and learner alone") {
+    for (int threads : {1, 2}) {
+        for (double clip : {0.0, 5.0}) {  // without clipping, 2 threads update each parameter early
+            CAPTURE(threads);
+            CAPTURE(clip);
+            const Threads scope(threads);
+            LearnerOptions o;
+            o.gradient_clipping_norm = clip;
+            // The reference never sees the bad minibatches; the guarded run must end identical.
+            Guarded ref;
+            Trainer tr(ref.loss, Variable(), adam(ref.params(), 0.05, 0.9, 0.999, 1e-8, o));
+            Guarded m;
+            Trainer t(m.loss, Variable(), adam(m.params(), 0.05, 0.9, 0.999, 1e-8, o));
+            using Kind = Guarded::Kind;
+            for (std::size_t i = 0; i < 2; ++i)
+                CHECK(t.train_minibatch(m.minibatch(i)).loss_sum == tr.train_minibatch(ref.minibatch(i)).loss_sum);
+
+            const MinibatchResult nan_loss = t.train_minibatch(m.minibatch(2, Kind::nan_input));
+            CHECK(std::isnan(nan_loss.loss_sum));
+            CHECK(nan_loss.skipped_updates == 1);
+            const MinibatchResult nan_grad = t.train_minibatch(m.minibatch(2, Kind::nan_gradient));
+            CHECK(std::isfinite(nan_grad.loss_sum));
+            CHECK(nan_grad.skipped_updates == 1);
+            CHECK(std::isnan(t.learner().last_gradient_norm()));
+            CHECK(t.skipped_updates() == 2);
+            CHECK(t.learner().step_count() == 2);
+            for (const auto& p : m.params()) CHECK(all_finite(p));
+
+            // Adam's moments and step count are untouched too: the next steps are the reference's.
+            for (std::size_t i = 2; i < 5; ++i) {
+                const MinibatchResult r = t.train_minibatch(m.minibatch(i));
+                CHECK(r.skipped_updates == 0);
+                CHECK(r.loss_sum == tr.train_minibatch(ref.minibatch(i)).loss_sum);  // bitwise
+            }
+            for (std::size_t k = 0; k < 3; ++k) CHECK(m.params()[k].value() == ref.params()[k].value());
+            CHECK(t.total_samples_seen() == tr.total_samples_seen());
+            CHECK(tr.skipped_updates() == 0);
+        }
+    }
+}
+
+TEST_CASE("trainer: on_non_finite stop throws and changes nothing while ignore lets NaN spread") {
+    Guarded m;
+    TrainerOptions stop;
+    stop.on_non_finite = NonFiniteAction::stop;
+    Trainer t(m.loss, Variable(), sgd(m.params(), 0.1), stop);
+    t.train_minibatch(m.minibatch(0));
+    const auto w = m.w.value(), v = m.v.value();
+    CHECK_THROWS_WITH_AS(t.train_minibatch(m.minibatch(1, Guarded::Kind::nan_input)),
+                         doctest::Contains("the loss is nan (8 items, after 1 updates)"), UserError);
+    CHECK_THROWS_WITH_AS(t.train_minibatch(m.minibatch(1, Guarded::Kind::nan_gradient)),
+                         doctest::Contains("the gradient norm is nan"), UserError);
+    CHECK(m.w.value() == w);
+    CHECK(m.v.value() == v);
+    CHECK(t.skipped_updates() == 2);
+    CHECK(t.train_minibatch(m.minibatch(1)).skipped_updates == 0);  // and training goes on
+    CHECK(t.learner().step_count() == 2);
+
+    Guarded n;
+    TrainerOptions ignore;
+    ignore.on_non_finite = NonFiniteAction::ignore;
+    Trainer ti(n.loss, Variable(), sgd(n.params(), 0.1), ignore);
+    ti.train_minibatch(n.minibatch(1, Guarded::Kind::nan_gradient));
+    CHECK(ti.skipped_updates() == 0);
+    CHECK_FALSE(all_finite(n.v));  // what the guard prevents
+    CHECK(all_finite(n.w));
+}
+
+TEST_CASE("trainer: train_minibatch runs in training mode and test_minibatch in inference mode") {
+    Variable x = input_variable({50}, "x");
+    Parameter w = parameter(xt::xarray<float>(xt::ones<float>({50, 1})), "w");
+    Variable loss = times(dropout(x, 0.5, 3), w);  // with dropout active, about half of x is dropped
+    Trainer t(loss, Variable(), sgd({w}, 0.0));
+    xt::xarray<float> xs = xt::ones<float>({2, 50});
+    const Bindings in{{x, Value::batch(xs)}};
+    CHECK(t.test_minibatch(in).loss_sum == 100.0);  // inference: the sum of x, exactly
+    // Each kept element counts 1 / (1 - 0.5) = 2: an even sum, and one of 100 only when exactly
+    // half are kept (8 % of the time), so not in five minibatches running.
+    bool other_than_inference = false;
+    for (int i = 0; i < 5; ++i) {
+        const double trained = t.train_minibatch(in).loss_sum;
+        CHECK(std::fmod(trained, 2.0) == 0.0);
+        other_than_inference |= trained != 100.0;
+    }
+    CHECK(other_than_inference);
+    CHECK_FALSE(is_training());  // the mode is restored
+}
+
+TEST_CASE("progress printer: a skipped update is counted and left out of the averages") {
+    std::ostringstream out;
+    ProgressOptions o;
+    o.live = false;
+    ProgressPrinter p(o, out);
+    p.update({4.0, 4, 0.0, 0});
+    MinibatchResult skipped{std::numeric_limits<double>::quiet_NaN(), 4, 0.0, 0};
+    skipped.skipped_updates = 1;
+    p.update(skipped);
+    const MinibatchResult total = p.end_epoch();
+    CHECK(total.loss_count == 4);
+    CHECK(total.skipped_updates == 1);
+    CHECK(out.str().find("epoch 1: loss = 1.000000 * 4, 1 update skipped (non-finite loss or gradient), ") !=
+          std::string::npos);
+}
+
+TEST_CASE("learner: a cancelled update moves nothing and the next one opens") {
+    Guarded m;
+    auto learner = adam(m.params(), 0.05);
+    Session s({m.loss}, m.params());
+    s.forward(m.minibatch(0));
+    s.backward();
+    const auto w = m.w.value();
+    learner->begin_update(1.0);
+    learner->defer_parameter(s, 0);
+    CHECK_THROWS_AS(learner->begin_update(1.0), InternalError);  // still open
+    learner->cancel_update();
+    CHECK(learner->step_count() == 0);
+    CHECK(m.w.value() == w);
+    CHECK(learner->update(s, 1.0, true));
+    CHECK(learner->step_count() == 1);
+    CHECK_FALSE(m.w.value() == w);
 }

@@ -211,3 +211,72 @@ TEST_CASE("recurrent layers reject bad inputs with clear errors") {
     layers::RecurrenceFrom from(layers::LSTM(2));
     CHECK_THROWS_AS(from({Variable(0.0), Variable(0.0), Variable(0.0)}, s), UserError);
 }
+
+namespace {
+
+// GRU over one sequence x [L, in], from its equations (CNTK's, with loom's gate order r, z, g):
+//   r = sigmoid(x W_r + b_r + h U_r), z = sigmoid(x W_z + b_z + h U_z),
+//   g = tanh(x W_g + b_g + (r * h) U_g), h' = (1 - z) g + z h, h = 0 before the first step.
+xt::xarray<double> gru_by_hand(const xt::xarray<double>& x, const std::vector<Parameter>& ps, bool backwards) {
+    const xt::xarray<double> w = xt::cast<double>(ps[0].value()), b = xt::cast<double>(ps[1].value()),
+                             u_rz = xt::cast<double>(ps[2].value()), u_g = xt::cast<double>(ps[3].value());
+    const std::size_t len = x.shape()[0], in = x.shape()[1], n = u_g.shape()[0];
+    xt::xarray<double> out = xt::zeros<double>({len, n});
+    std::vector<double> h(n, 0.0);
+    for (std::size_t k = 0; k < len; ++k) {
+        const std::size_t t = backwards ? len - 1 - k : k;
+        auto input = [&](std::size_t gate, std::size_t j) {
+            double v = b(gate * n + j);
+            for (std::size_t i = 0; i < in; ++i) v += x(t, i) * w(i, gate * n + j);
+            return v;
+        };
+        std::vector<double> r(n), z(n), next(n);
+        for (std::size_t j = 0; j < n; ++j) {
+            double hr = 0, hz = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                hr += h[i] * u_rz(i, j);
+                hz += h[i] * u_rz(i, n + j);
+            }
+            r[j] = sigm(input(0, j) + hr);
+            z[j] = sigm(input(1, j) + hz);
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+            double rh = 0;
+            for (std::size_t i = 0; i < n; ++i) rh += r[i] * h[i] * u_g(i, j);
+            const double g = std::tanh(input(2, j) + rh);
+            next[j] = (1 - z[j]) * g + z[j] * h[j];
+        }
+        h = next;
+        for (std::size_t j = 0; j < n; ++j) out(t, j) = h[j];
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("GRU recurrence equals its gate equations on a ragged batch in both directions") {
+    const std::vector<std::size_t> lengths{3, 1, 4};
+    const std::size_t n = 2;
+    auto cell = layers::GRU(n);
+    Variable s = sequence::input_variable({3}, "s");
+    Variable fwd = layers::Recurrence(cell)(s);
+    Variable bwd = layers::Recurrence(cell, true)(s);
+    const auto ps = cell.parameters();  // W [3, 3n], b [3n], U_rz [n, 2n], U_g [n, n]
+    REQUIRE(ps.size() == 4);
+    CHECK(ps[0].shape() == Shape{3, 3 * n});
+    CHECK(ps[2].shape() == Shape{n, 2 * n});
+    CHECK(ps[3].shape() == Shape{n, n});
+    randomize(ps, 60);  // b too: its zero default would hide a gate read from the wrong slice
+    const auto seqs = random_sequences({3}, lengths, 61);
+    auto out = evaluate({fwd, bwd}, {{s, Value::sequences(seqs)}}, Precision::f64);
+    for (std::size_t k = 0; k < lengths.size(); ++k) {
+        CAPTURE(k);
+        for (bool backwards : {false, true}) {
+            const auto got = out[backwards ? bwd : fwd].sequence<double>(k);
+            const auto want = gru_by_hand(seqs[k], ps, backwards);
+            REQUIRE(got.shape() == want.shape());
+            for (std::size_t i = 0; i < got.size(); ++i)
+                CHECK(got.flat(i) == doctest::Approx(want.flat(i)).epsilon(1e-12));
+        }
+    }
+}
