@@ -111,8 +111,8 @@ void parse_sparse(const LineContext& at, const std::vector<std::string>& tokens,
             fail(at.source, at.line,
                  "index " +
                      (index_status == data_text::NumberStatus::ok ? std::to_string(entry.index) : quoted(index_text)) +
-                     " of input '" + at.stream.name + "' is out of range: its dim is " +
-                     std::to_string(at.stream.dim) + " (indices 0 to " + std::to_string(at.stream.dim - 1) + ")");
+                     " of input '" + at.stream.name + "' is out of range: its dim is " + std::to_string(at.stream.dim) +
+                     " (indices 0 to " + std::to_string(at.stream.dim - 1) + ")");
         if (const auto status = data_text::parse_float(value_text, entry.value); status != data_text::NumberStatus::ok)
             fail(at.source, at.line,
                  "value " + quoted(value_text) + " of input '" + at.stream.name + "' " +
@@ -142,7 +142,7 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
     std::vector<char> seen(streams.size());
     // CTF is numbers and names; a stray byte there is reported by the parser, and a comment may
     // hold any bytes but NUL.
-    data_text::LineReader lines(in, source, false);
+    data_text::LineReader lines(in, source, data_text::TextCheck::nul_bytes);
     std::string line;
     while (lines.next(line)) {
         const std::size_t line_no = lines.line_number();

@@ -49,7 +49,7 @@ QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOpt
     // Keyed by the question's tokens as the model sees them, so spacing (a trailing space, a double
     // space) cannot split one question into two groups.
     std::unordered_map<std::string, std::size_t> group_of_question;
-    data_text::LineReader lines(in, source, true);
+    data_text::LineReader lines(in, source, data_text::TextCheck::utf8);
     std::string line;
     while (lines.next(line)) {
         if (data_text::is_blank(line)) continue;

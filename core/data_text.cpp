@@ -63,8 +63,8 @@ bool read_line(std::istream& in, std::string& line) {
     return true;
 }
 
-LineReader::LineReader(std::istream& in, std::string source, bool require_utf8)
-    : in_(in), source_(std::move(source)), require_utf8_(require_utf8) {}
+LineReader::LineReader(std::istream& in, std::string source, TextCheck check)
+    : in_(in), source_(std::move(source)), check_(check) {}
 
 bool LineReader::next(std::string& line) {
     if (!read_line(in_, line)) {
@@ -73,10 +73,11 @@ bool LineReader::next(std::string& line) {
     }
     ++line_no_;
     if (line_no_ == 1 && line.starts_with(utf8_bom)) line.erase(0, utf8_bom.size());
+    if (check_ == TextCheck::none) return true;
     if (const std::size_t nul = line.find('\0'); nul != std::string::npos)
         fail("NUL byte at column " + std::to_string(nul + 1) +
              ": this is not a text file (a UTF-16 file must first be converted to UTF-8)");
-    if (require_utf8_)
+    if (check_ == TextCheck::utf8)
         if (const std::size_t bad = invalid_utf8_at(line); bad != std::string::npos) {
             char hex[8];
             std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(line[bad]));
@@ -88,32 +89,35 @@ bool LineReader::next(std::string& line) {
 
 void LineReader::fail(const std::string& reason) const { data_text::fail(source_, line_no_, reason); }
 
+std::size_t utf8_sequence_length(std::string_view s) {
+    if (s.empty()) return 0;
+    const auto b = static_cast<unsigned char>(s[0]);
+    if (b < 0x80) return 1;
+    std::size_t length = 0;
+    char32_t code = 0, least = 0;
+    if (b >= 0xC2 && b <= 0xDF) {
+        length = 2, code = b & 0x1F, least = 0x80;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        length = 3, code = b & 0x0F, least = 0x800;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        length = 4, code = b & 0x07, least = 0x10000;
+    } else {
+        return 0;  // a continuation byte out of place, 0xC0/0xC1 (always overlong), or > 0xF4
+    }
+    if (s.size() < length) return 0;
+    for (std::size_t k = 1; k < length; ++k) {
+        const auto c = static_cast<unsigned char>(s[k]);
+        if ((c & 0xC0) != 0x80) return 0;
+        code = (code << 6) | (c & 0x3F);
+    }
+    if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+    return length;
+}
+
 std::size_t invalid_utf8_at(std::string_view s) {
-    std::size_t i = 0;
-    while (i < s.size()) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        std::size_t length = 0;
-        char32_t code = 0, least = 0;
-        if (b >= 0xC2 && b <= 0xDF) {
-            length = 2, code = b & 0x1F, least = 0x80;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            length = 3, code = b & 0x0F, least = 0x800;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            length = 4, code = b & 0x07, least = 0x10000;
-        } else {
-            return i;  // a continuation byte out of place, 0xC0/0xC1 (always overlong), or > 0xF4
-        }
-        if (s.size() - i < length) return i;
-        for (std::size_t k = 1; k < length; ++k) {
-            const auto c = static_cast<unsigned char>(s[i + k]);
-            if ((c & 0xC0) != 0x80) return i;
-            code = (code << 6) | (c & 0x3F);
-        }
-        if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return i;
+    for (std::size_t i = 0; i < s.size();) {
+        const std::size_t length = utf8_sequence_length(s.substr(i));
+        if (length == 0) return i;
         i += length;
     }
     return std::string_view::npos;

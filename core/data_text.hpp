@@ -19,13 +19,19 @@ std::ifstream open_for_reading(const std::string& path);
 // std::getline that also drops a trailing '\r', so files written on Windows read the same.
 bool read_line(std::istream& in, std::string& line);
 
+// What LineReader rejects, beyond what a reader checks itself.
+enum class TextCheck {
+    none,
+    nul_bytes,  // a binary file, or UTF-16 text
+    utf8,       // NUL bytes and invalid UTF-8 (a Latin-1 file, say)
+};
+
 // A text file line by line, as every reader wants it: numbered lines without the trailing '\r',
 // the UTF-8 byte-order mark some editors put at the start of a file dropped (it is not part of
-// the first word), and a DataError "file:line: ..." for what cannot be text: NUL bytes (a binary
-// or UTF-16 file) and, with `require_utf8`, invalid UTF-8 (a Latin-1 file, say).
+// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects.
 class LineReader {
 public:
-    LineReader(std::istream& in, std::string source, bool require_utf8);
+    LineReader(std::istream& in, std::string source, TextCheck check);
     // False at the end of the input; throws DataError when reading fails.
     bool next(std::string& line);
     std::size_t line_number() const { return line_no_; }
@@ -36,13 +42,15 @@ public:
 private:
     std::istream& in_;
     std::string source_;
-    bool require_utf8_;
+    TextCheck check_;
     std::size_t line_no_ = 0;
 };
 
 // Where a string stops being valid UTF-8 (an offset into it), or npos when it is valid. Overlong
 // forms, surrogates and code points past U+10FFFF are invalid, as the standard says.
 std::size_t invalid_utf8_at(std::string_view s);
+// The length of the valid UTF-8 sequence `s` starts with (1 to 4), or 0 when it starts with none.
+std::size_t utf8_sequence_length(std::string_view s);
 
 enum class NumberStatus { ok, not_a_number, too_large, not_finite };
 // The whole token must be a decimal number (a leading '+' is allowed). A magnitude too small for

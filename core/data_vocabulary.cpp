@@ -105,7 +105,9 @@ Vocabulary Vocabulary::load(const std::string& path) {
 }
 
 Vocabulary Vocabulary::parse(std::istream& in, const std::string& source) {
-    data_text::LineReader lines(in, source, true);
+    // Words are checked one by one (unsavable), so that a binary file is "not a vocabulary file"
+    // rather than a file with a bad byte.
+    data_text::LineReader lines(in, source, data_text::TextCheck::none);
     std::string line;
     if (!lines.next(line))
         data_text::fail(source, 1, "empty file, not a loom vocabulary file (the first line must be '" + header + "')");

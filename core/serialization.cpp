@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/data_text.hpp"
 #include "core/errors.hpp"
 
 namespace loom {
@@ -96,16 +97,21 @@ std::uint64_t fnv1a64(const void* data, std::size_t size) {
 
 std::string quoted_field(std::string_view text) {
     constexpr std::size_t max_shown = 60;
+    const std::string_view head = text.substr(0, max_shown);
     std::string shown;
-    for (const char c : text.substr(0, max_shown)) {
-        const auto byte = static_cast<unsigned char>(c);
-        if (byte < 0x20 || byte == 0x7f) {
+    for (std::size_t i = 0; i < head.size();) {
+        const auto byte = static_cast<unsigned char>(head[i]);
+        const std::size_t length = data_text::utf8_sequence_length(head.substr(i));
+        if (length == 0 || byte < 0x20 || byte == 0x7f) {
+            // Control bytes and bytes outside UTF-8 would garble a terminal: shown as \xNN.
             constexpr char hex[] = "0123456789abcdef";
             shown += "\\x";
             shown += hex[byte >> 4];
             shown += hex[byte & 15];
+            ++i;
         } else {
-            shown += c;
+            shown += head.substr(i, length);
+            i += length;
         }
     }
     return "'" + shown + (text.size() > max_shown ? "...' (" + std::to_string(text.size()) + " bytes)" : "'");

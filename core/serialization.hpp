@@ -29,7 +29,8 @@ void write_file_atomically(const std::string& path, std::initializer_list<std::s
 std::uint64_t fnv1a64(const void* data, std::size_t size);
 
 // A string read from a file, quoted and cut short for messages, so that a damaged file cannot
-// flood a terminal with a megabyte-long "name".
+// flood a terminal with a megabyte-long "name"; control bytes and bytes that are not UTF-8 are
+// shown as \xNN.
 std::string quoted_field(std::string_view text);
 
 class ByteWriter {

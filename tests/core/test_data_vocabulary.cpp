@@ -107,8 +107,8 @@ TEST_CASE("vocabulary: a byte-order mark is dropped / padded or invalid words ar
     CHECK(v.id("caf\xC3\xA9") == 2);
     expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\ncat \n", 4, "starts or ends with a space or tab");
     expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\n\tcat\n", 4, "starts or ends with a space or tab");
-    expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\ncaf\xE9\n", 4, "byte 0xe9 at column 4 is not valid UTF-8");
-    expect_load_error(std::string("loom-vocabulary 1\n<pad>\n<unk>\nc") + '\0' + "t\n", 4, "NUL byte at column 2");
+    expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\ncaf\xE9\n", 4, "word 'caf\\xe9'");
+    expect_load_error(std::string("loom-vocabulary 1\n<pad>\n<unk>\nc") + '\0' + "t\n", 4, "it holds a NUL byte");
     expect_load_error("loom-vocabulary 2\n<pad>\n<unk>\n", 1, "found 'loom-vocabulary 2'");
 }
 

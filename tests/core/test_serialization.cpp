@@ -113,6 +113,8 @@ TEST_CASE("serialization: a directory or a missing file is named as such") {
 TEST_CASE("serialization: fields from a file are quoted short and without control bytes") {
     CHECK(quoted_field("w1") == "'w1'");
     CHECK(quoted_field(std::string("a\nb\0", 4)) == "'a\\x0ab\\x00'");
+    CHECK(quoted_field("caf\xC3\xA9") == "'caf\xC3\xA9'");  // valid UTF-8 is shown as is
+    CHECK(quoted_field("caf\xE9!") == "'caf\\xe9!'");       // a Latin-1 byte is not
     const std::string shown = quoted_field(std::string(1000, 'n'));
     CHECK(shown == "'" + std::string(60, 'n') + "...' (1000 bytes)");
 }
