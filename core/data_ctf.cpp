@@ -85,8 +85,9 @@ void parse_dense(const LineContext& at, const std::vector<std::string>& tokens, 
                  " but this sample has " + std::to_string(tokens.size()) + " values");
     for (const auto& token : tokens) {
         float v = 0.0f;
-        if (!data_text::parse_float(token, v))
-            fail(at.source, at.line, "value " + quoted(token) + " of input '" + at.stream.name + "' is not a number");
+        if (const auto status = data_text::parse_float(token, v); status != data_text::NumberStatus::ok)
+            fail(at.source, at.line,
+                 "value " + quoted(token) + " of input '" + at.stream.name + "' " + data_text::float_problem(status));
         out.dense_values.push_back(v);
     }
 }
@@ -102,16 +103,20 @@ void parse_sparse(const LineContext& at, const std::vector<std::string>& tokens,
         const std::string_view index_text = std::string_view(token).substr(0, colon);
         const std::string_view value_text = std::string_view(token).substr(colon + 1);
         CtfSparseEntry entry;
-        if (!data_text::parse_index(index_text, entry.index))
+        const auto index_status = data_text::parse_index(index_text, entry.index);
+        if (index_status == data_text::NumberStatus::not_a_number)
             fail(at.source, at.line,
                  "index " + quoted(index_text) + " of input '" + at.stream.name + "' is not a non-negative integer");
-        if (entry.index >= at.stream.dim)
+        if (index_status == data_text::NumberStatus::too_large || entry.index >= at.stream.dim)
             fail(at.source, at.line,
-                 "index " + std::to_string(entry.index) + " of input '" + at.stream.name +
-                     "' is out of range: its dim is " + std::to_string(at.stream.dim));
-        if (!data_text::parse_float(value_text, entry.value))
+                 "index " +
+                     (index_status == data_text::NumberStatus::ok ? std::to_string(entry.index) : quoted(index_text)) +
+                     " of input '" + at.stream.name + "' is out of range: its dim is " + std::to_string(at.stream.dim) +
+                     " (indices 0 to " + std::to_string(at.stream.dim - 1) + ")");
+        if (const auto status = data_text::parse_float(value_text, entry.value); status != data_text::NumberStatus::ok)
             fail(at.source, at.line,
-                 "value " + quoted(value_text) + " of input '" + at.stream.name + "' is not a number");
+                 "value " + quoted(value_text) + " of input '" + at.stream.name + "' " +
+                     data_text::float_problem(status));
         for (const auto& earlier : sample)
             if (earlier.index == entry.index)
                 fail(at.source, at.line,
@@ -135,10 +140,12 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
     // Only a sequence opened by an explicit id can be continued by the next line.
     std::optional<std::uint64_t> open_id;
     std::vector<char> seen(streams.size());
+    // CTF is numbers and names; a stray byte there is reported by the parser, and a comment may
+    // hold any bytes but NUL.
+    data_text::LineReader lines(in, source, data_text::TextCheck::nul_bytes);
     std::string line;
-    std::size_t line_no = 0;
-    while (data_text::read_line(in, line)) {
-        ++line_no;
+    while (lines.next(line)) {
+        const std::size_t line_no = lines.line_number();
         std::string_view rest(line);
         skip_whitespace(rest);
         if (rest.empty()) continue;
@@ -147,7 +154,10 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
         if (rest.front() != '|') {
             const std::string_view token = take_until(rest, " \t|");
             std::size_t value = 0;
-            if (!data_text::parse_index(token, value))
+            const auto status = data_text::parse_index(token, value);
+            if (status == data_text::NumberStatus::too_large)
+                fail(source, line_no, "sequence id " + quoted(token) + " is too large (largest 2^64-1)");
+            if (status != data_text::NumberStatus::ok)
                 fail(source, line_no,
                      "sequence id " + quoted(token) +
                          " is not a non-negative integer (a line is: [sequence id] |input values ...)");
@@ -209,7 +219,6 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
             fail(source, line_no,
                  "sequence id " + std::to_string(id.value_or(0)) + " is not followed by any |input sample");
     }
-    if (in.bad()) throw DataError("error while reading '" + source + "'");
     return data;
 }
 

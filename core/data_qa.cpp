@@ -5,6 +5,7 @@
 
 #include "core/data_text.hpp"
 #include "core/errors.hpp"
+#include "core/serialization.hpp"
 
 namespace loom {
 
@@ -45,34 +46,41 @@ std::vector<std::string> tokens_of(std::string_view column, bool lowercase) {
 QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOptions& options) {
     QaData data;
     data.source = source;
+    // Keyed by the question's tokens as the model sees them, so spacing (a trailing space, a double
+    // space) cannot split one question into two groups.
     std::unordered_map<std::string, std::size_t> group_of_question;
+    data_text::LineReader lines(in, source, data_text::TextCheck::utf8);
     std::string line;
-    std::size_t line_no = 0;
-    while (data_text::read_line(in, line)) {
-        ++line_no;
-        if (line.empty()) continue;
+    while (lines.next(line)) {
+        if (data_text::is_blank(line)) continue;
         const std::vector<std::string_view> columns = split_tabs(line);
         if (columns.size() != 3)
-            fail(source, line_no,
-                 "expected 3 tab-separated columns (question, sentence, label), found " +
-                     std::to_string(columns.size()));
+            lines.fail("expected 3 tab-separated columns (question, sentence, label), found " +
+                       std::to_string(columns.size()) +
+                       (columns.size() == 1 && line.find(' ') != std::string::npos
+                            ? " (are the columns separated by spaces instead of tabs?)"
+                            : ""));
         const std::string_view label = trim(columns[2]);
-        if (label != "0" && label != "1")
-            fail(source, line_no, "label must be 0 or 1, found '" + std::string(label.substr(0, 40)) + "'");
+        if (label != "0" && label != "1") lines.fail("label must be 0 or 1, found " + quoted_field(label));
         QaPair pair;
         pair.question = tokens_of(columns[0], options.lowercase);
         pair.answer = tokens_of(columns[1], options.lowercase);
-        if (pair.question.empty()) fail(source, line_no, "empty question (first column has no tokens)");
+        if (pair.question.empty()) lines.fail("empty question (first column has no tokens)");
         // An empty sentence would become a zero-length sequence that no model can score.
-        if (pair.answer.empty()) fail(source, line_no, "empty answer sentence (second column has no tokens)");
+        if (pair.answer.empty()) lines.fail("empty answer sentence (second column has no tokens)");
         pair.label = label == "1" ? 1 : 0;
-        pair.line = line_no;
-        const auto [it, inserted] = group_of_question.try_emplace(std::string(columns[0]), data.num_groups);
+        pair.line = lines.line_number();
+        std::string key;
+        for (const auto& token : pair.question) (key += token) += ' ';
+        const auto [it, inserted] = group_of_question.try_emplace(std::move(key), data.num_groups);
         if (inserted) ++data.num_groups;
         pair.group = it->second;
         data.pairs.push_back(std::move(pair));
     }
-    if (in.bad()) throw DataError("error while reading '" + source + "'");
+    // No caller wants zero pairs: training on them does nothing and metrics over them are undefined.
+    if (data.pairs.empty())
+        throw DataError("'" + source + "' holds no question/answer pairs (" +
+                        (lines.line_number() == 0 ? "the file is empty" : "only blank lines") + ")");
     return data;
 }
 

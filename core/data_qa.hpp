@@ -4,9 +4,12 @@
 //
 //   question tokens<TAB>sentence tokens<TAB>label (0 or 1)
 //
-// tokens separated by spaces. Rows of one question are contiguous; pairs are grouped by the exact
-// question text, so a question whose block appears twice in a file (SelQA's dev split has one)
-// is one group. Malformed rows throw DataError "file:line: reason". Blank lines are skipped.
+// tokens separated by spaces. Rows of one question are contiguous; pairs are grouped by the
+// question's tokens (after lowercasing, when on), so a question whose block appears twice in a
+// file (SelQA's dev split has one) is one group, and so is one written once with a trailing space.
+// The file must be UTF-8 (a leading byte-order mark is dropped); blank lines are skipped. Malformed
+// rows, NUL bytes and invalid UTF-8 throw DataError "file:line: reason"; so does a file without a
+// single pair.
 #include <cstddef>
 #include <istream>
 #include <string>

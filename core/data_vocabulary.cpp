@@ -4,6 +4,7 @@
 
 #include "core/data_text.hpp"
 #include "core/errors.hpp"
+#include "core/serialization.hpp"
 
 namespace loom {
 
@@ -68,13 +69,31 @@ const std::string& Vocabulary::word(std::size_t word_id) const {
     return words_[word_id];
 }
 
+namespace {
+
+// What keeps a word from being saved and read back as itself, or "" when nothing does. Tokens
+// never hold spaces at their ends (the readers split on them), so such a word in a file is an
+// editing slip that would silently map its token to the unknown id.
+std::string unsavable(const std::string& word) {
+    if (word.empty()) return "it is empty";
+    if (word.find_first_of("\n\r") != std::string::npos) return "it spans lines";
+    if (word.find('\0') != std::string::npos) return "it holds a NUL byte";
+    if (data_text::invalid_utf8_at(word) != std::string::npos) return "it is not valid UTF-8";
+    if (std::string_view(" \t").find(word.front()) != std::string_view::npos ||
+        std::string_view(" \t").find(word.back()) != std::string_view::npos)
+        return "it starts or ends with a space or tab";
+    return {};
+}
+
+}  // namespace
+
 void Vocabulary::save(const std::string& path) const {
     std::string text = header + "\n";
-    for (const auto& w : words_) {
-        if (w.empty() || w.find_first_of("\n\r") != std::string::npos)
-            throw UserError("Vocabulary: cannot save word '" + w + "' to '" + path +
-                            "': words must be non-empty and single-line");
-        text += w;
+    for (std::size_t i = 0; i < words_.size(); ++i) {
+        if (const std::string why = unsavable(words_[i]); !why.empty())
+            throw UserError("Vocabulary: cannot save word " + quoted_field(words_[i]) + " (id " + std::to_string(i) +
+                            ") to '" + path + "': " + why);
+        text += words_[i];
         text += '\n';
     }
     data_text::write_text_atomically(path, text);
@@ -82,32 +101,38 @@ void Vocabulary::save(const std::string& path) const {
 
 Vocabulary Vocabulary::load(const std::string& path) {
     std::ifstream in = data_text::open_for_reading(path);
+    return parse(in, path);
+}
+
+Vocabulary Vocabulary::parse(std::istream& in, const std::string& source) {
+    // Words are checked one by one (unsavable), so that a binary file is "not a vocabulary file"
+    // rather than a file with a bad byte.
+    data_text::LineReader lines(in, source, data_text::TextCheck::none);
     std::string line;
-    if (!data_text::read_line(in, line) || line != header)
-        data_text::fail(path, 1, "not a loom vocabulary file (the first line must be '" + header + "')");
+    if (!lines.next(line))
+        data_text::fail(source, 1, "empty file, not a loom vocabulary file (the first line must be '" + header + "')");
+    if (line != header)
+        lines.fail("not a loom vocabulary file (the first line must be '" + header + "', found " + quoted_field(line) +
+                   ")");
     Vocabulary vocab;
     vocab.words_.clear();
     vocab.index_.clear();
-    std::size_t line_no = 1;
-    while (data_text::read_line(in, line)) {
-        ++line_no;
+    while (lines.next(line)) {
         const std::size_t expected_id = vocab.words_.size();
-        if (line.empty()) data_text::fail(path, line_no, "empty word (id " + std::to_string(expected_id) + ")");
+        if (line.empty()) lines.fail("empty word (id " + std::to_string(expected_id) + ")");
+        if (const std::string why = unsavable(line); !why.empty())
+            lines.fail("word " + quoted_field(line) + " (id " + std::to_string(expected_id) +
+                       ") is not usable: " + why);
         if (expected_id == padding_id && line != padding_word)
-            data_text::fail(path, line_no,
-                            "id 0 must be the padding word '" + padding_word + "', found '" + line + "'");
+            lines.fail("id 0 must be the padding word '" + padding_word + "', found " + quoted_field(line));
         if (expected_id == unknown_id && line != unknown_word)
-            data_text::fail(path, line_no,
-                            "id 1 must be the unknown word '" + unknown_word + "', found '" + line + "'");
-        if (vocab.index_.count(line) != 0)
-            data_text::fail(
-                path, line_no,
-                "word '" + line + "' appears twice (first as id " + std::to_string(vocab.index_.at(line)) + ")");
+            lines.fail("id 1 must be the unknown word '" + unknown_word + "', found " + quoted_field(line));
+        if (const auto it = vocab.index_.find(line); it != vocab.index_.end())
+            lines.fail("word " + quoted_field(line) + " appears twice (first as id " + std::to_string(it->second) +
+                       ")");
         vocab.add(line);
     }
-    if (in.bad()) throw DataError("error while reading '" + path + "'");
-    if (vocab.words_.size() < 2)
-        data_text::fail(path, line_no, "truncated vocabulary: the padding and unknown entries are missing");
+    if (vocab.words_.size() < 2) lines.fail("truncated vocabulary: the padding and unknown entries are missing");
     return vocab;
 }
 

@@ -4,6 +4,7 @@
 // data always gives the same ids). Saved as UTF-8 text: a header line, then one word per line in
 // id order, so a saved vocabulary can be read and diffed by hand.
 #include <cstddef>
+#include <istream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,8 +38,11 @@ public:
 
     // Written to a temporary file and renamed into place.
     void save(const std::string& path) const;
-    // Throws DataError "file:line: reason" for a malformed file.
+    // Throws DataError "file:line: reason" for a malformed file: not UTF-8, an empty, duplicate or
+    // space-padded word, reserved entries missing.
     static Vocabulary load(const std::string& path);
+    // Same, from any stream; `source` names it in error messages.
+    static Vocabulary parse(std::istream& in, const std::string& source);
 
 private:
     void add(const std::string& word);

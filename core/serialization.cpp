@@ -1,13 +1,19 @@
 #include "core/serialization.hpp"
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/data_text.hpp"
 #include "core/errors.hpp"
 
 namespace loom {
@@ -16,6 +22,7 @@ namespace {
 constexpr char magic[8] = {'L', 'O', 'O', 'M', 'F', 'I', 'L', 'E'};
 constexpr std::uint64_t format_version = 1;
 constexpr std::size_t header_size = sizeof(magic) + 3 * sizeof(std::uint64_t);
+constexpr std::string_view temporary_marker = ".loom-tmp.";
 
 void put_u64(std::string& s, std::uint64_t v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); }
 std::uint64_t get_u64(const char* p) {
@@ -23,6 +30,59 @@ std::uint64_t get_u64(const char* p) {
     std::memcpy(&v, p, sizeof v);
     return v;
 }
+
+// Temporaries next to `path` whose writers are gone. A writer holds an flock on its temporary
+// until the rename, and the kernel drops the lock when the process dies, however it dies; so a
+// temporary that can be locked has no writer and is removed (while locked, see open_temporary).
+// The plain `<path>.tmp` of earlier loom versions is removed too. Cleaning up is best effort
+// and never makes the save itself fail.
+void remove_stale_temporaries(const std::string& path) {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const std::string file = target.filename().string();
+    if (file.empty()) return;
+    std::error_code ec;
+    if (fs::is_regular_file(fs::symlink_status(path + ".tmp", ec))) fs::remove(path + ".tmp", ec);
+    const std::string prefix = file + std::string(temporary_marker);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (!name.starts_with(prefix)) continue;
+        const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        struct stat st = {};
+        if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+            ::unlink(it->path().c_str());
+        ::close(fd);
+    }
+}
+
+// Creates and locks a fresh temporary for `path`. A cleaner may lock and unlink the new file in
+// the moment before this writer's lock is taken; then the name no longer leads to this file, and
+// another name is tried.
+int open_temporary(const std::string& path, std::string& tmp) {
+    static std::atomic<std::uint64_t> serial{0};
+    for (int attempt = 0;; ++attempt) {
+        tmp = path + std::string(temporary_marker) + std::to_string(::getpid()) + "." + std::to_string(serial++);
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            if (errno == EEXIST && attempt < 100) continue;
+            throw UserError("cannot write '" + tmp + "': " + std::strerror(errno));
+        }
+        int locked = 0;
+        while ((locked = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        // Without locks (a filesystem that has none) nobody can take the file either: no cleanup.
+        if (locked != 0) return fd;
+        struct stat mine = {}, named = {};
+        if (::fstat(fd, &mine) == 0 && ::stat(tmp.c_str(), &named) == 0 && mine.st_ino == named.st_ino &&
+            mine.st_dev == named.st_dev)
+            return fd;
+        ::close(fd);
+        if (attempt >= 100) throw UserError("cannot write '" + tmp + "': it keeps disappearing");
+    }
+}
+
 }  // namespace
 
 std::uint64_t fnv1a64(const void* data, std::size_t size) {
@@ -35,46 +95,73 @@ std::uint64_t fnv1a64(const void* data, std::size_t size) {
     return h;
 }
 
-void write_checked_file(const std::string& path, const std::string& payload) {
+std::string quoted_field(std::string_view text) {
+    constexpr std::size_t max_shown = 60;
+    const std::string_view head = text.substr(0, max_shown);
+    std::string shown;
+    for (std::size_t i = 0; i < head.size();) {
+        const auto byte = static_cast<unsigned char>(head[i]);
+        const std::size_t length = data_text::utf8_sequence_length(head.substr(i));
+        if (length == 0 || byte < 0x20 || byte == 0x7f) {
+            // Control bytes and bytes outside UTF-8 would garble a terminal: shown as \xNN.
+            constexpr char hex[] = "0123456789abcdef";
+            shown += "\\x";
+            shown += hex[byte >> 4];
+            shown += hex[byte & 15];
+            ++i;
+        } else {
+            shown += head.substr(i, length);
+            i += length;
+        }
+    }
+    return "'" + shown + (text.size() > max_shown ? "...' (" + std::to_string(text.size()) + " bytes)" : "'");
+}
+
+void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts) {
+    remove_stale_temporaries(path);
+    std::string tmp;
+    const int fd = open_temporary(path, tmp);
+    // On every failure the temporary goes; the lock goes with the descriptor.
+    auto fail = [&](const std::string& what) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        ::close(fd);
+        throw UserError("cannot " + what + " '" + tmp + "'" + (what == "rename" ? " to '" + path + "'" : "") + ": " +
+                        why);
+    };
+    for (const std::string_view part : parts) {
+        std::size_t done = 0;
+        while (done < part.size()) {
+            const ssize_t n = ::write(fd, part.data() + done, part.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) fail("write");
+            done += static_cast<std::size_t>(n);
+        }
+    }
+    if (::fsync(fd) != 0) fail("flush to disk");
+    // Renamed while still locked, so no cleaner takes the file for a dead writer's.
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename");
+    if (::close(fd) != 0) throw UserError("cannot flush '" + path + "' to disk: " + std::strerror(errno));
+}
+
+namespace {
+std::string header_for(std::string_view payload) {
     std::string header(magic, sizeof magic);
     put_u64(header, format_version);
     put_u64(header, payload.size());
     put_u64(header, fnv1a64(payload.data(), payload.size()));
-    const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw UserError("cannot write '" + tmp + "': " + std::strerror(errno));
-    auto write_all = [&](const std::string& s) {
-        std::size_t done = 0;
-        while (done < s.size()) {
-            const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-            if (n < 0) {
-                const std::string why = std::strerror(errno);
-                ::close(fd);
-                std::remove(tmp.c_str());
-                throw UserError("cannot write '" + tmp + "': " + why);
-            }
-            done += static_cast<std::size_t>(n);
-        }
-    };
-    write_all(header);
-    write_all(payload);
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        std::remove(tmp.c_str());
-        throw UserError("cannot flush '" + tmp + "' to disk: " + std::strerror(errno));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        std::remove(tmp.c_str());
-        throw UserError("cannot rename '" + tmp + "' to '" + path + "': " + why);
-    }
+    return header;
+}
+}  // namespace
+
+std::string checked_bytes(std::string_view payload) { return header_for(payload) + std::string(payload); }
+
+void write_checked_file(const std::string& path, const std::string& payload) {
+    write_file_atomically(path, {header_for(payload), payload});
 }
 
-std::string read_checked_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw DataError("cannot open '" + path + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string all = ss.str();
+std::string unpack_checked_bytes(const std::string& all, const std::string& path) {
+    if (all.empty()) throw DataError("'" + path + "' is empty (0 bytes), not a loom file");
     if (all.size() < header_size || std::memcmp(all.data(), magic, sizeof magic) != 0)
         throw DataError("'" + path + "' is not a loom file (bad or missing header)");
     const char* h = all.data() + sizeof magic;
@@ -89,6 +176,18 @@ std::string read_checked_file(const std::string& path) {
     if (fnv1a64(payload.data(), payload.size()) != sum)
         throw DataError("'" + path + "' is corrupted: checksum mismatch");
     return payload;
+}
+
+std::string read_checked_file(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw DataError("'" + path + "' is a directory; give the path of a file loom saved");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw DataError("error while reading '" + path + "'");
+    return unpack_checked_bytes(ss.str(), path);
 }
 
 void ByteWriter::u64(std::uint64_t v) { put_u64(bytes_, v); }
@@ -107,7 +206,7 @@ ByteReader::ByteReader(const std::string& bytes, std::string context) : bytes_(b
 const char* ByteReader::take(std::size_t n) {
     if (bytes_.size() - pos_ < n)
         throw DataError(context_ + ": record ends early (wanted " + std::to_string(n) + " bytes at offset " +
-                        std::to_string(pos_) + ")");
+                        std::to_string(pos_) + ", " + std::to_string(bytes_.size() - pos_) + " left)");
     const char* p = bytes_.data() + pos_;
     pos_ += n;
     return p;
@@ -124,9 +223,13 @@ std::string ByteReader::str() {
 }
 std::vector<float> ByteReader::floats() {
     const auto n = u64();
-    if (n > (bytes_.size() - pos_) / sizeof(float)) throw DataError(context_ + ": float array longer than the record");
+    if (n > remaining() / sizeof(float))
+        throw DataError(context_ + ": an array of " + std::to_string(n) + " floats at offset " +
+                        std::to_string(pos_ - 8) + " is longer than the " + std::to_string(remaining()) +
+                        " bytes left");
     std::vector<float> v(n);
-    std::memcpy(v.data(), take(n * sizeof(float)), n * sizeof(float));
+    // memcpy needs valid pointers even for 0 bytes, and an empty vector's data() may be null.
+    if (n != 0) std::memcpy(v.data(), take(n * sizeof(float)), n * sizeof(float));
     return v;
 }
 

@@ -21,8 +21,12 @@ struct StoredParameter {
 };
 
 std::string describe(const std::string& name, const Shape& shape) {
-    return "'" + (name.empty() ? std::string("<unnamed>") : name) + "' " + shape.str();
+    return (name.empty() ? std::string("'<unnamed>'") : quoted_field(name)) + " " + shape.str();
 }
+
+// The bytes a record needs at the least, to reject an impossible count before allocating for it.
+constexpr std::size_t min_parameter_bytes = 3 * sizeof(std::uint64_t);  // name, rank, value count
+constexpr std::size_t min_extra_bytes = 2 * sizeof(std::uint64_t);      // key, value
 
 }  // namespace
 
@@ -72,20 +76,31 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
     ByteReader in(payload, where);
 
     // Parse the whole file first: nothing in the model changes unless all of it is good.
-    if (in.str() != checkpoint_tag) throw DataError(where + " is a loom file but not a checkpoint");
+    if (in.remaining() < 8 || in.str() != checkpoint_tag)
+        throw DataError(where + " is a loom file but not a checkpoint");
     if (const auto v = in.u64(); v != checkpoint_version)
         throw DataError(where + " has checkpoint version " + std::to_string(v) + "; this build reads " +
                         std::to_string(checkpoint_version));
     const std::uint64_t count = in.u64();
-    if (count > payload.size())
-        throw DataError(where + ": parameter count " + std::to_string(count) + " is impossible");
+    if (count > in.remaining() / min_parameter_bytes)
+        throw DataError(where + ": parameter count " + std::to_string(count) + " is impossible in the " +
+                        std::to_string(in.remaining()) + " bytes left");
     std::vector<StoredParameter> stored(count);
     for (auto& s : stored) {
         s.name = in.str();
         const std::uint64_t rank = in.u64();
-        if (rank > max_rank) throw DataError(where + ": parameter '" + s.name + "' has rank " + std::to_string(rank));
+        if (rank > max_rank)
+            throw DataError(where + ": parameter " + quoted_field(s.name) + " has rank " + std::to_string(rank) +
+                            " (at most " + std::to_string(max_rank) + ")");
         std::vector<std::size_t> dims(rank);
-        for (auto& d : dims) d = in.u64();
+        std::uint64_t elements = 1;  // checked here: Shape::size() would wrap around silently
+        for (auto& d : dims) {
+            d = in.u64();
+            if (elements != 0 && d > in.remaining() / sizeof(float) / elements)
+                throw DataError(where + ": parameter " + quoted_field(s.name) + " has a dimension of " +
+                                std::to_string(d) + ", more values than the file holds");
+            elements *= d;
+        }
         s.shape = Shape(std::move(dims));
         s.values = in.floats();
         if (s.values.size() != s.shape.size())
@@ -100,8 +115,13 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
     result.position.samples = in.u64();
     result.position.reader_state = in.str();
     const std::uint64_t num_extras = in.u64();
+    if (num_extras > in.remaining() / min_extra_bytes)
+        throw DataError(where + ": extra record count " + std::to_string(num_extras) + " is impossible in the " +
+                        std::to_string(in.remaining()) + " bytes left");
     for (std::uint64_t i = 0; i < num_extras; ++i) {
         std::string key = in.str();
+        if (result.extras.count(key) != 0)
+            throw DataError(where + ": extra record " + quoted_field(key) + " appears twice");
         result.extras[std::move(key)] = in.str();
     }
     if (!in.done()) throw DataError(where + " has unexpected bytes after its last record");

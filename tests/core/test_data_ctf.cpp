@@ -2,6 +2,7 @@
 // comments, and errors that name file:line.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -135,7 +136,7 @@ TEST_CASE("ctf: malformed input names file and line and the reason") {
     expect_error("0 |q 1 2 3 4\n", 1, "has 4 values");
     expect_error("0 |q 1 2 3\n\n0 |a 10:1\n", 3, "index 10 of input 'a' is out of range: its dim is 10");
     expect_error("0 |q 1 two 3\n", 1, "value 'two' of input 'q' is not a number");
-    expect_error("0 |q 1 nan 3\n", 1, "value 'nan' of input 'q' is not a number");
+    expect_error("0 |q 1 nan 3\n", 1, "value 'nan' of input 'q' is not finite");
     expect_error("0 |a 3:x\n", 1, "value 'x' of input 'a' is not a number");
     expect_error("0 |a -3:1\n", 1, "index '-3' of input 'a' is not a non-negative integer");
     expect_error("0 |a 3\n", 1, "expects index:value entries");
@@ -163,4 +164,44 @@ TEST_CASE("ctf: indices need one entry per sample / configuration errors are Use
     CHECK_THROWS_AS(parse_ctf(empty, "x", {{"a b", 2, false}}), UserError);
     CHECK_THROWS_WITH_AS(read_ctf("/nonexistent/loom.ctf", qa_streams), doctest::Contains("/nonexistent/loom.ctf"),
                          DataError);
+}
+
+TEST_CASE("ctf: values below the float range read as zero / above it are named too large") {
+    std::istringstream in("0 |q 1e-50 -1e-50 1.5e-45\n");
+    const CtfData data = parse_ctf(in, "mem.ctf", qa_streams);
+    const xt::xarray<float> q = data.dense(0, "q");
+    CHECK(q(0, 0) == 0.0f);
+    CHECK(q(0, 1) == 0.0f);
+    CHECK(std::signbit(q(0, 1)));
+    // 1.5e-45 is nearest to the smallest subnormal float, 2^-149.
+    CHECK(q(0, 2) == std::ldexp(1.0f, -149));
+    expect_error("0 |q 1 1e50 3\n", 1, "value '1e50' of input 'q' is too large for a 32-bit float");
+    expect_error("0 |a 2:-4e38\n", 1, "value '-4e38' of input 'a' is too large");
+    expect_error("0 |q 1 inf 3\n", 1, "value 'inf' of input 'q' is not finite");
+    expect_error("0 |q 1 +-2 3\n", 1, "value '+-2' of input 'q' is not a number");
+}
+
+TEST_CASE("ctf: huge indices and ids are out of range rather than not numbers") {
+    expect_error("0 |a 99999999999999999999999:1\n", 1, "index '99999999999999999999999' of input 'a' is out of range");
+    expect_error("0 |a 18446744073709551615:1\n", 1, "index 18446744073709551615 of input 'a' is out of range");
+    expect_error("99999999999999999999999 |q 1 2 3\n", 1, "sequence id '99999999999999999999999' is too large");
+    std::istringstream in("18446744073709551615 |q 1 2 3\n");
+    CHECK(parse_ctf(in, "mem.ctf", qa_streams).sequences.at(0).id == 18446744073709551615ull);
+}
+
+TEST_CASE("ctf: a byte-order mark is dropped / NUL bytes and directories are named") {
+    std::istringstream in(
+        "\xEF\xBB\xBF"
+        "7 |q 1 2 3\n7 |a 4:1\n");
+    const CtfData data = parse_ctf(in, "mem.ctf", qa_streams);
+    REQUIRE(data.size() == 1);
+    CHECK(data.sequences[0].id == 7);
+    // Only at the start of the file: elsewhere the mark is text that is not a number.
+    expect_error(
+        "7 |q 1 2 3\n\xEF\xBB\xBF"
+        "8 |q 1 2 3\n",
+        2, "is not a non-negative integer");
+    expect_error(std::string("0 |q 1 2 3 |# note") + '\0' + "\n", 1, "NUL byte at column 19");
+    CHECK_THROWS_WITH_AS(read_ctf(std::filesystem::temp_directory_path().string(), qa_streams),
+                         doctest::Contains("is a directory"), DataError);
 }

@@ -116,3 +116,54 @@ TEST_CASE("qa tsv: SelQA dev split if present: counts and the word-overlap basel
     CHECK(m.map < 0.95);
     CHECK(w.map > 0.6);
 }
+
+TEST_CASE("qa tsv: a byte-order mark is dropped and spacing does not split a question group") {
+    // The mark would otherwise be glued to the first token, so row 1's question would differ from
+    // row 2's; the trailing and doubled spaces must not make new groups either.
+    std::istringstream in(
+        "\xEF\xBB\xBFWho wrote it ?\ta .\t1\n"
+        "Who wrote it ?\tb .\t0\n"
+        "Who wrote it ? \tc .\t0\n"
+        "Who  wrote it ?\td .\t0\n"
+        "Where ?\te .\t1\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    REQUIRE(data.pairs.size() == 5);
+    CHECK(data.pairs[0].question == Tokens{"who", "wrote", "it", "?"});
+    CHECK(data.num_groups == 2);
+    CHECK(data.groups() == std::vector<std::size_t>{0, 0, 0, 0, 1});
+    // Without lowercasing, case still tells two questions apart.
+    std::istringstream cased_in("Who ?\ta .\t1\nwho ?\tb .\t0\n");
+    CHECK(parse_qa_tsv(cased_in, "mem.tsv", QaReadOptions{.lowercase = false}).num_groups == 2);
+}
+
+TEST_CASE("qa tsv: NUL bytes and invalid UTF-8 are errors at their line and column") {
+    expect_error(std::string("q ?\ta .\t1\nq ?\ta") + '\0' + "b .\t0\n", 2, "NUL byte at column 6");
+    expect_error("q ?\ta .\t1\nq ?\tcaf\xE9 .\t0\n", 2, "byte 0xe9 at column 8 is not valid UTF-8");
+    // UTF-16 text (here with its byte-order mark): NUL bytes from the first character on.
+    expect_error(std::string("\xFF\xFEq") + '\0', 1, "NUL byte at column 4");
+    // Valid multi-byte UTF-8 passes and is kept as is.
+    std::istringstream in("caf\xC3\xA9 ?\t\xE2\x82\xAC 5 .\t1\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    CHECK(data.pairs[0].question == Tokens{"caf\xC3\xA9", "?"});
+    CHECK(data.pairs[0].answer == Tokens{"\xE2\x82\xAC", "5", "."});
+}
+
+TEST_CASE("qa tsv: a file without pairs is an error / blank lines of spaces are skipped") {
+    TempFile empty("empty.tsv", "");
+    CHECK_THROWS_WITH_AS(read_qa_tsv(empty.path.string()), doctest::Contains("holds no question/answer pairs"),
+                         DataError);
+    CHECK_THROWS_WITH_AS(read_qa_tsv(empty.path.string()), doctest::Contains("the file is empty"), DataError);
+    TempFile blank("blank.tsv", "\n  \n\t\n");
+    CHECK_THROWS_WITH_AS(read_qa_tsv(blank.path.string()), doctest::Contains("only blank lines"), DataError);
+
+    std::istringstream in("q ?\ta .\t1\n   \nq ?\tb .\t0\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    CHECK(data.pairs.size() == 2);
+    CHECK(data.pairs[1].line == 3);
+}
+
+TEST_CASE("qa tsv: columns separated by spaces get a hint / a directory is named as one") {
+    expect_error("q ?\ta .\t1\nq ? a . 1\n", 2, "separated by spaces instead of tabs");
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    CHECK_THROWS_WITH_AS(read_qa_tsv(dir), doctest::Contains("is a directory"), DataError);
+}

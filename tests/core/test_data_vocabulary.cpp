@@ -99,3 +99,29 @@ TEST_CASE("vocabulary: malformed files name file / line and reason") {
     CHECK_THROWS_WITH_AS(Vocabulary::load("/nonexistent/v.vocab"), doctest::Contains("/nonexistent/v.vocab"),
                          DataError);
 }
+
+TEST_CASE("vocabulary: a byte-order mark is dropped / padded or invalid words are errors") {
+    TempFile bom("bom.vocab", "\xEF\xBB\xBFloom-vocabulary 1\n<pad>\n<unk>\ncaf\xC3\xA9\n");
+    const Vocabulary v = Vocabulary::load(bom.path.string());
+    CHECK(v.size() == 3);
+    CHECK(v.id("caf\xC3\xA9") == 2);
+    expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\ncat \n", 4, "starts or ends with a space or tab");
+    expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\n\tcat\n", 4, "starts or ends with a space or tab");
+    expect_load_error("loom-vocabulary 1\n<pad>\n<unk>\ncaf\xE9\n", 4, "word 'caf\\xe9'");
+    expect_load_error(std::string("loom-vocabulary 1\n<pad>\n<unk>\nc") + '\0' + "t\n", 4, "it holds a NUL byte");
+    expect_load_error("loom-vocabulary 2\n<pad>\n<unk>\n", 1, "found 'loom-vocabulary 2'");
+}
+
+TEST_CASE("vocabulary: a word that could not be read back is not saved") {
+    const Vocabulary v = Vocabulary::build({{"cat", "cat "}});
+    const auto path = temp_path("unsavable.vocab");
+    CHECK_THROWS_WITH_AS(v.save(path.string()), doctest::Contains("starts or ends with a space"), UserError);
+    CHECK_FALSE(std::filesystem::exists(path));
+    const Vocabulary latin1 = Vocabulary::build({{"caf\xE9"}});
+    CHECK_THROWS_WITH_AS(latin1.save(path.string()), doctest::Contains("not valid UTF-8"), UserError);
+}
+
+TEST_CASE("vocabulary: a directory is named as one") {
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    CHECK_THROWS_WITH_AS(Vocabulary::load(dir), doctest::Contains("is a directory"), DataError);
+}

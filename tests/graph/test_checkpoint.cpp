@@ -8,6 +8,9 @@
 #include <limits>
 #include <sstream>
 
+#include <csignal>
+
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <loom.hpp>
@@ -162,10 +165,17 @@ TEST_CASE("checkpoint: a failed save leaves the previous checkpoint intact") {
     Model a(1);
     save_checkpoint(dir.file("ckpt"), a.params(), nullptr);
     const std::string good = read_bytes(dir.file("ckpt"));
-    // The temporary file cannot be created (a directory is in its way), so the save fails.
-    fs::create_directory(dir.file("ckpt") + ".tmp");
+    // The temporary file cannot be written in full (a file size limit, as a full disk), so the
+    // save fails.
     Model b(2);
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit old_limit{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    rlimit small = old_limit;
+    small.rlim_cur = 64;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
     CHECK_THROWS_AS(save_checkpoint(dir.file("ckpt"), b.params(), nullptr), UserError);
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
     CHECK(read_bytes(dir.file("ckpt")) == good);
     Model c(3);
     load_checkpoint(dir.file("ckpt"), c.params(), nullptr);
