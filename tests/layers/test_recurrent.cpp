@@ -148,9 +148,6 @@ TEST_CASE("Fold is the last step forward and the first step backward") {
     }
 }
 
-// may_fail: in the tree of this commit past_value with a per-sequence (batch) initial_state gives
-// every sequence the initial state of sequence 0 (outside loops too), so this test fails for a
-// reason outside layers/. Remove the decorator once the delay op / executor is fixed.
 TEST_CASE("RecurrenceFrom starts from per-sequence states, gradient check includes them") {
     auto cell = layers::LSTM(2);
     layers::RecurrenceFrom from(cell);
