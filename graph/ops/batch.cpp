@@ -126,7 +126,7 @@ public:
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_batch(name(), in, 1);
-        if (in[0].axis.kind != Axis::Kind::None)
+        if (in[0].axis.is_dynamic())
             shape_error(name(), in,
                         "the value to broadcast must be static (no dynamic axis), e.g. a batch:: reduction; it is "
                         "on the " +

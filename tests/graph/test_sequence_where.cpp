@@ -3,6 +3,7 @@
 // repeat counts, lengths 0 or above T).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -81,6 +82,11 @@ TEST_CASE("sequence::where refuses an all-zero sequence and counts that are not 
         },
         {"sequence::where", "sequence 0", "0.5", "step 1"});
     expect_error([&] { evaluate({w}, {{cond, conditions({{-1, 1}})}}); }, {"sequence::where", "-1", "step 0"});
+    expect_error(
+        [&] {
+            evaluate({w}, {{cond, conditions({{1, std::nan("")}})}});
+        },
+        {"sequence::where", "nan", "step 1"});
     expect_error([&] { sequence::where(sequence::input_variable({2}, "wide")); }, {"sequence::where", "[2]"});
     expect_error([&] { sequence::where(input_variable({1}, "flat")); }, {"sequence::where", "sequence"});
 }
