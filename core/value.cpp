@@ -127,6 +127,31 @@ Value Value::padded(xt::xarray<T> data, LayoutPtr layout) {
 template Value Value::padded<float>(xt::xarray<float>, LayoutPtr);
 template Value Value::padded<double>(xt::xarray<double>, LayoutPtr);
 
+template <class T>
+Value Value::from_padded(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths) {
+    std::vector<std::size_t> sh(data.shape().begin(), data.shape().end());
+    if (sh.size() < 2)
+        throw UserError("Value::from_padded: data must be [N, T, sample...], got shape " + Shape(sh).str());
+    if (lengths.size() != sh[0])
+        throw UserError("Value::from_padded: " + std::to_string(lengths.size()) + " lengths for " +
+                        std::to_string(sh[0]) + " items (data of shape " + Shape(sh).str() + ")");
+    std::vector<xt::xarray<T>> seqs;
+    seqs.reserve(lengths.size());
+    for (std::size_t n = 0; n < lengths.size(); ++n) {
+        if (lengths[n] == 0 || lengths[n] > sh[1])
+            throw UserError("Value::from_padded: item " + std::to_string(n) + " has length " +
+                            std::to_string(lengths[n]) + " but the data holds " + std::to_string(sh[1]) +
+                            " steps (shape " + Shape(sh).str() + "); a length must be in 1.." + std::to_string(sh[1]));
+        seqs.emplace_back(xt::view(data, n, xt::range(0, lengths[n])));
+    }
+    if (sh.size() == 2)  // a [T] per item: steps of shape [1], as to_sequence makes them
+        for (auto& s : seqs) s.reshape({s.size(), std::size_t{1}});
+    return make_sequences(seqs);
+}
+
+template Value Value::from_padded<float>(const xt::xarray<float>&, const std::vector<std::size_t>&);
+template Value Value::from_padded<double>(const xt::xarray<double>&, const std::vector<std::size_t>&);
+
 std::size_t Value::num_items() const {
     if (kind_ == Kind::Static) return 1;
     if (kind_ == Kind::Sequence) return layout_->num_sequences();

@@ -71,6 +71,11 @@ public:
     // Already padded, time-major data [T_max, N, sample...]; whatever is in the padding is ignored.
     template <class T>
     static Value padded(xt::xarray<T> data, LayoutPtr layout);
+    // Item-major padded data [N, T, sample...] plus each item's length: item n's first lengths[n]
+    // steps become sequence n (the inverse of sequence::unpack's data). A length of 0 or above T,
+    // or a count of lengths other than N, is a UserError.
+    template <class T>
+    static Value from_padded(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths);
 
     Kind kind() const { return kind_; }
     DType dtype() const { return data_.index() == 0 ? DType::f32 : DType::f64; }

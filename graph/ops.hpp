@@ -116,7 +116,31 @@ struct Unpacked {
     Variable mask;  // batch value [T_max], 1 on real steps and 0 on padding
 };
 Unpacked unpack(const Variable& a, double padding_value = 0.0, const std::string& name = {});
+
+// graph/ops/sequence_where.cpp
+// The positions t (as numbers, shape [1]) where cond (a sequence of shape [1]) is non-zero, on a
+// new sequence axis; a whole count c > 1 repeats t c times (CNTK's repeat factor).
+Variable where(const Variable& cond, const std::string& name = {});
+// The inverse of gather: x's steps placed, in order, at the steps of cond's sequence where cond is
+// non-zero, zeros elsewhere; the result is on cond's axis.
+Variable scatter(const Variable& x, const Variable& cond, const std::string& name = {});
 }  // namespace sequence
+
+// graph/ops/sequence_where.cpp: the inverse of sequence::unpack. padded: a batch value
+// [T_max, sample...] per item; lengths: a batch value [1] of whole numbers 1..T_max. Item n's first
+// lengths[n] steps become a sequence on a new axis.
+Variable to_sequence(const Variable& padded, const Variable& lengths, const std::string& name = {});
+
+// graph/ops/batch.cpp: across the N items of a batch value [N, sample...] (a sequence operand is an
+// error: reduce it first). The reductions return a static value [sample...] (no dynamic axis);
+// broadcast_as puts a static value back on each item of `like`'s batch.
+namespace batch {
+Variable reduce_sum(const Variable& a, const std::string& name = {});
+Variable reduce_mean(const Variable& a, const std::string& name = {});
+Variable reduce_max(const Variable& a, const std::string& name = {});
+Variable softmax(const Variable& a, const std::string& name = {});
+Variable broadcast_as(const Variable& v, const Variable& like, const std::string& name = {});
+}  // namespace batch
 
 // graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
 // axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.

@@ -239,6 +239,23 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return log_softmax(e.seq({2, 3, 2}, -3, 3), 1);
          }},
+        // ---- across the batch axis (3 items) ----
+        {"reduce", "batch::reduce_sum [2,2]",
+         [](Env& e) {
+             return batch::reduce_sum(e.batch({2, 2}));
+         }},
+        {"reduce", "batch::reduce_mean times param",
+         [](Env& e) { return batch::reduce_mean(e.batch({3})) * e.param({3}); }},
+        {"reduce", "batch::reduce_max", [](Env& e) { return batch::reduce_max(e.batch({4}, -3, 3)); }},
+        {"reduce", "batch::softmax [2,3]",
+         [](Env& e) {
+             return batch::softmax(e.batch({2, 3}, -3, 3));
+         }},
+        {"reduce", "batch::broadcast_as of a mean onto the batch",
+         [](Env& e) {
+             Variable b = e.batch({3});
+             return b - batch::broadcast_as(batch::reduce_mean(b), b);
+         }},
         // ---- shape ----
         {"shape", "splice last axis",
          [](Env& e) {

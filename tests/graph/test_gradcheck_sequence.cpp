@@ -125,6 +125,60 @@ const std::vector<Case> cases = {
      [](Inputs& s) {
          return Built{times(sequence::unpack(s.x, -1.0).data, s.w), {s.x, s.w}};
      }},
+    {"where (no gradient through the positions)",
+     [](Inputs& s) {
+         // cond is 1 or 2 (a repeat count) on the first step, and 1 where x . w_col > 0.
+         Variable cond = sequence::is_first(s.x) + greater(times(s.x, s.col), constant(0.0));
+         Variable positions = sequence::reduce_sum(sequence::where(cond));
+         return Built{s.x * sequence::broadcast_as(positions + 1.0, s.x), {s.x}};
+     }},
+    {"scatter of gather",
+     [](Inputs& s) {
+         Variable cond = sequence::is_first(s.x) + greater(times(s.x, s.col), constant(0.0));
+         return Built{sequence::scatter(tanh(sequence::gather(s.x, cond)), cond) * s.x, {s.x}};
+     }},
+    {"to_sequence of unpack",
+     [](Inputs& s) {
+         Variable back = to_sequence(sequence::unpack(tanh(s.x), 0.5).data, sequence::length(s.x));
+         return Built{back * back, {s.x}};
+     }},
+    {"to_sequence to length 1",
+     [](Inputs& s) {
+         Variable ones = sequence::length(sequence::slice(s.x, -1, 0));
+         return Built{to_sequence(times(sequence::unpack(s.x).data, s.w), ones), {s.x, s.w}};
+     }},
+    {"batch::reduce_sum",
+     [](Inputs& s) {
+         return Built{batch::reduce_sum(s.v * sequence::reduce_sum(s.x)), {s.x, s.v}};
+     }},
+    {"batch::reduce_mean",
+     [](Inputs& s) {
+         return Built{batch::reduce_mean(tanh(s.v) * sequence::last(s.x)), {s.x, s.v}};
+     }},
+    {"batch::reduce_max",
+     [](Inputs& s) {
+         return Built{batch::reduce_max(sequence::reduce_mean(s.x) + s.v), {s.x, s.v}};
+     }},
+    {"batch::softmax",
+     [](Inputs& s) {
+         return Built{batch::softmax(times(sequence::reduce_sum(s.x) + s.v, s.w)), {s.x, s.v, s.w}};
+     }},
+    {"batch::broadcast_as of a reduction",
+     [](Inputs& s) {
+         return Built{batch::broadcast_as(batch::reduce_sum(s.v * s.v), s.v) * tanh(s.v), {s.v}};
+     }},
+    {"batch::broadcast_as of a parameter",
+     [](Inputs& s) {
+         return Built{batch::broadcast_as(s.init, s.v) * sequence::first(s.x), {s.x, s.v, s.init}};
+     }},
+    {"listwise softmax loss over the batch",
+     [](Inputs& s) {
+         // Scores of the N items from their sequences; the positive is the item s.v marks most.
+         Variable scores = times(sequence::reduce_mean(tanh(times(s.x, s.w))), s.col);
+         Variable target = batch::softmax(s.v * 5.0);  // soft labels summing to 1 over the batch
+         return Built{negate(batch::reduce_sum(slice(target, 0, 0, 1) * log(batch::softmax(scores)))),
+                      {s.x, s.w, s.col, s.v}};
+     }},
     {"past_value",
      [](Inputs& s) {
          return Built{past_value(s.x, 0.3) * s.x, {s.x}};
