@@ -16,6 +16,7 @@
 #include "core/sequence_layout.hpp"
 #include "core/serialization.hpp"
 #include "core/shape.hpp"
+#include "core/svg_plot.hpp"
 #include "core/value.hpp"
 #include "graph/compile.hpp"
 #include "graph/dot.hpp"

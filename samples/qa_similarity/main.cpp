@@ -21,7 +21,6 @@
 #include "core/data_text.hpp"
 
 #include "model.hpp"
-#include "plots.hpp"
 #include "synthetic.hpp"
 #include "text.hpp"
 
@@ -42,7 +41,8 @@ struct Text {
     std::vector<std::string> words{"<pad>", "<unk>"};
     std::unordered_map<std::string, std::size_t> ids;
     qa::Idf idf;
-    double lambda = 0;  // final score = cosine + lambda * idf-weighted word overlap
+    double lambda = 0;         // final score = cosine + lambda * idf-weighted word overlap
+    std::size_t features = 1;  // per token: 1 (overlap flag) or 3 (qa::overlap_features)
 
     void add(const std::string& w) {
         if (ids.emplace(w, words.size()).second) words.push_back(w);
@@ -59,8 +59,8 @@ struct Side {
     void add(const Text& t, const std::vector<std::string>& tokens, const std::vector<std::string>& other) {
         ids.emplace_back();
         for (const auto& w : tokens) ids.back().push_back(t.ids.count(w) ? t.ids.at(w) : 1);
-        const auto f = qa::overlap_flags(tokens, other);
-        flags.push_back(xt::adapt(f, {f.size(), std::size_t{1}}));
+        const auto f = t.features == 1 ? qa::overlap_flags(tokens, other) : qa::overlap_features(tokens, other, t.idf);
+        flags.push_back(xt::adapt(f, {tokens.size(), t.features}));
     }
     void bind(Bindings& in, const Variable& ids_in, const Variable& flags_in, bool with_flags) const {
         in.emplace(ids_in, Value::index_sequences(ids));
@@ -68,9 +68,10 @@ struct Side {
     }
 };
 
-// The network's cosine for every pair; the first `keep` pairs' attention weights go to *attention.
+// The network's cosine for every pair; heat rows of the attention weights of the first `keep` true
+// pairs (question and answer) go to *attention.
 std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaData& data,
-                                   std::vector<plots::Attention>* attention = nullptr, std::size_t keep = 0) {
+                                   std::vector<svg::HeatRow>* attention = nullptr, std::size_t keep = 0) {
     Session session({m.cosine, m.question_attention, m.answer_attention});
     std::vector<double> scores;
     for (std::size_t start = 0; start < data.pairs.size(); start += 64) {
@@ -86,9 +87,13 @@ std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaDa
         const auto cos = session.value(m.cosine).batch();
         for (std::size_t k = 0; k < q.ids.size(); ++k) {
             scores.push_back(cos(k, 0));
-            if (attention && start + k < keep)
-                attention->push_back({data.pairs[start + k], session.value(m.question_attention).sequence(k),
-                                      session.value(m.answer_attention).sequence(k)});
+            if (!attention || attention->size() >= 2 * keep || !data.pairs[start + k].label) continue;
+            const auto wq = session.value(m.question_attention).sequence(k);
+            const auto wa = session.value(m.answer_attention).sequence(k);
+            attention->push_back({"question: the seed's attention weight per token",
+                                  data.pairs[start + k].question,
+                                  {wq.begin(), wq.end()}});
+            attention->push_back({"its true answer", data.pairs[start + k].answer, {wa.begin(), wa.end()}});
         }
     }
     return scores;
@@ -102,7 +107,8 @@ std::string settings_of(const qa::ModelOptions& m, const Text& t) {
     std::ostringstream s;
     s.precision(17);
     s << "embed " << m.embed << " hidden " << m.hidden << " dense " << m.dense << " shared " << m.shared
-      << " overlap_inputs " << m.overlap_inputs << " lambda " << t.lambda << " documents " << t.idf.documents;
+      << " overlap_inputs " << m.overlap_inputs << " features " << m.features << " lambda " << t.lambda << " documents "
+      << t.idf.documents;
     return s.str();
 }
 
@@ -122,11 +128,11 @@ std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     std::map<std::string, double> s;
     std::istringstream settings(f.records.count("settings") ? f.records.at("settings") : "");
     for (std::string key; settings >> key;) settings >> s[key];
-    for (const char* key : {"embed", "hidden", "dense", "shared", "overlap_inputs", "lambda", "documents"})
+    for (const char* key : {"embed", "hidden", "dense", "shared", "overlap_inputs", "features", "lambda", "documents"})
         if (!s.count(key)) throw DataError(path + ": its settings lack '" + key + "'");
     std::istringstream words(f.records.count("vocabulary") ? f.records.at("vocabulary") : "");
     std::istringstream df(f.records.count("df") ? f.records.at("df") : "");
-    t = Text{{}, {}, {{}, s["documents"]}, s["lambda"]};
+    t = Text{{}, {}, {{}, s["documents"]}, s["lambda"], std::size_t(s["features"])};
     for (std::string w; std::getline(words, w);) {
         t.add(w);
         if (!(df >> t.idf.document_frequency[w])) throw DataError(path + ": the vocabulary and df lists differ");
@@ -138,7 +144,8 @@ std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
                         0.2,
                         s["shared"] != 0,
                         s["overlap_inputs"] != 0,
-                        0.0};
+                        0.0,
+                        t.features};
     auto model = std::make_unique<qa::Model>(mo);
     assign_parameters(f, model->parameters());
     return model;
@@ -198,6 +205,7 @@ int train(Options o) {
     for (const auto& tokens : train.token_lists())
         for (const auto& w : tokens) t.add(w);
     t.idf = qa::Idf::fit(train);
+    t.features = o.model.features;
     o.model.vocab = t.words.size();
     qa::Model m(o.model);
     std::size_t params = 0;
@@ -218,7 +226,7 @@ int train(Options o) {
         lengths.push_back({train.pairs[good].question.size(), train.pairs[good].answer.size()});
     Batcher batcher(lengths, {.batch_size = o.batch, .seed = o.seed});
     const bool live = ::isatty(STDOUT_FILENO);
-    std::vector<plots::Epoch> curve;
+    std::vector<double> losses, held_maps, dev_maps;
     std::vector<xt::xarray<float>> best;
     double best_map = -1;
     std::size_t best_epoch = 0;
@@ -251,7 +259,7 @@ int train(Options o) {
         const RankingMetrics dev = eval.pairs.empty() ? RankingMetrics{} : rank(eval, network_scores(m, t, eval));
         std::printf("epoch %zu: loss %.4f, %.0f samples/s; held-out MAP %.4f; dev MAP %.4f MRR %.4f\n", epoch + 1,
                     total.average_loss(), rate, held_map, dev.map, dev.mrr);
-        curve.push_back({total.average_loss(), held_map, dev.map});
+        losses.push_back(total.average_loss()), held_maps.push_back(held_map), dev_maps.push_back(dev.map);
         if (held_map > best_map) {
             best_map = held_map, best_epoch = epoch + 1, best.clear();
             for (const auto& p : m.parameters()) best.push_back(p.value());
@@ -275,7 +283,7 @@ int train(Options o) {
     }
     if (!o.save.empty()) save_model(o.save, m, t), std::cout << "saved " << o.save << "\n";
     if (eval.pairs.empty()) return 0;
-    std::vector<plots::Attention> attention;
+    std::vector<svg::HeatRow> attention;
     const auto cos = network_scores(m, t, eval, &attention, 3);
     std::vector<double> overlap, final;
     for (std::size_t i = 0; i < cos.size(); ++i) {
@@ -293,9 +301,14 @@ int train(Options o) {
                     d.low, d.high);
     }
     if (!o.plot_dir.empty()) {
-        plots::write_curve(o.plot_dir + "/training.svg", curve);
-        for (std::size_t i = 0; i < attention.size(); ++i)
-            plots::write_attention(o.plot_dir + "/attention_" + std::to_string(i + 1) + ".svg", attention[i]);
+        data_text::write_text_atomically(
+            o.plot_dir + "/training.svg",
+            svg::line_charts(
+                {{"training loss (hinge)", "epoch", {{"loss", losses}}},
+                 {"MAP after each epoch", "epoch", {{"held-out questions", held_maps}, {"dev", dev_maps}}}}));
+        for (std::size_t i = 0; i < attention.size(); i += 2)
+            data_text::write_text_atomically(o.plot_dir + "/attention_" + std::to_string(i / 2 + 1) + ".svg",
+                                             svg::heat_rows({attention[i], attention[i + 1]}));
         std::cout << "plots in " << o.plot_dir << "\n";
     }
     return 0;
@@ -322,6 +335,9 @@ int main(int argc, char** argv) {
     app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
     app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
     app.add_option("--dropout", o.model.dropout, "dropout on the embedded tokens")->check(CLI::Range(0.0, 0.9));
+    app.add_option("--features", o.model.features, "numbers per token: 1 (overlap flag) or 3 (+ idf, bigram)")
+        ->check(CLI::IsMember({1, 3}))
+        ->capture_default_str();
     app.add_option("--holdout", o.holdout, "fraction of training questions used to choose the epoch and weight")
         ->check(CLI::Range(0.0, 0.5));
     app.add_option("--questions", o.questions, "synthetic data: training questions")->capture_default_str();

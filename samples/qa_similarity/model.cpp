@@ -29,7 +29,7 @@ Tower::Tower(const ModelOptions& o, const std::string& name)
 Variable Tower::operator()(const Variable& ids, const Variable& flags, Variable* weights) const {
     Variable x = embedding_(ids);
     if (o_.dropout > 0) x = dropout(x, o_.dropout);  // before the splice: the flag is always seen
-    if (o_.overlap_inputs) x = splice({x, flags});   // [embed + 1] per token
+    if (o_.overlap_inputs) x = splice({x, flags});   // [embed + features] per token
     return log_sum_exp_attention(encoder_(x), attention_w_, weights);
 }
 
@@ -44,12 +44,12 @@ Model::Model(const ModelOptions& o)
     : options(o), question_tower(o, "question"), answer_tower(o, "answer"), label(input_variable({1}, "label")) {
     const SequenceAxis question_axis, answer_axis, negative_axis;
     question = sequence::input_variable({1}, "question", question_axis);
-    question_flags = sequence::input_variable({1}, "question_flags", question_axis);
-    question_negative_flags = sequence::input_variable({1}, "question_negative_flags", question_axis);
+    question_flags = sequence::input_variable({o.features}, "question_flags", question_axis);
+    question_negative_flags = sequence::input_variable({o.features}, "question_negative_flags", question_axis);
     answer = sequence::input_variable({1}, "answer", answer_axis);
-    answer_flags = sequence::input_variable({1}, "answer_flags", answer_axis);
+    answer_flags = sequence::input_variable({o.features}, "answer_flags", answer_axis);
     negative = sequence::input_variable({1}, "wrong_answer", negative_axis);
-    negative_flags = sequence::input_variable({1}, "wrong_answer_flags", negative_axis);
+    negative_flags = sequence::input_variable({o.features}, "wrong_answer_flags", negative_axis);
 
     const Tower& answer_side = o.shared ? question_tower : answer_tower;
     Variable q = question_tower(question, question_flags, &question_attention);

@@ -17,6 +17,7 @@ struct ModelOptions {
     bool shared = false;          // one tower (embedding included) for questions and answers
     bool overlap_inputs = false;  // a per-token overlap flag next to each embedded token
     double dropout = 0.0;         // on the embedded tokens, while training only
+    std::size_t features = 1;     // numbers per token next to its embedding, with overlap_inputs
 };
 
 // The seed's attention: weights exp(z_t - log sum_s exp(z_s)), the normalizer computed by a
@@ -25,8 +26,8 @@ struct ModelOptions {
 loom::Variable log_sum_exp_attention(const loom::Variable& embedded, const loom::Parameter& w,
                                      loom::Variable* weights = nullptr);
 
-// One tower: ids (a sequence of [1]) and their flags (a sequence of [1] on the same axis) -> the
-// attended vector [dense].
+// One tower: ids (a sequence of [1]) and their flags (a sequence of [features] on the same axis) ->
+// the attended vector [dense].
 class Tower {
 public:
     Tower(const ModelOptions& o, const std::string& name);

@@ -94,6 +94,21 @@ std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const s
     return flags;
 }
 
+std::vector<float> overlap_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
+                                    const Idf& idf) {
+    const auto flags = overlap_flags(tokens, other);
+    std::set<std::pair<std::string, std::string>> bigrams;
+    for (std::size_t i = 0; i + 1 < other.size(); ++i) bigrams.emplace(other[i], other[i + 1]);
+    auto shared = [&](std::size_t i) { return i + 1 < tokens.size() && bigrams.count({tokens[i], tokens[i + 1]}); };
+    std::vector<float> out;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        out.push_back(flags[i]);
+        out.push_back(static_cast<float>(flags[i] * idf(tokens[i]) / std::log(idf.documents + 1)));
+        out.push_back(shared(i) || (i > 0 && shared(i - 1)) ? 1.0f : 0.0f);
+    }
+    return out;
+}
+
 Interval paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t seed) {
     if (a.size() != b.size() || a.empty()) throw UserError("paired_bootstrap: two series of one non-zero length");
     std::mt19937_64 rng(seed);

@@ -31,6 +31,10 @@ double word_overlap(const std::vector<std::string>& question, const std::vector<
                     const Idf* idf = nullptr);
 // Per token of `tokens`: 1 if it is a non-stopword that also occurs in `other`, else 0.
 std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const std::vector<std::string>& other);
+// Per token, 3 numbers (row-major [tokens, 3]): its overlap flag; the flag times the word's idf over
+// the largest idf (rare shared words count more); 1 if it and a neighbour occur side by side in `other`.
+std::vector<float> overlap_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
+                                    const Idf& idf);
 
 // The 95 % interval of mean(a - b) when the items (questions) are resampled with replacement.
 struct Interval {
