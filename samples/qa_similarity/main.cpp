@@ -212,7 +212,10 @@ int train(Options o) {
     for (const auto& p : m.parameters()) params += p.shape().size();
     std::cout << "data: " << items.size() << " training triplets from " << train.pairs.size() << " pairs of "
               << train.source << " (+" << held_out.pairs.size() << " held out); vocabulary " << t.words.size() << "\n"
-              << "model: embedding " << o.model.embed << (o.model.overlap_inputs ? " + overlap flag" : "")
+              << "model: embedding " << o.model.embed
+              << (!o.model.overlap_inputs ? ""
+                  : o.model.features == 1 ? " + overlap flag"
+                                          : " + 3 overlap features")
               << ", BiLSTM " << o.model.hidden << "+" << o.model.hidden << ", dense " << o.model.dense
               << (o.model.shared ? ", one tower for both sides" : "") << "; " << params << " parameters\n";
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
@@ -291,14 +294,12 @@ int train(Options o) {
         final.push_back(t.final_score(eval.pairs[i], cos[i]));
     }
     const RankingMetrics base = rank(eval, overlap), net = rank(eval, cos), fin = rank(eval, final);
-    std::printf("%s, %zu questions: word overlap MAP %.4f MRR %.4f; network %.4f %.4f; final %.4f %.4f\n",
-                eval.source.c_str(), net.questions, base.map, base.mrr, net.map, net.mrr, fin.map, fin.mrr);
-    std::printf("  (final score = cosine + %g x idf-weighted overlap, weight chosen on the held-out questions)\n",
-                t.lambda);
-    for (const auto& [name, r] : {std::pair{"network", net}, std::pair{"final", fin}}) {
+    std::printf("%s, %zu questions:\n  %-36s MAP     MRR     MAP - overlap (95 %% interval)\n  %-36s %.4f  %.4f\n",
+                eval.source.c_str(), net.questions, "", "word overlap (shared words)", base.map, base.mrr);
+    const std::string final_name = "final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap";
+    for (const auto& [name, r] : {std::pair{std::string("network (cosine)"), net}, std::pair{final_name, fin}}) {
         const auto d = qa::paired_bootstrap(r.average_precision, base.average_precision);
-        std::printf("  %s - word overlap: MAP %+.4f, 95 %% interval %+.4f .. %+.4f (paired bootstrap)\n", name, d.mean,
-                    d.low, d.high);
+        std::printf("  %-36s %.4f  %.4f  %+.4f (%+.4f .. %+.4f)\n", name.c_str(), r.map, r.mrr, d.mean, d.low, d.high);
     }
     if (!o.plot_dir.empty()) {
         data_text::write_text_atomically(
