@@ -69,8 +69,9 @@ void chart(std::ostream& svg, double x, double y, double w, double h, const Char
         for (std::size_t i = 0; i < n; ++i)
             svg << "<circle r='3.5' fill='" << color << "' cx='" << px(i) << "' cy='" << py(c.series[s].y[i])
                 << "'/>\n";
-        svg << "<text x='" << x + 8 << "' y='" << y + 16 + 16 * static_cast<double>(s) << "' fill='" << color << "'>"
-            << escaped(c.series[s].name) << "</text>\n";
+        // The legend goes under the chart, where no line can cross it.
+        svg << "<text x='" << x << "' y='" << y + h + 58 + 16 * static_cast<double>(s) << "' fill='" << color
+            << "'>&#9632; " << escaped(c.series[s].name) << "</text>\n";
     }
 }
 
@@ -78,7 +79,7 @@ void chart(std::ostream& svg, double x, double y, double w, double h, const Char
 
 std::string line_charts(const std::vector<Chart>& charts) {
     std::ostringstream svg;
-    svg << open(40 + 380 * static_cast<double>(charts.size()), 320);
+    svg << open(40 + 380 * static_cast<double>(charts.size()), 360);
     for (std::size_t i = 0; i < charts.size(); ++i)
         chart(svg, 70 + 380 * static_cast<double>(i), 40, 280, 220, charts[i]);
     svg << "</svg>\n";
