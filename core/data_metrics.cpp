@@ -1,13 +1,8 @@
 #include "core/data_metrics.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <numeric>
-#include <random>
-#include <unordered_set>
+#include <unordered_map>
 
-#include "core/data_text.hpp"
 #include "core/errors.hpp"
 
 namespace loom {
