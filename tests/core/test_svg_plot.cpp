@@ -39,7 +39,7 @@ TEST_CASE("svg line_charts: points placed on the padded y range, one polyline pe
     CHECK_THROWS_AS(svg::line_charts({{"t", "x", {}}}), UserError);
 }
 
-TEST_CASE("svg heat_rows: one cell per label shaded from the row's min to max; labels escaped") {
+TEST_CASE("svg heat_rows: one cell per label shaded from the row's min to max -- labels escaped") {
     const std::string svg = svg::heat_rows({{"question", {"who", "<b>", "it's"}, {0.1, 0.5, 0.3}}});
     CHECK(count(svg, "width='28'") == 3);
     CHECK(svg.find("rgb(255,255,255)") != std::string::npos);  // 0.1, the smallest: white

@@ -77,7 +77,7 @@ TEST_CASE("to_dot: a running sum loop is a cluster with a dashed delay edge and 
     CHECK(std::regex_search(dot, std::regex(R"(label="sequence[^"]*last_h\\n\[4\] x batch"[^\n]*peripheries=2)")));
 }
 
-TEST_CASE("to_dot: a graph without loops has no cluster and no dashed edge; names are escaped") {
+TEST_CASE("to_dot: a graph without loops has no cluster and no dashed edge -- names are escaped") {
     Variable a = input_variable({2}, "say \"a\"");
     Variable b = a * a;
     const std::string dot = to_dot({b});

@@ -35,7 +35,7 @@ void expect_error(const std::string& text, const std::string& where_and_why, boo
 
 }  // namespace
 
-TEST_CASE("qa text: raw pairs are tokenised and grouped by question; a header line is skipped") {
+TEST_CASE("qa text: raw pairs are tokenised and grouped by question -- a header line is skipped") {
     TempFile f(
         "question\tsentence\tlabel\n"
         "Who wrote Hamlet?\tHamlet was written by Shakespeare.\t1\n"
@@ -53,7 +53,7 @@ TEST_CASE("qa text: raw pairs are tokenised and grouped by question; a header li
     CHECK(d.labels() == std::vector<int>{1, 1, 0});
 }
 
-TEST_CASE("qa text: pairs to score may have no label; bad lines name the file and line") {
+TEST_CASE("qa text: pairs to score may have no label -- bad lines name the file and line") {
     TempFile f("q one\ta b\nq two\tc d\n");
     const QaData d = qa::read_pairs(f.str(), true);
     CHECK(d.pairs.size() == 2);
