@@ -133,6 +133,7 @@ std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     for (std::string key; settings >> key;) settings >> s[key];
     for (const char* key : {"embed", "hidden", "dense", "shared", "overlap_inputs", "features", "lambda", "documents"})
         if (!s.count(key)) throw DataError(path + ": its settings lack '" + key + "'");
+    if (s["features"] != 1 && s["features"] != 3) throw DataError(path + ": features must be 1 or 3");
     std::istringstream words(f.records.count("vocabulary") ? f.records.at("vocabulary") : "");
     std::istringstream df(f.records.count("df") ? f.records.at("df") : "");
     t = Text{{}, {}, {{}, s["documents"]}, s["lambda"], std::size_t(s["features"])};
