@@ -4,30 +4,33 @@ namespace qa {
 
 using namespace loom;
 
-Variable log_sum_exp_attention(const Variable& embedded, const Parameter& w) {
+Variable log_sum_exp_attention(const Variable& embedded, const Parameter& w, Variable* weights) {
     Variable z = times(embedded, w);
     Variable p = placeholder({1}, "log_cumsum_exp_prev");
     Variable prev_z_or_tiny = element_select(sequence::is_first(z), constant(-1e30), past_value(p));
     Variable log_cumsum_exp = log_add_exp(z, prev_z_or_tiny);
     log_cumsum_exp.replace_placeholders({{p, log_cumsum_exp}});
-    Variable log_sum_exp = sequence::last(log_cumsum_exp);
-    Variable attention = exp(z - sequence::broadcast_as(log_sum_exp, z));
+    Variable attention = exp(z - sequence::broadcast_as(sequence::last(log_cumsum_exp), z));
+    if (weights) *weights = attention;
     return sequence::reduce_sum(attention * embedded);
 }
 
 Tower::Tower(const ModelOptions& o, const std::string& name)
-    : overlap_inputs_(o.overlap_inputs),
-      dropout_(o.dropout),
+    : o_(o),
       embedding_(layers::Embedding(o.embed, o.vocab, glorot_uniform(), name + ".embedding")),
-      encoder_(layers::Sequential(
-          {layers::BiRecurrence(layers::LSTM(o.hidden), layers::LSTM(o.hidden)), layers::Dense(o.dense)}, name)),
+      // Names make the parameters findable in a model file: two unnamed LSTMs would both be "LSTM.W".
+      encoder_(
+          layers::Sequential({layers::BiRecurrence(layers::LSTM(o.hidden, false, glorot_uniform(), name + ".forward"),
+                                                   layers::LSTM(o.hidden, false, glorot_uniform(), name + ".backward")),
+                              layers::Dense(o.dense, {}, true, glorot_uniform(), name + ".dense")},
+                             name)),
       attention_w_(parameter({o.dense, 1}, glorot_normal(), name + ".attention_w")) {}
 
-Variable Tower::operator()(const Variable& ids, const Variable& flags) const {
+Variable Tower::operator()(const Variable& ids, const Variable& flags, Variable* weights) const {
     Variable x = embedding_(ids);
-    if (dropout_ > 0) x = dropout(x, dropout_);   // before the splice: the overlap flag is always seen
-    if (overlap_inputs_) x = splice({x, flags});  // [embed + 1] per token
-    return log_sum_exp_attention(encoder_(x), attention_w_);
+    if (o_.dropout > 0) x = dropout(x, o_.dropout);  // before the splice: the flag is always seen
+    if (o_.overlap_inputs) x = splice({x, flags});   // [embed + features] per token
+    return log_sum_exp_attention(encoder_(x), attention_w_, weights);
 }
 
 std::vector<Parameter> Tower::parameters() const {
@@ -39,19 +42,18 @@ std::vector<Parameter> Tower::parameters() const {
 
 Model::Model(const ModelOptions& o)
     : options(o), question_tower(o, "question"), answer_tower(o, "answer"), label(input_variable({1}, "label")) {
-    // Flags share the sequence axis of their ids: splice joins them step by step.
     const SequenceAxis question_axis, answer_axis, negative_axis;
     question = sequence::input_variable({1}, "question", question_axis);
-    question_flags = sequence::input_variable({1}, "question_flags", question_axis);
-    question_negative_flags = sequence::input_variable({1}, "question_negative_flags", question_axis);
+    question_flags = sequence::input_variable({o.features}, "question_flags", question_axis);
+    question_negative_flags = sequence::input_variable({o.features}, "question_negative_flags", question_axis);
     answer = sequence::input_variable({1}, "answer", answer_axis);
-    answer_flags = sequence::input_variable({1}, "answer_flags", answer_axis);
+    answer_flags = sequence::input_variable({o.features}, "answer_flags", answer_axis);
     negative = sequence::input_variable({1}, "wrong_answer", negative_axis);
-    negative_flags = sequence::input_variable({1}, "wrong_answer_flags", negative_axis);
+    negative_flags = sequence::input_variable({o.features}, "wrong_answer_flags", negative_axis);
 
     const Tower& answer_side = o.shared ? question_tower : answer_tower;
-    Variable q = question_tower(question, question_flags);
-    cosine = cosine_distance(q, answer_side(answer, answer_flags), "cosine");
+    Variable q = question_tower(question, question_flags, &question_attention);
+    cosine = cosine_distance(q, answer_side(answer, answer_flags, &answer_attention), "cosine");
     squared_loss = square(cosine - label);
     pointwise_correct = equal(greater(cosine, constant(0.5)), label);
     // Without flags the question's encoding is the same for both candidates: reuse it.

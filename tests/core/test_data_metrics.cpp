@@ -1,4 +1,4 @@
-// MAP / MRR over question groups, tie handling, and the word-overlap baseline scorer.
+// MAP / MRR over question groups and tie handling.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -49,26 +49,6 @@ TEST_CASE("metrics: no scorable group and bad arguments") {
     CHECK_THROWS_AS(ranking_metrics({0}, {1}, {2}), UserError);
 }
 
-TEST_CASE("overlap: shared non-stopword types / case-insensitive / optionally idf-weighted") {
-    CHECK(is_stopword("The"));
-    CHECK(is_stopword("?"));
-    CHECK(is_stopword("'s"));
-    CHECK_FALSE(is_stopword("Paris"));
-    CHECK_FALSE(is_stopword("1990"));
-
-    const std::vector<std::string> q = {"Who", "wrote", "Hamlet", "?"};
-    const std::vector<std::string> a = {"hamlet", "was", "written", "by", "Shakespeare", "who", "wrote", ".", "hamlet"};
-    CHECK(word_overlap_score(q, a) == 2.0);  // wrote, hamlet (once each); who and ? are stopwords
-    CHECK(word_overlap_score(q, {"the", "play", "?"}) == 0.0);
-
-    const IdfTable idf = IdfTable::fit({{"hamlet", "wrote"}, {"Hamlet"}, {"paris"}, {"x"}});
-    CHECK(idf.num_documents() == 4);
-    CHECK(idf.idf("hamlet") == doctest::Approx(std::log(2.0)));
-    CHECK(idf.idf("wrote") == doctest::Approx(std::log(4.0)));
-    CHECK(idf.idf("unseen") == doctest::Approx(std::log(5.0)));
-    CHECK(word_overlap_score(q, a, &idf) == doctest::Approx(std::log(2.0) + std::log(4.0)));
-}
-
 TEST_CASE("ranking_metrics lists each question's average precision") {
     // Group 7: positive at rank 2 -> AP 1/2; group 3: positives at ranks 1 and 3 -> (1 + 2/3) / 2.
     const std::vector<std::size_t> groups{7, 7, 3, 3, 3};
@@ -79,26 +59,4 @@ TEST_CASE("ranking_metrics lists each question's average precision") {
     CHECK(m.average_precision[0] == doctest::Approx(0.5));
     CHECK(m.average_precision[1] == doctest::Approx((1.0 + 2.0 / 3.0) / 2.0));
     CHECK(m.map == doctest::Approx((m.average_precision[0] + m.average_precision[1]) / 2));
-}
-
-TEST_CASE("paired_bootstrap: a constant difference has no spread -- a symmetric one straddles zero") {
-    const std::vector<double> b{0.1, 0.5, 0.9, 0.3};
-    std::vector<double> a = b;
-    for (auto& v : a) v += 0.25;
-    auto r = loom::paired_bootstrap(a, b, 500, 3);
-    CHECK(r.mean == doctest::Approx(0.25));
-    CHECK(r.low == doctest::Approx(0.25));
-    CHECK(r.high == doctest::Approx(0.25));
-    CHECK(r.at_most_zero == 0.0);
-    // Differences +1 and -1 on alternate questions: mean 0, the interval covers both signs.
-    std::vector<double> x(200), y(200, 0.0);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? 1.0 : -1.0;
-    r = loom::paired_bootstrap(x, y, 2000, 5);
-    CHECK(r.mean == doctest::Approx(0.0));
-    CHECK(r.low < 0.0);
-    CHECK(r.high > 0.0);
-    // The standard error of the mean is 1 / sqrt(200) = 0.0707: the 95 % interval is about +-0.139.
-    CHECK(r.high == doctest::Approx(0.139).epsilon(0.15));
-    CHECK(r.at_most_zero == doctest::Approx(0.5).epsilon(0.1));
-    CHECK_THROWS_AS(loom::paired_bootstrap({1.0}, {1.0, 2.0}), loom::UserError);
 }

@@ -79,44 +79,6 @@ TEST_CASE("qa tsv: malformed rows name file / line and reason") {
     CHECK_THROWS_WITH_AS(read_qa_tsv("/nonexistent/qa.tsv"), doctest::Contains("/nonexistent/qa.tsv"), DataError);
 }
 
-TEST_CASE("qa tsv: SelQA dev split if present: counts and the word-overlap baseline") {
-    const std::string path = "/work/shared/data/selqa/selqa-ass-dev.tsv";
-    if (!std::filesystem::exists(path)) {
-        MESSAGE("skipped: " << path << " not found");
-        return;
-    }
-    const QaData data = read_qa_tsv(path);
-    CHECK(data.pairs.size() == 9377);
-    CHECK(data.num_groups == 784);
-    CHECK(data.num_positives() == 893);
-
-    std::vector<double> plain, weighted;
-    std::vector<std::vector<std::string>> documents;
-    for (const auto& p : data.pairs) documents.push_back(p.answer);
-    const IdfTable idf = IdfTable::fit(documents);
-    for (const auto& p : data.pairs) {
-        plain.push_back(word_overlap_score(p.question, p.answer));
-        weighted.push_back(word_overlap_score(p.question, p.answer, &idf));
-    }
-    const auto groups = data.groups();
-    const auto labels = data.labels();
-    const RankingMetrics m = ranking_metrics(groups, plain, labels);
-    const RankingMetrics low = ranking_metrics(groups, plain, labels, TieBreak::pessimistic);
-    const RankingMetrics high = ranking_metrics(groups, plain, labels, TieBreak::optimistic);
-    const RankingMetrics w = ranking_metrics(groups, weighted, labels);
-    MESSAGE("SelQA dev word overlap: MAP " << m.map << " MRR " << m.mrr << " (ties pessimistic MAP " << low.map
-                                           << ", optimistic " << high.map << "); idf-weighted MAP " << w.map << " MRR "
-                                           << w.mrr);
-    CHECK(m.questions == 784);
-    CHECK(m.skipped_no_positive == 0);
-    CHECK(low.map <= m.map);
-    CHECK(m.map <= high.map);
-    // A random ranking of ~12 candidates with ~1 positive gives MAP near 0.3; overlap is far better.
-    CHECK(m.map > 0.6);
-    CHECK(m.map < 0.95);
-    CHECK(w.map > 0.6);
-}
-
 TEST_CASE("qa tsv: a byte-order mark is dropped and spacing does not split a question group") {
     // The mark would otherwise be glued to the first token, so row 1's question would differ from
     // row 2's; the trailing and doubled spaces must not make new groups either.

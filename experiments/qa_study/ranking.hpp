@@ -11,6 +11,7 @@
 #include <loom.hpp>
 
 #include "model.hpp"
+#include "study_metrics.hpp"
 
 namespace qa {
 
@@ -44,7 +45,7 @@ void add_question_names(const loom::QaData& cased, QuestionNames& names);
 // Inverse document frequencies of the lowercased training words and of their stems, and the
 // questions' names (empty for the synthetic data).
 struct OverlapIdf {
-    loom::IdfTable words, stems;
+    IdfTable words, stems;
     QuestionNames names;
     static OverlapIdf fit(const loom::QaData& train, QuestionNames names = {});
 };

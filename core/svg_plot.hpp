@@ -1,0 +1,32 @@
+#pragma once
+// Small pictures as SVG text, so a program can show a training curve or per-token weights without an
+// image library or fonts: any browser or `rsvg-convert` renders them, words included.
+//
+//   write_text_atomically("curve.svg", svg::line_charts({{"loss", "epoch", {{"train", losses}}}}));
+#include <string>
+#include <vector>
+
+namespace loom::svg {
+
+struct Series {
+    std::string name;
+    std::vector<double> y;  // at x = 1, 2, ...
+};
+struct Chart {
+    std::string title, x_label;
+    std::vector<Series> series;  // drawn in blue, red, green, ... on one y range
+};
+// The charts side by side in one picture. Throws UserError for a chart without points or for series
+// of different lengths in one chart.
+std::string line_charts(const std::vector<Chart>& charts);
+
+struct HeatRow {
+    std::string title;
+    std::vector<std::string> labels;  // written under the cells, e.g. a sentence's words
+    std::vector<double> values;       // one per label
+};
+// One row of cells per HeatRow, each cell shaded from the row's smallest value (white) to its
+// largest (dark blue) and showing its value. Throws UserError when labels and values differ in number.
+std::string heat_rows(const std::vector<HeatRow>& rows);
+
+}  // namespace loom::svg

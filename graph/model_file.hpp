@@ -1,0 +1,42 @@
+#pragma once
+// A trained model in one file: its parameters by name (not by position, so a model rebuilt in code
+// with its parameters created in another order still loads) with their shapes, plus the caller's
+// named records (vocabulary, settings, anything a program needs to rebuild the graph). The file is
+// a checked file (core/serialization.hpp: written under a temporary name and renamed, checksummed):
+// a truncated or corrupted file is a DataError, never a model with garbage in it.
+//
+//   save_model_file("m.loom", "qa_similarity", model.parameters(), {{"settings", "..."}});
+//   ModelFile f = read_model_file("m.loom", "qa_similarity");   // then build the graph from f.records
+//   assign_parameters(f, model.parameters());
+#include <map>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "graph/variable.hpp"
+
+namespace loom {
+
+struct ModelFile {
+    std::string path;                                     // where it was read from, for messages
+    std::string kind;                                     // which program's model, e.g. "qa_similarity"
+    std::map<std::string, std::string> records;           // the caller's records
+    std::map<std::string, xt::xarray<float>> parameters;  // by name, with their shapes
+};
+
+// Throws UserError for parameters without a name or with the same name twice (they could not be
+// told apart on loading), and for a file that cannot be written.
+void save_model_file(const std::string& path, const std::string& kind, const std::vector<Parameter>& parameters,
+                     const std::map<std::string, std::string>& records = {});
+
+// Throws DataError for a missing, truncated or corrupted file, or one that is not a model file;
+// UserError when `expected_kind` is not empty and the file holds another kind of model.
+ModelFile read_model_file(const std::string& path, const std::string& expected_kind = "");
+
+// Sets every parameter from the file's value of the same name. If any parameter is missing from the
+// file, any of the file's is not among `parameters`, or a shape differs, throws UserError listing
+// all of them, and nothing is changed.
+void assign_parameters(const ModelFile& file, const std::vector<Parameter>& parameters);
+
+}  // namespace loom

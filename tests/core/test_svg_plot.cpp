@@ -1,0 +1,54 @@
+// SVG pictures: a line chart puts each point where the y range says, a heat row shades its smallest
+// value white and its largest darkest, labels are escaped, and mismatched inputs are errors.
+#include <doctest/doctest.h>
+
+#include <regex>
+
+#include <loom.hpp>
+
+using namespace loom;
+
+namespace {
+
+std::size_t count(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("svg line_charts: points placed on the padded y range, one polyline per series") {
+    // y from 1 to 3, padded by a tenth of the range (0.2): 0.8 .. 3.2 maps to 260 .. 40 (top 40,
+    // height 220), so y = 1 is at 260 - 220 * 0.2 / 2.4 and y = 3 at 40 + 220 * 0.2 / 2.4.
+    const std::string svg =
+        svg::line_charts({{"loss", "epoch", {{"train", {1.0, 2.0, 3.0}}, {"dev", {3.0, 2.0, 1.0}}}}});
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("</svg>") != std::string::npos);
+    CHECK(count(svg, "<polyline") == 2);
+    CHECK(count(svg, "<circle") == 6);
+    std::smatch m;
+    REQUIRE(
+        std::regex_search(svg, m, std::regex("points='([0-9.]+),([0-9.]+) ([0-9.]+),([0-9.]+) ([0-9.]+),([0-9.]+)")));
+    CHECK(std::stod(m[1]) == doctest::Approx(70));   // x = 1 at the left edge
+    CHECK(std::stod(m[5]) == doctest::Approx(350));  // x = 3 at the right edge (70 + 280)
+    CHECK(std::stod(m[2]) == doctest::Approx(260 - 220 * 0.2 / 2.4));
+    CHECK(std::stod(m[4]) == doctest::Approx(150));  // the middle value in the middle
+    CHECK(std::stod(m[6]) == doctest::Approx(40 + 220 * 0.2 / 2.4));
+    CHECK_THROWS_AS(svg::line_charts({{"t", "x", {{"a", {1.0}}, {"b", {1.0, 2.0}}}}}), UserError);
+    CHECK_THROWS_AS(svg::line_charts({{"t", "x", {}}}), UserError);
+}
+
+TEST_CASE("svg heat_rows: one cell per label shaded from the row's min to max -- labels escaped") {
+    const std::string svg = svg::heat_rows({{"question", {"who", "<b>", "it's"}, {0.1, 0.5, 0.3}}});
+    CHECK(count(svg, "width='28'") == 3);
+    CHECK(svg.find("rgb(255,255,255)") != std::string::npos);  // 0.1, the smallest: white
+    CHECK(svg.find("rgb(35,105,255)") != std::string::npos);   // 0.5, the largest: 255 - 220, 255 - 150
+    CHECK(svg.find("rgb(145,180,255)") != std::string::npos);  // 0.3, half way
+    CHECK(svg.find("&lt;b&gt;") != std::string::npos);
+    CHECK(svg.find("it&apos;s") != std::string::npos);
+    CHECK(svg.find("<b>") == std::string::npos);
+    CHECK(svg.find(">0.50<") != std::string::npos);
+    CHECK_THROWS_WITH_AS(svg::heat_rows({{"row", {"a", "b"}, {1.0}}}), doctest::Contains("2 labels and 1 values"),
+                         UserError);
+}
