@@ -19,33 +19,14 @@
 #include "core/data_vocabulary.hpp"
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
+using loom::testing::TempDir;
+using loom::testing::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& name)
-        : path(fs::temp_directory_path() / ("loom_serialization_" + name + "_" + std::to_string(::getpid()))) {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-    std::vector<std::string> names() const {
-        std::vector<std::string> out;
-        for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-        std::sort(out.begin(), out.end());
-        return out;
-    }
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 std::string record_with_u64s(std::initializer_list<std::uint64_t> values) {
     ByteWriter w;

@@ -11,24 +11,13 @@
 #include <loom.hpp>
 
 #include "gradcheck.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
+using loom::testing::expect_user_error;
 using loom::testing::random_rows;
 
 namespace {
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-    try {
-        f();
-        FAIL("expected a UserError");
-    } catch (const UserError& e) {
-        const std::string message = e.what();
-        for (const auto& needle : needles) {
-            INFO("message: " << message << "; expected to contain: " << needle);
-            CHECK(message.find(needle) != std::string::npos);
-        }
-    }
-}
 
 // A [n, 1] array (braces around single numbers are ambiguous for xtensor).
 xt::xarray<double> column(const std::vector<double>& v) {
@@ -191,20 +180,20 @@ TEST_CASE("batch ops on a batch of one item") {
 TEST_CASE("batch ops refuse sequence operands and non-static values to broadcast") {
     Variable seq = sequence::input_variable({2}, "tokens");
     Variable x = input_variable({2}, "x");
-    expect_error([&] { batch::reduce_sum(seq); }, {"batch::reduce_sum", "sequence", "reduce the sequence first"});
-    expect_error([&] { batch::reduce_mean(seq); }, {"batch::reduce_mean", "sequence"});
-    expect_error([&] { batch::reduce_max(seq); }, {"batch::reduce_max", "sequence"});
-    expect_error([&] { batch::softmax(seq); }, {"batch::softmax", "sequence"});
-    expect_error([&] { batch::reduce_sum(parameter({2}, constant_initializer(1.0))); }, {"batch::reduce_sum"});
-    expect_error([&] { batch::broadcast_as(x, x); }, {"batch::broadcast_as", "static"});
-    expect_error([&] { batch::broadcast_as(batch::reduce_sum(x), seq); }, {"batch::broadcast_as", "sequence"});
+    expect_user_error([&] { batch::reduce_sum(seq); }, {"batch::reduce_sum", "sequence", "reduce the sequence first"});
+    expect_user_error([&] { batch::reduce_mean(seq); }, {"batch::reduce_mean", "sequence"});
+    expect_user_error([&] { batch::reduce_max(seq); }, {"batch::reduce_max", "sequence"});
+    expect_user_error([&] { batch::softmax(seq); }, {"batch::softmax", "sequence"});
+    expect_user_error([&] { batch::reduce_sum(parameter({2}, constant_initializer(1.0))); }, {"batch::reduce_sum"});
+    expect_user_error([&] { batch::broadcast_as(x, x); }, {"batch::broadcast_as", "static"});
+    expect_user_error([&] { batch::broadcast_as(batch::reduce_sum(x), seq); }, {"batch::broadcast_as", "sequence"});
     // A batch op needs the whole batch at every step: compiling a loop through one is refused.
     Bindings in{{seq, Value::sequences(std::vector<xt::xarray<double>>{{{1, 2}}, {{3, 4}, {5, 6}}})}};
     Variable p = placeholder({2});
     Variable prev = past_value(p);
     Variable h = tanh(seq + batch::broadcast_as(batch::reduce_sum(prev), prev));
     h.replace_placeholders({{p, h}});
-    expect_error([&] { evaluate({h}, in); }, {"batch::", "recurrence loop"});
+    expect_user_error([&] { evaluate({h}, in); }, {"batch::", "recurrence loop"});
     // A reduction over the batch of a reduced sequence is fine.
     Variable total = batch::reduce_sum(sequence::reduce_sum(seq));
     check_close(evaluate({total}, in)[total].tensor<double>(), xt::xarray<double>{9, 12});

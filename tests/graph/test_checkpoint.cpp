@@ -14,35 +14,15 @@
 #include <unistd.h>
 
 #include <loom.hpp>
+#include "test_support.hpp"
 
 using namespace loom;
+using loom::testing::read_bytes;
+using loom::testing::TempDir;
+using loom::testing::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& name)
-        : path(fs::temp_directory_path() / ("loom_ckpt_" + name + "_" + std::to_string(::getpid()))) {
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << bytes;
-}
 
 // A small model whose initial values come from `seed`, so two builds can start differently.
 struct Model {

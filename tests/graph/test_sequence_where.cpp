@@ -12,23 +12,12 @@
 #include <loom.hpp>
 
 #include "gradcheck.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
+using loom::testing::expect_user_error;
 
 namespace {
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-    try {
-        f();
-        FAIL("expected a UserError");
-    } catch (const UserError& e) {
-        const std::string message = e.what();
-        for (const auto& needle : needles) {
-            INFO("message: " << message << "; expected to contain: " << needle);
-            CHECK(message.find(needle) != std::string::npos);
-        }
-    }
-}
 
 // A sequence [T, 1] from its steps.
 xt::xarray<double> column(const std::vector<double>& steps) {
@@ -64,31 +53,31 @@ TEST_CASE("sequence::where gives the positions of the non-zero steps on a new ax
     check_sequence(out, 2, column({0, 1, 2}));
     check_sequence(out, 3, column({0}));
     // Its axis is new: combining it with the condition's is refused when the graph is built.
-    expect_error([&] { w + cond; }, {"plus"});
+    expect_user_error([&] { w + cond; }, {"plus"});
 }
 
 TEST_CASE("sequence::where refuses an all-zero sequence and counts that are not whole numbers") {
     Variable cond = sequence::input_variable({1}, "cond");
     Variable w = sequence::where(cond);
-    expect_error(
+    expect_user_error(
         [&] {
             evaluate({w}, {{cond, conditions({{1, 0}, {0, 0, 0}})}});
         },
         {"sequence::where", "sequence 1", "length 3", "empty"});
-    expect_error([&] { evaluate({w}, {{cond, conditions({{1}, {0}})}}); }, {"sequence::where", "sequence 1"});
-    expect_error(
+    expect_user_error([&] { evaluate({w}, {{cond, conditions({{1}, {0}})}}); }, {"sequence::where", "sequence 1"});
+    expect_user_error(
         [&] {
             evaluate({w}, {{cond, conditions({{1, 0.5}})}});
         },
         {"sequence::where", "sequence 0", "0.5", "step 1"});
-    expect_error([&] { evaluate({w}, {{cond, conditions({{-1, 1}})}}); }, {"sequence::where", "-1", "step 0"});
-    expect_error(
+    expect_user_error([&] { evaluate({w}, {{cond, conditions({{-1, 1}})}}); }, {"sequence::where", "-1", "step 0"});
+    expect_user_error(
         [&] {
             evaluate({w}, {{cond, conditions({{1, std::nan("")}})}});
         },
         {"sequence::where", "nan", "step 1"});
-    expect_error([&] { sequence::where(sequence::input_variable({2}, "wide")); }, {"sequence::where", "[2]"});
-    expect_error([&] { sequence::where(input_variable({1}, "flat")); }, {"sequence::where", "sequence"});
+    expect_user_error([&] { sequence::where(sequence::input_variable({2}, "wide")); }, {"sequence::where", "[2]"});
+    expect_user_error([&] { sequence::where(input_variable({1}, "flat")); }, {"sequence::where", "sequence"});
 }
 
 TEST_CASE("sequence::scatter places x's steps at the true steps of cond and zeros elsewhere") {
@@ -135,9 +124,10 @@ TEST_CASE("sequence::scatter refuses x with another number of steps than cond ke
     Variable x = sequence::input_variable({1}, "x", other);
     Variable y = sequence::scatter(x, cond);
     Bindings in{{cond, conditions({{1, 0, 1}, {1}})}, {x, conditions({{5}, {6}})}};
-    expect_error([&] { evaluate({y}, in); }, {"sequence::scatter", "sequence 0", "1 steps", "non-zero on 2"});
-    expect_error([&] { sequence::scatter(x, input_variable({1}, "flat")); }, {"sequence::scatter", "sequence"});
-    expect_error([&] { sequence::scatter(x, sequence::input_variable({3}, "wide")); }, {"sequence::scatter", "[3]"});
+    expect_user_error([&] { evaluate({y}, in); }, {"sequence::scatter", "sequence 0", "1 steps", "non-zero on 2"});
+    expect_user_error([&] { sequence::scatter(x, input_variable({1}, "flat")); }, {"sequence::scatter", "sequence"});
+    expect_user_error([&] { sequence::scatter(x, sequence::input_variable({3}, "wide")); },
+                      {"sequence::scatter", "[3]"});
 }
 
 TEST_CASE("to_sequence turns a padded batch value and lengths into sequences") {
@@ -193,14 +183,14 @@ TEST_CASE("to_sequence and Value::from_padded refuse lengths of 0 or above T") {
     auto with = [&](const std::vector<double>& l) {
         return Bindings{{padded, Value::batch(data)}, {lengths, Value::batch(column(l))}};
     };
-    expect_error([&] { evaluate({s}, with({2, 0})); }, {"to_sequence", "item 1", "length 0", "1..3"});
-    expect_error([&] { evaluate({s}, with({4, 1})); }, {"to_sequence", "item 0", "length 4", "3 steps"});
-    expect_error([&] { evaluate({s}, with({1.5, 1})); }, {"to_sequence", "item 0", "1.5"});
-    expect_error([&] { to_sequence(sequence::input_variable({3}), lengths); }, {"to_sequence", "batch"});
-    expect_error([&] { to_sequence(padded, input_variable({2})); }, {"to_sequence", "lengths"});
+    expect_user_error([&] { evaluate({s}, with({2, 0})); }, {"to_sequence", "item 1", "length 0", "1..3"});
+    expect_user_error([&] { evaluate({s}, with({4, 1})); }, {"to_sequence", "item 0", "length 4", "3 steps"});
+    expect_user_error([&] { evaluate({s}, with({1.5, 1})); }, {"to_sequence", "item 0", "1.5"});
+    expect_user_error([&] { to_sequence(sequence::input_variable({3}), lengths); }, {"to_sequence", "batch"});
+    expect_user_error([&] { to_sequence(padded, input_variable({2})); }, {"to_sequence", "lengths"});
 
-    expect_error([&] { Value::from_padded(data, {2, 0}); }, {"Value::from_padded", "item 1", "length 0"});
-    expect_error([&] { Value::from_padded(data, {4, 1}); }, {"Value::from_padded", "item 0", "length 4"});
-    expect_error([&] { Value::from_padded(data, {1}); }, {"Value::from_padded", "1 lengths for 2 items"});
-    expect_error([&] { Value::from_padded(xt::xarray<double>{1, 2}, {1}); }, {"Value::from_padded", "[N, T"});
+    expect_user_error([&] { Value::from_padded(data, {2, 0}); }, {"Value::from_padded", "item 1", "length 0"});
+    expect_user_error([&] { Value::from_padded(data, {4, 1}); }, {"Value::from_padded", "item 0", "length 4"});
+    expect_user_error([&] { Value::from_padded(data, {1}); }, {"Value::from_padded", "1 lengths for 2 items"});
+    expect_user_error([&] { Value::from_padded(xt::xarray<double>{1, 2}, {1}); }, {"Value::from_padded", "[N, T"});
 }

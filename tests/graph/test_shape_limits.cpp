@@ -8,64 +8,46 @@
 #include <vector>
 
 #include <loom.hpp>
+#include "test_support.hpp"
 
 using namespace loom;
-
-namespace {
-
-void expect_error(const std::function<void()>& build, const std::vector<std::string>& needles) {
-    bool thrown = false;
-    try {
-        build();
-    } catch (const UserError& e) {
-        thrown = true;
-        const std::string message = e.what();
-        for (const auto& needle : needles) {
-            INFO("message: " << message);
-            INFO("expected to contain: " << needle);
-            CHECK(message.find(needle) != std::string::npos);
-        }
-    }
-    CHECK(thrown);
-}
-
-}  // namespace
+using loom::testing::expect_user_error;
 
 TEST_CASE("zero-size dimensions are refused for parameters, inputs, constants and op results") {
-    expect_error([] { parameter({3, 0}, glorot_uniform(), "W"); }, {"parameter 'W'", "[3, 0]", "zero-size"});
-    expect_error([] { input_variable({0}, "x"); }, {"input 'x'", "[0]", "zero-size"});
-    expect_error([] { sequence::input_variable({2, 0}, "s"); }, {"input 's'", "[2, 0]"});
-    expect_error([] { placeholder({0}, "p"); }, {"placeholder 'p'", "[0]"});
+    expect_user_error([] { parameter({3, 0}, glorot_uniform(), "W"); }, {"parameter 'W'", "[3, 0]", "zero-size"});
+    expect_user_error([] { input_variable({0}, "x"); }, {"input 'x'", "[0]", "zero-size"});
+    expect_user_error([] { sequence::input_variable({2, 0}, "s"); }, {"input 's'", "[2, 0]"});
+    expect_user_error([] { placeholder({0}, "p"); }, {"placeholder 'p'", "[0]"});
     Variable x = input_variable({4});
-    expect_error([&] { slice(x, 0, 2, 2); }, {"slice", "[4]"});
-    expect_error([&] { reshape(x, {4, 0}); }, {"reshape", "[4, 0]"});
+    expect_user_error([&] { slice(x, 0, 2, 2); }, {"slice", "[4]"});
+    expect_user_error([&] { reshape(x, {4, 0}); }, {"reshape", "[4, 0]"});
     // Through the layers, as `qa_similarity --embed 0` / `--hidden 0` reached them.
     Variable ids = sequence::input_variable({1}, "ids");
-    expect_error([&] { layers::Embedding(0, 10)(ids); }, {"zero-size"});
-    expect_error([&] { layers::Dense(0)(x); }, {"zero-size"});
-    expect_error([&] { layers::Recurrence(layers::LSTM(0))(sequence::input_variable({3})); }, {"zero-size"});
+    expect_user_error([&] { layers::Embedding(0, 10)(ids); }, {"zero-size"});
+    expect_user_error([&] { layers::Dense(0)(x); }, {"zero-size"});
+    expect_user_error([&] { layers::Recurrence(layers::LSTM(0))(sequence::input_variable({3})); }, {"zero-size"});
 }
 
 TEST_CASE("element counts that overflow are refused instead of wrapping around") {
     // 2^32 x 2^32 wraps to 0 elements in 64 bits; it was accepted with no storage.
-    expect_error(
+    expect_user_error(
         [] {
             parameter({4294967296ull, 4294967296ull}, glorot_uniform(), "huge");
         },
         {"parameter 'huge'", "[4294967296, 4294967296]", "2^48"});
     Variable x = input_variable({4});
     // 2^62 * 4 wraps to 0; 2^33 * 2^31 = 2^64 wraps to 0 as well.
-    expect_error([&] { reshape(x, {std::size_t{1} << 62, 4}); }, {"reshape", "2^48"});
-    expect_error([&] { reshape(x, {std::size_t{1} << 33, std::size_t{1} << 31}); }, {"reshape"});
+    expect_user_error([&] { reshape(x, {std::size_t{1} << 62, 4}); }, {"reshape", "2^48"});
+    expect_user_error([&] { reshape(x, {std::size_t{1} << 33, std::size_t{1} << 31}); }, {"reshape"});
     // A product of in-range operands can still be too large: the op's result is checked too.
     Variable a = input_variable({std::size_t{1} << 24, 1});
     Variable b = input_variable({1, std::size_t{1} << 25});
-    expect_error([&] { plus(a, b); }, {"plus", "2^48"});
+    expect_user_error([&] { plus(a, b); }, {"plus", "2^48"});
 }
 
 TEST_CASE("token ids above 2^24 are refused, not rounded to a neighbouring row") {
     CHECK_NOTHROW(Value::index_sequences({{0, 16777216}}));
-    expect_error(
+    expect_user_error(
         [] {
             Value::index_sequences({{1, 2}, {3, 16777217}});
         },
@@ -82,11 +64,11 @@ TEST_CASE("token ids above 2^24 are refused, not rounded to a neighbouring row")
 
 TEST_CASE("a placeholder bound to itself or through other placeholders back to itself is named as such") {
     Variable p = placeholder({1}, "p");
-    expect_error([&] { p.replace_placeholders({{p, p}}); }, {"'p'", "itself"});
+    expect_user_error([&] { p.replace_placeholders({{p, p}}); }, {"'p'", "itself"});
     Variable a = placeholder({1}, "a"), b = placeholder({1}, "b"), c = placeholder({1}, "c");
     a.replace_placeholders({{a, b}});
     b.replace_placeholders({{b, c}});
-    expect_error([&] { c.replace_placeholders({{c, a}}); }, {"'c'", "'a'", "cycle of placeholders"});
+    expect_user_error([&] { c.replace_placeholders({{c, a}}); }, {"'c'", "'a'", "cycle of placeholders"});
     // Bound to an op that uses it, through a delay: a proper loop, accepted.
     Variable q = placeholder({1}, "q");
     Variable s = sequence::input_variable({1}, "s");

@@ -1,0 +1,67 @@
+#pragma once
+// Small helpers the test files share: scratch directories, whole-file reads and writes, and the
+// check that a call throws a loom::UserError whose message says what it must.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "core/errors.hpp"
+
+namespace loom::testing {
+
+// A scratch directory, unique per process and name, removed at the end of the test.
+struct TempDir {
+    std::filesystem::path path;
+    explicit TempDir(const std::string& name)
+        : path(std::filesystem::temp_directory_path() / ("loom_" + name + "_" + std::to_string(::getpid()))) {
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string file(const std::string& name) const { return (path / name).string(); }
+    // Its entries, sorted by name.
+    std::vector<std::string> names() const {
+        std::vector<std::string> out;
+        for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+};
+
+inline std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+}
+
+// `f` must throw a UserError whose message contains every one of `needles`.
+inline void expect_user_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+    try {
+        f();
+        FAIL("expected a UserError");
+    } catch (const UserError& e) {
+        const std::string message = e.what();
+        for (const auto& needle : needles) {
+            INFO("message: " << message << "; expected to contain: " << needle);
+            CHECK(message.find(needle) != std::string::npos);
+        }
+    }
+}
+
+}  // namespace loom::testing
