@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/data_text.hpp"
 #include "core/errors.hpp"
+#include "core/utf8.hpp"
 
 namespace loom {
 
@@ -101,7 +101,7 @@ std::string quoted_field(std::string_view text) {
     std::string shown;
     for (std::size_t i = 0; i < head.size();) {
         const auto byte = static_cast<unsigned char>(head[i]);
-        const std::size_t length = data_text::utf8_sequence_length(head.substr(i));
+        const std::size_t length = utf8_sequence_length(head.substr(i));
         if (length == 0 || byte < 0x20 || byte == 0x7f) {
             // Control bytes and bytes outside UTF-8 would garble a terminal: shown as \xNN.
             constexpr char hex[] = "0123456789abcdef";

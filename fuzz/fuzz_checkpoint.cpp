@@ -1,4 +1,4 @@
-// Fuzz target: the checkpoint loader (graph/checkpoint.cpp) on a small model with an Adam
+// Fuzz target: the checkpoint loader (training/checkpoint.cpp) on a small model with an Adam
 // learner. The file's checksum would stop almost every mutation at the header, so the first byte
 // chooses: odd, the rest is a payload that gets a correct header (the records are fuzzed); even,
 // the rest is the whole file (the header is fuzzed). Build the seeds with make_checkpoint_seeds.
@@ -12,8 +12,8 @@
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
-#include "graph/checkpoint.hpp"
-#include "graph/learners.hpp"
+#include "training/checkpoint.hpp"
+#include "training/learners.hpp"
 #include "graph/variable.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/data_ctf.hpp"
+#include "data/ctf.hpp"
 #include "core/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

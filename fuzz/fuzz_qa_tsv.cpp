@@ -5,8 +5,8 @@
 #include <sstream>
 #include <string>
 
-#include "core/data_qa.hpp"
-#include "core/data_vocabulary.hpp"
+#include "data/qa.hpp"
+#include "data/vocabulary.hpp"
 #include "core/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

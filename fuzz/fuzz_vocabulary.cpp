@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/data_vocabulary.hpp"
+#include "data/vocabulary.hpp"
 #include "core/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/serialization.hpp"
-#include "graph/checkpoint.hpp"
-#include "graph/learners.hpp"
+#include "training/checkpoint.hpp"
+#include "training/learners.hpp"
 #include "graph/variable.hpp"
 
 namespace {

@@ -11,7 +11,7 @@
 
 #include <loom.hpp>
 
-#include "core/data_text.hpp"
+#include "data/text.hpp"
 
 namespace qa {
 

@@ -18,7 +18,7 @@
 
 #include <loom.hpp>
 
-#include "core/data_text.hpp"
+#include "data/text.hpp"
 
 #include "model.hpp"
 #include "synthetic.hpp"

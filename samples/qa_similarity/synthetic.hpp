@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/data_qa.hpp"
+#include "data/qa.hpp"
 
 namespace qa {
 

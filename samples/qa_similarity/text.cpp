@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/data_text.hpp"
+#include "data/text.hpp"
 
 namespace qa {
 

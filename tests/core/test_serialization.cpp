@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/data_vocabulary.hpp"
+#include "data/vocabulary.hpp"
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
 #include "test_support.hpp"

@@ -1,0 +1,77 @@
+#include "data/metrics.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+namespace {
+
+struct GroupResult {
+    double average_precision = 0.0;
+    double reciprocal_rank = 0.0;
+};
+
+GroupResult rank_group(std::vector<std::size_t>& members, const std::vector<double>& scores,
+                       const std::vector<int>& labels, TieBreak ties, std::size_t positives) {
+    std::stable_sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+        if (scores[a] != scores[b]) return scores[a] > scores[b];
+        if (ties == TieBreak::pessimistic) return labels[a] < labels[b];
+        if (ties == TieBreak::optimistic) return labels[a] > labels[b];
+        return false;
+    });
+    GroupResult r;
+    std::size_t hits = 0;
+    for (std::size_t rank = 1; rank <= members.size(); ++rank) {
+        if (labels[members[rank - 1]] != 1) continue;
+        ++hits;
+        if (hits == 1) r.reciprocal_rank = 1.0 / static_cast<double>(rank);
+        r.average_precision += static_cast<double>(hits) / static_cast<double>(rank);
+    }
+    r.average_precision /= static_cast<double>(positives);
+    return r;
+}
+
+}  // namespace
+
+RankingMetrics ranking_metrics(const std::vector<std::size_t>& groups, const std::vector<double>& scores,
+                               const std::vector<int>& labels, TieBreak ties) {
+    if (groups.size() != scores.size() || groups.size() != labels.size())
+        throw UserError("ranking_metrics: groups (" + std::to_string(groups.size()) + "), scores (" +
+                        std::to_string(scores.size()) + ") and labels (" + std::to_string(labels.size()) +
+                        ") must have one entry per candidate");
+    // Members of each group in input order; groups in order of first appearance.
+    std::unordered_map<std::size_t, std::size_t> slot_of_group;
+    std::vector<std::vector<std::size_t>> members;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        if (labels[i] != 0 && labels[i] != 1)
+            throw UserError("ranking_metrics: label of candidate " + std::to_string(i) + " is " +
+                            std::to_string(labels[i]) + "; labels must be 0 or 1");
+        const auto [it, inserted] = slot_of_group.try_emplace(groups[i], members.size());
+        if (inserted) members.emplace_back();
+        members[it->second].push_back(i);
+    }
+    RankingMetrics m;
+    for (auto& group : members) {
+        const auto positives = static_cast<std::size_t>(
+            std::count_if(group.begin(), group.end(), [&](std::size_t i) { return labels[i] == 1; }));
+        if (positives == 0) {
+            ++m.skipped_no_positive;
+            continue;
+        }
+        const GroupResult r = rank_group(group, scores, labels, ties, positives);
+        m.map += r.average_precision;
+        m.mrr += r.reciprocal_rank;
+        m.average_precision.push_back(r.average_precision);
+        ++m.questions;
+    }
+    if (m.questions > 0) {
+        m.map /= static_cast<double>(m.questions);
+        m.mrr /= static_cast<double>(m.questions);
+    }
+    return m;
+}
+
+}  // namespace loom

@@ -1,0 +1,132 @@
+#include "data/qa.hpp"
+
+#include <string_view>
+#include <unordered_map>
+
+#include "data/text.hpp"
+#include "core/errors.hpp"
+#include "core/serialization.hpp"
+
+namespace loom {
+
+namespace {
+
+using data_text::fail;
+
+std::vector<std::string_view> split_tabs(std::string_view line) {
+    std::vector<std::string_view> columns;
+    std::size_t begin = 0;
+    for (;;) {
+        const std::size_t tab = line.find('\t', begin);
+        if (tab == std::string_view::npos) {
+            columns.push_back(line.substr(begin));
+            return columns;
+        }
+        columns.push_back(line.substr(begin, tab - begin));
+        begin = tab + 1;
+    }
+}
+
+std::string_view trim(std::string_view s) {
+    const std::size_t begin = s.find_first_not_of(" \t");
+    if (begin == std::string_view::npos) return {};
+    const std::size_t end = s.find_last_not_of(" \t");
+    return s.substr(begin, end - begin + 1);
+}
+
+std::vector<std::string> tokens_of(std::string_view column, bool lowercase) {
+    std::vector<std::string> tokens = data_text::split_whitespace(column);
+    if (lowercase)
+        for (auto& t : tokens) t = data_text::ascii_lower(t);
+    return tokens;
+}
+
+}  // namespace
+
+QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOptions& options) {
+    QaData data;
+    data.source = source;
+    // Keyed by the question's tokens as the model sees them, so spacing (a trailing space, a double
+    // space) cannot split one question into two groups.
+    std::unordered_map<std::string, std::size_t> group_of_question;
+    data_text::LineReader lines(in, source, data_text::TextCheck::utf8);
+    std::string line;
+    while (lines.next(line)) {
+        if (data_text::is_blank(line)) continue;
+        const std::vector<std::string_view> columns = split_tabs(line);
+        if (columns.size() != 3)
+            lines.fail("expected 3 tab-separated columns (question, sentence, label), found " +
+                       std::to_string(columns.size()) +
+                       (columns.size() == 1 && line.find(' ') != std::string::npos
+                            ? " (are the columns separated by spaces instead of tabs?)"
+                            : ""));
+        const std::string_view label = trim(columns[2]);
+        if (label != "0" && label != "1") lines.fail("label must be 0 or 1, found " + quoted_field(label));
+        QaPair pair;
+        pair.question = tokens_of(columns[0], options.lowercase);
+        pair.answer = tokens_of(columns[1], options.lowercase);
+        if (pair.question.empty()) lines.fail("empty question (first column has no tokens)");
+        // An empty sentence would become a zero-length sequence that no model can score.
+        if (pair.answer.empty()) lines.fail("empty answer sentence (second column has no tokens)");
+        pair.label = label == "1" ? 1 : 0;
+        pair.line = lines.line_number();
+        std::string key;
+        for (const auto& token : pair.question) (key += token) += ' ';
+        const auto [it, inserted] = group_of_question.try_emplace(std::move(key), data.num_groups);
+        if (inserted) ++data.num_groups;
+        pair.group = it->second;
+        data.pairs.push_back(std::move(pair));
+    }
+    // No caller wants zero pairs: training on them does nothing and metrics over them are undefined.
+    if (data.pairs.empty())
+        throw DataError("'" + source + "' holds no question/answer pairs (" +
+                        (lines.line_number() == 0 ? "the file is empty" : "only blank lines") + ")");
+    return data;
+}
+
+QaData read_qa_tsv(const std::string& path, const QaReadOptions& options) {
+    std::ifstream in = data_text::open_for_reading(path);
+    return parse_qa_tsv(in, path, options);
+}
+
+std::size_t QaData::num_positives() const {
+    std::size_t n = 0;
+    for (const auto& p : pairs) n += static_cast<std::size_t>(p.label);
+    return n;
+}
+
+std::vector<std::size_t> QaData::groups() const {
+    std::vector<std::size_t> out;
+    out.reserve(pairs.size());
+    for (const auto& p : pairs) out.push_back(p.group);
+    return out;
+}
+
+std::vector<int> QaData::labels() const {
+    std::vector<int> out;
+    out.reserve(pairs.size());
+    for (const auto& p : pairs) out.push_back(p.label);
+    return out;
+}
+
+std::vector<ItemLengths> QaData::lengths() const {
+    std::vector<ItemLengths> out;
+    out.reserve(pairs.size());
+    for (const auto& p : pairs) out.push_back({p.question.size(), p.answer.size()});
+    return out;
+}
+
+std::vector<std::vector<std::string>> QaData::token_lists() const {
+    std::vector<std::vector<std::string>> lists;
+    std::vector<char> question_taken(num_groups, 0);
+    for (const auto& p : pairs) {
+        if (!question_taken[p.group]) {
+            question_taken[p.group] = 1;
+            lists.push_back(p.question);
+        }
+        lists.push_back(p.answer);
+    }
+    return lists;
+}
+
+}  // namespace loom

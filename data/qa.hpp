@@ -1,0 +1,53 @@
+#pragma once
+// Reader for question / answer-sentence / label files in the SelQA answer-sentence-selection
+// layout: no header, one pair per line, three tab-separated columns
+//
+//   question tokens<TAB>sentence tokens<TAB>label (0 or 1)
+//
+// tokens separated by spaces. Rows of one question are contiguous; pairs are grouped by the
+// question's tokens (after lowercasing, when on), so a question whose block appears twice in a
+// file (SelQA's dev split has one) is one group, and so is one written once with a trailing space.
+// The file must be UTF-8 (a leading byte-order mark is dropped); blank lines are skipped. Malformed
+// rows, NUL bytes and invalid UTF-8 throw DataError "file:line: reason"; so does a file without a
+// single pair.
+#include <cstddef>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "data/batching.hpp"
+
+namespace loom {
+
+struct QaPair {
+    std::vector<std::string> question;
+    std::vector<std::string> answer;
+    int label = 0;          // 1: the sentence answers the question
+    std::size_t group = 0;  // question group id, 0..num_groups-1 in order of first appearance
+    std::size_t line = 0;   // 1-based line in the file
+};
+
+struct QaReadOptions {
+    bool lowercase = true;  // ASCII lowercasing of both columns
+};
+
+struct QaData {
+    std::string source;
+    std::vector<QaPair> pairs;
+    std::size_t num_groups = 0;
+
+    std::size_t num_positives() const;
+    // Parallel vectors, in the form the ranking metrics and the Batcher take.
+    std::vector<std::size_t> groups() const;
+    std::vector<int> labels() const;
+    std::vector<ItemLengths> lengths() const;
+    // Token lists for building a vocabulary: each group's question once (so a question is not
+    // counted once per candidate) and every answer sentence.
+    std::vector<std::vector<std::string>> token_lists() const;
+};
+
+QaData read_qa_tsv(const std::string& path, const QaReadOptions& options = {});
+// Same, from any stream; `source` names it in error messages.
+QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOptions& options = {});
+
+}  // namespace loom

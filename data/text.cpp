@@ -1,0 +1,154 @@
+#include "data/text.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "core/errors.hpp"
+#include "core/serialization.hpp"
+
+namespace loom::data_text {
+
+namespace {
+
+constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
+
+// For a token from_chars matched but found out of range: whether it is too large (else it is too
+// close to zero). The decimal exponent of its first significant digit decides.
+bool beyond_largest(std::string_view token) {
+    if (!token.empty() && (token.front() == '-' || token.front() == '+')) token.remove_prefix(1);
+    const std::size_t e = token.find_first_of("eE");
+    const std::string_view mantissa = token.substr(0, e);
+    long long exponent = 0;
+    if (e != std::string_view::npos) {
+        std::string_view digits = token.substr(e + 1);
+        const bool negative = !digits.empty() && digits.front() == '-';
+        if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), exponent);
+        if (ec == std::errc::result_out_of_range) exponent = std::numeric_limits<long long>::max() / 2;
+        if (negative) exponent = -exponent;
+    }
+    const std::size_t point = mantissa.find('.');
+    const auto integer_digits = static_cast<long long>(point == std::string_view::npos ? mantissa.size() : point);
+    const std::size_t first = mantissa.find_first_not_of("0.");
+    if (first == std::string_view::npos) return false;
+    const auto at = static_cast<long long>(first);
+    return integer_digits - at - (at < integer_digits ? 1 : 0) + exponent > 0;
+}
+
+}  // namespace
+
+void fail(const std::string& path, std::size_t line, const std::string& reason) {
+    throw DataError(path + ":" + std::to_string(line) + ": " + reason);
+}
+
+std::ifstream open_for_reading(const std::string& path) {
+    // A directory opens as a stream on Linux and reads as empty, which would give a misleading
+    // "empty" or "not a ... file" further on.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw DataError("'" + path + "' is a directory; give the path of a data file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw DataError("cannot open data file '" + path + "': " + std::strerror(errno));
+    return in;
+}
+
+bool read_line(std::istream& in, std::string& line) {
+    if (!std::getline(in, line)) return false;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+}
+
+LineReader::LineReader(std::istream& in, std::string source, TextCheck check)
+    : in_(in), source_(std::move(source)), check_(check) {}
+
+bool LineReader::next(std::string& line) {
+    if (!read_line(in_, line)) {
+        if (in_.bad()) throw DataError("error while reading '" + source_ + "' after line " + std::to_string(line_no_));
+        return false;
+    }
+    ++line_no_;
+    if (line_no_ == 1 && line.starts_with(utf8_bom)) line.erase(0, utf8_bom.size());
+    if (check_ == TextCheck::none) return true;
+    if (const std::size_t nul = line.find('\0'); nul != std::string::npos)
+        fail("NUL byte at column " + std::to_string(nul + 1) +
+             ": this is not a text file (a UTF-16 file must first be converted to UTF-8)");
+    if (check_ == TextCheck::utf8)
+        if (const std::size_t bad = invalid_utf8_at(line); bad != std::string::npos) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(line[bad]));
+            fail(std::string("byte ") + hex + " at column " + std::to_string(bad + 1) +
+                 " is not valid UTF-8; loom reads UTF-8 text (convert e.g. with iconv -f latin1 -t utf-8)");
+        }
+    return true;
+}
+
+void LineReader::fail(const std::string& reason) const { data_text::fail(source_, line_no_, reason); }
+
+NumberStatus parse_float(std::string_view token, float& out) {
+    // from_chars rejects a leading '+', which numeric text files do contain.
+    if (token.size() > 1 && token.front() == '+' && token[1] != '-') token.remove_prefix(1);
+    if (token.empty()) return NumberStatus::not_a_number;
+    const char* end = token.data() + token.size();
+    const auto [ptr, ec] = std::from_chars(token.data(), end, out);
+    if (ptr != end || ec == std::errc::invalid_argument) return NumberStatus::not_a_number;
+    if (ec == std::errc::result_out_of_range) {
+        if (beyond_largest(token)) return NumberStatus::too_large;
+        out = token.front() == '-' ? -0.0f : 0.0f;
+        return NumberStatus::ok;
+    }
+    return std::isfinite(out) ? NumberStatus::ok : NumberStatus::not_finite;
+}
+
+NumberStatus parse_index(std::string_view token, std::size_t& out) {
+    if (token.empty()) return NumberStatus::not_a_number;
+    const char* end = token.data() + token.size();
+    const auto [ptr, ec] = std::from_chars(token.data(), end, out);
+    if (ptr != end || ec == std::errc::invalid_argument) return NumberStatus::not_a_number;
+    return ec == std::errc::result_out_of_range ? NumberStatus::too_large : NumberStatus::ok;
+}
+
+std::string float_problem(NumberStatus status) {
+    switch (status) {
+        case NumberStatus::ok:
+            return "is a number";
+        case NumberStatus::not_a_number:
+            return "is not a number";
+        case NumberStatus::too_large:
+            return "is too large for a 32-bit float (largest magnitude about 3.4e38)";
+        case NumberStatus::not_finite:
+            return "is not finite (inf and nan are not accepted as data)";
+    }
+    return "is not a number";
+}
+
+bool is_blank(std::string_view s) { return s.find_first_not_of(" \t") == std::string_view::npos; }
+
+std::vector<std::string> split_whitespace(std::string_view s) {
+    std::vector<std::string> pieces;
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+        const std::size_t begin = s.find_first_not_of(" \t", pos);
+        if (begin == std::string_view::npos) break;
+        std::size_t end = s.find_first_of(" \t", begin);
+        if (end == std::string_view::npos) end = s.size();
+        pieces.emplace_back(s.substr(begin, end - begin));
+        pos = end;
+    }
+    return pieces;
+}
+
+std::string ascii_lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) { write_file_atomically(path, {text}); }
+
+}  // namespace loom::data_text

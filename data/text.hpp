@@ -1,0 +1,76 @@
+#pragma once
+// Small helpers shared by the text data readers (CTF, QA TSV, vocabulary files): reading lines
+// with their numbers, strict number parsing, and errors of the form "file:line: reason" so a user
+// can jump straight to the offending line.
+#include <cstddef>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/utf8.hpp"
+
+namespace loom::data_text {
+
+// Throws DataError("path:line: reason").
+[[noreturn]] void fail(const std::string& path, std::size_t line, const std::string& reason);
+
+// Opens a file for reading or throws DataError naming it (and saying so when it is a directory).
+std::ifstream open_for_reading(const std::string& path);
+
+// std::getline that also drops a trailing '\r', so files written on Windows read the same.
+bool read_line(std::istream& in, std::string& line);
+
+// What LineReader rejects, beyond what a reader checks itself.
+enum class TextCheck {
+    none,
+    nul_bytes,  // a binary file, or UTF-16 text
+    utf8,       // NUL bytes and invalid UTF-8 (a Latin-1 file, say)
+};
+
+// A text file line by line, as every reader wants it: numbered lines without the trailing '\r',
+// the UTF-8 byte-order mark some editors put at the start of a file dropped (it is not part of
+// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects.
+class LineReader {
+public:
+    LineReader(std::istream& in, std::string source, TextCheck check);
+    // False at the end of the input; throws DataError when reading fails.
+    bool next(std::string& line);
+    std::size_t line_number() const { return line_no_; }
+    const std::string& source() const { return source_; }
+    // Throws DataError("source:line: reason") for the line last read.
+    [[noreturn]] void fail(const std::string& reason) const;
+
+private:
+    std::istream& in_;
+    std::string source_;
+    TextCheck check_;
+    std::size_t line_no_ = 0;
+};
+
+// The UTF-8 checks live in core/utf8.hpp (checkpoints quote names with them too).
+using loom::invalid_utf8_at;
+using loom::utf8_sequence_length;
+
+enum class NumberStatus { ok, not_a_number, too_large, not_finite };
+// The whole token must be a decimal number (a leading '+' is allowed). A magnitude too small for
+// a float rounds to zero, as it would in any float arithmetic; one too large is too_large;
+// "inf" and "nan" are not_finite.
+NumberStatus parse_float(std::string_view token, float& out);
+// The whole token must be a non-negative decimal integer; too_large past SIZE_MAX.
+NumberStatus parse_index(std::string_view token, std::size_t& out);
+// What is wrong with a float token, for messages: "is not a number", "is too large for ...".
+std::string float_problem(NumberStatus status);
+
+bool is_blank(std::string_view s);
+// Splits on spaces and tabs, dropping empty pieces.
+std::vector<std::string> split_whitespace(std::string_view s);
+// ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.
+std::string ascii_lower(std::string_view s);
+
+// Writes text to `path` through a temporary file renamed into place, so an interrupted save never
+// leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
+// which also removes temporaries that killed writers left). Throws UserError on failure.
+void write_text_atomically(const std::string& path, const std::string& text);
+
+}  // namespace loom::data_text

@@ -1,0 +1,131 @@
+// Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/metrics.hpp"
+#include "data/qa.hpp"
+#include "core/errors.hpp"
+
+using namespace loom;
+
+namespace {
+
+struct TempFile {
+    std::filesystem::path path;
+    TempFile(const std::string& name, const std::string& text)
+        : path(std::filesystem::temp_directory_path() / ("loom_test_data_qa_" + name)) {
+        std::ofstream(path, std::ios::binary) << text;
+    }
+    ~TempFile() { std::filesystem::remove(path); }
+};
+
+void expect_error(const std::string& text, std::size_t line, const std::string& reason) {
+    TempFile file("bad.tsv", text);
+    const std::string where = file.path.string() + ":" + std::to_string(line) + ":";
+    try {
+        read_qa_tsv(file.path.string());
+        FAIL("no DataError for: " << text);
+    } catch (const DataError& e) {
+        const std::string msg = e.what();
+        CHECK_MESSAGE(msg.find(where) != std::string::npos, msg);
+        CHECK_MESSAGE(msg.find(reason) != std::string::npos, msg);
+    }
+}
+
+using Tokens = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("qa tsv: pairs and labels and groups and lowercasing") {
+    TempFile file("small.tsv",
+                  "Who wrote Hamlet ?\tHamlet was written by Shakespeare .\t1\n"
+                  "Who wrote Hamlet ?\tIt is set in Denmark .\t0\n"
+                  "Where is Paris ?\tParis  is in France .\t1\r\n"
+                  "\n"
+                  "Who wrote Hamlet ?\tThe play is long .\t0\n");
+    const QaData data = read_qa_tsv(file.path.string());
+    REQUIRE(data.pairs.size() == 4);
+    CHECK(data.num_groups == 2);
+    CHECK(data.num_positives() == 2);
+    CHECK(data.pairs[0].question == Tokens{"who", "wrote", "hamlet", "?"});
+    CHECK(data.pairs[0].answer == Tokens{"hamlet", "was", "written", "by", "shakespeare", "."});
+    CHECK(data.pairs[2].answer == Tokens{"paris", "is", "in", "france", "."});  // double space, CRLF
+    CHECK(data.groups() == std::vector<std::size_t>{0, 0, 1, 0});               // a repeated question keeps its group
+    CHECK(data.labels() == std::vector<int>{1, 0, 1, 0});
+    CHECK(data.pairs[3].line == 5);
+    const std::vector<ItemLengths> lengths = data.lengths();
+    CHECK(lengths[1].question == 4);
+    CHECK(lengths[1].answer == 6);
+    // Each question once, then every answer: 2 questions + 4 answers.
+    CHECK(data.token_lists().size() == 6);
+
+    std::istringstream in("Who Wrote ?\tIt WAS me\t1\n");
+    const QaData cased = parse_qa_tsv(in, "mem", QaReadOptions{.lowercase = false});
+    CHECK(cased.pairs[0].question == Tokens{"Who", "Wrote", "?"});
+    CHECK(cased.pairs[0].answer == Tokens{"It", "WAS", "me"});
+}
+
+TEST_CASE("qa tsv: malformed rows name file / line and reason") {
+    expect_error("q ?\ta .\t1\nq ?\ta .\n", 2, "expected 3 tab-separated columns");
+    expect_error("q ?\ta .\t1\t0\n", 1, "found 4");
+    expect_error("q ?\ta .\t1\nq ?\tb .\t2\n", 2, "label must be 0 or 1, found '2'");
+    expect_error("q ?\ta .\tyes\n", 1, "label must be 0 or 1");
+    expect_error("q ?\ta .\t\n", 1, "label must be 0 or 1");
+    expect_error("q ?\ta .\t1\n \ta .\t0\n", 2, "empty question");
+    expect_error("q ?\t  \t0\n", 1, "empty answer");
+    CHECK_THROWS_WITH_AS(read_qa_tsv("/nonexistent/qa.tsv"), doctest::Contains("/nonexistent/qa.tsv"), DataError);
+}
+
+TEST_CASE("qa tsv: a byte-order mark is dropped and spacing does not split a question group") {
+    // The mark would otherwise be glued to the first token, so row 1's question would differ from
+    // row 2's; the trailing and doubled spaces must not make new groups either.
+    std::istringstream in(
+        "\xEF\xBB\xBFWho wrote it ?\ta .\t1\n"
+        "Who wrote it ?\tb .\t0\n"
+        "Who wrote it ? \tc .\t0\n"
+        "Who  wrote it ?\td .\t0\n"
+        "Where ?\te .\t1\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    REQUIRE(data.pairs.size() == 5);
+    CHECK(data.pairs[0].question == Tokens{"who", "wrote", "it", "?"});
+    CHECK(data.num_groups == 2);
+    CHECK(data.groups() == std::vector<std::size_t>{0, 0, 0, 0, 1});
+    // Without lowercasing, case still tells two questions apart.
+    std::istringstream cased_in("Who ?\ta .\t1\nwho ?\tb .\t0\n");
+    CHECK(parse_qa_tsv(cased_in, "mem.tsv", QaReadOptions{.lowercase = false}).num_groups == 2);
+}
+
+TEST_CASE("qa tsv: NUL bytes and invalid UTF-8 are errors at their line and column") {
+    expect_error(std::string("q ?\ta .\t1\nq ?\ta") + '\0' + "b .\t0\n", 2, "NUL byte at column 6");
+    expect_error("q ?\ta .\t1\nq ?\tcaf\xE9 .\t0\n", 2, "byte 0xe9 at column 8 is not valid UTF-8");
+    // UTF-16 text (here with its byte-order mark): NUL bytes from the first character on.
+    expect_error(std::string("\xFF\xFEq") + '\0', 1, "NUL byte at column 4");
+    // Valid multi-byte UTF-8 passes and is kept as is.
+    std::istringstream in("caf\xC3\xA9 ?\t\xE2\x82\xAC 5 .\t1\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    CHECK(data.pairs[0].question == Tokens{"caf\xC3\xA9", "?"});
+    CHECK(data.pairs[0].answer == Tokens{"\xE2\x82\xAC", "5", "."});
+}
+
+TEST_CASE("qa tsv: a file without pairs is an error / blank lines of spaces are skipped") {
+    TempFile empty("empty.tsv", "");
+    CHECK_THROWS_WITH_AS(read_qa_tsv(empty.path.string()), doctest::Contains("holds no question/answer pairs"),
+                         DataError);
+    CHECK_THROWS_WITH_AS(read_qa_tsv(empty.path.string()), doctest::Contains("the file is empty"), DataError);
+    TempFile blank("blank.tsv", "\n  \n\t\n");
+    CHECK_THROWS_WITH_AS(read_qa_tsv(blank.path.string()), doctest::Contains("only blank lines"), DataError);
+
+    std::istringstream in("q ?\ta .\t1\n   \nq ?\tb .\t0\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    CHECK(data.pairs.size() == 2);
+    CHECK(data.pairs[1].line == 3);
+}
+
+TEST_CASE("qa tsv: columns separated by spaces get a hint / a directory is named as one") {
+    expect_error("q ?\ta .\t1\nq ? a . 1\n", 2, "separated by spaces instead of tabs");
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    CHECK_THROWS_WITH_AS(read_qa_tsv(dir), doctest::Contains("is a directory"), DataError);
+}

@@ -1,0 +1,115 @@
+#include "training/model_file.hpp"
+
+#include <set>
+
+#include "core/errors.hpp"
+#include "core/serialization.hpp"
+
+namespace loom {
+
+namespace {
+
+// Distinguishes a model file from a checkpoint or any other checked file; the number is this
+// layout's version.
+const std::string magic = "loom-model-file 1";
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+std::string shape_str(const std::vector<std::size_t>& dims) { return Shape(dims).str(); }
+
+}  // namespace
+
+void save_model_file(const std::string& path, const std::string& kind, const std::vector<Parameter>& parameters,
+                     const std::map<std::string, std::string>& records) {
+    std::set<std::string> names;
+    for (const auto& p : parameters) {
+        if (p.name().empty())
+            throw UserError("save_model_file " + path + ": a parameter of shape " + p.shape().str() +
+                            " has no name; parameters are stored by name");
+        if (!names.insert(p.name()).second)
+            throw UserError("save_model_file " + path + ": two parameters are named '" + p.name() + "'");
+    }
+    ByteWriter w;
+    w.str(magic);
+    w.str(kind);
+    w.u64(records.size());
+    for (const auto& [key, value] : records) {
+        w.str(key);
+        w.str(value);
+    }
+    w.u64(parameters.size());
+    for (const auto& p : parameters) {
+        w.str(p.name());
+        const auto& dims = p.shape().dims();
+        w.u64(dims.size());
+        for (std::size_t d : dims) w.u64(d);
+        const xt::xarray<float> v = p.value();
+        w.floats({v.data(), v.size()});
+    }
+    write_checked_file(path, w.bytes());
+}
+
+ModelFile read_model_file(const std::string& path, const std::string& expected_kind) {
+    const std::string bytes = read_checked_file(path);
+    ByteReader r(bytes, path);
+    if (r.str() != magic) throw DataError(path + ": not a loom model file (a checkpoint or another loom file?)");
+    ModelFile f;
+    f.path = path;
+    f.kind = r.str();
+    if (!expected_kind.empty() && f.kind != expected_kind)
+        throw UserError(path + ": holds a model of kind '" + f.kind + "', not a '" + expected_kind + "' model");
+    for (std::uint64_t n = r.u64(), i = 0; i < n; ++i) {
+        std::string key = r.str();
+        f.records[key] = r.str();
+    }
+    for (std::uint64_t n = r.u64(), i = 0; i < n; ++i) {
+        const std::string name = r.str();
+        const std::uint64_t rank = r.u64();
+        if (rank > max_rank) throw DataError(path + ": parameter '" + name + "' has rank " + std::to_string(rank));
+        std::vector<std::size_t> dims;
+        for (std::uint64_t k = 0; k < rank; ++k) dims.push_back(r.u64());
+        const std::vector<float> values = r.floats();
+        if (values.size() != Shape(dims).size())
+            throw DataError(path + ": parameter '" + name + "' of shape " + shape_str(dims) + " holds " +
+                            std::to_string(values.size()) + " values");
+        xt::xarray<float> v = xt::zeros<float>(dims);
+        std::copy(values.begin(), values.end(), v.begin());
+        if (!f.parameters.emplace(name, std::move(v)).second)
+            throw DataError(path + ": parameter '" + name + "' appears twice");
+    }
+    if (!r.done()) throw DataError(path + ": unexpected bytes after the last parameter");
+    return f;
+}
+
+void assign_parameters(const ModelFile& file, const std::vector<Parameter>& parameters) {
+    std::vector<std::string> missing, mis_shaped, extra;
+    std::set<std::string> wanted;
+    for (const auto& p : parameters) {
+        wanted.insert(p.name());
+        const auto it = file.parameters.find(p.name());
+        if (it == file.parameters.end()) {
+            missing.push_back("'" + p.name() + "' " + p.shape().str());
+            continue;
+        }
+        const std::vector<std::size_t> dims(it->second.shape().begin(), it->second.shape().end());
+        if (dims != p.shape().dims())
+            mis_shaped.push_back("'" + p.name() + "' is " + shape_str(dims) + " in the file, " + p.shape().str() +
+                                 " in the model");
+    }
+    for (const auto& [name, v] : file.parameters)
+        if (!wanted.count(name)) extra.push_back("'" + name + "'");
+    if (!missing.empty() || !mis_shaped.empty() || !extra.empty()) {
+        std::string msg = file.path + ": the parameters do not match the model";
+        if (!missing.empty()) msg += "; missing from the file: " + join(missing);
+        if (!extra.empty()) msg += "; in the file but not in the model: " + join(extra);
+        if (!mis_shaped.empty()) msg += "; of another shape: " + join(mis_shaped);
+        throw UserError(msg);
+    }
+    for (const auto& p : parameters) p.set_value(file.parameters.at(p.name()));
+}
+
+}  // namespace loom

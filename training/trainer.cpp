@@ -1,0 +1,175 @@
+#include "training/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "core/errors.hpp"
+#include "core/parallel.hpp"
+#include "core/serialization.hpp"
+#include "graph/mode.hpp"
+#include "graph/op.hpp"
+
+namespace loom {
+
+namespace {
+// The trainer keeps its own records among the extras, under names users will not pick.
+constexpr const char* samples_seen_key = "loom.trainer.samples_seen";
+constexpr const char* generators_key = "loom.trainer.generators";
+
+// The generators of the random ops the outputs depend on (through bound placeholders and loops),
+// in node creation order: the same order in every build of the same model.
+std::vector<Rng*> generators_of(const std::vector<Variable>& outputs) {
+    std::vector<Node*> stack;
+    for (const auto& v : outputs) stack.push_back(v.node().get());
+    std::unordered_set<Node*> seen;
+    std::vector<Node*> random;
+    while (!stack.empty()) {
+        Node* n = resolve(stack.back());
+        stack.pop_back();
+        if (!n || !seen.insert(n).second) continue;
+        if (n->op && n->op->generator()) random.push_back(n);
+        for (const auto& in : n->inputs) stack.push_back(in.get());
+    }
+    std::sort(random.begin(), random.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
+    std::vector<Rng*> found;
+    for (Node* n : random)
+        if (std::find(found.begin(), found.end(), n->op->generator()) == found.end())
+            found.push_back(n->op->generator());
+    return found;
+}
+
+std::string number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return std::to_string(v);
+}
+}  // namespace
+
+Trainer::Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learner, TrainerOptions options)
+    : loss_(std::move(loss)), metric_(std::move(metric)), learner_(std::move(learner)), options_(options) {
+    if (!loss_) throw UserError("Trainer: the loss is an empty Variable");
+    if (!learner_) throw UserError("Trainer: no learner given");
+    std::vector<Variable> outputs{loss_};
+    if (metric_ && !(metric_ == loss_)) outputs.push_back(metric_);
+    generators_ = generators_of(outputs);
+    session_ = std::make_unique<Session>(std::move(outputs), learner_->parameters());
+}
+
+MinibatchResult Trainer::collect() const {
+    MinibatchResult r;
+    r.loss_sum = session_->sum(loss_);
+    r.loss_count = session_->count(loss_);
+    if (metric_) {
+        r.metric_sum = session_->sum(metric_);
+        r.metric_count = session_->count(metric_);
+    }
+    return r;
+}
+
+MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
+    const TrainingScope training;
+    session_->forward(inputs);
+    MinibatchResult r = collect();
+    if (r.loss_count == 0) throw UserError("Trainer::train_minibatch: the minibatch has no items (empty loss)");
+    const bool guard = options_.on_non_finite != NonFiniteAction::ignore;
+    if (guard && !std::isfinite(r.loss_sum)) return skip(r, "loss", r.loss_sum);  // no backward needed
+    const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
+    bool applied = true;
+    if (inter_op_threads() > 1 && learner_->can_update_early()) {
+        learner_->begin_update(scale);
+        struct CancelOnThrow {  // an exception from backward must not leave the update open
+            Learner& learner;
+            bool armed = true;
+            ~CancelOnThrow() {
+                if (armed) learner.cancel_update();
+            }
+        } cancel{*learner_};
+        if (guard) {
+            // The norm needs every gradient, so no parameter may change before the last is final:
+            // each gradient is read (its norm taken) on the worker that finished it, while backward
+            // goes on; the updates run after the check, all at once.
+            session_->backward([&](std::size_t i) { learner_->defer_parameter(*session_, i); });
+            applied = learner_->end_update(*session_, true);
+            session_->release_gradients();
+        } else {
+            // Each parameter is updated as soon as its gradient is final, on the worker that
+            // finished it, while backward goes on: the memory-bound update overlaps the GEMMs.
+            session_->backward([&](std::size_t i) {
+                learner_->update_parameter(*session_, i);
+                session_->release_gradient(i);
+            });
+            learner_->end_update(*session_);
+        }
+        cancel.armed = false;
+    } else {
+        session_->backward();
+        applied = learner_->update(*session_, scale, guard);
+        session_->release_gradients();
+    }
+    if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
+    samples_seen_ += r.loss_count;
+    return r;
+}
+
+MinibatchResult Trainer::skip(MinibatchResult r, const std::string& what, double value) {
+    ++skipped_;
+    r.skipped_updates = 1;
+    if (options_.on_non_finite == NonFiniteAction::stop)
+        throw UserError("Trainer::train_minibatch: the " + what + " is " + number(value) + " (" +
+                        std::to_string(r.loss_count) + " items, after " + std::to_string(learner_->step_count()) +
+                        " updates); the update was not applied. Look for a NaN or an infinity in this "
+                        "minibatch's inputs, or lower the learning rate");
+    return r;
+}
+
+MinibatchResult Trainer::test_minibatch(const Bindings& inputs) {
+    const TrainingScope inference(false);
+    session_->forward(inputs);
+    return collect();
+}
+
+void Trainer::save_checkpoint(const std::string& path, const TrainingPosition& position,
+                              const CheckpointExtras& extras) const {
+    CheckpointExtras all = extras;
+    ByteWriter counter;
+    counter.u64(samples_seen_);
+    all[samples_seen_key] = counter.bytes();
+    ByteWriter states;
+    states.u64(generators_.size());
+    for (const Rng* g : generators_) states.str(rng_state(*g));
+    all[generators_key] = states.bytes();
+    loom::save_checkpoint(path, learner_->parameters(), learner_.get(), position, all);
+}
+
+Checkpoint Trainer::load_checkpoint(const std::string& path) {
+    const std::string where = "checkpoint '" + path + "'";
+    // The trainer's records are checked with the rest of the file, before anything changes.
+    std::vector<Rng> restored;
+    std::uint64_t samples_seen = samples_seen_;
+    auto check = [&](const CheckpointExtras& extras) {
+        if (auto it = extras.find(samples_seen_key); it != extras.end()) {
+            ByteReader in(it->second, where);
+            samples_seen = in.u64();
+        }
+        const auto it = extras.find(generators_key);
+        if (it == extras.end()) return;
+        ByteReader in(it->second, where);
+        const std::uint64_t count = in.u64();
+        if (count != generators_.size())
+            throw UserError(where + " holds the state of " + std::to_string(count) +
+                            " random generators (dropout), this trainer's graph draws from " +
+                            std::to_string(generators_.size()) + "; build the same model as when it was saved");
+        for (std::uint64_t k = 0; k < count; ++k)
+            restored.push_back(rng_from_state(in.str(), where + " (random generator " + std::to_string(k) + ")"));
+        if (!in.done()) throw DataError(where + " has unexpected bytes after its random generators");
+    };
+    Checkpoint c = loom::load_checkpoint(path, learner_->parameters(), learner_.get(), check);
+    for (std::size_t k = 0; k < restored.size(); ++k) *generators_[k] = restored[k];
+    samples_seen_ = samples_seen;
+    c.extras.erase(generators_key);
+    c.extras.erase(samples_seen_key);
+    return c;
+}
+
+}  // namespace loom

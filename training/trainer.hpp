@@ -1,0 +1,86 @@
+#pragma once
+// Trainer: one loss, an optional evaluation metric and a learner, over a Session built once and
+// reused for every minibatch (forward, backward, update).
+#include <memory>
+#include <string>
+
+#include "training/checkpoint.hpp"
+#include "training/learners.hpp"
+#include "graph/session.hpp"
+
+namespace loom {
+
+// What one minibatch gave: sums over every item (and sequence step) and how many there were.
+struct MinibatchResult {
+    double loss_sum = 0.0;
+    std::size_t loss_count = 0;
+    double metric_sum = 0.0;
+    std::size_t metric_count = 0;
+    // 1 when the update was skipped because the loss or the gradient norm was not finite (the sums
+    // above are then those of the forward, NaN or infinite for a non-finite loss).
+    std::size_t skipped_updates = 0;
+    double average_loss() const { return loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0; }
+    double average_metric() const { return metric_count ? metric_sum / static_cast<double>(metric_count) : 0.0; }
+};
+
+// What train_minibatch does when the loss or the global gradient norm is not finite: the update
+// is never applied (parameters, learner state and step count stay as they were, also with
+// inter-op threads); `skip` counts it and goes on, `stop` throws a UserError saying what it was;
+// `ignore` applies the update anyway (NaN then spreads), as loom did before it had the check.
+enum class NonFiniteAction { skip, stop, ignore };
+
+struct TrainerOptions {
+    // true: the learner sees the gradient of the MEAN loss over the minibatch's items (the gradient
+    // of the sum divided by loss_count), so the learning rate does not depend on the minibatch size.
+    // false: the gradient of the sum, as CNTK's per-sample learning rates.
+    bool average_gradients = true;
+    NonFiniteAction on_non_finite = NonFiniteAction::skip;
+};
+
+class Trainer {
+public:
+    // `metric` may be a default-constructed Variable (no metric). The learner's parameters are the
+    // ones trained; the loss may have any dynamic axes (its sum over every item is minimized).
+    Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learner, TrainerOptions options = {});
+
+    // Forward, backward and one learner step, in training mode (dropout active, graph/mode.hpp).
+    // The loss is checked after forward, before backward; the gradient norm once every gradient is
+    // final: with the check on, parameters updated "early" (inter-op threads) have their gradient
+    // read as it becomes final but applied only after the check.
+    MinibatchResult train_minibatch(const Bindings& inputs);
+    // Forward only, in inference mode: parameters are not changed.
+    MinibatchResult test_minibatch(const Bindings& inputs);
+
+    const Variable& loss() const { return loss_; }
+    const Variable& metric() const { return metric_; }
+    Learner& learner() { return *learner_; }
+    const Learner& learner() const { return *learner_; }
+    Session& session() { return *session_; }
+    // Samples of the minibatches whose update was applied.
+    std::uint64_t total_samples_seen() const { return samples_seen_; }
+    // Updates skipped (or stopped at) for a non-finite loss or gradient norm, since construction.
+    std::uint64_t skipped_updates() const { return skipped_; }
+
+    // The learner's parameters, its state, the trainer's sample count and the state of every
+    // random generator its graph draws from in training (dropout), plus where the data reader was
+    // and anything the caller wants to keep (see training/checkpoint.hpp). A checkpoint without
+    // generator states (an older file, or one written by loom::save_checkpoint) loads and leaves
+    // the generators as they are; one with a different number of them is a UserError.
+    void save_checkpoint(const std::string& path, const TrainingPosition& position = {},
+                         const CheckpointExtras& extras = {}) const;
+    Checkpoint load_checkpoint(const std::string& path);
+
+private:
+    MinibatchResult collect() const;
+    MinibatchResult skip(MinibatchResult r, const std::string& what, double value);
+
+    Variable loss_, metric_;
+    std::unique_ptr<Learner> learner_;
+    TrainerOptions options_;
+    std::unique_ptr<Session> session_;
+    std::uint64_t samples_seen_ = 0;
+    std::uint64_t skipped_ = 0;
+    std::vector<Rng*> generators_;  // of the random ops of the graph, in node creation order
+};
+
+}  // namespace loom

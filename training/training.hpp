@@ -1,0 +1,6 @@
+#pragma once
+// Training: learners, the trainer, progress printing and checkpoints.
+#include "training/checkpoint.hpp"
+#include "training/learners.hpp"
+#include "training/progress.hpp"
+#include "training/trainer.hpp"
