@@ -3,6 +3,7 @@
 // rule, forward and accumulating backward sit together. Ops do not know about time: the executor
 // hands them either the whole [T, N, ...] tensor or one time step [N, ...]; only the delay and
 // sequence ops look at the layout.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -68,24 +69,17 @@ struct LoopCache {
     }
 };
 
-// Row-sparse gradients: for an input whose gradient the executor can keep row-sparse (a parameter
-// matrix, e.g. an embedding table), an op may list the rows (first axis) it added into and set
-// `recorded`, promising it touched no other row. An op that does not is treated as dense.
-struct TouchedRows {
-    std::vector<std::size_t>* rows = nullptr;
-    bool recorded = false;
-};
-
-// A gradient kept row by row: an embedding table's when every op that adds into it writes whole
-// rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory, instead of the
-// whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width, (k + 1) * width); rows not
-// listed are zero.
+// The one row-sparse gradient form: an embedding table's gradient when every op that adds into it
+// writes whole rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory,
+// instead of the whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width,
+// (k + 1) * width); rows not listed are zero.
 template <class T>
 struct RowGradient {
     std::vector<std::int32_t> index;  // per row of the table: its position in `rows`, or -1
     std::vector<std::size_t> rows;    // in the order they were first written
     std::vector<T> data;
     std::size_t width = 0;
+    std::vector<std::size_t> sorted;  // `rows` in increasing order, once the gradient is final
 
     // Row r's gradient to add into (zeroed when r is new); valid until the next call.
     T* row(std::size_t r) {
@@ -109,6 +103,11 @@ struct RowGradient {
         width = row_width;
         rows.clear();
         data.clear();
+        sorted.clear();
+    }
+    void finish() {
+        sorted = rows;
+        std::sort(sorted.begin(), sorted.end());
     }
 };
 
@@ -132,7 +131,6 @@ struct OpCall {
     View<const T> out_grad;
     std::span<const View<T>> in_grad;
     std::span<const View<T>> in_grad_full;
-    std::span<TouchedRows> in_grad_rows;  // empty, or one per input (rows == nullptr: not offered)
     // Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
     // then has no data); only for inputs the op declares in writes_gradient_rows.
     std::span<RowGradient<T>* const> in_grad_by_rows;

@@ -90,15 +90,20 @@ void Session::release_gradients() {
 }
 
 const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {
-    if (i >= parameters_.size()) throw UserError("Session::gradient_rows: parameter index out of range");
+    const RowGradient<float>* rows = gradient_by_rows(i);
     if (param_nodes_[i] < 0) return &no_rows_;
-    return ex_->gradient_rows(param_nodes_[i]);
+    return rows ? &rows->sorted : nullptr;
 }
 
-const std::vector<std::size_t>* Session::gradient_rows(const Parameter& p) const {
+Session::GradientView Session::gradient_view(std::size_t i) const {
+    if (const RowGradient<float>* rows = gradient_by_rows(i)) return {{}, rows};
+    return {gradient(i), nullptr};
+}
+
+std::size_t Session::index_of(const Parameter& p, const char* what) const {
     for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i] == p) return gradient_rows(i);
-    throw UserError("Session::gradient_rows: " + p.label() + " is not one of the session's parameters");
+        if (parameters_[i] == p) return i;
+    throw UserError(std::string("Session::") + what + ": " + p.label() + " is not one of the session's parameters");
 }
 
 std::size_t Session::bytes_held() const { return ex_ ? ex_->bytes_held() : 0; }
@@ -108,16 +113,6 @@ const RowGradient<float>* Session::gradient_by_rows(std::size_t i) const {
     return param_nodes_[i] < 0 ? nullptr : ex_->gradient_by_rows(param_nodes_[i]);
 }
 
-const RowGradient<float>* Session::gradient_by_rows(const Parameter& p) const {
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i] == p) return gradient_by_rows(i);
-    throw UserError("Session::gradient_by_rows: " + p.label() + " is not one of the session's parameters");
-}
-
-std::span<const float> Session::gradient(const Parameter& p) const {
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i] == p) return gradient(i);
-    throw UserError("Session::gradient: " + p.label() + " is not one of the session's parameters");
-}
+std::span<const float> Session::gradient(const Parameter& p) const { return gradient(index_of(p, "gradient")); }
 
 }  // namespace loom

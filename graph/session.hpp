@@ -35,12 +35,24 @@ public:
     // The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
     // backward knows them (an embedding table); nullptr: any row may be non-zero.
     const std::vector<std::size_t>* gradient_rows(std::size_t i) const;
-    const std::vector<std::size_t>* gradient_rows(const Parameter& p) const;
+    const std::vector<std::size_t>* gradient_rows(const Parameter& p) const {
+        return gradient_rows(index_of(p, "gradient_rows"));
+    }
     // The gradient as only its non-zero rows, when the session keeps it so (an embedding table
     // whose every use is an `embedding` lookup), else nullptr. Learners read it this way: the
     // dense [vocabulary, dim] gradient is never materialized.
     const RowGradient<float>* gradient_by_rows(std::size_t i) const;
-    const RowGradient<float>* gradient_by_rows(const Parameter& p) const;
+    const RowGradient<float>* gradient_by_rows(const Parameter& p) const {
+        return gradient_by_rows(index_of(p, "gradient_by_rows"));
+    }
+    // A parameter's gradient as the session keeps it, in its one of two forms: by rows (an
+    // embedding table's; `dense` is then empty) or dense. What a learner reads.
+    struct GradientView {
+        std::span<const float> dense;
+        const RowGradient<float>* by_rows = nullptr;
+    };
+    GradientView gradient_view(std::size_t i) const;
+    GradientView gradient_view(const Parameter& p) const { return gradient_view(index_of(p, "gradient_view")); }
     // Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
     // this after each update): the next pass's values then reuse it instead of new memory. Until
     // the next backward, gradient(i) then throws.
@@ -53,6 +65,7 @@ public:
 
 private:
     int output_index(const Variable& v) const;
+    std::size_t index_of(const Parameter& p, const char* what) const;  // throws naming `what`
 
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;

@@ -77,8 +77,8 @@ std::size_t row_width(const xt::xarray<float>& w) { return w.dimension() ? w.siz
 Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) const {
     const auto& p = parameters_[i];
     const std::size_t width = row_width(p.data());
-    Gradient g;
-    g.by_rows = session.gradient_by_rows(p);
+    const Session::GradientView view = session.gradient_view(p);
+    Gradient g{view.dense, view.by_rows};
     if (g.by_rows) {  // only its listed rows can be non-zero, stored one after another
         if (g.by_rows->width != width)
             throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
@@ -86,16 +86,10 @@ Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) co
         g.square_sum = sum_squares(g.by_rows->data.data(), g.by_rows->data.size());
         return g;
     }
-    g.dense = session.gradient(p);
-    g.rows = session.gradient_rows(p);
     if (g.dense.size() != p.data().size())
         throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.dense.size()) +
                             " elements, the parameter " + std::to_string(p.data().size()));
-    if (g.rows) {  // only these rows can be non-zero (an embedding table)
-        for (std::size_t r : *g.rows) g.square_sum += sum_squares(g.dense.data() + r * width, width);
-    } else {
-        g.square_sum = sum_squares(g.dense.data(), g.dense.size());
-    }
+    g.square_sum = sum_squares(g.dense.data(), g.dense.size());
     return g;
 }
 
@@ -217,7 +211,7 @@ void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     s.t = steps_ + 1;
     s.s0 = slots_ > 0 ? state_[i * slots_].data() : nullptr;
     s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
-    s.rows = grad.rows;
+    s.rows = nullptr;  // a dense gradient: any row may be non-zero
     s.rows_width = row_width(w);
     prepare(s);
     if (!grad.by_rows) {

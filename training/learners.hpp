@@ -148,7 +148,6 @@ private:
     // One parameter's gradient as the session holds it.
     struct Gradient {
         std::span<const float> dense;
-        const std::vector<std::size_t>* rows = nullptr;
         const RowGradient<float>* by_rows = nullptr;
         double square_sum = 0.0;
     };

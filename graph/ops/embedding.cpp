@@ -45,19 +45,15 @@ public:
         if (!gt && !by_rows) return;  // ids are indices: they get no gradient
         const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
         const T* ids = c.in[0].data;
-        TouchedRows* touched =
-            by_rows || c.in_grad_rows.empty() || !c.in_grad_rows[1].rows ? nullptr : &c.in_grad_rows[1];
         // Padding steps (id 0, zero gradient) are skipped, so they do not list row 0 as used.
         const SequenceLayout* layout = c.in[0].dyn == 2 ? c.in_layouts[0] : nullptr;
         for (std::size_t r = 0; r < rows; ++r) {
             if (layout && !layout->valid(r / layout->num_sequences(), r % layout->num_sequences())) continue;
             const std::size_t id = row_of(ids[r], vocab);
-            if (touched) touched->rows->push_back(id);
             T* dst = by_rows ? by_rows->row(id) : gt + id * dim;
             const T* g = c.out_grad.data + r * dim;
             for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
         }
-        if (touched) touched->recorded = true;
     }
 
 private:

@@ -1,0 +1,290 @@
+#include "graph/step_runner.hpp"
+
+#include "core/errors.hpp"
+
+namespace loom {
+
+template <class T>
+void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
+    const PlanStep& step = plan_.steps[s];
+    if (!step.is_loop) return run_node(step.members.front(), work);
+    const PlanNode& first = plan_.nodes[static_cast<std::size_t>(step.members.front())];
+    const LayoutPtr layout = layouts_.find(first.type.axis.id);
+    if (!layout) throw InternalError("executor: no layout for the loop at " + first.node->label());
+    for (int m : step.members) buffers_.allocate(m, layout, plan_.nodes[static_cast<std::size_t>(m)].type.shape);
+    scanned_[s] = step.scan_op >= 0 && run_scan(step, false, work);
+    if (!scanned_[s]) run_loop(step, work);
+}
+
+template <class T>
+void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
+    const PlanStep& step = plan_.steps[s];
+    // The gradients this step adds into take memory now; for a loop, those of its inputs from
+    // outside it only after the loop ran (back_from_outside).
+    const int loop = step.is_loop ? plan_.nodes[static_cast<std::size_t>(step.members.front())].loop : -1;
+    for (int m : step.members) {
+        buffers_.ensure_gradient(m);
+        for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
+            if (plan_.nodes[static_cast<std::size_t>(j)].loop == loop || loop < 0) buffers_.ensure_gradient(j);
+    }
+    if (!step.is_loop) return back_node(step.members.front(), work);
+    if (!scanned_[s]) return back_loop(step, work);
+    std::vector<Call> none;
+    back_from_outside(step, none, work);  // takes the gradient buffers only
+    run_scan(step, true, work);
+}
+
+template <class T>
+typename StepRunner<T>::Call StepRunner<T>::gather(int m, int loop, std::size_t n_seq, bool grads) {
+    Call c;
+    c.node = m;
+    for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs) {
+        const auto& s = buffers_[j];
+        const bool in_loop = plan_.nodes[static_cast<std::size_t>(j)].loop == loop;
+        View<const T> full = buffers_.value(j), v = full;
+        View<T> gfull = grads ? buffers_.gradient(j) : View<T>{}, g = gfull;
+        std::size_t stride = 0;
+        if (s.dyn == 2) {
+            stride = n_seq * s.sample.size();
+            v.dims = g.dims = make_dims({n_seq}, s.sample);
+            v.dyn = g.dyn = 1;
+        }
+        if (!in_loop) g.data = nullptr;  // taken after the loop, in bulk
+        c.inside |= in_loop && static_cast<bool>(gfull);
+        c.full.push_back(full);
+        c.in.push_back(v);
+        c.grad_full.push_back(in_loop ? gfull : View<T>{});
+        c.grad.push_back(g);
+        c.layouts.push_back(s.layout.get());
+        c.stride.push_back(stride);
+    }
+    c.out_stride = n_seq * buffers_[m].sample.size();
+    c.out_dims = make_dims({n_seq}, buffers_[m].sample);
+    return c;
+}
+
+template <class T>
+OpCall<T> StepRunner<T>::at_step(Call& call, std::size_t t, const SequenceLayout& layout, LoopCache<T>& cache,
+                                 Workspace<T>& work, bool backward) {
+    for (std::size_t j = 0; j < call.in.size(); ++j) {
+        // A value no backward reads may have been freed (null): it stays null.
+        if (call.full[j]) call.in[j].data = call.full[j].data + t * call.stride[j];
+        if (call.grad[j]) call.grad[j].data = call.grad_full[j].data + t * call.stride[j];
+    }
+    auto& out = buffers_[call.node];
+    OpCall<T> c;
+    c.in = call.in;
+    c.in_full = call.full;
+    c.in_layouts = call.layouts;
+    c.layout = &layout;
+    c.in_step = true;
+    c.t = t;
+    c.work = &work;
+    c.loop_cache = &cache;
+    c.out = {out.value.data() + t * call.out_stride, call.out_dims, 1};
+    if (backward) {
+        c.out_grad = {out.grad.data() + t * call.out_stride, call.out_dims, 1};
+        c.in_grad = call.grad;
+        c.in_grad_full = call.grad_full;
+    }
+    return c;
+}
+
+template <class T>
+void StepRunner<T>::run_node(int i, Workspace<T>& work) {
+    const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
+    if (pn.node->kind != NodeKind::Op) return;
+    Call call = gather(i, -2, 0, false);
+    bool shapes_static = true;
+    for (int j : pn.inputs) shapes_static &= buffers_[j].sample == plan_.nodes[static_cast<std::size_t>(j)].type.shape;
+    OpCall<T> c;
+    c.in = call.full;
+    c.in_layouts = call.layouts;
+    c.work = &work;
+    Prepared prep;
+    pn.node->op->prepare(c, prep);
+
+    LayoutPtr layout;
+    if (pn.type.axis.is_sequence()) {
+        if (prep.layout) {
+            layout = prep.layout;
+            layouts_.set(pn.type.axis.id, layout);
+        } else {
+            layout = layouts_.find(pn.type.axis.id);
+            if (!layout) throw InternalError("executor: no layout known for " + pn.node->label());
+        }
+    }
+    Shape sample = pn.type.shape;
+    if (prep.has_shape) {
+        sample = prep.shape;
+    } else if (!shapes_static) {  // downstream of a run-time shape (sequence::unpack)
+        std::vector<TypeInfo> types;
+        for (int j : pn.inputs)
+            types.push_back({buffers_[j].sample, plan_.nodes[static_cast<std::size_t>(j)].type.axis});
+        sample = pn.node->op->infer(types).shape;
+    }
+    buffers_.allocate(i, layout, sample);
+    c.layout = layout.get();
+    c.out = {buffers_[i].value.data(), buffers_[i].dims, buffers_[i].dyn};
+    pn.node->op->forward(c);
+    if (layout) zero_padding(buffers_[i].value.data(), *layout, sample.size());
+}
+
+template <class T>
+const SequenceLayout& StepRunner<T>::loop_layout(const PlanStep& step) const {
+    return *buffers_[step.members.front()].layout;
+}
+
+template <class T>
+std::vector<LoopCache<T>> StepRunner<T>::loop_caches(std::size_t members) {
+    std::vector<LoopCache<T>> caches(members);
+    for (auto& c : caches) c.pool = &buffers_.pool();
+    return caches;
+}
+
+template <class T>
+void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
+    const SequenceLayout& layout = loop_layout(step);
+    const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
+    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
+    std::vector<Call> members;
+    for (int m : step.members) members.push_back(gather(m, loop, n_seq, false));
+    std::vector<LoopCache<T>> caches = loop_caches(members.size());
+    for (std::size_t k = 0; k < steps; ++k) {
+        const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
+        for (std::size_t mi = 0; mi < members.size(); ++mi) {
+            const OpCall<T> c = at_step(members[mi], t, layout, caches[mi], work, false);
+            plan_.nodes[static_cast<std::size_t>(members[mi].node)].node->op->forward(c);
+            zero_padding_step(c.out.data, layout, t, buffers_[members[mi].node].sample.size());
+        }
+    }
+}
+
+template <class T>
+bool StepRunner<T>::run_scan(const PlanStep& step, bool backward, Workspace<T>& work) {
+    auto node = [&](int i) -> const PlanNode& { return plan_.nodes[static_cast<std::size_t>(i)]; };
+    const PlanNode &r = node(step.scan_op), &sel = node(step.scan_select), &d = node(step.scan_delay);
+    ScanArgs<T> a;
+    a.layout = buffers_[step.scan_op].layout.get();
+    a.direction = step.direction;
+    a.z = buffers_.value(r.inputs[0]);
+    a.cond = buffers_.value(sel.inputs[0]);
+    a.c = buffers_.value(sel.inputs[1]);
+    a.init = buffers_.value(d.inputs[1]);
+    a.r = buffers_[step.scan_op].value.data();
+    a.s = buffers_[step.scan_select].value.data();
+    a.d = buffers_[step.scan_delay].value.data();
+    a.work = &work;
+    if (!backward) return r.node->op->scan_forward(a);
+    if (!buffers_.needs_gradient(step.scan_op)) return true;
+    auto& rs = buffers_[step.scan_op];
+    zero_padding(rs.grad.data(), *a.layout, rs.sample.size());
+    a.r_grad = rs.grad.data();
+    a.z_grad = buffers_.gradient(r.inputs[0]).data;
+    a.c_grad = buffers_.gradient(sel.inputs[1]).data;
+    a.init_grad = buffers_.gradient(d.inputs[1]).data;
+    r.node->op->scan_backward(a);
+    return true;
+}
+
+template <class T>
+void StepRunner<T>::back_node(int i, Workspace<T>& work) {
+    const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
+    auto& s = buffers_[i];
+    if (pn.node->kind != NodeKind::Op || !buffers_.needs_gradient(i)) return;
+    if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
+    const std::size_t k = pn.inputs.size();
+    std::vector<View<const T>> in(k);
+    std::vector<View<T>> in_grad(k);
+    std::vector<const SequenceLayout*> in_layouts(k);
+    std::vector<RowGradient<T>*> by_rows(k, nullptr);
+    bool any = false, any_by_rows = false;
+    for (std::size_t j = 0; j < k; ++j) {
+        const int input = pn.inputs[j];
+        in[j] = buffers_.value(input);
+        in_grad[j] = buffers_.gradient(input);
+        in_layouts[j] = buffers_[input].layout.get();
+        if (buffers_.needs_gradient(input) && buffers_[input].by_rows) {
+            by_rows[j] = buffers_[input].by_rows.get();
+            any_by_rows = true;
+        }
+        any |= static_cast<bool>(in_grad[j]) || by_rows[j];
+    }
+    if (!any) return;
+    OpCall<T> c;
+    c.in = in;
+    c.in_layouts = in_layouts;
+    c.layout = s.layout.get();
+    c.out = {s.value.data(), s.dims, s.dyn};
+    c.out_grad = {s.grad.data(), s.dims, s.dyn};
+    c.in_grad = in_grad;
+    c.in_grad_full = in_grad;
+    if (any_by_rows) c.in_grad_by_rows = by_rows;
+    c.work = &work;
+    pn.node->op->backward(c);
+}
+
+template <class T>
+void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
+    const SequenceLayout& layout = loop_layout(step);
+    const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
+    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
+    // Per time step only gradients between loop members flow. Gradients to inputs from outside
+    // the loop (weights, input projections, initial states) are taken once after the loop, over
+    // all steps at once: one big GEMM for dW instead of one small one per step.
+    std::vector<Call> members;
+    for (int m : step.members) members.push_back(gather(m, loop, n_seq, true));
+    {
+        std::vector<LoopCache<T>> caches = loop_caches(members.size());
+        for (std::size_t k = 0; k < steps; ++k) {
+            const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
+            for (std::size_t mi = members.size(); mi-- > 0;) {
+                Call& mb = members[mi];
+                if (!buffers_.needs_gradient(mb.node)) continue;
+                auto& s = buffers_[mb.node];
+                zero_padding_step(s.grad.data() + t * mb.out_stride, layout, t, s.sample.size());
+                if (!mb.inside) continue;
+                const OpCall<T> c = at_step(mb, t, layout, caches[mi], work, true);
+                plan_.nodes[static_cast<std::size_t>(mb.node)].node->op->backward(c);
+            }
+        }
+    }  // the packed weights go back to the pool before the bulk products
+    back_from_outside(step, members, work);
+}
+
+template <class T>
+void StepRunner<T>::back_from_outside(const PlanStep& step, std::vector<Call>& members, Workspace<T>& work) {
+    // The gradients of the loop's inputs from outside it take memory only now.
+    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
+    for (int m : step.members)
+        for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
+            if (plan_.nodes[static_cast<std::size_t>(j)].loop != loop) buffers_.ensure_gradient(j);
+    for (Call& mb : members) {
+        auto& s = buffers_[mb.node];
+        const auto& inputs = plan_.nodes[static_cast<std::size_t>(mb.node)].inputs;
+        std::vector<View<T>> outside_grad(inputs.size());
+        bool outside = false;
+        for (std::size_t j = 0; j < inputs.size(); ++j)
+            if (plan_.nodes[static_cast<std::size_t>(inputs[j])].loop != loop) {
+                outside_grad[j] = buffers_.gradient(inputs[j]);
+                outside |= static_cast<bool>(outside_grad[j]);
+            }
+        if (!buffers_.needs_gradient(mb.node) || !outside) continue;
+        OpCall<T> c;
+        c.in = mb.full;
+        c.in_full = mb.full;
+        c.in_layouts = mb.layouts;
+        c.layout = s.layout.get();
+        c.work = &work;
+        c.out = {s.value.data(), s.dims, s.dyn};
+        c.out_grad = {s.grad.data(), s.dims, s.dyn};
+        c.in_grad = outside_grad;
+        c.in_grad_full = outside_grad;
+        plan_.nodes[static_cast<std::size_t>(mb.node)].node->op->backward(c);
+    }
+}
+
+template class StepRunner<float>;
+template class StepRunner<double>;
+
+}  // namespace loom
