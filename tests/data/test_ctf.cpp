@@ -2,6 +2,8 @@
 // comments, and errors that name file:line.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,8 +11,8 @@
 
 #include <xtensor/xmath.hpp>
 
-#include "data/ctf.hpp"
 #include "core/errors.hpp"
+#include "data/ctf.hpp"
 
 using namespace loom;
 
@@ -20,7 +22,8 @@ namespace {
 struct TempFile {
     std::filesystem::path path;
     TempFile(const std::string& name, const std::string& text)
-        : path(std::filesystem::temp_directory_path() / ("loom_test_data_ctf_" + name)) {
+        : path(std::filesystem::temp_directory_path() /
+               ("loom_test_data_ctf_" + std::to_string(::getpid()) + "_" + name)) {
         std::ofstream(path, std::ios::binary) << text;
     }
     ~TempFile() { std::filesystem::remove(path); }

@@ -1,13 +1,15 @@
 // Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/errors.hpp"
 #include "data/metrics.hpp"
 #include "data/qa.hpp"
-#include "core/errors.hpp"
 
 using namespace loom;
 
@@ -16,7 +18,8 @@ namespace {
 struct TempFile {
     std::filesystem::path path;
     TempFile(const std::string& name, const std::string& text)
-        : path(std::filesystem::temp_directory_path() / ("loom_test_data_qa_" + name)) {
+        : path(std::filesystem::temp_directory_path() /
+               ("loom_test_data_qa_" + std::to_string(::getpid()) + "_" + name)) {
         std::ofstream(path, std::ios::binary) << text;
     }
     ~TempFile() { std::filesystem::remove(path); }

@@ -1,18 +1,21 @@
 // Vocabulary: reserved ids, counts, min_count / max_size, unknown words, save and load.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
-#include "data/vocabulary.hpp"
 #include "core/errors.hpp"
+#include "data/vocabulary.hpp"
 
 using namespace loom;
 
 namespace {
 
 std::filesystem::path temp_path(const std::string& name) {
-    return std::filesystem::temp_directory_path() / ("loom_test_data_vocabulary_" + name);
+    return std::filesystem::temp_directory_path() /
+           ("loom_test_data_vocabulary_" + std::to_string(::getpid()) + "_" + name);
 }
 
 struct TempFile {
