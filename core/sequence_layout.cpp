@@ -10,6 +10,18 @@ SequenceLayout::SequenceLayout(std::vector<std::size_t> lengths) : lengths_(std:
         max_length_ = std::max(max_length_, l);
         total_ += l;
     }
+    real_rows_.reserve(total_);
+    running_.reserve(total_);
+    step_start_.reserve(max_length_ + 1);
+    for (std::size_t t = 0; t < max_length_; ++t) {
+        step_start_.push_back(running_.size());
+        for (std::size_t n = 0; n < lengths_.size(); ++n)
+            if (t < lengths_[n]) {
+                running_.push_back(n);
+                real_rows_.push_back(t * lengths_.size() + n);
+            }
+    }
+    step_start_.push_back(running_.size());
 }
 
 std::string SequenceLayout::str() const {

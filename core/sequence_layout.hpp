@@ -3,6 +3,7 @@
 // All knowledge of sequence boundaries lives here and in the delay and sequence ops.
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,19 @@ public:
 
     std::string str() const;  // "3 sequences of lengths [1, 3, 7]"
 
+    // The real (unpadded) rows, in increasing order: of the whole [T, N] block (positions t * N + n),
+    // and of one time step t (the sequences n still running). What an op computes; the rest is
+    // padding.
+    std::span<const std::size_t> real_rows() const { return real_rows_; }
+    std::span<const std::size_t> real_rows_at(std::size_t t) const {
+        return std::span<const std::size_t>(running_).subspan(step_start_[t], step_start_[t + 1] - step_start_[t]);
+    }
+
 private:
     std::vector<std::size_t> lengths_;
     std::size_t max_length_ = 0;
     std::size_t total_ = 0;
+    std::vector<std::size_t> real_rows_, running_, step_start_;  // step t's running_: [step_start_[t], [t + 1])
 };
 
 using LayoutPtr = std::shared_ptr<const SequenceLayout>;

@@ -1,7 +1,8 @@
 #pragma once
 // compile: a pure function from requested outputs to a Plan. The plan is a topological order of
 // steps; a step is one node run once over all time steps, or a recurrence loop (a strongly
-// connected component, found with Tarjan's algorithm) run one time step at a time.
+// connected component, found with Tarjan's algorithm) run one time step at a time. A loop
+// r = f(z, element_select(cond, c, delay(r))) is rewritten into one node of the fused scan op.
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -22,9 +23,6 @@ struct PlanStep {
     bool is_loop = false;
     int direction = +1;        // +1: t = 0..T-1 (past_value), -1: t = T-1..0 (future_value)
     std::vector<int> members;  // in evaluation order within a step
-    // A loop of exactly r = op(z, s), s = element_select(cond, c, d), d = delay(r) with time_step 1,
-    // whose s and d are used nowhere else: the executor offers it to op as one fused scan.
-    int scan_op = -1, scan_select = -1, scan_delay = -1;
 };
 
 struct Plan {

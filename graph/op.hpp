@@ -1,8 +1,8 @@
 #pragma once
 // The op interface. An op is a small class in its family file under graph/ops/: its name, shape
 // rule, forward and accumulating backward sit together. Ops do not know about time: the executor
-// hands them either the whole [T, N, ...] tensor or one time step [N, ...]; only the delay and
-// sequence ops look at the layout.
+// hands them either the whole [T, N, ...] tensor or one time step [N, ...] and the list of real
+// rows to compute; only the delay and sequence ops look at layouts and time steps.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,8 +46,9 @@ struct Workspace {
     }
 };
 
-// Memory an op keeps across the time steps of one run of a loop: a weight packed once for every
-// step. Not ready at the loop's first step; the buffer goes back to the pool when the run ends.
+// Memory an op keeps across its calls within one run of its loop, for what it derives from its
+// inputs without a dynamic axis (they do not change during the run): a weight packed once for
+// every call. Not ready at the first call; the buffer goes back to the pool when the run ends.
 template <class T>
 struct LoopCache {
     BufferPool<T>* pool = nullptr;
@@ -120,36 +121,39 @@ struct OpCall {
     const SequenceLayout* layout = nullptr;
     std::span<const SequenceLayout* const> in_layouts;
 
-    // Inside a loop: the time step being computed, and the whole [T, N, ...] buffers of the
-    // inputs and their gradients (for the delay ops, which reach across time).
-    bool in_step = false;
-    std::size_t t = 0;
-    std::span<const View<const T>> in_full;
-    LoopCache<T>* loop_cache = nullptr;  // inside a loop: this op's memory for the loop's run
+    // The rows of `out` to compute: its dynamic positions (t * N + n of a [T, N, ...] tensor, n of
+    // [N, ...]) that are not padding. Every row when `padded` is false. Padding rows of the output
+    // are zeroed by the executor, and their output gradient is zero.
+    bool padded = false;
+    std::span<const std::size_t> rows;
+    // Inside a loop: this op's memory across its calls in one run of the loop (see LoopCache).
+    LoopCache<T>* memory = nullptr;
+    // Only for ops that declare reads_time() (the delay and sequence ops), inside a loop: the step
+    // computed and the whole [T, N, ...] buffers of the inputs and, backward, of their gradients.
+    struct Time {
+        std::size_t t = 0;
+        std::span<const View<const T>> in;
+        std::span<const View<T>> in_grad;
+    };
+    const Time* time = nullptr;
+
+    // Calls f(r) for each row of `out` to compute (see rows).
+    template <class F>
+    void for_each_row(F&& f) const {
+        if (padded) {
+            for (std::size_t r : rows) f(r);
+        } else {
+            for (std::size_t r = 0, n = out.rows(); r < n; ++r) f(r);
+        }
+    }
 
     // Backward only. An input gradient with data == nullptr is not needed.
     View<const T> out_grad;
     std::span<const View<T>> in_grad;
-    std::span<const View<T>> in_grad_full;
     // Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
-    // then has no data); only for inputs the op declares in writes_gradient_rows.
+    // then has no data); only for inputs writes_gradient_rows (graph/ops/kinds.hpp) names.
     std::span<RowGradient<T>* const> in_grad_by_rows;
 
-    Workspace<T>* work = nullptr;
-};
-
-// A recurrence of three ops, r = op(z, s), s = element_select(cond, c, d), d = delay(r, init)
-// (time_step 1), run as one fused scan over time by `op` instead of three op calls per step.
-// The buffers are the full [T, N, ...] outputs of op, select and delay.
-template <class T>
-struct ScanArgs {
-    const SequenceLayout* layout = nullptr;
-    int direction = +1;  // +1: past_value (t = 0..T-1), -1: future_value
-    View<const T> z, cond, c, init;
-    T *r = nullptr, *s = nullptr, *d = nullptr;
-    // Backward: r's gradient from its consumers outside the loop; gradients to add into (or null).
-    const T* r_grad = nullptr;
-    T *z_grad = nullptr, *c_grad = nullptr, *init_grad = nullptr;
     Workspace<T>* work = nullptr;
 };
 
@@ -171,27 +175,14 @@ public:
     virtual bool step_capable() const { return true; }
     // +1 for past_value, -1 for future_value, 0 for every other op.
     virtual int delay_direction() const { return 0; }
+    // Inside a loop it needs the time step and the inputs' whole buffers (OpCall::time): the delay
+    // ops and the sequence ops that run in loops. Every other op sees rows only.
+    virtual bool reads_time() const { return false; }
 
-    // The delay's time_step (0 for every other op), and whether the op is element_select.
-    virtual std::size_t delay_steps() const { return 0; }
-    virtual bool is_select() const { return false; }
-    // Its backward adds into input i's gradient by whole rows through OpCall::in_grad_by_rows when
-    // offered (the executor then keeps a parameter table's gradient by rows).
-    virtual bool writes_gradient_rows(std::size_t /*input*/) const { return false; }
     // Which values backward reads besides out_grad (default: all). A value no backward reads is
     // freed as soon as the forward steps using it are done; backward then sees its data as null.
     virtual bool backward_reads_output() const { return true; }
     virtual bool backward_reads_input(std::size_t /*input*/) const { return true; }
-    // Input i's gradient is out_grad itself when their shapes match (an addend). The executor may
-    // then hand the op in_grad[i] aliasing out_grad (the same data pointer): the op adds nothing.
-    virtual bool gradient_passes_through(std::size_t /*input*/) const { return false; }
-    // An element-wise binary op may run a select/delay recurrence as one scan (see ScanArgs);
-    // false: it cannot for these operands, and the loop runs step by step.
-    virtual bool scan_forward(const ScanArgs<float>&) const { return false; }
-    virtual bool scan_forward(const ScanArgs<double>&) const { return false; }
-    virtual void scan_backward(const ScanArgs<float>&) const {}
-    virtual void scan_backward(const ScanArgs<double>&) const {}
-
     // The generator an op draws from in forward (dropout's masks), or null. A Trainer's checkpoint
     // keeps its state, so that a resumed run draws what the uninterrupted run would have drawn.
     virtual Rng* generator() const { return nullptr; }

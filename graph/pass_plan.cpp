@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/op.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -39,7 +40,7 @@ bool rows_only(const Plan& plan, std::size_t i, const std::vector<char>& needs) 
     for (const auto& pn : plan.nodes)
         for (std::size_t j = 0; j < pn.inputs.size(); ++j) {
             if (pn.inputs[j] != static_cast<int>(i)) continue;
-            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !pn.node->op->writes_gradient_rows(j)) return false;
+            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !writes_gradient_rows(*pn.node->op, j)) return false;
             any = true;
         }
     return any;
@@ -65,7 +66,7 @@ std::vector<int> gradient_aliases(const Plan& plan, const BackwardPlan& bp) {
     for (std::size_t j = 0; j < n; ++j) {
         if (uses[j] != 1 || !pooled(j) || plan.nodes[j].loop >= 0) continue;
         const auto k = static_cast<std::size_t>(consumer[j]);
-        candidate[j] = pooled(k) && plan.nodes[k].node->op->gradient_passes_through(position[j]) &&
+        candidate[j] = pooled(k) && passes_gradient_through(*plan.nodes[k].node->op, position[j]) &&
                        plan.nodes[j].type.shape == plan.nodes[k].type.shape;
     }
     std::vector<int> alias_of(n, -1);
@@ -75,7 +76,7 @@ std::vector<int> gradient_aliases(const Plan& plan, const BackwardPlan& bp) {
 }
 
 // Values a backward step reads: the outputs and leaves always; an op's output and inputs as its
-// backward declares, when that backward runs at all; every value of a fused scan's loop.
+// backward declares, when that backward runs at all.
 std::vector<char> values_needed(const Plan& plan, const std::vector<char>& needs) {
     const std::size_t n = plan.nodes.size();
     std::vector<char> needed(n, 0);
@@ -90,13 +91,6 @@ std::vector<char> values_needed(const Plan& plan, const std::vector<char>& needs
         if (pn.node->op->backward_reads_output()) needed[i] = 1;
         for (std::size_t j = 0; j < pn.inputs.size(); ++j)
             if (pn.node->op->backward_reads_input(j)) needed[static_cast<std::size_t>(pn.inputs[j])] = 1;
-    }
-    for (const PlanStep& st : plan.steps) {
-        if (st.scan_op < 0) continue;
-        for (int m : st.members) {
-            needed[static_cast<std::size_t>(m)] = 1;
-            for (int j : plan.nodes[static_cast<std::size_t>(m)].inputs) needed[static_cast<std::size_t>(j)] = 1;
-        }
     }
     return needed;
 }

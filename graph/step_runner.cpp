@@ -12,8 +12,7 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     const LayoutPtr layout = layouts_.find(first.type.axis.id);
     if (!layout) throw InternalError("executor: no layout for the loop at " + first.node->label());
     for (int m : step.members) buffers_.allocate(m, layout, plan_.nodes[static_cast<std::size_t>(m)].type.shape);
-    scanned_[s] = step.scan_op >= 0 && run_scan(step, false, work);
-    if (!scanned_[s]) run_loop(step, work);
+    run_loop(step, work);
 }
 
 template <class T>
@@ -27,11 +26,10 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
         for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
             if (plan_.nodes[static_cast<std::size_t>(j)].loop == loop || loop < 0) buffers_.ensure_gradient(j);
     }
-    if (!step.is_loop) return back_node(step.members.front(), work);
-    if (!scanned_[s]) return back_loop(step, work);
-    std::vector<Call> none;
-    back_from_outside(step, none, work);  // takes the gradient buffers only
-    run_scan(step, true, work);
+    if (step.is_loop)
+        back_loop(step, work);
+    else
+        back_node(step.members.front(), work);
 }
 
 template <class T>
@@ -74,20 +72,29 @@ OpCall<T> StepRunner<T>::at_step(Call& call, std::size_t t, const SequenceLayout
     auto& out = buffers_[call.node];
     OpCall<T> c;
     c.in = call.in;
-    c.in_full = call.full;
     c.in_layouts = call.layouts;
     c.layout = &layout;
-    c.in_step = true;
-    c.t = t;
+    c.padded = layout.has_padding();
+    if (c.padded) c.rows = layout.real_rows_at(t);
     c.work = &work;
-    c.loop_cache = &cache;
+    c.memory = &cache;
     c.out = {out.value.data() + t * call.out_stride, call.out_dims, 1};
     if (backward) {
         c.out_grad = {out.grad.data() + t * call.out_stride, call.out_dims, 1};
         c.in_grad = call.grad;
-        c.in_grad_full = call.grad_full;
+    }
+    if (plan_.nodes[static_cast<std::size_t>(call.node)].node->op->reads_time()) {
+        call.time = {t, call.full, call.grad_full};
+        c.time = &call.time;
     }
     return c;
+}
+
+template <class T>
+void StepRunner<T>::set_layout(OpCall<T>& c, const SequenceLayout* layout) {
+    c.layout = layout;
+    c.padded = layout && layout->has_padding();
+    if (c.padded) c.rows = layout->real_rows();
 }
 
 template <class T>
@@ -124,7 +131,7 @@ void StepRunner<T>::run_node(int i, Workspace<T>& work) {
         sample = pn.node->op->infer(types).shape;
     }
     buffers_.allocate(i, layout, sample);
-    c.layout = layout.get();
+    set_layout(c, layout.get());
     c.out = {buffers_[i].value.data(), buffers_[i].dims, buffers_[i].dyn};
     pn.node->op->forward(c);
     if (layout) zero_padding(buffers_[i].value.data(), *layout, sample.size());
@@ -161,33 +168,6 @@ void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
 }
 
 template <class T>
-bool StepRunner<T>::run_scan(const PlanStep& step, bool backward, Workspace<T>& work) {
-    auto node = [&](int i) -> const PlanNode& { return plan_.nodes[static_cast<std::size_t>(i)]; };
-    const PlanNode &r = node(step.scan_op), &sel = node(step.scan_select), &d = node(step.scan_delay);
-    ScanArgs<T> a;
-    a.layout = buffers_[step.scan_op].layout.get();
-    a.direction = step.direction;
-    a.z = buffers_.value(r.inputs[0]);
-    a.cond = buffers_.value(sel.inputs[0]);
-    a.c = buffers_.value(sel.inputs[1]);
-    a.init = buffers_.value(d.inputs[1]);
-    a.r = buffers_[step.scan_op].value.data();
-    a.s = buffers_[step.scan_select].value.data();
-    a.d = buffers_[step.scan_delay].value.data();
-    a.work = &work;
-    if (!backward) return r.node->op->scan_forward(a);
-    if (!buffers_.needs_gradient(step.scan_op)) return true;
-    auto& rs = buffers_[step.scan_op];
-    zero_padding(rs.grad.data(), *a.layout, rs.sample.size());
-    a.r_grad = rs.grad.data();
-    a.z_grad = buffers_.gradient(r.inputs[0]).data;
-    a.c_grad = buffers_.gradient(sel.inputs[1]).data;
-    a.init_grad = buffers_.gradient(d.inputs[1]).data;
-    r.node->op->scan_backward(a);
-    return true;
-}
-
-template <class T>
 void StepRunner<T>::back_node(int i, Workspace<T>& work) {
     const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
     auto& s = buffers_[i];
@@ -214,11 +194,10 @@ void StepRunner<T>::back_node(int i, Workspace<T>& work) {
     OpCall<T> c;
     c.in = in;
     c.in_layouts = in_layouts;
-    c.layout = s.layout.get();
+    set_layout(c, s.layout.get());
     c.out = {s.value.data(), s.dims, s.dyn};
     c.out_grad = {s.grad.data(), s.dims, s.dyn};
     c.in_grad = in_grad;
-    c.in_grad_full = in_grad;
     if (any_by_rows) c.in_grad_by_rows = by_rows;
     c.work = &work;
     pn.node->op->backward(c);
@@ -272,14 +251,12 @@ void StepRunner<T>::back_from_outside(const PlanStep& step, std::vector<Call>& m
         if (!buffers_.needs_gradient(mb.node) || !outside) continue;
         OpCall<T> c;
         c.in = mb.full;
-        c.in_full = mb.full;
         c.in_layouts = mb.layouts;
-        c.layout = s.layout.get();
+        set_layout(c, s.layout.get());
         c.work = &work;
         c.out = {s.value.data(), s.dims, s.dyn};
         c.out_grad = {s.grad.data(), s.dims, s.dyn};
         c.in_grad = outside_grad;
-        c.in_grad_full = outside_grad;
         plan_.nodes[static_cast<std::size_t>(mb.node)].node->op->backward(c);
     }
 }

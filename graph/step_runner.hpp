@@ -1,7 +1,7 @@
 #pragma once
 // Running one plan step, forward or backward: the one place where an op's call is made for a node,
 // whole or at one time step of its loop. A node outside loops runs once over all time steps; a
-// loop runs its members step by step in its direction (or as one fused scan), and in reverse time
+// loop runs its members step by step in its direction, and in reverse time
 // for backward, taking the gradients of its inputs from outside the loop in bulk afterwards.
 #include <vector>
 
@@ -15,7 +15,7 @@ template <class T>
 class StepRunner {
 public:
     StepRunner(const Plan& plan, Buffers<T>& buffers, AxisLayouts& layouts)
-        : plan_(plan), buffers_(buffers), layouts_(layouts), scanned_(plan.steps.size(), 0) {}
+        : plan_(plan), buffers_(buffers), layouts_(layouts) {}
 
     void forward(std::size_t step, Workspace<T>& work);
     void backward(std::size_t step, Workspace<T>& work);
@@ -30,7 +30,8 @@ private:
         std::vector<std::size_t> stride;  // per input: elements per time step, 0 if not a sequence
         std::size_t out_stride = 0;
         Dims out_dims;
-        bool inside = false;  // some input of the same loop gets a gradient
+        bool inside = false;            // some input of the same loop gets a gradient
+        typename OpCall<T>::Time time;  // for an op that reads time
     };
     // The call of node `m`; inside loop `loop` with n_seq sequences, gradients (when `grads`) only
     // of the inputs from the same loop.
@@ -38,10 +39,10 @@ private:
     OpCall<T> at_step(Call& call, std::size_t t, const SequenceLayout& layout, LoopCache<T>& cache, Workspace<T>& work,
                       bool backward);
 
+    // A whole-tensor call's output layout and the real rows it gives (OpCall::rows).
+    static void set_layout(OpCall<T>& c, const SequenceLayout* layout);
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
-    // The fused select/delay scan (PlanStep::scan_op); false when its op declines the operands.
-    bool run_scan(const PlanStep& step, bool backward, Workspace<T>& work);
     void back_node(int i, Workspace<T>& work);
     void back_loop(const PlanStep& step, Workspace<T>& work);
     void back_from_outside(const PlanStep& step, std::vector<Call>& members, Workspace<T>& work);
@@ -51,7 +52,6 @@ private:
     const Plan& plan_;
     Buffers<T>& buffers_;
     AxisLayouts& layouts_;
-    std::vector<char> scanned_;  // per plan step: its loop's last forward ran as a fused scan
 };
 
 extern template class StepRunner<float>;

@@ -4,6 +4,7 @@
 #include "core/errors.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -17,7 +18,8 @@ public:
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
     int delay_direction() const override { return dir_; }
-    std::size_t delay_steps() const override { return k_; }
+    std::size_t steps() const { return k_; }
+    bool reads_time() const override { return true; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const TypeInfo &x = in[0], &init = in[1];
@@ -35,7 +37,7 @@ public:
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const SequenceLayout& layout = *c.layout;
-        const View<const T>& x = c.in_step ? c.in_full[0] : c.in[0];
+        const View<const T>& x = c.time ? c.time->in[0] : c.in[0];
         const View<const T>& init = c.in[1];
         const std::size_t n_seq = layout.num_sequences(), row = c.out.sample_size();
         const std::size_t init_row = init.sample_size();
@@ -52,8 +54,8 @@ public:
                 }
             }
         };
-        if (c.in_step) {
-            step(c.t, c.out.data);
+        if (c.time) {
+            step(c.time->t, c.out.data);
         } else {
             for (std::size_t t = 0; t < layout.max_length(); ++t) step(t, c.out.data + t * n_seq * row);
         }
@@ -62,7 +64,7 @@ public:
     template <class T>
     void bwd(const OpCall<T>& c) const {
         const SequenceLayout& layout = *c.layout;
-        const View<T>& gx = c.in_step ? c.in_grad_full[0] : c.in_grad[0];
+        const View<T>& gx = c.time ? c.time->in_grad[0] : c.in_grad[0];
         const View<T>& ginit = c.in_grad[1];
         const std::size_t n_seq = layout.num_sequences(), row = c.out.sample_size();
         const std::size_t init_row = c.in[1].sample_size();
@@ -82,8 +84,8 @@ public:
                 }
             }
         };
-        if (c.in_step) {
-            step(c.t, c.out_grad.data);
+        if (c.time) {
+            step(c.time->t, c.out_grad.data);
         } else {
             for (std::size_t t = 0; t < layout.max_length(); ++t) step(t, c.out_grad.data + t * n_seq * row);
         }
@@ -109,6 +111,11 @@ Variable delay(int dir, const Variable& a, const Variable& initial_state, std::s
 }
 
 }  // namespace
+
+std::size_t delay_steps(const Op& op) {
+    const auto* d = dynamic_cast<const Delay*>(&op);
+    return d ? d->steps() : 0;
+}
 
 Variable past_value(const Variable& a, const Variable& initial_state, std::size_t time_step, const std::string& name) {
     return delay(+1, a, initial_state, time_step, name);

@@ -7,6 +7,7 @@
 #include "core/fast_math.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/broadcast.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -92,8 +93,15 @@ Variable unary(const Variable& a, const std::string& name) {
 
 // ---- binary with broadcasting: z = f(a, b); partials from a, b and z ----
 
+// What binary_kernels() (graph/ops/kinds.hpp) reads of every Binary<F>.
+class HasKernels {
+public:
+    virtual ~HasKernels() = default;
+    virtual const BinaryKernels* kernels() const = 0;
+};
+
 template <class F>
-class Binary final : public OpBase<Binary<F>> {
+class Binary final : public OpBase<Binary<F>>, public HasKernels {
 public:
     std::string name() const override { return F::name; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -122,10 +130,6 @@ public:
                 for (std::size_t i = 0; i < n; ++i) z[i] = F::f(a[i * step[0]], b[i * step[1]]);
         });
     }
-    bool scan_forward(const ScanArgs<float>& a) const override { return scan_fwd(a); }
-    bool scan_forward(const ScanArgs<double>& a) const override { return scan_fwd(a); }
-    void scan_backward(const ScanArgs<float>& a) const override { scan_bwd(a); }
-    void scan_backward(const ScanArgs<double>& a) const override { scan_bwd(a); }
 
     template <class T>
     void bwd(const OpCall<T>& c) const {
@@ -177,102 +181,14 @@ public:
         }
     }
 
-private:
-    // The recurrence r[t] = f(z[t], cond[t] ? c : d[t]) with d[t] = r[t - direction], or the initial
-    // state where that step is outside the sequence: a sequential scan over time, vectorized over
-    // the batch's rows. Same arithmetic as the step-by-step loop, without three op calls per step.
-    // Operands: z like r; cond [.., 1] or like r; c and init a scalar, [row] or (init) per sequence.
-    struct ScanShape {
-        std::size_t n_seq, row, cond_w, c_w, init_w, init_stride;
-    };
-    template <class T>
-    static bool scan_shape(const ScanArgs<T>& a, ScanShape& sh) {
-        if (!F::differentiable) return false;
-        const SequenceLayout& l = *a.layout;
-        sh.n_seq = l.num_sequences();
-        const std::size_t positions = l.max_length() * sh.n_seq;
-        if (a.z.dyn != 2 || a.cond.dyn != 2 || a.c.dyn != 0 || a.init.dyn > 1 || positions == 0) return false;
-        sh.row = a.z.size() / positions;
-        sh.cond_w = a.cond.size() / positions;
-        sh.c_w = a.c.size();
-        sh.init_w = a.init.sample_size();
-        sh.init_stride = a.init.dyn ? sh.init_w : 0;
-        auto fits = [&](std::size_t w) { return w == 1 || w == sh.row; };
-        return fits(sh.cond_w) && fits(sh.c_w) && fits(sh.init_w);
-    }
-
-    template <class T>
-    bool scan_fwd(const ScanArgs<T>& a) const {
-        ScanShape sh{};
-        if (!scan_shape(a, sh)) return false;
-        const SequenceLayout& l = *a.layout;
-        const std::size_t steps = l.max_length(), row = sh.row, n_seq = sh.n_seq;
-        for (std::size_t k = 0; k < steps; ++k) {
-            const std::size_t t = a.direction > 0 ? k : steps - 1 - k;
-            for (std::size_t n = 0; n < n_seq; ++n) {
-                const std::size_t at = (t * n_seq + n) * row;
-                if (!l.valid(t, n)) {
-                    std::fill_n(a.r + at, row, T(0));
-                    std::fill_n(a.s + at, row, T(0));
-                    std::fill_n(a.d + at, row, T(0));
-                    continue;
-                }
-                const long src = static_cast<long>(t) - a.direction;
-                const bool inside = src >= 0 && src < static_cast<long>(l.length(n));
-                const T* prev = inside ? a.r + (static_cast<std::size_t>(src) * n_seq + n) * row : nullptr;
-                const T* init = a.init.data + n * sh.init_stride;
-                const T* cond = a.cond.data + (t * n_seq + n) * sh.cond_w;
-                const T* z = a.z.data + at;
-                for (std::size_t j = 0; j < row; ++j) {
-                    const T d = prev ? prev[j] : init[sh.init_w == 1 ? 0 : j];
-                    const T s = cond[sh.cond_w == 1 ? 0 : j] != T(0) ? a.c.data[sh.c_w == 1 ? 0 : j] : d;
-                    a.d[at + j] = d;
-                    a.s[at + j] = s;
-                    a.r[at + j] = F::f(z[j], s);
-                }
-            }
-        }
-        return true;
-    }
-
-    template <class T>
-    void scan_bwd(const ScanArgs<T>& a) const {
-        if constexpr (F::differentiable) {
-            ScanShape sh{};
-            if (!scan_shape(a, sh)) return;
-            const SequenceLayout& l = *a.layout;
-            const std::size_t steps = l.max_length(), row = sh.row, n_seq = sh.n_seq;
-            // pending[n, j]: gradient reaching r at the step being processed through the next step's delay.
-            T* pending = a.work->get(n_seq * row);
-            std::fill_n(pending, n_seq * row, T(0));
-            for (std::size_t k = steps; k-- > 0;) {
-                const std::size_t t = a.direction > 0 ? k : steps - 1 - k;
-                for (std::size_t n = 0; n < n_seq; ++n) {
-                    T* carry = pending + n * row;
-                    if (!l.valid(t, n)) {
-                        std::fill_n(carry, row, T(0));
-                        continue;
-                    }
-                    const std::size_t at = (t * n_seq + n) * row;
-                    const long src = static_cast<long>(t) - a.direction;
-                    const bool inside = src >= 0 && src < static_cast<long>(l.length(n));
-                    const T* cond = a.cond.data + (t * n_seq + n) * sh.cond_w;
-                    for (std::size_t j = 0; j < row; ++j) {
-                        const T g = a.r_grad[at + j] + carry[j];
-                        const T z = a.z.data[at + j], s = a.s[at + j], r = a.r[at + j];
-                        if (a.z_grad) a.z_grad[at + j] += g * F::da(z, s, r);
-                        const T gs = g * F::db(z, s, r);
-                        T gd = T(0);
-                        if (cond[sh.cond_w == 1 ? 0 : j] != T(0)) {
-                            if (a.c_grad) a.c_grad[sh.c_w == 1 ? 0 : j] += gs;
-                        } else {
-                            gd = gs;
-                        }
-                        if (!inside && a.init_grad) a.init_grad[n * sh.init_stride + (sh.init_w == 1 ? 0 : j)] += gd;
-                        carry[j] = inside ? gd : T(0);
-                    }
-                }
-            }
+    const BinaryKernels* kernels() const override {
+        if constexpr (!F::differentiable) {
+            return nullptr;
+        } else {
+            static const BinaryKernels k{F::name,
+                                         {&F::template f<float>, &F::template da<float>, &F::template db<float>},
+                                         {&F::template f<double>, &F::template da<double>, &F::template db<double>}};
+            return &k;
         }
     }
 };
@@ -351,7 +267,6 @@ Variable binary(const Variable& a, const Variable& b, const std::string& name) {
 class ElementSelect final : public OpBase<ElementSelect> {
 public:
     std::string name() const override { return "element_select"; }
-    bool is_select() const override { return true; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         return {broadcast_shapes(name(), in), unify_axes(name(), in)};
     }
@@ -445,6 +360,12 @@ Variable less_equal(const Variable& a, const Variable& b, const std::string& nam
 }
 Variable not_equal(const Variable& a, const Variable& b, const std::string& name) {
     return binary<NotEqual>(a, b, name);
+}
+
+bool is_element_select(const Op& op) { return dynamic_cast<const ElementSelect*>(&op) != nullptr; }
+const BinaryKernels* binary_kernels(const Op& op) {
+    const auto* b = dynamic_cast<const HasKernels*>(&op);
+    return b ? b->kernels() : nullptr;
 }
 
 Variable element_select(const Variable& cond, const Variable& a, const Variable& b, const std::string& name) {

@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -14,7 +15,6 @@ namespace {
 class Embedding final : public OpBase<Embedding> {
 public:
     std::string name() const override { return "embedding"; }
-    bool writes_gradient_rows(std::size_t input) const override { return input == 1; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t input) const override { return input == 0; }  // the ids
 
@@ -43,17 +43,15 @@ public:
         T* gt = c.in_grad[1].data;
         RowGradient<T>* by_rows = c.in_grad_by_rows.empty() ? nullptr : c.in_grad_by_rows[1];
         if (!gt && !by_rows) return;  // ids are indices: they get no gradient
-        const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
+        const std::size_t vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
         const T* ids = c.in[0].data;
-        // Padding steps (id 0, zero gradient) are skipped, so they do not list row 0 as used.
-        const SequenceLayout* layout = c.in[0].dyn == 2 ? c.in_layouts[0] : nullptr;
-        for (std::size_t r = 0; r < rows; ++r) {
-            if (layout && !layout->valid(r / layout->num_sequences(), r % layout->num_sequences())) continue;
+        // Only the real rows: padding steps (id 0, zero gradient) would list row 0 as used.
+        c.for_each_row([&](std::size_t r) {
             const std::size_t id = row_of(ids[r], vocab);
             T* dst = by_rows ? by_rows->row(id) : gt + id * dim;
             const T* g = c.out_grad.data + r * dim;
             for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
-        }
+        });
     }
 
 private:
@@ -72,6 +70,11 @@ private:
 };
 
 }  // namespace
+
+// Only the table (input 1), whose gradient the backward adds into by rows.
+bool writes_gradient_rows(const Op& op, std::size_t input) {
+    return input == 1 && dynamic_cast<const Embedding*>(&op) != nullptr;
+}
 
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name) {
     static const auto op = std::make_shared<const Embedding>();

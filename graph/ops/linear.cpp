@@ -9,6 +9,7 @@
 #include "core/packed_gemm.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/broadcast.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -21,7 +22,7 @@ public:
     // dX and dW need X and W; the addend's gradient is out_grad itself.
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t i) const override { return i < 2; }
-    bool gradient_passes_through(std::size_t i) const override { return addend_ && i == 2; }
+    bool passes_through(std::size_t i) const { return addend_ && i == 2; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape &x = in[0].shape, &w = in[1].shape;
@@ -178,7 +179,7 @@ private:
     template <class T>
     StepRows<T>* step_rows(const OpCall<T>& c) const {
         const View<const T>&x = c.in[0], &w = c.in[1];
-        if (!c.in_step || !c.loop_cache || x.dyn != 1 || w.dyn != 0 || !packed_gemm_vectorized()) return nullptr;
+        if (!c.memory || x.dyn != 1 || w.dyn != 0 || !packed_gemm_vectorized()) return nullptr;
         thread_local StepRows<T> r;
         r.x.clear();
         r.y.clear();
@@ -186,11 +187,9 @@ private:
         r.gx.clear();
         r.k = x.dims[x.dims.rank - 1];
         r.n = w.sample_size() / r.k;
-        const std::size_t per_seq = x.sample_size() / r.k, n_seq = x.dims[0];
-        const SequenceLayout* layout = c.in_layouts.empty() ? nullptr : c.in_layouts[0];
+        const std::size_t per_seq = x.sample_size() / r.k;
         const bool backward = static_cast<bool>(c.out_grad);
-        for (std::size_t s = 0; s < n_seq; ++s) {
-            if (layout && !layout->valid(c.t, s)) continue;
+        c.for_each_row([&](std::size_t s) {
             for (std::size_t i = s * per_seq; i < (s + 1) * per_seq; ++i) {
                 if (backward) {
                     r.gy.push_back(c.out_grad.data + i * r.n);
@@ -200,14 +199,14 @@ private:
                     r.y.push_back(c.out.data + i * r.n);
                 }
             }
-        }
+        });
         return &r;
     }
 
     // op(W) [k, n] packed for forward, or its transpose [n, k] for dX, at the loop's first step.
     template <class T>
     const T* packed_weight(const OpCall<T>& c, bool for_dx, const StepRows<T>& r) const {
-        LoopCache<T>& cache = *c.loop_cache;
+        LoopCache<T>& cache = *c.memory;
         const std::size_t k = for_dx ? r.n : r.k, n = for_dx ? r.k : r.n;
         T* packed = cache.get(packed_size<T>(k, n));
         if (!cache.ready) {
@@ -232,24 +231,15 @@ private:
     template <class T>
     bool pack(const OpCall<T>& c, Packed<T>& p) const {
         const View<const T>&x = c.in[0], &w = c.in[1];
-        const SequenceLayout* layout = c.in_layouts.empty() ? nullptr : c.in_layouts[0];
-        if (w.dyn != 0 || !layout || !layout->has_padding()) return false;
-        const bool step = x.dyn == 1 && c.in_step;
-        if (x.dyn != 2 && !step) return false;
+        if (w.dyn != 0 || x.dyn == 0 || !c.padded) return false;
+        // Not worth the copies when nearly every row is real.
+        if (c.rows.size() * 8 > x.rows() * 7) return false;
         thread_local std::vector<std::size_t> blocks;
-        blocks.clear();
-        const std::size_t n_seq = layout->num_sequences();
         p.k = x.dims[x.dims.rank - 1];
         p.n = w.sample_size() / p.k;
         p.rows_per_block = x.sample_size() / p.k;
-        const std::size_t steps = step ? 1 : layout->max_length();
-        for (std::size_t i = 0; i < steps; ++i) {
-            const std::size_t t = step ? c.t : i;
-            for (std::size_t s = 0; s < n_seq; ++s)
-                if (layout->valid(t, s)) blocks.push_back((i * n_seq + s) * p.rows_per_block);
-        }
-        // Not worth the copies when nearly every step is real.
-        if (blocks.size() * 8 > steps * n_seq * 7) return false;
+        blocks.resize(c.rows.size());
+        for (std::size_t b = 0; b < c.rows.size(); ++b) blocks[b] = c.rows[b] * p.rows_per_block;
         p.blocks = &blocks;
         p.rows = blocks.size() * p.rows_per_block;
         p.buffer = c.work->get(p.rows * (p.k + std::max(p.k, p.n)));
@@ -309,6 +299,11 @@ private:
 };
 
 }  // namespace
+
+bool passes_gradient_through(const Op& op, std::size_t input) {
+    const auto* t = dynamic_cast<const Times*>(&op);
+    return t && t->passes_through(input);
+}
 
 Variable times(const Variable& x, const Variable& w, const std::string& name) {
     static const auto op = std::make_shared<const Times>(false, false);

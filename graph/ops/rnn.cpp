@@ -22,17 +22,11 @@ TypeInfo cell_type(const std::string& op, std::span<const TypeInfo> in) {
 }
 
 // Rows of an operand: its own row r, or row 0 when it has no dynamic axis (broadcast).
+// The cells compute only the real rows (OpCall::rows): a padding row's output is zeroed by the
+// executor and its output gradient is zero; inside the QA model's loops that skips a third.
 template <class T>
 std::size_t row_of(const View<const T>& v, std::size_t r) {
     return v.dyn == 0 ? 0 : r;
-}
-
-// Inside a loop, row r is sequence r at step t: a sequence that has ended has a padding row, whose
-// output the executor zeroes and whose output gradient is zero. Skipped: a third of the rows at
-// the QA model's lengths.
-template <class T>
-bool padding_row(const OpCall<T>& c, std::size_t r) {
-    return c.in_step && c.layout && !c.layout->valid(c.t, r);
 }
 
 class LstmCellState final : public OpBase<LstmCellState> {
@@ -43,22 +37,20 @@ public:
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
-        const std::size_t n = c.out.sample_size(), rows = c.out.rows();
-        for (std::size_t r = 0; r < rows; ++r) {
-            if (padding_row(c, r)) continue;
+        const std::size_t n = c.out.sample_size();
+        c.for_each_row([&](std::size_t r) {
             const T* z = c.in[0].data + row_of(c.in[0], r) * 4 * n;
             const T* cp = c.in[1].data + row_of(c.in[1], r) * n;
             T* out = c.out.data + r * n;
             for (std::size_t j = 0; j < n; ++j)
                 out[j] = fast::sigmoid(z[n + j]) * cp[j] + fast::sigmoid(z[j]) * fast::tanh(z[3 * n + j]);
-        }
+        });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
         T *gz0 = c.in_grad[0].data, *gc0 = c.in_grad[1].data;
-        const std::size_t n = c.out.sample_size(), rows = c.out.rows();
-        for (std::size_t r = 0; r < rows; ++r) {
-            if (padding_row(c, r)) continue;
+        const std::size_t n = c.out.sample_size();
+        c.for_each_row([&](std::size_t r) {
             const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n;
             const T* __restrict cp = c.in[1].data + row_of(c.in[1], r) * n;
             const T* __restrict g = c.out_grad.data + r * n;
@@ -88,7 +80,7 @@ public:
                     for (std::size_t j = 0; j < len; ++j) gcj[j] += gj[j] * sf[j];
                 }
             }
-        }
+        });
     }
 };
 
@@ -100,21 +92,19 @@ public:
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
-        const std::size_t n = c.out.sample_size(), rows = c.out.rows();
-        for (std::size_t r = 0; r < rows; ++r) {
-            if (padding_row(c, r)) continue;
+        const std::size_t n = c.out.sample_size();
+        c.for_each_row([&](std::size_t r) {
             const T* z = c.in[0].data + row_of(c.in[0], r) * 4 * n + 2 * n;
             const T* cn = c.in[1].data + row_of(c.in[1], r) * n;
             T* out = c.out.data + r * n;
             for (std::size_t j = 0; j < n; ++j) out[j] = fast::sigmoid(z[j]) * fast::tanh(cn[j]);
-        }
+        });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
         T *gz0 = c.in_grad[0].data, *gc0 = c.in_grad[1].data;
-        const std::size_t n = c.out.sample_size(), rows = c.out.rows();
-        for (std::size_t r = 0; r < rows; ++r) {
-            if (padding_row(c, r)) continue;
+        const std::size_t n = c.out.sample_size();
+        c.for_each_row([&](std::size_t r) {
             const T* __restrict z = c.in[0].data + row_of(c.in[0], r) * 4 * n + 2 * n;
             const T* __restrict cn = c.in[1].data + row_of(c.in[1], r) * n;
             const T* __restrict g = c.out_grad.data + r * n;
@@ -136,7 +126,7 @@ public:
                     for (std::size_t j = 0; j < len; ++j) gcj[j] += gj[j] * so[j] * (T(1) - tc[j] * tc[j]);
                 }
             }
-        }
+        });
     }
 };
 

@@ -22,6 +22,7 @@ class IsEdge final : public OpBase<IsEdge> {
 public:
     explicit IsEdge(bool last) : last_(last) {}
     std::string name() const override { return last_ ? "sequence::is_last" : "sequence::is_first"; }
+    bool reads_time() const override { return true; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -33,8 +34,8 @@ public:
         const SequenceLayout& l = *c.layout;
         const std::size_t n_seq = l.num_sequences();
         auto edge = [&](std::size_t t, std::size_t n) { return last_ ? t + 1 == l.length(n) : t == 0; };
-        if (c.in_step) {
-            for (std::size_t n = 0; n < n_seq; ++n) c.out.data[n] = edge(c.t, n) ? T(1) : T(0);
+        if (c.time) {
+            for (std::size_t n = 0; n < n_seq; ++n) c.out.data[n] = edge(c.time->t, n) ? T(1) : T(0);
             return;
         }
         for (std::size_t t = 0; t < l.max_length(); ++t)

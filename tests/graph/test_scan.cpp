@@ -28,11 +28,13 @@ Recurrence build(BinaryFn op, const Variable& z, const Variable& c, const Variab
     return {one(false), one(true)};
 }
 
+// compile rewrote the loop into one node of the fused scan op, and no loop is left.
 bool is_scan(const Variable& out) {
     auto plan = compile({out});
-    for (const auto& step : plan->steps)
-        if (step.scan_op >= 0) return true;
-    return false;
+    bool scan = false, loop = false;
+    for (const auto& pn : plan->nodes) scan |= pn.node->op && pn.node->op->name().find("_scan(") != std::string::npos;
+    for (const auto& step : plan->steps) loop |= step.is_loop;
+    return scan && !loop;
 }
 
 }  // namespace

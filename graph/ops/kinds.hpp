@@ -1,0 +1,45 @@
+#pragma once
+// What compile and pass planning ask of particular ops, each answered in that op's own family file
+// (rather than as virtuals on Op that one op each overrides). Internal to graph/.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "graph/op.hpp"
+
+namespace loom {
+
+// elementwise.cpp: whether `op` is element_select(cond, a, b).
+bool is_element_select(const Op& op);
+// delay.cpp: the time_step of past_value / future_value (0 for every other op).
+std::size_t delay_steps(const Op& op);
+// embedding.cpp: its backward adds into input `input`'s gradient by whole rows and can be handed
+// a RowGradient for it (OpCall::in_grad_by_rows).
+bool writes_gradient_rows(const Op& op, std::size_t input);
+// linear.cpp: input `input`'s gradient is the output gradient itself when their shapes match (an
+// affine's addend): the executor may alias the two buffers, the op then adds nothing.
+bool passes_gradient_through(const Op& op, std::size_t input);
+
+// A differentiable element-wise binary op z = f(a, b) as plain functions, for code that runs it
+// outside the op (the fused scan).
+template <class T>
+struct BinaryKernel {
+    T (*f)(T a, T b) = nullptr;
+    T (*da)(T a, T b, T z) = nullptr;  // dz/da
+    T (*db)(T a, T b, T z) = nullptr;  // dz/db
+};
+struct BinaryKernels {
+    std::string name;
+    BinaryKernel<float> f32;
+    BinaryKernel<double> f64;
+};
+// elementwise.cpp: the kernels of a differentiable element-wise binary op, else nullptr.
+const BinaryKernels* binary_kernels(const Op& op);
+
+// scan.cpp: the op that runs r = f(z, element_select(cond, c, delay(r, init))) (delay of one step
+// in `direction`, +1 past, -1 future) as one scan over time; inputs (z, cond, c, init). compile
+// rewrites such a loop into one node of it (`scan_fits` says whether the operands allow it).
+std::shared_ptr<const Op> select_delay_scan(const BinaryKernels& f, int direction);
+bool scan_fits(const TypeInfo& z, const TypeInfo& cond, const TypeInfo& c, const TypeInfo& init);
+
+}  // namespace loom
