@@ -6,7 +6,7 @@
 // gradient straight from the session (no copy) and writes the parameter's live value
 // (Parameter::data()) in place.
 //
-// The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam) return
+// The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adamw, adadelta, fsadagrad) return
 // std::unique_ptr<Learner>: a learner is polymorphic and owns state that must not be copied by
 // accident (two copies would each think they own the parameters' optimizer state).
 //
@@ -16,6 +16,12 @@
 //   w <- rule(w, g, state, lr(step))
 // Clipping uses the GLOBAL norm over all of the learner's parameters (as
 // torch.nn.utils.clip_grad_norm_), so the direction of the whole update is kept.
+//
+// Learning rates are per update, of the gradient as scaled by gradient_scale: the Trainer passes
+// 1 / (number of items) (TrainerOptions::average_gradients, the default), so a rate applies to the
+// minibatch's MEAN gradient, as in PyTorch, and does not change with the minibatch size. (CNTK made users choose
+// per-sample rates, applied to the summed gradient, or per-minibatch ones; a CNTK per-sample rate r is loom's r *
+// minibatch size.) Momentum-like constants (beta, rho, momentum) are per update as well.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -185,5 +191,23 @@ std::unique_ptr<Learner> rmsprop(std::vector<Parameter> parameters, LearningRate
 // m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + epsilon)
 std::unique_ptr<Learner> adam(std::vector<Parameter> parameters, LearningRate lr, double beta1 = 0.9,
                               double beta2 = 0.999, double epsilon = 1e-8, LearnerOptions options = {});
+// Adam with decoupled weight decay (Loshchilov and Hutter; torch.optim.AdamW):
+//   w *= 1 - lr * weight_decay;  then Adam's step with the moments of g (the decay never enters them)
+std::unique_ptr<Learner> adamw(std::vector<Parameter> parameters, LearningRate lr, double beta1 = 0.9,
+                               double beta2 = 0.999, double epsilon = 1e-8, double weight_decay = 0.01,
+                               LearnerOptions options = {});
+// AdaDelta (Zeiler; CNTK's adadelta, torch.optim.Adadelta):
+//   G = rho G + (1-rho) g^2;  d = sqrt(D + eps) / sqrt(G + eps) * g;  D = rho D + (1-rho) d^2;  w -= lr * d
+std::unique_ptr<Learner> adadelta(std::vector<Parameter> parameters, LearningRate lr = 1.0, double rho = 0.95,
+                                  double epsilon = 1e-8, LearnerOptions options = {});
+// CNTK's FSAdaGrad ("Frank Seide's AdaGrad", close to Adam):
+//   V = vm V + (1-vm) g^2;  g *= min(sqrt(1 - vm^t) / sqrt(V), 10) where V != 0;
+//   m = momentum m + (unit_gain ? 1 - momentum : 1) g;  w -= lr * m
+// CNTK counts samples in the sqrt(1 - vm^t) term (its gradients are sums, its rates per sample);
+// here one update counts as one, since loom's rates are per update of the gradient the caller
+// scaled (see below), so variance_momentum is per update too.
+std::unique_ptr<Learner> fsadagrad(std::vector<Parameter> parameters, LearningRate lr, double momentum = 0.9,
+                                   double variance_momentum = 0.999, bool unit_gain = true,
+                                   LearnerOptions options = {});
 
 }  // namespace loom

@@ -120,6 +120,65 @@ TEST_CASE("adam corrects the bias of both moments") {
                           });
 }
 
+TEST_CASE("adamw decays the weights apart from the moments") {
+    check_against_formula([](Parameter w) { return adamw({w}, 0.1, 0.8, 0.9, 1e-7, 0.5); },
+                          [](auto& w, const auto& g, auto& m, auto& v, int t) {
+                              for (int j = 0; j < 2; ++j) {
+                                  w[j] *= 1 - 0.1 * 0.5;
+                                  m[j] = 0.8 * m[j] + 0.2 * g[j];
+                                  v[j] = 0.9 * v[j] + 0.1 * g[j] * g[j];
+                                  w[j] -= 0.1 * (m[j] / (1 - std::pow(0.8, t))) /
+                                          (std::sqrt(v[j] / (1 - std::pow(0.9, t))) + 1e-7);
+                              }
+                          });
+    // By hand, step 1 on w0 = 0.5 (g = 2 (0.5 - 1) + 2 (0.5 + 0.5) = 1): the moments' bias
+    // corrections make the Adam step lr * sign(g) = 0.1, after the decay 0.5 * 0.95 = 0.475.
+    Quadratic q;
+    auto l = adamw({q.w}, 0.1, 0.8, 0.9, 1e-7, 0.5);
+    q.step(*l);
+    CHECK(q.w.value()(0) == doctest::Approx(0.375).epsilon(1e-5));
+}
+
+TEST_CASE("adadelta scales by the ratio of the running step and gradient sizes") {
+    check_against_formula([](Parameter w) { return adadelta({w}, 0.5, 0.9, 1e-4); },
+                          [](auto& w, const auto& g, auto& g2, auto& d2, int) {
+                              for (int j = 0; j < 2; ++j) {
+                                  g2[j] = 0.9 * g2[j] + 0.1 * g[j] * g[j];
+                                  const double d = std::sqrt(d2[j] + 1e-4) / std::sqrt(g2[j] + 1e-4) * g[j];
+                                  d2[j] = 0.9 * d2[j] + 0.1 * d * d;
+                                  w[j] -= 0.5 * d;
+                              }
+                          });
+    // By hand, step 1 on w0 = 0.5 with g = 1: G = 0.1, d = sqrt(1e-4) / sqrt(0.1001) = 0.031607,
+    // w = 0.5 - 0.5 * 0.031607 = 0.484197.
+    Quadratic q;
+    auto l = adadelta({q.w}, 0.5, 0.9, 1e-4);
+    q.step(*l);
+    CHECK(q.w.value()(0) == doctest::Approx(0.484197).epsilon(1e-5));
+}
+
+TEST_CASE("fsadagrad normalizes by the smoothed squares and the smoothed count, then adds momentum") {
+    auto rule = [](double mu, double vm, bool unit_gain) {
+        return [=](auto& w, const auto& g, auto& v, auto& m, int t) {
+            for (int j = 0; j < 2; ++j) {
+                v[j] = vm * v[j] + (1 - vm) * g[j] * g[j];
+                double gj = g[j];
+                if (v[j] != 0) gj *= std::min(std::sqrt(1 - std::pow(vm, t)) / std::sqrt(v[j]), 10.0);
+                m[j] = mu * m[j] + (unit_gain ? 1 - mu : 1.0) * gj;
+                w[j] -= 0.1 * m[j];
+            }
+        };
+    };
+    check_against_formula([](Parameter w) { return fsadagrad({w}, 0.1, 0.9, 0.99, true); }, rule(0.9, 0.99, true));
+    check_against_formula([](Parameter w) { return fsadagrad({w}, 0.1, 0.5, 0.9, false); }, rule(0.5, 0.9, false));
+    // By hand, step 1 with g = 1: V = 0.01 g^2 and sqrt(1 - 0.99) = 0.1, so the normalized gradient is
+    // 0.1 / 0.1 = 1; unit-gain momentum keeps 0.1 of it: w = 0.5 - 0.1 * 0.1 = 0.49.
+    Quadratic q;
+    auto l = fsadagrad({q.w}, 0.1, 0.9, 0.99, true);
+    q.step(*l);
+    CHECK(q.w.value()(0) == doctest::Approx(0.49).epsilon(1e-5));
+}
+
 TEST_CASE("L2 weight decay adds l2 * w to the gradient") {
     LearnerOptions o;
     o.l2_weight_decay = 0.3;
@@ -267,9 +326,13 @@ TEST_CASE("every learner solves a small least-squares problem") {
         {"adagrad", [](auto p) { return adagrad(p, 0.5); }},
         {"rmsprop", [](auto p) { return rmsprop(p, step_decay(0.01, 200, 0.1), 0.9); }},
         {"adam", [](auto p) { return adam(p, exponential_decay(0.05, 0.995)); }},
+        {"adamw", [](auto p) { return adamw(p, exponential_decay(0.05, 0.995), 0.9, 0.999, 1e-8, 1e-4); }},
+        {"adadelta", [](auto p) { return adadelta(p, 1.0, 0.99, 1e-5); }},
+        {"fsadagrad", [](auto p) { return fsadagrad(p, exponential_decay(0.05, 0.995)); }},
     };
     for (const auto& [name, make] : learners) {
-        CAPTURE(name);
+        const std::string learner_name = name;
+        CAPTURE(learner_name);
         Variable x = input_variable({3}, "x"), y = input_variable({1}, "y");
         Parameter w = parameter({3, 1}, zeros(), "w");
         Parameter b = parameter({1}, zeros(), "b");
