@@ -17,6 +17,23 @@
 
 namespace loom::testing {
 
+// A path in the temp directory for `name`, unique per process: two runs of the suite at once (CTest
+// with -j, two checkouts) never share a file.
+inline std::filesystem::path temp_path(const std::string& name) {
+    return std::filesystem::temp_directory_path() / ("loom_test_" + std::to_string(::getpid()) + "_" + name);
+}
+
+// A file there holding `text`, removed at the end of the test.
+struct TempFile {
+    std::filesystem::path path;
+    TempFile(const std::string& name, const std::string& text) : path(temp_path(name)) {
+        std::ofstream(path, std::ios::binary) << text;
+    }
+    ~TempFile() { std::filesystem::remove(path); }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+};
+
 // A scratch directory, unique per process and name, removed at the end of the test.
 struct TempDir {
     std::filesystem::path path;

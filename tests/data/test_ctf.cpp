@@ -2,8 +2,6 @@
 // comments, and errors that name file:line.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,20 +12,12 @@
 #include "core/errors.hpp"
 #include "data/ctf.hpp"
 
+#include "test_support.hpp"
+
 using namespace loom;
+using loom::testing::TempFile;
 
 namespace {
-
-// A file in the temp directory, removed at the end of the test.
-struct TempFile {
-    std::filesystem::path path;
-    TempFile(const std::string& name, const std::string& text)
-        : path(std::filesystem::temp_directory_path() /
-               ("loom_test_data_ctf_" + std::to_string(::getpid()) + "_" + name)) {
-        std::ofstream(path, std::ios::binary) << text;
-    }
-    ~TempFile() { std::filesystem::remove(path); }
-};
 
 const std::vector<CtfStreamConfig> qa_streams = {{"q", 3, false}, {"a", 10, true}};
 

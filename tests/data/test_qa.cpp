@@ -1,8 +1,6 @@
 // Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,19 +9,12 @@
 #include "data/metrics.hpp"
 #include "data/qa.hpp"
 
+#include "test_support.hpp"
+
 using namespace loom;
+using loom::testing::TempFile;
 
 namespace {
-
-struct TempFile {
-    std::filesystem::path path;
-    TempFile(const std::string& name, const std::string& text)
-        : path(std::filesystem::temp_directory_path() /
-               ("loom_test_data_qa_" + std::to_string(::getpid()) + "_" + name)) {
-        std::ofstream(path, std::ios::binary) << text;
-    }
-    ~TempFile() { std::filesystem::remove(path); }
-};
 
 void expect_error(const std::string& text, std::size_t line, const std::string& reason) {
     TempFile file("bad.tsv", text);

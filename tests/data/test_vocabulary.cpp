@@ -1,30 +1,19 @@
 // Vocabulary: reserved ids, counts, min_count / max_size, unknown words, save and load.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
 #include "core/errors.hpp"
 #include "data/vocabulary.hpp"
 
+#include "test_support.hpp"
+
 using namespace loom;
+using loom::testing::temp_path;
+using loom::testing::TempFile;
 
 namespace {
-
-std::filesystem::path temp_path(const std::string& name) {
-    return std::filesystem::temp_directory_path() /
-           ("loom_test_data_vocabulary_" + std::to_string(::getpid()) + "_" + name);
-}
-
-struct TempFile {
-    std::filesystem::path path;
-    TempFile(const std::string& name, const std::string& text) : path(temp_path(name)) {
-        std::ofstream(path, std::ios::binary) << text;
-    }
-    ~TempFile() { std::filesystem::remove(path); }
-};
 
 // counts: the 3, cat 2, sat 2, a 1, mat 1, on 1
 const std::vector<std::vector<std::string>> corpus = {
