@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "graph/op.hpp"
@@ -226,6 +227,63 @@ void fuse_scans(Plan& plan) {
     plan.nodes = std::move(nodes);
 }
 
+// The type of op node `pn` from its inputs' plan types. With `guess`, an input whose shape is not
+// known yet stands in as a scalar (which broadcasts to any shape), so that a loop built on a
+// placeholder() can take its shapes from its known inputs; nullopt when that does not work.
+std::optional<TypeInfo> infer_type(const Plan& plan, const PlanNode& pn, bool guess) {
+    std::vector<TypeInfo> in;
+    for (int i : pn.inputs) {
+        in.push_back(plan.nodes[i].type);
+        if (in.back().shape_known) continue;
+        if (!guess) return std::nullopt;
+        in.back() = {Shape{}, in.back().axis};
+    }
+    if (!guess) return pn.node->op->infer(in);
+    try {  // a guess, or an input typed from one, may not fit: then later passes tell more
+        return pn.node->op->infer(in);
+    } catch (const UserError&) {
+        return std::nullopt;
+    }
+}
+
+// Sets the plan types of a step's op nodes. A loop runs twice so that a delay sees its input's
+// axis; a loop with unknown shapes is iterated to a fixed point from guesses (infer_type), then
+// every member is checked against its inputs' final types.
+void resolve_types(Plan& plan, const PlanStep& step) {
+    bool unknown = false;
+    for (int m : step.members) unknown |= !plan.nodes[m].type.shape_known;
+    const std::size_t passes = !step.is_loop ? 1 : unknown ? 2 * step.members.size() + 2 : 2;
+    for (std::size_t pass = 0; pass < passes; ++pass) {
+        bool changed = false;
+        for (int m : step.members) {
+            PlanNode& pn = plan.nodes[m];
+            if (pn.node->kind != NodeKind::Op) continue;
+            const std::optional<TypeInfo> t = infer_type(plan, pn, unknown);
+            if (!t) continue;
+            changed |= !pn.type.shape_known || pn.type.shape != t->shape || !(pn.type.axis == t->axis);
+            pn.type = *t;
+        }
+        if (unknown && !changed) break;
+    }
+    for (int m : step.members) {
+        PlanNode& pn = plan.nodes[m];
+        if (pn.node->kind != NodeKind::Op) continue;
+        const std::string cannot = "compile: cannot infer the shape of " + pn.node->label() +
+                                   ", which is built on a placeholder() without a shape; give that placeholder a shape";
+        std::optional<TypeInfo> t;
+        try {
+            t = infer_type(plan, pn, false);
+        } catch (const UserError& e) {
+            if (!unknown) throw;
+            throw UserError(cannot + " (" + e.what() + ")");
+        }
+        if (!t || t->shape != pn.type.shape) throw UserError(cannot);
+        if (pn.node->type.shape_known && !(pn.type.shape == pn.node->type.shape))
+            throw UserError("compile: " + pn.node->label() + " has shape " + pn.type.shape.str() +
+                            " now that its placeholders are bound, but was built with " + pn.node->type.shape.str());
+    }
+}
+
 std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
     Graph g = collect(outputs);
     auto comps = tarjan(g);
@@ -271,22 +329,9 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
         for (int e : g.edges[g.id.at(pn.node)]) pn.inputs.push_back(plan->index.at(g.nodes[e]));
     for (const auto& v : outputs) plan->outputs.push_back(plan->index.at(resolve(v.node().get())));
 
-    // Resolve `Any` axes (from placeholders) now that the graph is closed; loops twice so that a
-    // delay sees its input's axis.
+    // Resolve `Any` axes and unknown shapes (from placeholders) now that the graph is closed.
     for (const auto& step : plan->steps) {
-        const int passes = step.is_loop ? 2 : 1;
-        for (int pass = 0; pass < passes; ++pass)
-            for (int m : step.members) {
-                auto& pn = plan->nodes[m];
-                if (pn.node->kind != NodeKind::Op) continue;
-                std::vector<TypeInfo> in;
-                for (int i : pn.inputs) in.push_back(plan->nodes[i].type);
-                pn.type = pn.node->op->infer(in);
-                if (!(pn.type.shape == pn.node->type.shape))
-                    throw UserError("compile: " + pn.node->label() + " has shape " + pn.type.shape.str() +
-                                    " now that its placeholders are bound, but was built with " +
-                                    pn.node->type.shape.str());
-            }
+        resolve_types(*plan, step);
         if (step.is_loop) {
             const Axis& axis = plan->nodes[step.members.front()].type.axis;
             for (int m : step.members)

@@ -34,10 +34,12 @@ struct Axis {
     std::string str() const;
 };
 
-// The static type of a node: sample shape and dynamic axes.
+// The static type of a node: sample shape and dynamic axes. `shape_known` is false for a
+// placeholder() made without a shape and for what is built on it, until compile infers it.
 struct TypeInfo {
     Shape shape;
     Axis axis;
+    bool shape_known = true;
 };
 
 enum class NodeKind { Input, Parameter, Constant, Placeholder, Op };

@@ -1,5 +1,7 @@
 #include "graph/op.hpp"
 
+#include <algorithm>
+
 #include "core/errors.hpp"
 
 namespace loom {
@@ -11,6 +13,14 @@ NodePtr apply_op(std::shared_ptr<const Op> op, std::vector<NodePtr> inputs, std:
         if (!inputs[i])
             throw UserError(op->name() + ": input " + std::to_string(i) + " is an empty Variable (never assigned)");
         types.push_back(inputs[i]->type);
+    }
+    // Built on a placeholder() without a shape: the type waits for compile.
+    const bool deferred = std::any_of(types.begin(), types.end(), [](const TypeInfo& t) { return !t.shape_known; });
+    if (deferred) {
+        auto node = make_node(NodeKind::Op, std::move(name), {Shape{}, Axis::any(), false});
+        node->op = std::move(op);
+        node->inputs = std::move(inputs);
+        return node;
     }
     TypeInfo out = op->infer(types);
     check_shape(out.shape, op->name() + " (operand shapes " + describe_types(types) + ")", true);

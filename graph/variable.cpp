@@ -42,7 +42,13 @@ NodePtr constant_node(xt::xarray<double> value, std::string name) {
 
 Variable::Variable(double scalar) : node_(constant_node(xt::xarray<double>(scalar), {})) {}
 
-const Shape& Variable::shape() const { return checked(node_).type.shape; }
+const Shape& Variable::shape() const {
+    const Node& n = checked(node_);
+    if (!n.type.shape_known)
+        throw UserError(n.label() + " has no shape yet: it is built on a placeholder() without a shape, whose shape " +
+                        "compile infers; give the placeholder a shape (placeholder(shape)) to use it before");
+    return n.type.shape;
+}
 const Axis& Variable::axis() const { return checked(node_).type.axis; }
 const std::string& Variable::name() const { return checked(node_).name; }
 bool Variable::is_placeholder() const { return checked(node_).kind == NodeKind::Placeholder; }
@@ -69,7 +75,9 @@ Variable Variable::replace_placeholders(const std::vector<std::pair<Variable, Va
                                 " would close a cycle of placeholders bound to each other, with no op in between");
             n = next.get();
         }
-        if (t.type.shape != p.type.shape)
+        if (!p.type.shape_known) {
+            if (t.type.shape_known) p.type = {t.type.shape, Axis::any()};  // inferred from its target
+        } else if (t.type.shape_known && t.type.shape != p.type.shape)
             throw UserError("replace_placeholders: " + p.label() + " has shape " + p.type.shape.str() + " but " +
                             t.label() + " has shape " + t.type.shape.str());
         if (p.type.axis.kind != Axis::Kind::Any && t.type.axis.kind != Axis::Kind::Any && !(p.type.axis == t.type.axis))
@@ -129,6 +137,8 @@ Variable constant(const xt::xarray<double>& value, const std::string& name) {
 Variable placeholder(const Shape& shape, const std::string& name) {
     return Variable(make_node(NodeKind::Placeholder, name, {shape, Axis::any()}));
 }
+
+Variable placeholder() { return Variable(make_node(NodeKind::Placeholder, {}, {Shape{}, Axis::any(), false})); }
 
 namespace sequence {
 Variable input_variable(const Shape& shape, const std::string& name) {

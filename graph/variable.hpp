@@ -71,6 +71,10 @@ Parameter parameter(const xt::xarray<float>& value, const std::string& name = {}
 Variable constant(double value, const std::string& name = {});
 Variable constant(const xt::xarray<double>& value, const std::string& name = {});
 Variable placeholder(const Shape& shape, const std::string& name = {});
+// A placeholder whose sample shape is inferred (CNTK's placeholder()): from what replace_placeholders
+// binds it to when that is known, else at compile from the loop it closes. Ops built on it have no
+// shape until then (shape() throws); compile names what it cannot infer.
+Variable placeholder();
 
 namespace sequence {
 // A sequence input with its own new sequence axis, or on the given shared one.

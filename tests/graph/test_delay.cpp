@@ -181,3 +181,44 @@ TEST_CASE("delays reject time_step 0 and a sequence initial state") {
     CHECK_THROWS_AS(past_value(x, constant(xt::xarray<double>{1.0, 2.0, 3.0})), UserError);
     CHECK_THROWS_AS(past_value(input_variable({2}, "not_a_sequence")), UserError);
 }
+
+TEST_CASE("placeholder() without a shape takes it from the loop it closes, as the seed program writes it") {
+    // The seed's recurrence log_add_exp(z, select(is_first(z), -1e30, past_value(p))) with p
+    // given no shape: compile infers [1] from z. The values equal the version with placeholder({1}).
+    Variable x = sequence::input_variable({1}, "x");
+    auto build = [&](Variable p) {
+        Variable lse = log_add_exp(x, element_select(sequence::is_first(x), constant(-1e30), past_value(p)));
+        return lse.replace_placeholders({{p, lse}});
+    };
+    Variable inferred = build(placeholder()), given = build(placeholder({1}, "p"));
+    CHECK_THROWS_AS((void)inferred.shape(), UserError);  // not known before compile
+    xt::xarray<float> s0 = xt::zeros<float>({std::size_t{3}, std::size_t{1}}), s1 = xt::ones<float>({1, 1});
+    s0(0, 0) = 0.5f;
+    s0(1, 0) = -1.0f;
+    s0(2, 0) = 2.0f;
+    const Bindings in{{x, Value::sequences(std::vector<xt::xarray<float>>{s0, s1})}};
+    const auto a = evaluate({inferred}, in), b = evaluate({given}, in);
+    for (std::size_t n = 0; n < 2; ++n) {
+        const auto va = a[inferred].sequence<double>(n), vb = b[given].sequence<double>(n);
+        REQUIRE(va.size() == vb.size());
+        for (std::size_t e = 0; e < va.size(); ++e) CHECK(va.data()[e] == vb.data()[e]);
+    }
+    // log(e^0.5 + e^-1) at the second step of the first sequence, by formula.
+    CHECK(a[inferred].sequence<double>(0).data()[1] == doctest::Approx(std::log(std::exp(0.5) + std::exp(-1.0))));
+    // Bound to a node of known shape, it takes that shape at once.
+    Variable q = placeholder();
+    Variable y = x * 2.0;
+    q.replace_placeholders({{q, y}});
+    CHECK(q.shape() == Shape{1});
+}
+
+TEST_CASE("placeholder() whose shape nothing determines is a compile error naming it") {
+    // h = tanh(past_value(p) times w): the product needs p's shape, and nothing else gives h one.
+    Variable x = sequence::input_variable({2}, "x");
+    Parameter w = parameter(xt::xarray<float>{{1, 0}, {0, 1}}, "w");
+    Variable p = placeholder();
+    Variable h = tanh(times(past_value(p), w), "h");
+    h.replace_placeholders({{p, h}});
+    Variable out = sequence::reduce_sum(h) + sequence::reduce_sum(x);
+    CHECK_THROWS_WITH_AS(compile({out}), doctest::Contains("cannot infer the shape"), UserError);
+}
