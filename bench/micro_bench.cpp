@@ -25,7 +25,6 @@
 
 #include "bench_common.hpp"
 #include "model.hpp"
-#include "synthetic.hpp"
 
 using namespace loom;
 

@@ -50,4 +50,10 @@ QaData read_qa_tsv(const std::string& path, const QaReadOptions& options = {});
 // Same, from any stream; `source` names it in error messages.
 QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOptions& options = {});
 
+// Raw text: question<TAB>sentence[<TAB>label] per line, both columns through tokenize_english (so
+// SelQA's pre-tokenised files read the same), an optional header line starting "question"; rows of
+// one question need not be contiguous (grouped by the question's lowercased text). Labels are
+// required unless `labels_optional` (pairs to score). Throws DataError "file:line: reason".
+QaData read_qa_text(const std::string& path, bool labels_optional = false);
+
 }  // namespace loom

@@ -55,19 +55,19 @@ struct FitOptions {
     // Where fit saves its state (Trainer checkpoint + fit's own records) at every evaluation, every
     // `checkpoint_every` steps and when it returns. If the file exists when fit starts, fit resumes
     // from it. Empty: no checkpoint, nothing resumed.
-    std::string checkpoint_path;
+    std::string checkpoint_path{};
     std::size_t checkpoint_every = 0;  // steps; 0: only at evaluations and at the end
     // The best parameters' file; empty: checkpoint_path + ".best" if there is a checkpoint path,
     // otherwise the best parameters are kept in memory.
-    std::string best_path;
+    std::string best_path{};
     // Stop (saving the checkpoint) once this many steps are done in all, resumed runs included;
     // 0: no limit. A time or step budget, and how the tests interrupt a run.
     std::size_t max_steps = 0;
     // Progress: the live bar and a line per epoch and per evaluation. Null: print nothing.
     std::ostream* progress_stream = nullptr;
-    ProgressOptions progress;
+    ProgressOptions progress{};
     // Called after every training step with the step number (from 1) and what it gave.
-    std::function<void(std::size_t step, const MinibatchResult&)> on_step;
+    std::function<void(std::size_t step, const MinibatchResult&)> on_step{};
 };
 
 enum class FitStop { epochs, early, max_steps };

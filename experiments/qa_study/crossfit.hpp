@@ -6,7 +6,7 @@
 // held-out part, and the evaluation cosine is the mean of the K networks' cosines.
 #include <loom.hpp>
 
-#include "model.hpp"
+#include "triplet_model.hpp"
 #include "ranking.hpp"
 #include "training.hpp"
 

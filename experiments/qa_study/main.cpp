@@ -19,10 +19,9 @@
 #include <loom.hpp>
 
 #include "crossfit.hpp"
-#include "model.hpp"
+#include "triplet_model.hpp"
 #include "ranking.hpp"
 #include "report.hpp"
-#include "synthetic.hpp"
 #include "training.hpp"
 
 using namespace loom;
@@ -82,7 +81,7 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
               << held_out.pairs.size() << " more held out); vocabulary " << vocab.size() << " words\n";
 
     // ---- model and trainer
-    qa::Model model(mo);
+    qa::TripletModel model(mo);
     auto trainer = qa::make_trainer(model, to);
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
