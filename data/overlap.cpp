@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <set>
 #include <sstream>
@@ -40,6 +41,33 @@ IdfTable IdfTable::fit(const std::vector<std::vector<std::string>>& lists) {
 double IdfTable::operator()(const std::string& word) const {
     const auto it = document_frequency.find(word);
     return it == document_frequency.end() ? std::log(documents + 1) : std::log(documents / it->second);
+}
+
+std::string IdfTable::to_text() const {
+    std::ostringstream out;
+    out.precision(17);
+    out << "documents " << documents << "\n";
+    for (const auto& [word, df] : document_frequency) out << word << "\t" << df << "\n";
+    return out.str();
+}
+
+IdfTable IdfTable::parse(const std::string& text, const std::string& source) {
+    std::istringstream in(text);
+    IdfTable idf;
+    std::string line;
+    std::size_t number = 1;
+    if (!std::getline(in, line) || line.rfind("documents ", 0) != 0 ||
+        (idf.documents = std::atof(line.c_str() + 10)) <= 0)
+        data_text::fail(source, number, "expected 'documents N' with N > 0");
+    while (std::getline(in, line)) {
+        ++number;
+        const std::size_t tab = line.rfind('\t');
+        const double df = tab == std::string::npos ? 0 : std::atof(line.c_str() + tab + 1);
+        if (!(df >= 1 && df <= idf.documents) || !idf.document_frequency.emplace(line.substr(0, tab), df).second)
+            data_text::fail(source, number,
+                            "expected word<TAB>document frequency (1 to the documents), each word once");
+    }
+    return idf;
 }
 
 double word_overlap(const std::vector<std::string>& question, const std::vector<std::string>& answer,

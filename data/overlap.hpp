@@ -18,6 +18,10 @@ struct IdfTable {
     double documents = 0;
     static IdfTable fit(const std::vector<std::vector<std::string>>& documents);
     double operator()(const std::string& word) const;  // log(N / df); an unseen word: log(N + 1)
+    // "documents N" then "word<TAB>df" lines, to keep inside a model file. parse() throws DataError
+    // naming `source` and the line for anything else.
+    std::string to_text() const;
+    static IdfTable parse(const std::string& text, const std::string& source);
 };
 
 // Distinct non-stopwords shared by question and answer, each counted 1 or, with idf, its idf.

@@ -131,6 +131,30 @@ std::vector<std::vector<std::string>> QaData::token_lists() const {
     return lists;
 }
 
+std::vector<std::vector<std::size_t>> QaData::by_question(bool mixed_only) const {
+    std::vector<std::vector<std::size_t>> groups(num_groups);
+    std::vector<std::size_t> positives(num_groups, 0), order;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        if (groups[pairs[i].group].empty()) order.push_back(pairs[i].group);
+        groups[pairs[i].group].push_back(i);
+        positives[pairs[i].group] += pairs[i].label != 0;
+    }
+    std::vector<std::vector<std::size_t>> out;
+    for (std::size_t g : order)
+        if (!mixed_only || (positives[g] > 0 && positives[g] < groups[g].size())) out.push_back(std::move(groups[g]));
+    return out;
+}
+
+QaData QaData::hold_out(std::size_t every, const std::string& held_out_source) {
+    if (every < 2) throw UserError("QaData::hold_out: every " + std::to_string(every) + " would hold out everything");
+    QaData held;
+    held.source = held_out_source, held.num_groups = num_groups;
+    std::vector<QaPair> kept;
+    for (auto& p : pairs) (p.group % every == every - 1 ? held.pairs : kept).push_back(std::move(p));
+    pairs = std::move(kept);
+    return held;
+}
+
 QaData read_qa_text(const std::string& path, bool labels_optional) {
     std::ifstream in = data_text::open_for_reading(path);
     QaData data;

@@ -44,6 +44,14 @@ struct QaData {
     // Token lists for building a vocabulary: each group's question once (so a question is not
     // counted once per candidate) and every answer sentence.
     std::vector<std::vector<std::string>> token_lists() const;
+    // Each question's pairs (indices into `pairs`), questions in order of first appearance; with
+    // `mixed_only`, only questions with both a true and a wrong sentence (what a ranking loss, which
+    // compares a question's candidates, can learn from).
+    std::vector<std::vector<std::size_t>> by_question(bool mixed_only = false) const;
+    // Moves every k-th question (group % every == every - 1) with all its pairs out of this data
+    // into the returned data (same group ids, source `held_out_source`): held-out questions, never
+    // a question split between the two. Throws UserError for every < 2.
+    QaData hold_out(std::size_t every, const std::string& held_out_source = "held-out questions");
 };
 
 QaData read_qa_tsv(const std::string& path, const QaReadOptions& options = {});

@@ -10,14 +10,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <span>
 #include <sstream>
 
 #include <xtensor/xadapt.hpp>
 
 #include <loom.hpp>
 
-#include "data/overlap.hpp"
 #include "data/text.hpp"
 #include "model.hpp"
 
@@ -27,12 +25,11 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, score_file, plot_dir, graph_file;
-    std::size_t epochs = 3, evaluations = 2, patience = 3, threads = 1, questions = 600;
-    double lr = 1e-3;
+    std::size_t epochs = 3, threads = 1, questions = 600;
     std::uint64_t seed = 1;
-    // What did best on SelQA (README): one small tower for both sides, dropout, 3 overlap numbers per token.
+    // What did best on SelQA (README): small towers, dropout, 3 overlap numbers per token.
     qa::ModelOptions model{
-        .embed = 50, .hidden = 64, .dense = 64, .shared = true, .overlap_inputs = true, .dropout = 0.5, .features = 3};
+        .embed = 50, .hidden = 64, .dense = 64, .overlap_inputs = true, .dropout = 0.5, .features = 3};
 };
 
 // What a trained model needs besides its parameters; all of it goes into the model file.
@@ -46,7 +43,7 @@ struct Text {
 };
 
 // The network's inputs for the pairs `items`: each side's ids and overlap numbers, and the labels.
-Bindings encode(const qa::Model& m, const Text& t, const QaData& data, std::span<const std::size_t> items) {
+Bindings encode(const qa::Model& m, const Text& t, const QaData& data, const std::vector<std::size_t>& items) {
     std::vector<std::vector<std::size_t>> q, a;
     std::vector<xt::xarray<float>> qf, af;
     xt::xarray<float> labels = xt::zeros<float>({items.size(), std::size_t{1}});
@@ -64,22 +61,20 @@ Bindings encode(const qa::Model& m, const Text& t, const QaData& data, std::span
             {m.label, Value::batch(labels)}};
 }
 
-// The network's cosine for every pair; heat rows of the attention weights of the first three true
-// pairs (question and answer) go to *attention.
+// The network's cosine for every pair; the attention weights of the first three true pairs
+// (question and answer) go to *attention as heatmap rows.
 std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaData& data,
                                    std::vector<svg::HeatRow>* attention = nullptr) {
     Session session({m.cosine, m.question_attention, m.answer_attention});
     std::vector<double> scores;
-    std::vector<std::size_t> items(data.pairs.size());
-    for (std::size_t i = 0; i < items.size(); ++i) items[i] = i;
-    for (std::size_t start = 0; start < items.size(); start += 64) {
-        const auto batch = std::span(items).subspan(start, std::min<std::size_t>(64, items.size() - start));
+    for (std::size_t start = 0; start < data.pairs.size(); start += 64) {
+        std::vector<std::size_t> batch;
+        for (std::size_t i = start; i < std::min(start + 64, data.pairs.size()); ++i) batch.push_back(i);
         Bindings in = encode(m, t, data, batch);
         in.erase(m.label);
         session.forward(in);
-        const auto cos = session.value(m.cosine).batch();
         for (std::size_t k = 0; k < batch.size(); ++k) {
-            scores.push_back(cos(k, 0));
+            scores.push_back(session.value(m.cosine).batch()(k, 0));
             const QaPair& p = data.pairs[batch[k]];
             if (!attention || attention->size() >= 6 || !p.label) continue;
             const auto wq = session.value(m.question_attention).sequence(k);
@@ -97,17 +92,12 @@ RankingMetrics rank(const QaData& d, const std::vector<double>& s) {
 }
 
 void save_model(const std::string& path, const qa::Model& m, const Text& t) {
-    std::ostringstream settings, words, df;
+    std::ostringstream settings;
     settings.precision(17);
     settings << "embed " << m.options.embed << " hidden " << m.options.hidden << " dense " << m.options.dense
-             << " lambda " << t.lambda << " documents " << t.idf.documents;
-    words << "loom-vocabulary 1\n";  // the header of Vocabulary's own files, so Vocabulary::parse reads it
-    for (std::size_t id = 0; id < t.vocabulary.size(); ++id) {
-        const auto it = t.idf.document_frequency.find(t.vocabulary.word(id));
-        words << t.vocabulary.word(id) << "\n", df << (it == t.idf.document_frequency.end() ? 0 : it->second) << "\n";
-    }
+             << " lambda " << t.lambda;
     save_model_file(path, "qa_similarity", m.parameters(),
-                    {{"settings", settings.str()}, {"vocabulary", words.str()}, {"df", df.str()}});
+                    {{"settings", settings.str()}, {"vocabulary", t.vocabulary.to_text()}, {"idf", t.idf.to_text()}});
 }
 
 // Reads a model file and rebuilds its network: nothing else is built.
@@ -115,20 +105,15 @@ std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     const ModelFile f = read_model_file(path, "qa_similarity");
     auto record = [&](const std::string& key) {
         if (!f.records.count(key)) throw DataError(path + ": the model file has no '" + key + "' record");
-        return std::istringstream(f.records.at(key));
+        return f.records.at(key);
     };
     std::map<std::string, double> s;
-    auto settings = record("settings"), words = record("vocabulary"), df = record("df");
+    std::istringstream settings(record("settings")), words(record("vocabulary"));
     for (std::string key; settings >> key;) settings >> s[key];
-    for (const char* key : {"embed", "hidden", "dense", "lambda", "documents"})
+    for (const char* key : {"embed", "hidden", "dense", "lambda"})
         if (!s.count(key)) throw DataError(path + ": its settings lack '" + key + "'");
-    t.vocabulary = Vocabulary::parse(words, path + " (vocabulary)");
-    t.idf.documents = s["documents"], t.lambda = s["lambda"];
-    for (std::size_t id = 0; id < t.vocabulary.size(); ++id) {
-        double count = 0;
-        if (!(df >> count)) throw DataError(path + ": fewer document frequencies than words");
-        if (count > 0) t.idf.document_frequency[t.vocabulary.word(id)] = count;
-    }
+    t = {Vocabulary::parse(words, path + " (vocabulary)"), IdfTable::parse(record("idf"), path + " (idf)"),
+         s["lambda"]};
     qa::ModelOptions mo = Options{}.model;
     mo.vocab = t.vocabulary.size(), mo.embed = std::size_t(s["embed"]), mo.hidden = std::size_t(s["hidden"]);
     mo.dense = std::size_t(s["dense"]);
@@ -148,65 +133,41 @@ int score(const Options& o) {
     return 0;
 }
 
-// An output file's directory must exist and be writable before hours of training, not after.
-void check_writable(const std::string& path, const std::string& option) {
-    if (path.empty()) return;
-    if (!std::ofstream(path + ".write-check")) throw UserError(option + " " + path + ": cannot write there");
-    std::filesystem::remove(path + ".write-check");
-}
-
-std::string metrics_text(const char* what, const RankingMetrics& r) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%s MAP %.4f MRR %.4f", what, r.map, r.mrr);
-    return buf;
-}
-
 int train(Options o) {
+    // Output files must be writable before minutes of training, not after.
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
-    check_writable(o.save, "--save"), check_writable(o.graph_file, "--graph");
-    check_writable(o.plot_dir.empty() ? "" : o.plot_dir + "/x", "--plot");
-    QaData train, eval, held;
+    const std::string plot_probe = o.plot_dir.empty() ? "" : o.plot_dir + "/x";
+    for (const auto& [path, option] : {std::pair{o.save, "--save"}, {o.graph_file, "--graph"}, {plot_probe, "--plot"}})
+        if (!path.empty() && !(std::ofstream(path + ".check") && std::filesystem::remove(path + ".check")))
+            throw UserError(std::string(option) + " " + path + ": cannot write there");
+    QaData train, eval;
     if (o.train_file.empty()) {
-        train = qa::make_synthetic({.questions = o.questions, .vocab = 2000, .copy = 0, .seed = o.seed});
-        eval = qa::make_synthetic({.questions = o.questions / 4, .vocab = 2000, .copy = 0, .seed = o.seed + 1000});
+        train = make_synthetic_qa({.questions = o.questions, .vocab = 2000, .copy = 0, .seed = o.seed});
+        eval = make_synthetic_qa({.questions = o.questions / 4, .vocab = 2000, .copy = 0, .seed = o.seed + 1000});
     } else {
         train = read_qa_text(o.train_file);
         if (!o.eval_file.empty()) eval = read_qa_text(o.eval_file);
     }
     if (!eval.pairs.empty() && eval.num_positives() == 0)
         throw DataError(eval.source + ": no pair is labelled 1, so MAP and MRR are undefined");
-    // Every 10th question is kept out of training: it chooses when to stop and the final score's
-    // weight, never the evaluation file.
-    held.source = "held-out questions", held.num_groups = train.num_groups;
-    std::vector<QaPair> kept;
-    for (auto& p : train.pairs) (p.group % 10 == 9 ? held.pairs : kept).push_back(p);
-    train.pairs = std::move(kept);
+    // Every 10th question chooses when to stop and the final score's weight, never the evaluation file.
+    const QaData held = train.hold_out(10);
     // One training step is one question: the listwise loss compares all its candidates at once.
-    std::vector<std::vector<std::size_t>> questions(train.num_groups);
-    for (std::size_t i = 0; i < train.pairs.size(); ++i) questions[train.pairs[i].group].push_back(i);
-    std::erase_if(questions, [&](const auto& q) {
-        std::size_t positives = 0;
-        for (std::size_t i : q) positives += train.pairs[i].label;
-        return positives == 0 || positives == q.size();
-    });
+    const auto questions = train.by_question(true);
     if (questions.empty()) throw DataError(train.source + ": no question has both a true (1) and a wrong (0) sentence");
-
     Text t{Vocabulary::build(train.token_lists()), IdfTable::fit(train.token_lists())};
     o.model.vocab = t.vocabulary.size();
     qa::Model m(o.model);
-    std::size_t params = 0;
-    for (const auto& p : m.parameters()) params += p.shape().size();
-    std::cout << "data: " << questions.size() << " training questions (" << train.pairs.size() << " pairs) of "
-              << train.source << ", " << held.pairs.size() << " pairs held out; vocabulary " << t.vocabulary.size()
-              << "\nmodel: embedding " << o.model.embed << " + 3 overlap numbers, BiLSTM " << o.model.hidden << "+"
-              << o.model.hidden << ", dense " << o.model.dense << ", one tower for both sides; " << params
-              << " parameters\n";
+    std::printf("data: %zu training questions of %s, %zu pairs held out; vocabulary %zu\n", questions.size(),
+                train.source.c_str(), held.pairs.size(), t.vocabulary.size());
+    std::size_t size = 0;
+    for (const auto& p : m.parameters()) size += p.shape().size();
+    std::printf("model: per side embedding %zu + 3 overlap numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
+                o.model.embed, o.model.hidden, o.model.hidden, o.model.dense, size);
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
-    LearnerOptions lo;
-    lo.gradient_clipping_norm = 5.0;
-    lo.lazy_sparse_rows = true;  // embedding rows a minibatch does not use get no update
-    Trainer trainer(m.listwise_loss, Variable(), adam(m.parameters(), o.lr, 0.9, 0.999, 1e-8, lo));
+    LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay
+    Trainer trainer(m.listwise_loss, Variable(), adam(m.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo));
     Batcher order(std::vector<ItemLengths>(questions.size()), {.batch_size = 1, .sort_window = 0, .seed = o.seed});
     const EpochSource source{questions.size(),
                              [&](std::size_t epoch, std::size_t i) {
@@ -217,28 +178,27 @@ int train(Options o) {
     std::vector<double> held_maps, dev_maps;
     auto evaluate = [&]() -> Evaluation {
         held_maps.push_back(rank(held, network_scores(m, t, held)).map);
-        std::string text = "held-out MAP " + std::to_string(held_maps.back()).substr(0, 6);
-        if (eval.pairs.empty()) return {held_maps.back(), text};
-        const RankingMetrics dev = rank(eval, network_scores(m, t, eval));
+        const RankingMetrics dev = eval.pairs.empty() ? RankingMetrics{} : rank(eval, network_scores(m, t, eval));
         dev_maps.push_back(dev.map);
-        return {held_maps.back(), text + "; " + metrics_text("dev", dev)};
+        char text[96];
+        std::snprintf(text, sizeof text, "held-out MAP %.4f; dev MAP %.4f MRR %.4f", held_maps.back(), dev.map,
+                      dev.mrr);
+        return {held_maps.back(), text};
     };
-    FitOptions fo{.max_epochs = o.epochs,
-                  .evaluate_every = std::max<std::size_t>(1, questions.size() / o.evaluations),
-                  .patience = o.patience,
-                  .progress_stream = &std::cout};
-    const FitResult r = fit(trainer, source, fo, held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
-    if (r.best >= 0) std::printf("kept the parameters of step %zu (best held-out MAP)\n", r.evaluations[r.best].step);
+    const FitResult r = fit(trainer, source,
+                            {.max_epochs = o.epochs,
+                             .evaluate_every = (questions.size() + 1) / 2,
+                             .patience = 3,
+                             .progress_stream = &std::cout},
+                            held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
     // The final score adds the idf-weighted word overlap with the weight best on the held-out questions.
-    if (!held.pairs.empty()) {
-        const auto cos = network_scores(m, t, held);
-        double best_final = -1;
-        for (double lambda : {0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0}) {
-            std::vector<double> s;
-            for (std::size_t i = 0; i < cos.size(); ++i)
-                s.push_back(cos[i] + lambda * word_overlap(held.pairs[i].question, held.pairs[i].answer, &t.idf));
-            if (const double map = rank(held, s).map; map > best_final) best_final = map, t.lambda = lambda;
-        }
+    const auto held_cos = network_scores(m, t, held);
+    double best = -1;
+    for (double lambda : {0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0}) {
+        std::vector<double> s;
+        for (std::size_t i = 0; i < held_cos.size(); ++i)
+            s.push_back(held_cos[i] + lambda * word_overlap(held.pairs[i].question, held.pairs[i].answer, &t.idf));
+        if (const double map = held.pairs.empty() ? 0 : rank(held, s).map; map > best) best = map, t.lambda = lambda;
     }
     if (!o.save.empty()) save_model(o.save, m, t), std::cout << "saved " << o.save << "\n";
     if (eval.pairs.empty()) return 0;
@@ -258,11 +218,11 @@ int train(Options o) {
         std::printf("  %-36s %.4f  %.4f  %+.4f (%+.4f .. %+.4f)\n", name.c_str(), x.map, x.mrr, d.mean, d.low, d.high);
     }
     if (o.plot_dir.empty()) return 0;
-    std::vector<svg::Chart> charts{{"training loss (listwise)", "epoch", {{"loss", r.epoch_losses}}}};
-    if (!held_maps.empty())
-        charts.push_back(
-            {"MAP at each evaluation", "evaluation", {{"held-out questions", held_maps}, {"dev", dev_maps}}});
-    data_text::write_text_atomically(o.plot_dir + "/training.svg", svg::line_charts(charts));
+    data_text::write_text_atomically(
+        o.plot_dir + "/training.svg",
+        svg::line_charts(
+            {{"training loss (listwise)", "epoch", {{"loss", r.epoch_losses}}},
+             {"MAP at each evaluation", "evaluation", {{"held-out questions", held_maps}, {"dev", dev_maps}}}}));
     for (std::size_t i = 0; i + 1 < attention.size(); i += 2)
         data_text::write_text_atomically(o.plot_dir + "/attention_" + std::to_string(i / 2 + 1) + ".svg",
                                          svg::heat_rows({attention[i], attention[i + 1]}));
@@ -280,20 +240,13 @@ int main(int argc, char** argv) {
     app.add_option("--eval", o.eval_file, "file of the same form: MAP and MRR")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
     app.add_option("--model", o.model_file, "a model file written by --save (with --score)")->check(CLI::ExistingFile);
-    app.add_option("--score", o.score_file, "print final_score<TAB>network_score per pair of this file")
-        ->check(CLI::ExistingFile);
+    app.add_option("--score", o.score_file, "print final_score<TAB>network_score per pair")->check(CLI::ExistingFile);
     app.add_option("--plot", o.plot_dir, "write the training curve and attention heatmaps (SVG) here");
     app.add_option("--graph", o.graph_file, "write the model's graph as Graphviz DOT");
     app.add_option("--epochs", o.epochs, "training epochs at most")->capture_default_str();
-    app.add_option("--evaluations", o.evaluations, "evaluations on held-out questions per epoch")
-        ->capture_default_str();
-    app.add_option("--patience", o.patience, "stop after this many evaluations without a better one")
-        ->capture_default_str();
-    app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
     app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str();
     app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
     app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
-    app.add_option("--dropout", o.model.dropout, "dropout on the embedded tokens")->check(CLI::Range(0.0, 0.9));
     app.add_option("--questions", o.questions, "synthetic data: training questions")->capture_default_str();
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
