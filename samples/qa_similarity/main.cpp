@@ -158,12 +158,13 @@ int train(Options o) {
     Text t{Vocabulary::build(train.token_lists()), IdfTable::fit(train.token_lists())};
     o.model.vocab = t.vocabulary.size();
     qa::Model m(o.model);
-    std::printf("data: %zu training questions of %s, %zu pairs held out; vocabulary %zu\n", questions.size(),
-                train.source.c_str(), held.pairs.size(), t.vocabulary.size());
     std::size_t size = 0;
     for (const auto& p : m.parameters()) size += p.shape().size();
-    std::printf("model: per side embedding %zu + 3 overlap numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
-                o.model.embed, o.model.hidden, o.model.hidden, o.model.dense, size);
+    std::printf(
+        "data: %zu training questions of %s, %zu pairs held out\nmodel: per side embedding %zu (vocabulary %zu) "
+        "+ 3 overlap numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
+        questions.size(), train.source.c_str(), held.pairs.size(), o.model.embed, t.vocabulary.size(), o.model.hidden,
+        o.model.hidden, o.model.dense, size);
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
     LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay

@@ -33,13 +33,6 @@ Variable Tower::operator()(const Variable& ids, const Variable& flags, Variable*
     return log_sum_exp_attention(encoder_(x), attention_w_, weights);
 }
 
-std::vector<Parameter> Tower::parameters() const {
-    auto ps = embedding_.parameters();
-    layers::append_unique(ps, encoder_.parameters());
-    ps.push_back(attention_w_);
-    return ps;
-}
-
 Model::Model(const ModelOptions& o)
     : options(o), question_tower(o, "question"), answer_tower(o, "answer"), label(input_variable({1}, "label")) {
     const SequenceAxis answer_axis;
@@ -55,10 +48,7 @@ Model::Model(const ModelOptions& o)
     listwise_loss = negate(batch::reduce_sum(label * log(batch::softmax(cosine * constant(o.listwise_scale)))));
 }
 
-std::vector<Parameter> Model::parameters() const {
-    auto ps = question_tower.parameters();
-    if (!options.shared) layers::append_unique(ps, answer_tower.parameters());
-    return ps;
-}
+// In creation order: question tower, then answer tower (unless shared).
+std::vector<Parameter> Model::parameters() const { return parameters_of({cosine}); }
 
 }  // namespace qa

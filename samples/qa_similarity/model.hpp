@@ -28,7 +28,6 @@ public:
     Tower(const ModelOptions& o, const std::string& name);
     loom::Variable operator()(const loom::Variable& ids, const loom::Variable& flags,
                               loom::Variable* weights = nullptr) const;
-    std::vector<loom::Parameter> parameters() const;
 
 private:
     ModelOptions o_;
