@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -139,4 +140,45 @@ TEST_CASE("word overlap on the SelQA dev split if present: counts and the word-o
     // A random ranking of ~12 candidates with ~1 positive gives MAP near 0.3; overlap is far better.
     CHECK(m.map > 0.6);
     CHECK(m.map < 0.95);
+}
+
+TEST_CASE("overlap features: flag, flag times idf over the largest idf, and shared bigrams") {
+    // Two documents: "paris france" and "paris", so idf(paris) = log(2/2) = 0, idf(france) = log 2,
+    // the largest idf (an unseen word's) is log 3.
+    const IdfTable idf = IdfTable::fit({{"paris", "france"}, {"paris"}});
+    const std::vector<std::string> tokens{"the", "capital", "france", "paris"}, other{"france", "paris", "capital"};
+    const std::vector<float> f = overlap_features(tokens, other, idf);
+    REQUIRE(f.size() == 12);
+    const std::vector<float> flags{f[0], f[3], f[6], f[9]}, idfs{f[1], f[4], f[7], f[10]},
+        bigrams{f[2], f[5], f[8], f[11]};
+    CHECK(flags == std::vector<float>{0, 1, 1, 1});  // "the" is a stopword
+    CHECK(idfs[0] == 0.0f);
+    CHECK(idfs[1] == doctest::Approx(1.0));  // unseen "capital": log 3 / log 3
+    CHECK(idfs[2] == doctest::Approx(std::log(2.0) / std::log(3.0)));
+    CHECK(idfs[3] == doctest::Approx(0.0));
+    CHECK(bigrams == std::vector<float>{0, 0, 1, 1});  // "france paris" occurs in `other`
+}
+
+TEST_CASE("idf table as text: round trip and malformed text named by source and line") {
+    const IdfTable idf = IdfTable::fit({{"a", "b"}, {"a"}, {"c d"}});
+    const IdfTable back = IdfTable::parse(idf.to_text(), "m.loom (idf)");
+    CHECK(back.documents == 3);
+    CHECK(back.document_frequency == idf.document_frequency);
+    CHECK(back("b") == idf("b"));
+    auto bad = [](const std::string& text, const std::string& where) {
+        CAPTURE(text);
+        CHECK_THROWS_WITH_AS(IdfTable::parse(text, "m"), doctest::Contains(where.c_str()), DataError);
+    };
+    bad("", "m:1: expected 'documents N'");
+    bad("documents 0\n", "m:1:");
+    bad("documents 2\na\t1\na\t1\n", "m:3: expected word<TAB>document frequency");
+    bad("documents 2\na\t3\n", "m:2:");
+    bad("documents 2\na 1\n", "m:2:");
+
+    const Vocabulary v = Vocabulary::build({{"b", "a", "b"}});
+    std::istringstream text(v.to_text());
+    const Vocabulary w = Vocabulary::parse(text, "mem");
+    REQUIRE(w.size() == 4);
+    CHECK(w.id("b") == v.id("b"));
+    CHECK(w.id("a") == v.id("a"));
 }
