@@ -8,8 +8,8 @@
 
 #include <loom.hpp>
 
-#include "triplet_model.hpp"
 #include "ranking.hpp"
+#include "triplet_model.hpp"
 
 namespace qa {
 
@@ -31,8 +31,8 @@ std::unique_ptr<loom::Trainer> make_trainer(const TripletModel& model, const Tra
 
 // Trains from `start` to the end of epoch o.epochs, printing the loss per epoch; after every epoch
 // calls after_epoch(0-based epoch, the data position to resume from).
-void train_epochs(const TripletModel& model, loom::Trainer& trainer, const loom::QaData& data, const EncodedPairs& pairs,
-                  const TrainOptions& o, const loom::TrainingPosition& start,
+void train_epochs(const TripletModel& model, loom::Trainer& trainer, const loom::QaData& data,
+                  const EncodedPairs& pairs, const TrainOptions& o, const loom::TrainingPosition& start,
                   const std::function<void(std::size_t, const loom::DataPosition&)>& after_epoch);
 
 // The current parameter values, and putting them back (--select-epoch).
