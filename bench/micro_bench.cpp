@@ -25,7 +25,6 @@
 
 #include "bench_common.hpp"
 #include "model.hpp"
-#include "synthetic.hpp"
 
 using namespace loom;
 
@@ -170,11 +169,11 @@ void bench_attention(const Options& o, Rng& rng) {
 }
 
 void bench_epoch(const Options& o) {
-    qa::SyntheticOptions so;
+    SyntheticQaOptions so;
     so.questions = o.pairs;  // 2 candidates each: 2 * pairs pairs, the first `pairs` are the N set
     so.candidates = 2;
     so.vocab = 2000;
-    const QaData data = qa::make_synthetic(so);
+    const QaData data = make_synthetic_qa(so);
     qa::ModelOptions mo;
     mo.vocab = so.vocab;
     mo.embed = mo.hidden = mo.dense = o.small;

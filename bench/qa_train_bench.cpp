@@ -13,7 +13,7 @@
 // Format: a line "loom-qa-batches 1", then per batch a line "batch <pairs>" followed by one line
 // per pair: "<label> <question ids...> | <answer ids...>".
 // Without it, batches come from the sample's generator (same distribution, different random
-// stream: qa::make_synthetic).
+// stream: loom::make_synthetic_qa).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -30,7 +30,6 @@
 
 #include "bench_common.hpp"
 #include "model.hpp"
-#include "synthetic.hpp"
 
 using namespace loom;
 
@@ -120,13 +119,13 @@ std::vector<Batch> read_batches(const std::string& path, std::size_t vocab) {
 
 // The sample's generator: questions with 1 true + 1 wrong answer each, so every batch is half true.
 std::vector<Batch> make_batches(const Options& o, std::size_t count) {
-    qa::SyntheticOptions s;
+    SyntheticQaOptions s;
     s.questions = count * o.batch / 2;
     s.candidates = 2;
     s.vocab = o.vocab;
     s.seed = o.seed;
     s.topic_seed = o.seed;
-    const QaData data = qa::make_synthetic(s);
+    const QaData data = make_synthetic_qa(s);
     std::vector<Batch> batches(count);
     for (std::size_t i = 0; i < count * (o.batch / 2) * 2; ++i) {
         Batch& b = batches[i / (o.batch / 2 * 2)];

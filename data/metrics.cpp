@@ -1,6 +1,7 @@
 #include "data/metrics.hpp"
 
 #include <algorithm>
+#include <random>
 #include <unordered_map>
 
 #include "core/errors.hpp"
@@ -72,6 +73,24 @@ RankingMetrics ranking_metrics(const std::vector<std::size_t>& groups, const std
         m.mrr /= static_cast<double>(m.questions);
     }
     return m;
+}
+
+PairedInterval paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t seed) {
+    if (a.size() != b.size() || a.empty()) throw UserError("paired_bootstrap: two series of one non-zero length");
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> pick(0, a.size() - 1);
+    std::vector<double> means(2000);
+    for (auto& m : means) {
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const std::size_t k = pick(rng);
+            m += a[k] - b[k];
+        }
+        m /= static_cast<double>(a.size());
+    }
+    std::sort(means.begin(), means.end());
+    double mean = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) mean += (a[i] - b[i]) / static_cast<double>(a.size());
+    return {mean, means[50], means[1949]};
 }
 
 }  // namespace loom

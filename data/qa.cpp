@@ -1,11 +1,13 @@
 #include "data/qa.hpp"
 
+#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
-#include "data/text.hpp"
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
+#include "data/text.hpp"
+#include "data/tokenize.hpp"
 
 namespace loom {
 
@@ -127,6 +129,61 @@ std::vector<std::vector<std::string>> QaData::token_lists() const {
         lists.push_back(p.answer);
     }
     return lists;
+}
+
+std::vector<std::vector<std::size_t>> QaData::by_question(bool mixed_only) const {
+    std::vector<std::vector<std::size_t>> groups(num_groups);
+    std::vector<std::size_t> positives(num_groups, 0), order;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        if (groups[pairs[i].group].empty()) order.push_back(pairs[i].group);
+        groups[pairs[i].group].push_back(i);
+        positives[pairs[i].group] += pairs[i].label != 0;
+    }
+    std::vector<std::vector<std::size_t>> out;
+    for (std::size_t g : order)
+        if (!mixed_only || (positives[g] > 0 && positives[g] < groups[g].size())) out.push_back(std::move(groups[g]));
+    return out;
+}
+
+QaData QaData::hold_out(std::size_t every, const std::string& held_out_source) {
+    if (every < 2) throw UserError("QaData::hold_out: every " + std::to_string(every) + " would hold out everything");
+    QaData held;
+    held.source = held_out_source, held.num_groups = num_groups;
+    std::vector<QaPair> kept;
+    for (auto& p : pairs) (p.group % every == every - 1 ? held.pairs : kept).push_back(std::move(p));
+    pairs = std::move(kept);
+    return held;
+}
+
+QaData read_qa_text(const std::string& path, bool labels_optional) {
+    std::ifstream in = data_text::open_for_reading(path);
+    QaData data;
+    data.source = path;
+    std::unordered_map<std::string, std::size_t> group_of;
+    std::string line;
+    for (std::size_t number = 1; data_text::read_line(in, line); ++number) {
+        if (data_text::is_blank(line)) continue;
+        std::vector<std::string> cols;
+        std::istringstream split(line);
+        for (std::string col; std::getline(split, col, '\t');) cols.push_back(col);
+        const bool labelled = cols.size() == 3, first = data.pairs.empty() && group_of.empty();
+        if (first && data_text::ascii_lower(cols[0]) == "question") continue;  // a header line
+        if (cols.size() != 3 && !(labels_optional && cols.size() == 2))
+            data_text::fail(path, number,
+                            "expected question<TAB>sentence<TAB>label, found " + std::to_string(cols.size()) +
+                                " tab-separated columns");
+        if (labelled && cols[2] != "0" && cols[2] != "1")
+            data_text::fail(path, number, "label '" + cols[2] + "' is not 0 or 1");
+        QaPair p{tokenize_english(cols[0]), tokenize_english(cols[1]), labelled && cols[2] == "1", 0, number};
+        if (p.question.empty() || p.answer.empty())
+            data_text::fail(path, number, std::string(p.question.empty() ? "question" : "sentence") + " is empty");
+        auto key = data_text::ascii_lower(cols[0]);
+        p.group = group_of.emplace(key, group_of.size()).first->second;
+        data.pairs.push_back(std::move(p));
+    }
+    if (data.pairs.empty()) throw DataError(path + ": no question/sentence pairs");
+    data.num_groups = group_of.size();
+    return data;
 }
 
 }  // namespace loom

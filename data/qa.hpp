@@ -44,10 +44,24 @@ struct QaData {
     // Token lists for building a vocabulary: each group's question once (so a question is not
     // counted once per candidate) and every answer sentence.
     std::vector<std::vector<std::string>> token_lists() const;
+    // Each question's pairs (indices into `pairs`), questions in order of first appearance; with
+    // `mixed_only`, only questions with both a true and a wrong sentence (what a ranking loss, which
+    // compares a question's candidates, can learn from).
+    std::vector<std::vector<std::size_t>> by_question(bool mixed_only = false) const;
+    // Moves every k-th question (group % every == every - 1) with all its pairs out of this data
+    // into the returned data (same group ids, source `held_out_source`): held-out questions, never
+    // a question split between the two. Throws UserError for every < 2.
+    QaData hold_out(std::size_t every, const std::string& held_out_source = "held-out questions");
 };
 
 QaData read_qa_tsv(const std::string& path, const QaReadOptions& options = {});
 // Same, from any stream; `source` names it in error messages.
 QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOptions& options = {});
+
+// Raw text: question<TAB>sentence[<TAB>label] per line, both columns through tokenize_english (so
+// SelQA's pre-tokenised files read the same), an optional header line starting "question"; rows of
+// one question need not be contiguous (grouped by the question's lowercased text). Labels are
+// required unless `labels_optional` (pairs to score). Throws DataError "file:line: reason".
+QaData read_qa_text(const std::string& path, bool labels_optional = false);
 
 }  // namespace loom

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "data/text.hpp"
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
+#include "data/text.hpp"
 
 namespace loom {
 
@@ -87,17 +87,19 @@ std::string unsavable(const std::string& word) {
 
 }  // namespace
 
-void Vocabulary::save(const std::string& path) const {
+std::string Vocabulary::to_text(const std::string& destination) const {
     std::string text = header + "\n";
     for (std::size_t i = 0; i < words_.size(); ++i) {
         if (const std::string why = unsavable(words_[i]); !why.empty())
             throw UserError("Vocabulary: cannot save word " + quoted_field(words_[i]) + " (id " + std::to_string(i) +
-                            ") to '" + path + "': " + why);
+                            ") to '" + destination + "': " + why);
         text += words_[i];
         text += '\n';
     }
-    data_text::write_text_atomically(path, text);
+    return text;
 }
+
+void Vocabulary::save(const std::string& path) const { data_text::write_text_atomically(path, to_text(path)); }
 
 Vocabulary Vocabulary::load(const std::string& path) {
     std::ifstream in = data_text::open_for_reading(path);

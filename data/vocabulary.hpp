@@ -38,6 +38,8 @@ public:
 
     // Written to a temporary file and renamed into place.
     void save(const std::string& path) const;
+    // The text save() writes, e.g. to keep inside another file; `destination` names it in errors.
+    std::string to_text(const std::string& destination = "text") const;
     // Throws DataError "file:line: reason" for a malformed file: not UTF-8, an empty, duplicate or
     // space-padded word, reserved entries missing.
     static Vocabulary load(const std::string& path);

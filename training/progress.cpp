@@ -116,6 +116,13 @@ void ProgressPrinter::clear_bar() {
     bar_chars_ = 0;
 }
 
+void ProgressPrinter::note(const std::string& line) {
+    clear_bar();
+    out_ << prefix() << line << "\n";
+    out_.flush();
+    last_draw_ = Clock::now() - std::chrono::hours(1);  // redraw the bar at the next update
+}
+
 MinibatchResult ProgressPrinter::end_epoch() {
     const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
     clear_bar();

@@ -37,6 +37,8 @@ public:
     void update(const MinibatchResult& minibatch);
     // Prints the epoch's line and starts the next epoch. Returns the epoch's totals.
     MinibatchResult end_epoch();
+    // Prints a line of the caller's (e.g. an evaluation's) without breaking the live bar.
+    void note(const std::string& line);
 
     std::size_t epoch() const { return epoch_; }  // 1-based number of the current epoch
     bool live() const { return live_; }

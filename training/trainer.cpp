@@ -142,7 +142,8 @@ void Trainer::save_checkpoint(const std::string& path, const TrainingPosition& p
     loom::save_checkpoint(path, learner_->parameters(), learner_.get(), position, all);
 }
 
-Checkpoint Trainer::load_checkpoint(const std::string& path) {
+Checkpoint Trainer::load_checkpoint(const std::string& path,
+                                    const std::function<void(const CheckpointExtras&)>& check_extras) {
     const std::string where = "checkpoint '" + path + "'";
     // The trainer's records are checked with the rest of the file, before anything changes.
     std::vector<Rng> restored;
@@ -164,7 +165,15 @@ Checkpoint Trainer::load_checkpoint(const std::string& path) {
             restored.push_back(rng_from_state(in.str(), where + " (random generator " + std::to_string(k) + ")"));
         if (!in.done()) throw DataError(where + " has unexpected bytes after its random generators");
     };
-    Checkpoint c = loom::load_checkpoint(path, learner_->parameters(), learner_.get(), check);
+    auto check_all = [&](const CheckpointExtras& extras) {
+        check(extras);
+        if (!check_extras) return;
+        CheckpointExtras theirs = extras;
+        theirs.erase(generators_key);
+        theirs.erase(samples_seen_key);
+        check_extras(theirs);
+    };
+    Checkpoint c = loom::load_checkpoint(path, learner_->parameters(), learner_.get(), check_all);
     for (std::size_t k = 0; k < restored.size(); ++k) *generators_[k] = restored[k];
     samples_seen_ = samples_seen;
     c.extras.erase(generators_key);

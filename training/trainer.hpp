@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "graph/session.hpp"
 #include "training/checkpoint.hpp"
 #include "training/learners.hpp"
-#include "graph/session.hpp"
 
 namespace loom {
 
@@ -68,7 +68,10 @@ public:
     // the generators as they are; one with a different number of them is a UserError.
     void save_checkpoint(const std::string& path, const TrainingPosition& position = {},
                          const CheckpointExtras& extras = {}) const;
-    Checkpoint load_checkpoint(const std::string& path);
+    // `check_extras`, when given, sees the caller's extras before anything changes and throws to
+    // refuse the file (fit checks its own records so).
+    Checkpoint load_checkpoint(const std::string& path,
+                               const std::function<void(const CheckpointExtras&)>& check_extras = {});
 
 private:
     MinibatchResult collect() const;

@@ -1,6 +1,7 @@
 #pragma once
 // Training: learners, the trainer, progress printing and checkpoints.
 #include "training/checkpoint.hpp"
+#include "training/fit.hpp"
 #include "training/learners.hpp"
 #include "training/progress.hpp"
 #include "training/trainer.hpp"

@@ -94,7 +94,7 @@ void run_cross_fitting(const QaData& train, const QaData& eval, const CrossFitOp
         const Vocabulary vocab = Vocabulary::build(part.token_lists(), vo);
         ModelOptions mo = o.model;
         mo.vocab = vocab.size();
-        const Model model(mo);
+        const TripletModel model(mo);
         auto trainer = make_trainer(model, o.train);
         TrainOptions to = o.train;
         to.tag = name;

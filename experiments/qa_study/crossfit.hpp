@@ -6,9 +6,9 @@
 // held-out part, and the evaluation cosine is the mean of the K networks' cosines.
 #include <loom.hpp>
 
-#include "model.hpp"
 #include "ranking.hpp"
 #include "training.hpp"
+#include "triplet_model.hpp"
 
 namespace qa {
 

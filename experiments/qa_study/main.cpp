@@ -19,11 +19,10 @@
 #include <loom.hpp>
 
 #include "crossfit.hpp"
-#include "model.hpp"
 #include "ranking.hpp"
 #include "report.hpp"
-#include "synthetic.hpp"
 #include "training.hpp"
+#include "triplet_model.hpp"
 
 using namespace loom;
 using qa::word_overlap_score;
@@ -82,7 +81,7 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
               << held_out.pairs.size() << " more held out); vocabulary " << vocab.size() << " words\n";
 
     // ---- model and trainer
-    qa::Model model(mo);
+    qa::TripletModel model(mo);
     auto trainer = qa::make_trainer(model, to);
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
@@ -180,15 +179,15 @@ int run(Options o) {
 
     QaData train, eval;
     if (o.train_file.empty()) {
-        qa::SyntheticOptions s;
+        SyntheticQaOptions s;
         s.questions = o.synthetic_questions;
         s.vocab = o.synthetic_vocab;
         s.copy = o.synthetic_copy;
         s.seed = o.seed;
-        train = qa::make_synthetic(s);
+        train = make_synthetic_qa(s);
         s.questions = std::max<std::size_t>(50, o.synthetic_questions / 4);
         s.seed = o.seed + 1000;
-        eval = qa::make_synthetic(s);
+        eval = make_synthetic_qa(s);
     } else {
         train = read_qa_tsv(o.train_file);
         if (!o.eval_file.empty()) eval = read_qa_tsv(o.eval_file);

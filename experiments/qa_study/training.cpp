@@ -36,7 +36,7 @@ std::vector<Item> make_items(const QaData& data, const std::string& loss, int ha
 
 }  // namespace
 
-std::unique_ptr<Trainer> make_trainer(const Model& model, const TrainOptions& o) {
+std::unique_ptr<Trainer> make_trainer(const TripletModel& model, const TrainOptions& o) {
     LearnerOptions lo;
     lo.gradient_clipping_norm = o.clip;
     // Embedding rows a minibatch does not use get no update ("lazy Adam"), as sparse embedding
@@ -51,7 +51,7 @@ std::unique_ptr<Trainer> make_trainer(const Model& model, const TrainOptions& o)
                                      adam(trained, o.lr, 0.9, 0.999, 1e-8, lo));
 }
 
-void train_epochs(const Model& model, Trainer& trainer, const QaData& data, const EncodedPairs& pairs,
+void train_epochs(const TripletModel& model, Trainer& trainer, const QaData& data, const EncodedPairs& pairs,
                   const TrainOptions& o, const TrainingPosition& start,
                   const std::function<void(std::size_t, const DataPosition&)>& after_epoch) {
     const bool hinge = o.loss == "hinge";
@@ -118,13 +118,13 @@ void train_epochs(const Model& model, Trainer& trainer, const QaData& data, cons
     }
 }
 
-std::vector<xt::xarray<float>> parameter_values(const Model& model) {
+std::vector<xt::xarray<float>> parameter_values(const TripletModel& model) {
     std::vector<xt::xarray<float>> values;
     for (const auto& p : model.parameters()) values.push_back(p.value());
     return values;
 }
 
-void set_parameter_values(const Model& model, const std::vector<xt::xarray<float>>& values) {
+void set_parameter_values(const TripletModel& model, const std::vector<xt::xarray<float>>& values) {
     const auto ps = model.parameters();
     for (std::size_t i = 0; i < ps.size(); ++i) ps[i].set_value(values[i]);
 }

@@ -8,8 +8,8 @@
 
 #include <loom.hpp>
 
-#include "model.hpp"
 #include "ranking.hpp"
+#include "triplet_model.hpp"
 
 namespace qa {
 
@@ -27,16 +27,16 @@ struct TrainOptions {
 };
 
 // Adam on the model's parameters (without the embeddings if frozen), minimizing the chosen loss.
-std::unique_ptr<loom::Trainer> make_trainer(const Model& model, const TrainOptions& o);
+std::unique_ptr<loom::Trainer> make_trainer(const TripletModel& model, const TrainOptions& o);
 
 // Trains from `start` to the end of epoch o.epochs, printing the loss per epoch; after every epoch
 // calls after_epoch(0-based epoch, the data position to resume from).
-void train_epochs(const Model& model, loom::Trainer& trainer, const loom::QaData& data, const EncodedPairs& pairs,
-                  const TrainOptions& o, const loom::TrainingPosition& start,
+void train_epochs(const TripletModel& model, loom::Trainer& trainer, const loom::QaData& data,
+                  const EncodedPairs& pairs, const TrainOptions& o, const loom::TrainingPosition& start,
                   const std::function<void(std::size_t, const loom::DataPosition&)>& after_epoch);
 
 // The current parameter values, and putting them back (--select-epoch).
-std::vector<xt::xarray<float>> parameter_values(const Model& model);
-void set_parameter_values(const Model& model, const std::vector<xt::xarray<float>>& values);
+std::vector<xt::xarray<float>> parameter_values(const TripletModel& model);
+void set_parameter_values(const TripletModel& model, const std::vector<xt::xarray<float>>& values);
 
 }  // namespace qa

@@ -33,40 +33,22 @@ Variable Tower::operator()(const Variable& ids, const Variable& flags, Variable*
     return log_sum_exp_attention(encoder_(x), attention_w_, weights);
 }
 
-std::vector<Parameter> Tower::parameters() const {
-    auto ps = embedding_.parameters();
-    layers::append_unique(ps, encoder_.parameters());
-    ps.push_back(attention_w_);
-    return ps;
-}
-
 Model::Model(const ModelOptions& o)
     : options(o), question_tower(o, "question"), answer_tower(o, "answer"), label(input_variable({1}, "label")) {
-    const SequenceAxis question_axis, answer_axis, negative_axis;
+    const SequenceAxis answer_axis;
     question = sequence::input_variable({1}, "question", question_axis);
     question_flags = sequence::input_variable({o.features}, "question_flags", question_axis);
-    question_negative_flags = sequence::input_variable({o.features}, "question_negative_flags", question_axis);
     answer = sequence::input_variable({1}, "answer", answer_axis);
     answer_flags = sequence::input_variable({o.features}, "answer_flags", answer_axis);
-    negative = sequence::input_variable({1}, "wrong_answer", negative_axis);
-    negative_flags = sequence::input_variable({o.features}, "wrong_answer_flags", negative_axis);
-
+    question_vector = question_tower(question, question_flags, &question_attention);
     const Tower& answer_side = o.shared ? question_tower : answer_tower;
-    Variable q = question_tower(question, question_flags, &question_attention);
-    cosine = cosine_distance(q, answer_side(answer, answer_flags, &answer_attention), "cosine");
+    cosine = cosine_distance(question_vector, answer_side(answer, answer_flags, &answer_attention), "cosine");
     squared_loss = square(cosine - label);
     pointwise_correct = equal(greater(cosine, constant(0.5)), label);
-    // Without flags the question's encoding is the same for both candidates: reuse it.
-    Variable q_for_negative = o.overlap_inputs ? question_tower(question, question_negative_flags) : q;
-    negative_cosine = cosine_distance(q_for_negative, answer_side(negative, negative_flags), "negative_cosine");
-    hinge_loss = relu(constant(o.margin) - cosine + negative_cosine);
-    pair_correct = greater(cosine, negative_cosine);
+    listwise_loss = negate(batch::reduce_sum(label * log(batch::softmax(cosine * constant(o.listwise_scale)))));
 }
 
-std::vector<Parameter> Model::parameters() const {
-    auto ps = question_tower.parameters();
-    if (!options.shared) layers::append_unique(ps, answer_tower.parameters());
-    return ps;
-}
+// In creation order: question tower, then answer tower (unless shared).
+std::vector<Parameter> Model::parameters() const { return parameters_of({cosine}); }
 
 }  // namespace qa

@@ -1,39 +1,33 @@
 #pragma once
 // The seed 000 question/answer similarity model: per side Embedding -> BiRecurrence(LSTM, LSTM) ->
-// Dense, attention written as a cumulative log-sum-exp recurrence, and the cosine of the attended
-// vectors. With overlap_inputs each token also carries a number next to its embedding, "this word
-// occurs on the other side" (Severyn & Moschitti 2015), so the network sees word overlap itself.
-#include <cstddef>
-#include <string>
-#include <vector>
-
+// Dense, attention as a cumulative log-sum-exp recurrence, and the cosine of the attended vectors.
+// With overlap_inputs each token carries numbers beside its embedding saying whether it occurs on
+// the other side (Severyn & Moschitti 2015).
 #include <loom.hpp>
 
 namespace qa {
 
 struct ModelOptions {
     std::size_t vocab = 10000, embed = 500, hidden = 300, dense = 200;
-    double margin = 0.2;          // hinge loss margin
+    double margin = 0.2;          // of the hinge loss experiments/qa_study trains with
     bool shared = false;          // one tower (embedding included) for questions and answers
-    bool overlap_inputs = false;  // a per-token overlap flag next to each embedded token
+    bool overlap_inputs = false;  // `features` overlap numbers per token beside its embedding
     double dropout = 0.0;         // on the embedded tokens, while training only
-    std::size_t features = 1;     // numbers per token next to its embedding, with overlap_inputs
+    std::size_t features = 1;
+    double listwise_scale = 10;  // the listwise loss is a softmax of scale * cosine
 };
 
-// The seed's attention: weights exp(z_t - log sum_s exp(z_s)), the normalizer computed by a
-// log_add_exp recurrence closed through a placeholder. Returns sum_t weight_t * embedded_t; the
-// weights themselves (a sequence of [1]) go to *weights when asked for.
+// Weights exp(z_t - log sum_s exp(z_s)), the normalizer by a log_add_exp recurrence closed through a
+// placeholder; returns sum_t weight_t * embedded_t, the weights (a sequence of [1]) to *weights.
 loom::Variable log_sum_exp_attention(const loom::Variable& embedded, const loom::Parameter& w,
                                      loom::Variable* weights = nullptr);
 
-// One tower: ids (a sequence of [1]) and their flags (a sequence of [features] on the same axis) ->
-// the attended vector [dense].
+// ids (a sequence of [1]) and their overlap numbers (a sequence of [features]) -> attended [dense].
 class Tower {
 public:
     Tower(const ModelOptions& o, const std::string& name);
     loom::Variable operator()(const loom::Variable& ids, const loom::Variable& flags,
                               loom::Variable* weights = nullptr) const;
-    std::vector<loom::Parameter> parameters() const;
 
 private:
     ModelOptions o_;
@@ -43,19 +37,18 @@ private:
 
 struct Model {
     explicit Model(const ModelOptions& o);
+    std::vector<loom::Parameter> parameters() const;
 
     ModelOptions options;
-    Tower question_tower, answer_tower;                // answer_tower is unused when options.shared
-    loom::Variable question, answer, negative, label;  // inputs
-    // Overlap flags, each on the axis of the ids it describes: a question's flags differ per
-    // candidate, so the hinge loss encodes the question twice.
-    loom::Variable question_flags, question_negative_flags, answer_flags, negative_flags;
-    // Scoring: cos(q, a), and the attention weights over each side's tokens; (cos - label)^2.
-    loom::Variable cosine, question_attention, answer_attention, squared_loss, pointwise_correct;
-    // Ranking loss: max(0, margin - cos(q, a+) + cos(q, a-)) on (question, true, wrong answer).
-    loom::Variable negative_cosine, hinge_loss, pair_correct;
-
-    std::vector<loom::Parameter> parameters() const;
+    Tower question_tower, answer_tower;  // answer_tower is unused when options.shared
+    loom::SequenceAxis question_axis;
+    // Inputs: each side's ids and overlap numbers (on the axis of the ids), and the label.
+    loom::Variable question, question_flags, answer, answer_flags, label;
+    // cos(q, a) of the attended vectors (q: question_vector) and the attention weights of each side.
+    loom::Variable question_vector, cosine, question_attention, answer_attention;
+    loom::Variable squared_loss, pointwise_correct;  // (cos - label)^2; (cos > 0.5) == label
+    // Listwise: one question's candidates are the batch; -sum over true ones of log softmax(scale cos).
+    loom::Variable listwise_loss;
 };
 
 }  // namespace qa

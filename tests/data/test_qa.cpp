@@ -123,3 +123,23 @@ TEST_CASE("qa tsv: columns separated by spaces get a hint / a directory is named
     const std::string dir = std::filesystem::temp_directory_path().string();
     CHECK_THROWS_WITH_AS(read_qa_tsv(dir), doctest::Contains("is a directory"), DataError);
 }
+
+TEST_CASE("qa data: pairs by question and held-out questions") {
+    // Questions a (true, wrong), b (wrong only), c (true only), d (wrong, true) in groups 0..3,
+    // written interleaved: grouping must follow the group ids, not the file order.
+    std::istringstream in("a ?\tx\t1\nb ?\tx\t0\na ?\ty\t0\nc ?\tx\t1\nd ?\tx\t0\nb ?\ty\t0\nd ?\ty\t1\n");
+    QaData data = parse_qa_tsv(in, "mem");
+    REQUIRE(data.num_groups == 4);
+    CHECK(data.by_question() == std::vector<std::vector<std::size_t>>{{0, 2}, {1, 5}, {3}, {4, 6}});
+    CHECK(data.by_question(true) == std::vector<std::vector<std::size_t>>{{0, 2}, {4, 6}});
+
+    // Every 2nd question (groups 1 and 3: b and d) leaves with all its pairs, in order.
+    const QaData held = data.hold_out(2);
+    CHECK(held.source == "held-out questions");
+    CHECK(held.num_groups == 4);
+    CHECK(held.groups() == std::vector<std::size_t>{1, 3, 1, 3});
+    CHECK(held.labels() == std::vector<int>{0, 0, 0, 1});
+    CHECK(data.groups() == std::vector<std::size_t>{0, 0, 2});
+    CHECK(data.pairs[1].answer == Tokens{"y"});
+    CHECK_THROWS_AS(data.hold_out(1), UserError);
+}

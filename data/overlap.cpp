@@ -1,51 +1,16 @@
-#include "text.hpp"
+#include "data/overlap.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
+#include <cstdlib>
 #include <iterator>
-#include <random>
 #include <set>
 #include <sstream>
-#include <unordered_map>
 
 #include "data/text.hpp"
 
-namespace qa {
-
-using namespace loom;
-
-QaData read_pairs(const std::string& path, bool labels_optional) {
-    std::ifstream in = data_text::open_for_reading(path);
-    QaData data;
-    data.source = path;
-    std::unordered_map<std::string, std::size_t> group_of;
-    std::string line;
-    for (std::size_t number = 1; data_text::read_line(in, line); ++number) {
-        if (data_text::is_blank(line)) continue;
-        std::vector<std::string> cols;
-        std::istringstream split(line);
-        for (std::string col; std::getline(split, col, '\t');) cols.push_back(col);
-        const bool labelled = cols.size() == 3, first = data.pairs.empty() && group_of.empty();
-        if (first && data_text::ascii_lower(cols[0]) == "question") continue;  // a header line
-        if (cols.size() != 3 && !(labels_optional && cols.size() == 2))
-            data_text::fail(path, number,
-                            "expected question<TAB>sentence<TAB>label, found " + std::to_string(cols.size()) +
-                                " tab-separated columns");
-        if (labelled && cols[2] != "0" && cols[2] != "1")
-            data_text::fail(path, number, "label '" + cols[2] + "' is not 0 or 1");
-        QaPair p{tokenize_english(cols[0]), tokenize_english(cols[1]), labelled && cols[2] == "1", 0, number};
-        if (p.question.empty() || p.answer.empty())
-            data_text::fail(path, number, std::string(p.question.empty() ? "question" : "sentence") + " is empty");
-        auto key = data_text::ascii_lower(cols[0]);
-        p.group = group_of.emplace(key, group_of.size()).first->second;
-        data.pairs.push_back(std::move(p));
-    }
-    if (data.pairs.empty()) throw DataError(path + ": no question/sentence pairs");
-    data.num_groups = group_of.size();
-    return data;
-}
+namespace loom {
 
 bool is_stopword(const std::string& token) {
     static const std::set<std::string> words = [] {
@@ -65,21 +30,48 @@ bool is_stopword(const std::string& token) {
     return !has_alnum || words.count(data_text::ascii_lower(token));
 }
 
-Idf Idf::fit(const QaData& data) {
-    Idf idf;
-    const auto lists = data.token_lists();
+IdfTable IdfTable::fit(const std::vector<std::vector<std::string>>& lists) {
+    IdfTable idf;
     for (const auto& tokens : lists)
         for (const auto& w : std::set<std::string>(tokens.begin(), tokens.end())) ++idf.document_frequency[w];
     idf.documents = static_cast<double>(lists.size());
     return idf;
 }
 
-double Idf::operator()(const std::string& word) const {
+double IdfTable::operator()(const std::string& word) const {
     const auto it = document_frequency.find(word);
     return it == document_frequency.end() ? std::log(documents + 1) : std::log(documents / it->second);
 }
 
-double word_overlap(const std::vector<std::string>& question, const std::vector<std::string>& answer, const Idf* idf) {
+std::string IdfTable::to_text() const {
+    std::ostringstream out;
+    out.precision(17);
+    out << "documents " << documents << "\n";
+    for (const auto& [word, df] : document_frequency) out << word << "\t" << df << "\n";
+    return out.str();
+}
+
+IdfTable IdfTable::parse(const std::string& text, const std::string& source) {
+    std::istringstream in(text);
+    IdfTable idf;
+    std::string line;
+    std::size_t number = 1;
+    if (!std::getline(in, line) || line.rfind("documents ", 0) != 0 ||
+        (idf.documents = std::atof(line.c_str() + 10)) <= 0)
+        data_text::fail(source, number, "expected 'documents N' with N > 0");
+    while (std::getline(in, line)) {
+        ++number;
+        const std::size_t tab = line.rfind('\t');
+        const double df = tab == std::string::npos ? 0 : std::atof(line.c_str() + tab + 1);
+        if (!(df >= 1 && df <= idf.documents) || !idf.document_frequency.emplace(line.substr(0, tab), df).second)
+            data_text::fail(source, number,
+                            "expected word<TAB>document frequency (1 to the documents), each word once");
+    }
+    return idf;
+}
+
+double word_overlap(const std::vector<std::string>& question, const std::vector<std::string>& answer,
+                    const IdfTable* idf) {
     const std::set<std::string> a(answer.begin(), answer.end());
     double score = 0;
     for (const auto& w : std::set<std::string>(question.begin(), question.end()))
@@ -95,7 +87,7 @@ std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const s
 }
 
 std::vector<float> overlap_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
-                                    const Idf& idf) {
+                                    const IdfTable& idf) {
     const auto flags = overlap_flags(tokens, other);
     std::set<std::pair<std::string, std::string>> bigrams;
     for (std::size_t i = 0; i + 1 < other.size(); ++i) bigrams.emplace(other[i], other[i + 1]);
@@ -109,22 +101,4 @@ std::vector<float> overlap_features(const std::vector<std::string>& tokens, cons
     return out;
 }
 
-Interval paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t seed) {
-    if (a.size() != b.size() || a.empty()) throw UserError("paired_bootstrap: two series of one non-zero length");
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<std::size_t> pick(0, a.size() - 1);
-    std::vector<double> means(2000);
-    for (auto& m : means) {
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            const std::size_t k = pick(rng);
-            m += a[k] - b[k];
-        }
-        m /= static_cast<double>(a.size());
-    }
-    std::sort(means.begin(), means.end());
-    double mean = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) mean += (a[i] - b[i]) / static_cast<double>(a.size());
-    return {mean, means[50], means[1949]};
-}
-
-}  // namespace qa
+}  // namespace loom

@@ -1,15 +1,17 @@
-// The QA sample's text side (samples/qa_similarity/text.*): reading raw or tokenised pair files with
-// their errors, the stopwords, the word-overlap score plain and idf-weighted, the overlap flags and
-// the paired bootstrap; and the word-overlap baseline on SelQA's dev file when it is present.
+// Raw question/sentence files (read_qa_text, data/qa.hpp) with their errors; word overlap
+// (data/overlap.hpp): stopwords, the score plain and idf-weighted, the per-token flags and features;
+// the paired bootstrap (data/metrics.hpp); and the word-overlap baseline on SelQA's dev file.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <unistd.h>
 
-#include "text.hpp"
+#include <loom.hpp>
+#include "data/overlap.hpp"
 
 using namespace loom;
 namespace fs = std::filesystem;
@@ -30,19 +32,19 @@ void expect_error(const std::string& text, const std::string& where_and_why, boo
     TempFile f(text);
     CAPTURE(text);
     const std::string want = f.str() + ":" + where_and_why;
-    CHECK_THROWS_WITH_AS(qa::read_pairs(f.str(), labels_optional), doctest::Contains(want.c_str()), DataError);
+    CHECK_THROWS_WITH_AS(read_qa_text(f.str(), labels_optional), doctest::Contains(want.c_str()), DataError);
 }
 
 }  // namespace
 
-TEST_CASE("qa text: raw pairs are tokenised and grouped by question -- a header line is skipped") {
+TEST_CASE("read_qa_text: raw pairs are tokenised and grouped by question -- a header line is skipped") {
     TempFile f(
         "question\tsentence\tlabel\n"
         "Who wrote Hamlet?\tHamlet was written by Shakespeare.\t1\n"
         "Where is Paris?\tParis is in France.\t1\r\n"
         "\n"
         "who wrote hamlet?\tIt's a play.\t0\n");
-    const QaData d = qa::read_pairs(f.str());
+    const QaData d = read_qa_text(f.str());
     REQUIRE(d.pairs.size() == 3);
     CHECK(d.num_groups == 2);
     CHECK(d.pairs[0].question == std::vector<std::string>{"who", "wrote", "hamlet", "?"});
@@ -53,9 +55,9 @@ TEST_CASE("qa text: raw pairs are tokenised and grouped by question -- a header 
     CHECK(d.labels() == std::vector<int>{1, 1, 0});
 }
 
-TEST_CASE("qa text: pairs to score may have no label -- bad lines name the file and line") {
+TEST_CASE("read_qa_text: pairs to score may have no label -- bad lines name the file and line") {
     TempFile f("q one\ta b\nq two\tc d\n");
-    const QaData d = qa::read_pairs(f.str(), true);
+    const QaData d = read_qa_text(f.str(), true);
     CHECK(d.pairs.size() == 2);
     CHECK(d.num_positives() == 0);
     expect_error("q\ta\n", "1: expected question<TAB>sentence<TAB>label, found 2");
@@ -64,21 +66,21 @@ TEST_CASE("qa text: pairs to score may have no label -- bad lines name the file 
     expect_error("q\t \t1\n", "1: sentence is empty");
     expect_error(" \t a\t1\n", "1: question is empty", true);
     TempFile empty("\n\n");
-    CHECK_THROWS_WITH_AS(qa::read_pairs(empty.str()), doctest::Contains("no question/sentence pairs"), DataError);
+    CHECK_THROWS_WITH_AS(read_qa_text(empty.str()), doctest::Contains("no question/sentence pairs"), DataError);
 }
 
-TEST_CASE("qa text: overlap counts shared non-stopword words, optionally idf-weighted") {
-    CHECK(qa::is_stopword("the"));
-    CHECK(qa::is_stopword("The"));
-    CHECK(qa::is_stopword("?"));
-    CHECK(qa::is_stopword("'s"));
-    CHECK_FALSE(qa::is_stopword("paris"));
-    CHECK_FALSE(qa::is_stopword("1990"));
+TEST_CASE("word overlap counts shared non-stopword words, optionally idf-weighted") {
+    CHECK(is_stopword("the"));
+    CHECK(is_stopword("The"));
+    CHECK(is_stopword("?"));
+    CHECK(is_stopword("'s"));
+    CHECK_FALSE(is_stopword("paris"));
+    CHECK_FALSE(is_stopword("1990"));
     const std::vector<std::string> q = {"who", "wrote", "hamlet", "?"};
     const std::vector<std::string> a = {"hamlet", "was", "written", "by", "shakespeare", "who", "wrote", ".", "hamlet"};
-    CHECK(qa::word_overlap(q, a) == 2.0);  // wrote, hamlet once each; who and ? are stopwords
-    CHECK(qa::overlap_flags(q, a) == std::vector<float>{0, 1, 1, 0});
-    CHECK(qa::overlap_flags({"the", "play", "wrote"}, q) == std::vector<float>{0, 0, 1});
+    CHECK(word_overlap(q, a) == 2.0);  // wrote, hamlet once each; who and ? are stopwords
+    CHECK(overlap_flags(q, a) == std::vector<float>{0, 1, 1, 0});
+    CHECK(overlap_flags({"the", "play", "wrote"}, q) == std::vector<float>{0, 0, 1});
 
     // Four documents (the question once, three sentences): "hamlet" in 2 of them, "wrote" in 1.
     QaData d;
@@ -86,44 +88,44 @@ TEST_CASE("qa text: overlap counts shared non-stopword words, optionally idf-wei
                {{"hamlet", "wrote"}, {"paris"}, 0, 0, 2},
                {{"hamlet", "wrote"}, {"x"}, 0, 0, 3}};
     d.num_groups = 1;
-    const qa::Idf idf = qa::Idf::fit(d);
+    const IdfTable idf = IdfTable::fit(d.token_lists());
     CHECK(idf.documents == 4);
     CHECK(idf("hamlet") == doctest::Approx(std::log(4.0 / 2.0)));
     CHECK(idf("wrote") == doctest::Approx(std::log(4.0 / 1.0)));
     CHECK(idf("unseen") == doctest::Approx(std::log(5.0)));
-    CHECK(qa::word_overlap(q, a, &idf) == doctest::Approx(std::log(2.0) + std::log(4.0)));
+    CHECK(word_overlap(q, a, &idf) == doctest::Approx(std::log(2.0) + std::log(4.0)));
 }
 
-TEST_CASE("qa text: paired bootstrap of a constant and of a symmetric difference") {
+TEST_CASE("paired bootstrap of a constant and of a symmetric difference") {
     const std::vector<double> b{0.1, 0.5, 0.9, 0.3};
     std::vector<double> a = b;
     for (auto& v : a) v += 0.25;
-    auto r = qa::paired_bootstrap(a, b, 3);
+    auto r = paired_bootstrap(a, b, 3);
     CHECK(r.mean == doctest::Approx(0.25));
     CHECK(r.low == doctest::Approx(0.25));
     CHECK(r.high == doctest::Approx(0.25));
     // +1 and -1 on alternate questions: mean 0, standard error 1 / sqrt(200), so about +-0.139.
     std::vector<double> x(200), y(200, 0.0);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? 1.0 : -1.0;
-    r = qa::paired_bootstrap(x, y, 5);
+    r = paired_bootstrap(x, y, 5);
     CHECK(r.mean == doctest::Approx(0.0));
     CHECK(r.low == doctest::Approx(-0.139).epsilon(0.15));
     CHECK(r.high == doctest::Approx(0.139).epsilon(0.15));
-    CHECK_THROWS_AS(qa::paired_bootstrap({1.0}, {1.0, 2.0}), UserError);
+    CHECK_THROWS_AS(paired_bootstrap({1.0}, {1.0, 2.0}), UserError);
 }
 
-TEST_CASE("qa text: SelQA dev split if present: counts and the word-overlap baseline") {
+TEST_CASE("word overlap on the SelQA dev split if present: counts and the word-overlap baseline") {
     const std::string path = "/work/shared/data/selqa/selqa-ass-dev.tsv";
     if (!fs::exists(path)) {
         MESSAGE("skipped: " << path << " not found");
         return;
     }
-    const QaData data = qa::read_pairs(path);
+    const QaData data = read_qa_text(path);
     CHECK(data.pairs.size() == 9377);
     CHECK(data.num_groups == 784);
     CHECK(data.num_positives() == 893);
     std::vector<double> plain;
-    for (const auto& p : data.pairs) plain.push_back(qa::word_overlap(p.question, p.answer));
+    for (const auto& p : data.pairs) plain.push_back(word_overlap(p.question, p.answer));
     const auto groups = data.groups();
     const auto labels = data.labels();
     const RankingMetrics m = ranking_metrics(groups, plain, labels);
@@ -138,4 +140,45 @@ TEST_CASE("qa text: SelQA dev split if present: counts and the word-overlap base
     // A random ranking of ~12 candidates with ~1 positive gives MAP near 0.3; overlap is far better.
     CHECK(m.map > 0.6);
     CHECK(m.map < 0.95);
+}
+
+TEST_CASE("overlap features: flag, flag times idf over the largest idf, and shared bigrams") {
+    // Two documents: "paris france" and "paris", so idf(paris) = log(2/2) = 0, idf(france) = log 2,
+    // the largest idf (an unseen word's) is log 3.
+    const IdfTable idf = IdfTable::fit({{"paris", "france"}, {"paris"}});
+    const std::vector<std::string> tokens{"the", "capital", "france", "paris"}, other{"france", "paris", "capital"};
+    const std::vector<float> f = overlap_features(tokens, other, idf);
+    REQUIRE(f.size() == 12);
+    const std::vector<float> flags{f[0], f[3], f[6], f[9]}, idfs{f[1], f[4], f[7], f[10]},
+        bigrams{f[2], f[5], f[8], f[11]};
+    CHECK(flags == std::vector<float>{0, 1, 1, 1});  // "the" is a stopword
+    CHECK(idfs[0] == 0.0f);
+    CHECK(idfs[1] == doctest::Approx(1.0));  // unseen "capital": log 3 / log 3
+    CHECK(idfs[2] == doctest::Approx(std::log(2.0) / std::log(3.0)));
+    CHECK(idfs[3] == doctest::Approx(0.0));
+    CHECK(bigrams == std::vector<float>{0, 0, 1, 1});  // "france paris" occurs in `other`
+}
+
+TEST_CASE("idf table as text: round trip and malformed text named by source and line") {
+    const IdfTable idf = IdfTable::fit({{"a", "b"}, {"a"}, {"c d"}});
+    const IdfTable back = IdfTable::parse(idf.to_text(), "m.loom (idf)");
+    CHECK(back.documents == 3);
+    CHECK(back.document_frequency == idf.document_frequency);
+    CHECK(back("b") == idf("b"));
+    auto bad = [](const std::string& text, const std::string& where) {
+        CAPTURE(text);
+        CHECK_THROWS_WITH_AS(IdfTable::parse(text, "m"), doctest::Contains(where.c_str()), DataError);
+    };
+    bad("", "m:1: expected 'documents N'");
+    bad("documents 0\n", "m:1:");
+    bad("documents 2\na\t1\na\t1\n", "m:3: expected word<TAB>document frequency");
+    bad("documents 2\na\t3\n", "m:2:");
+    bad("documents 2\na 1\n", "m:2:");
+
+    const Vocabulary v = Vocabulary::build({{"b", "a", "b"}});
+    std::istringstream text(v.to_text());
+    const Vocabulary w = Vocabulary::parse(text, "mem");
+    REQUIRE(w.size() == 4);
+    CHECK(w.id("b") == v.id("b"));
+    CHECK(w.id("a") == v.id("a"));
 }
