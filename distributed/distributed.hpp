@@ -1,0 +1,6 @@
+#pragma once
+// Data-parallel training over MPI (the loom::distributed library, docs/distributed.md): one header
+// for programs that link loom::distributed.
+#include "distributed/context.hpp"
+#include "distributed/data_parallel.hpp"
+#include "distributed/sharding.hpp"
