@@ -235,9 +235,13 @@ int run(const Options& o) {
     mpi->synchronize({});  // every process starts timing together
 #endif
     const auto start = std::chrono::steady_clock::now();
+    std::vector<double> finish_ms;  // distributed: time in the reduction's finish, per step
     for (std::size_t i = std::size_t(o.warmup); i < needed; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         losses.push_back(trainer.train_minibatch(inputs[i]).average_loss());
+#ifdef LOOM_DISTRIBUTED
+        finish_ms.push_back(1e3 * parallel->finish_seconds());
+#endif
         step_ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         real += batches[i].real_tokens();
         padded += batches[i].padded_tokens();
@@ -271,7 +275,8 @@ int run(const Options& o) {
         "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
-        "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu}\n",
+        "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu, "
+        "\"finish_ms_median\": %.3f}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
         o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
@@ -279,7 +284,8 @@ int run(const Options& o) {
         *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()),
         losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
         double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
-        3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes);
+        3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes,
+        finish_ms.empty() ? 0.0 : bench::median(finish_ms));
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 
@@ -128,6 +129,7 @@ void DataParallel::progress() {
 
 void DataParallel::finish(const Session& session) {
     const std::lock_guard lock(mutex_);
+    const auto began = std::chrono::steady_clock::now();
     // Parameters never reported have no gradient on any process (the loss does not use them).
     for (; next_ < order_.size(); ++next_)
         if (ready_[order_[next_]] && !started_[order_[next_]]) start(session, order_[next_]);
@@ -151,6 +153,7 @@ void DataParallel::finish(const Session& session) {
     }
     next_ = 0;
     context_.set_in_flight(false);
+    finish_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
 
 void DataParallel::gather_rows(const Session& session, std::size_t i) {

@@ -40,6 +40,9 @@ public:
     // Bytes this process gave to MPI in the last step: dense gradients, and rows with their ids.
     std::size_t dense_bytes() const { return dense_bytes_; }
     std::size_t row_bytes() const { return row_bytes_; }
+    // Seconds the last step spent in finish: waiting for sums still in flight when backward ended
+    // (communication not hidden behind it, plus any wait for slower processes) and gathering rows.
+    double finish_seconds() const { return finish_seconds_; }
 
     MinibatchResult combine(const MinibatchResult& local) override;
     void ready(const Session& session, std::size_t parameter) override;
@@ -64,6 +67,7 @@ private:
     struct Requests;                                 // MPI_Requests: the header needs no mpi.h
     std::unique_ptr<Requests> requests_;
     std::size_t dense_bytes_ = 0, row_bytes_ = 0;
+    double finish_seconds_ = 0;
 };
 
 std::shared_ptr<DataParallel> data_parallel(Context& context);
