@@ -35,15 +35,10 @@ void Context::init(int* argc, char*** argv) {
 Context::~Context() {
     current_context = nullptr;
     if (in_flight_) abort("this process ended while its gradients were being summed with the other processes");
-    if (!gone_) {
-        // The others are at a synchronization (or about to reach this one, when every process ends):
-        // meet them there, so none waits for this process forever.
-        const char* how = std::uncaught_exceptions() > 0 ? "ended by an exception" : "ended its program";
-        try {
-            exchange(Words{}, ended, how);
-        } catch (const std::exception&) {  // another process failed at the same point; it says so itself
-        }
-    }
+    // The others are at a synchronization (or reach this one, when every process ends): meet them
+    // there, so none waits for this process forever. An ending process's exchange never throws.
+    if (!gone_)
+        exchange(Words{}, ended, std::uncaught_exceptions() > 0 ? "ended by an exception" : "ended its program");
     MPI_Finalize();
 }
 
