@@ -192,17 +192,4 @@ void DataParallel::gather_rows(const Session& session, std::size_t i) {
     g.data = std::move(summed);
 }
 
-void save_checkpoint(Context& context, const Trainer& trainer, const std::string& path,
-                     const TrainingPosition& position, const CheckpointExtras& extras) {
-    if (context.is_root()) {
-        try {
-            trainer.save_checkpoint(path, position, extras);
-        } catch (const std::exception& e) {
-            context.fail(std::string("could not write the checkpoint: ") + e.what());
-            throw;
-        }
-    }
-    context.synchronize({});
-}
-
 }  // namespace loom::distributed

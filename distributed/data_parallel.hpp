@@ -72,9 +72,4 @@ private:
 
 std::shared_ptr<DataParallel> data_parallel(Context& context);
 
-// Rank 0 writes the Trainer's checkpoint (the parameters are the same on every process); every
-// process returns once it is written, or throws the same UserError when rank 0 could not write it.
-void save_checkpoint(Context& context, const Trainer& trainer, const std::string& path,
-                     const TrainingPosition& position = {}, const CheckpointExtras& extras = {});
-
 }  // namespace loom::distributed

@@ -50,9 +50,11 @@ inline qa::ModelOptions toy_options() {
 }
 
 // The same initial weights in every build (and on every process).
-inline qa::Model make_model() {
+inline qa::Model make_model(double dropout = 0.0) {
     loom::set_seed(11);
-    return qa::Model(toy_options());
+    qa::ModelOptions o = toy_options();
+    o.dropout = dropout;
+    return qa::Model(o);
 }
 
 inline loom::Bindings bindings(const qa::Model& m, const Pairs& p, const std::vector<std::size_t>& items) {

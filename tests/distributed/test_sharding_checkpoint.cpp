@@ -160,7 +160,7 @@ TEST_CASE("mpi: rank 0 writes the checkpoint and a run resumed from it continues
 
     qa::Model second = make_model();
     Trainer resumed = make_trainer(second, parallel);
-    const Checkpoint c = resumed.load_checkpoint(path);
+    const Checkpoint c = dist::load_checkpoint(mpi, resumed, path);
     dist::ShardedBatcher again(Batcher(lengths_of(pairs), bo), parallel);
     again.set_position({c.position.epoch, c.position.minibatch});
     CHECK(resumed.total_samples_seen() == 3 * 8);  // global samples, not this process's
