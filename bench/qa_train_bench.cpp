@@ -20,6 +20,7 @@
 // process on its contiguous share, gradients summed over processes (loom::distributed); rank 0
 // prints the JSON line, with the global pairs/s, "ranks" and the bytes each process sent per step.
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -236,6 +237,10 @@ int run(const Options& o) {
 #endif
     const auto start = std::chrono::steady_clock::now();
     std::vector<double> finish_ms;  // distributed: time in the reduction's finish, per step
+    // CPU time of the process (all its threads): on a shared machine, what the steps cost when
+    // the process is not descheduled.
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     for (std::size_t i = std::size_t(o.warmup); i < needed; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         losses.push_back(trainer.train_minibatch(inputs[i]).average_loss());
@@ -247,6 +252,8 @@ int run(const Options& o) {
         padded += batches[i].padded_tokens();
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    const double cpu_ms = 1e3 * (double(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * double(cpu1.tv_nsec - cpu0.tv_nsec));
     const double in_gemm = gemm_seconds();
     gemm_timing(false);
 
@@ -276,7 +283,7 @@ int run(const Options& o) {
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
         "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu, "
-        "\"finish_ms_median\": %.3f}\n",
+        "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
         o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
@@ -285,7 +292,7 @@ int run(const Options& o) {
         losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
         double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
         3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes,
-        finish_ms.empty() ? 0.0 : bench::median(finish_ms));
+        finish_ms.empty() ? 0.0 : bench::median(finish_ms), cpu_ms / o.steps);
     return 0;
 }
 

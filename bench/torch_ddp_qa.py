@@ -71,11 +71,13 @@ def worker(rank, procs, port, queue):
     losses = [step(shares[i]) for i in range(a.warmup)]
     dist.barrier()
     times = []
+    cpu = time.process_time()  # every thread of the process, gloo's included
     start = time.perf_counter()
     for i in range(a.warmup, a.warmup + a.steps):
         t0 = time.perf_counter()
         losses.append(step(shares[i]))
         times.append(time.perf_counter() - t0)
+    cpu = time.process_time() - cpu
     dist.barrier()
     elapsed = time.perf_counter() - start
     if rank == 0:
@@ -86,6 +88,7 @@ def worker(rank, procs, port, queue):
             "elapsed_s": round(elapsed, 4), "pairs_per_s": round(a.steps * a.batch / elapsed, 2),
             "tokens_per_step": round(real / a.steps, 1),
             "step_ms_median": round(1e3 * statistics.median(times), 3),
+            "cpu_ms_per_step": round(1e3 * cpu / a.steps, 3),
             "first_loss": round(losses[0], 5), "final_loss": round(statistics.fmean(losses[-10:]), 5),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         })
