@@ -14,7 +14,13 @@
 // per pair: "<label> <question ids...> | <answer ids...>".
 // Without it, batches come from the sample's generator (same distribution, different random
 // stream: loom::make_synthetic_qa).
+//
+// qa_dist_bench is this file built with LOOM_DISTRIBUTED (when MPI is found): under
+// `mpirun -np P qa_dist_bench ...` every step trains on the same global batch of --batch pairs, each
+// process on its contiguous share, gradients summed over processes (loom::distributed); rank 0
+// prints the JSON line, with the global pairs/s, "ranks" and the bytes each process sent per step.
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +35,9 @@
 #include <loom.hpp>
 
 #include "bench_common.hpp"
+#ifdef LOOM_DISTRIBUTED
+#include "distributed/distributed.hpp"
+#endif
 #include "model.hpp"
 
 using namespace loom;
@@ -147,6 +156,10 @@ double proc_status_mib(const char* key) {
     return 0.0;
 }
 
+#ifdef LOOM_DISTRIBUTED
+distributed::Context* mpi = nullptr;
+#endif
+
 int run(const Options& o) {
     // --threads N with N > 1: "steps" runs up to N independent plan steps at once, each with one
     // BLAS thread (the BiLSTM directions and the two towers are independent); "blas" runs steps one
@@ -175,9 +188,28 @@ int run(const Options& o) {
     mo.hidden = o.hidden;
     mo.dense = o.dense;
     qa::Model model(mo);
+    TrainerOptions to;
+    int rank = 0, ranks = 1;
+#ifdef LOOM_DISTRIBUTED
+    auto parallel = distributed::data_parallel(*mpi);
+    to.reduction = parallel;
+    rank = mpi->rank();
+    ranks = mpi->size();
+#endif
     std::vector<Bindings> inputs;
     for (std::size_t i = 0; i < needed; ++i) {
-        const Batch& b = batches[i];
+        Batch b = batches[i];
+        if (ranks > 1) {  // this process's share: pairs [n r / P, n (r + 1) / P)
+            const std::size_t n = b.labels.size(), lo = n * std::size_t(rank) / std::size_t(ranks),
+                              hi = n * std::size_t(rank + 1) / std::size_t(ranks);
+            if (lo == hi) throw UserError("qa_dist_bench: --batch is smaller than the number of processes");
+            auto cut = [&](auto& v) {
+                v = std::vector(v.begin() + std::ptrdiff_t(lo), v.begin() + std::ptrdiff_t(hi));
+            };
+            cut(b.questions);
+            cut(b.answers);
+            cut(b.labels);
+        }
         xt::xarray<float> labels = xt::zeros<float>({b.labels.size(), std::size_t{1}});
         for (std::size_t k = 0; k < b.labels.size(); ++k) labels(k, 0) = b.labels[k];
         inputs.push_back(Bindings{{model.question, Value::index_sequences(b.questions)},
@@ -189,7 +221,7 @@ int run(const Options& o) {
     // --sparse-embed (SparseAdam on the embeddings).
     LearnerOptions lo;
     lo.lazy_sparse_rows = o.lazy_adam;
-    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo));
+    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo), to);
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
 
@@ -199,18 +231,37 @@ int run(const Options& o) {
     std::size_t real = 0, padded = 0;
     gemm_timing(true);
     gemm_reset_timing();
+#ifdef LOOM_DISTRIBUTED
+    mpi->synchronize({});  // every process starts timing together
+#endif
     const auto start = std::chrono::steady_clock::now();
+    std::vector<double> finish_ms;  // distributed: time in the reduction's finish, per step
+    // CPU time of the process (all its threads): on a shared machine, what the steps cost when
+    // the process is not descheduled.
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     for (std::size_t i = std::size_t(o.warmup); i < needed; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         losses.push_back(trainer.train_minibatch(inputs[i]).average_loss());
+#ifdef LOOM_DISTRIBUTED
+        finish_ms.push_back(1e3 * parallel->finish_seconds());
+#endif
         step_ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         real += batches[i].real_tokens();
         padded += batches[i].padded_tokens();
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    const double cpu_ms = 1e3 * (double(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * double(cpu1.tv_nsec - cpu0.tv_nsec));
     const double in_gemm = gemm_seconds();
     gemm_timing(false);
 
+    std::size_t dense_bytes = 0, row_bytes = 0;
+#ifdef LOOM_DISTRIBUTED
+    dense_bytes = parallel->dense_bytes();
+    row_bytes = parallel->row_bytes();
+    if (!mpi->is_root()) return 0;
+#endif
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     // GEMM FLOPs per real token and tower, forward (peer README): input and recurrent projections
@@ -230,7 +281,8 @@ int run(const Options& o) {
         "\"step_ms_max\": %.3f, \"first_loss\": %.5f, \"final_loss\": %.5f, \"peak_rss_mib\": %.1f, "
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
-        "\"openblas_coretype_env\": \"%s\"}\n",
+        "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu, "
+        "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
         o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
@@ -238,13 +290,18 @@ int run(const Options& o) {
         *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()),
         losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
         double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
-        3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "");
+        3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes,
+        finish_ms.empty() ? 0.0 : bench::median(finish_ms), cpu_ms / o.steps);
     return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef LOOM_DISTRIBUTED
+    distributed::Context context(argc, argv);
+    mpi = &context;
+#endif
     Options o;
     CLI::App app{"Whole training steps of the QA similarity sample; prints one JSON line (see the source's header)"};
     bench::add_run_options(app, o.threads, "--steps", o.steps, "timed training steps", o.warmup);

@@ -68,6 +68,7 @@ MinibatchResult Trainer::collect() const {
 }
 
 MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
+    if (options_.reduction) return train_share(inputs);
     const TrainingScope training;
     session_->forward(inputs);
     MinibatchResult r = collect();
@@ -107,6 +108,34 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
         applied = learner_->update(*session_, scale, guard);
         session_->release_gradients();
     }
+    if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
+    samples_seen_ += r.loss_count;
+    return r;
+}
+
+MinibatchResult Trainer::train_share(const Bindings& inputs) {
+    GradientReduction& reduction = *options_.reduction;
+    const TrainingScope training;
+    MinibatchResult local;
+    try {
+        session_->forward(inputs);
+        local = collect();
+    } catch (const std::exception& e) {
+        reduction.failed(e.what());  // the other processes stop at combine with this message
+        throw;
+    }
+    const MinibatchResult r = reduction.combine(local);
+    if (r.loss_count == 0) throw UserError("Trainer::train_minibatch: the global minibatch has no items");
+    const bool guard = options_.on_non_finite != NonFiniteAction::ignore;
+    if (guard && !std::isfinite(r.loss_sum)) {  // the global loss: every process skips alike
+        reduction.finish(*session_);
+        return skip(r, "loss", r.loss_sum);
+    }
+    session_->backward([&](std::size_t i) { reduction.ready(*session_, i); });
+    reduction.finish(*session_);
+    const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
+    const bool applied = learner_->update(*session_, scale, guard);
+    session_->release_gradients();
     if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
     samples_seen_ += r.loss_count;
     return r;

@@ -29,12 +29,33 @@ struct MinibatchResult {
 // `ignore` applies the update anyway (NaN then spreads), as loom did before it had the check.
 enum class NonFiniteAction { skip, stop, ignore };
 
+// Data-parallel training's hook (distributed/ implements it over MPI; training/ knows no MPI): each
+// process trains on its share of every global minibatch and the hook makes them all see the sums
+// over every process. Per train_minibatch the Trainer calls combine (after forward, with this
+// process's sums; it returns everyone's), ready(i) as parameter i's gradient becomes final
+// (possibly on a worker thread, so communication overlaps the rest of backward), then finish (the
+// step's communication ends: every gradient in the session is the sum over processes; also called
+// when a non-finite global loss skips backward). When forward throws, failed(what) instead of
+// combine, and the error is rethrown. Every process then applies the same update.
+class GradientReduction {
+public:
+    virtual ~GradientReduction() = default;
+    virtual MinibatchResult combine(const MinibatchResult& local) = 0;
+    virtual void ready(const Session& session, std::size_t parameter) = 0;
+    virtual void finish(const Session& session) = 0;
+    virtual void failed(const std::string& what) = 0;
+};
+
 struct TrainerOptions {
     // true: the learner sees the gradient of the MEAN loss over the minibatch's items (the gradient
     // of the sum divided by loss_count), so the learning rate does not depend on the minibatch size.
     // false: the gradient of the sum, as CNTK's per-sample learning rates.
     bool average_gradients = true;
     NonFiniteAction on_non_finite = NonFiniteAction::skip;
+    // Set: train_minibatch trains on this process's share and returns the sums over all processes
+    // (the gradient is averaged over the global minibatch's items); parameters change only after
+    // backward, whatever the threads.
+    std::shared_ptr<GradientReduction> reduction;
 };
 
 class Trainer {
@@ -75,6 +96,7 @@ public:
 
 private:
     MinibatchResult collect() const;
+    MinibatchResult train_share(const Bindings& inputs);
     MinibatchResult skip(MinibatchResult r, const std::string& what, double value);
 
     Variable loss_, metric_;

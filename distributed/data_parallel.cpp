@@ -1,0 +1,195 @@
+#include "distributed/data_parallel.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+
+#include "core/errors.hpp"
+#include "graph/op.hpp"
+
+namespace loom::distributed {
+
+struct DataParallel::Requests {
+    std::vector<MPI_Request> pending;
+};
+
+namespace {
+
+int checked_count(std::size_t n, const std::string& what) {
+    if (n > static_cast<std::size_t>(INT_MAX))
+        throw UserError("loom::distributed: " + what + " has " + std::to_string(n) +
+                        " elements, more than one MPI message holds (2^31 - 1)");
+    return static_cast<int>(n);
+}
+
+// Every process's list of `local`, one after another in rank order; counts[r] = rank r's length.
+template <class T>
+std::vector<T> gather_all(const std::vector<T>& local, MPI_Datatype type, int size, std::vector<int>& counts,
+                          const std::string& what) {
+    const int mine = checked_count(local.size(), what);
+    counts.assign(static_cast<std::size_t>(size), 0);
+    MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::vector<int> offsets(counts.size(), 0);
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+        offsets[r] = checked_count(total, what);
+        total += static_cast<std::size_t>(counts[r]);
+    }
+    checked_count(total, what);
+    std::vector<T> all(total);
+    MPI_Allgatherv(local.data(), mine, type, all.data(), counts.data(), offsets.data(), type, MPI_COMM_WORLD);
+    return all;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(Context& context) : context_(context), requests_(std::make_unique<Requests>()) {}
+
+DataParallel::~DataParallel() = default;
+
+std::shared_ptr<DataParallel> data_parallel(Context& context) { return std::make_shared<DataParallel>(context); }
+
+MinibatchResult DataParallel::combine(const MinibatchResult& local) {
+    // The last step ended inside its reduction (backward threw and the error was caught): the other
+    // processes are waiting for sums this one will never send.
+    if (!requests_->pending.empty() || next_ != 0)
+        context_.abort("a training step was abandoned while its gradients were being summed");
+    Context::Words words{};
+    if (!stand_in_)
+        words = {local.loss_sum, static_cast<double>(local.loss_count), local.metric_sum,
+                 static_cast<double>(local.metric_count)};
+    const Context::Words sum = context_.synchronize(words);
+    context_.set_in_flight(true);
+    std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(started_.begin(), started_.end(), 0);
+    by_rows_.clear();
+    dense_rows_.clear();
+    dense_bytes_ = row_bytes_ = 0;
+    MinibatchResult r;
+    r.loss_sum = sum[0];
+    r.loss_count = static_cast<std::size_t>(sum[1]);
+    r.metric_sum = sum[2];
+    r.metric_count = static_cast<std::size_t>(sum[3]);
+    return r;
+}
+
+void DataParallel::failed(const std::string& what) { context_.fail(what); }
+
+void DataParallel::ready(const Session& session, std::size_t parameter) {
+    const std::lock_guard lock(mutex_);
+    const std::size_t n = session.parameters().size();
+    if (ready_.size() != n) {
+        ready_.assign(n, 0);
+        started_.assign(n, 0);
+        order_.clear();
+        // Backward finishes the last-created parameters (the output layers) first.
+        for (std::size_t i = n; i-- > 0;) order_.push_back(i);
+    }
+    ready_[parameter] = 1;
+    if (!context_.any_thread()) return;  // MPI only from the main thread: all sums start in finish
+    start_ready(session);
+    progress();
+}
+
+void DataParallel::start_ready(const Session& session) {
+    while (next_ < order_.size() && ready_[order_[next_]]) start(session, order_[next_++]);
+}
+
+void DataParallel::start(const Session& session, std::size_t i) {
+    started_[i] = 1;
+    if (session.gradient_by_rows(i)) {
+        by_rows_.push_back(i);
+        return;
+    }
+    // The session hands gradients out read-only (learners only read them); the memory is its own
+    // mutable buffer, summed here in place before any learner reads it.
+    const std::span<const float> g = session.gradient(i);
+    float* data = const_cast<float*>(g.data());
+    if (stand_in_) std::fill(data, data + g.size(), 0.0f);
+    if (session.gradient_rows(i)) dense_rows_.push_back(i);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(g.size(), session.parameters()[i].label()), MPI_FLOAT, MPI_SUM,
+                   MPI_COMM_WORLD, &request);
+    requests_->pending.push_back(request);
+    dense_bytes_ += g.size() * sizeof(float);
+}
+
+void DataParallel::progress() {
+    // Nonblocking collectives advance only inside MPI calls: each report of a final gradient gives
+    // the ones in flight a push.
+    auto& pending = requests_->pending;
+    if (pending.empty()) return;
+    int done = 0;
+    MPI_Testall(static_cast<int>(pending.size()), pending.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) pending.clear();
+}
+
+void DataParallel::finish(const Session& session) {
+    const std::lock_guard lock(mutex_);
+    const auto began = std::chrono::steady_clock::now();
+    // Parameters never reported have no gradient on any process (the loss does not use them).
+    for (; next_ < order_.size(); ++next_)
+        if (ready_[order_[next_]] && !started_[order_[next_]]) start(session, order_[next_]);
+    auto& pending = requests_->pending;
+    MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+    pending.clear();
+    std::sort(by_rows_.begin(), by_rows_.end());
+    for (std::size_t i : by_rows_) gather_rows(session, i);
+    std::sort(dense_rows_.begin(), dense_rows_.end());
+    for (std::size_t i : dense_rows_) {
+        // The dense sum is done; which rows can be non-zero is now the union of every process's.
+        auto* rows = const_cast<std::vector<std::size_t>*>(session.gradient_rows(i));
+        std::vector<std::uint64_t> mine;
+        if (!stand_in_) mine.assign(rows->begin(), rows->end());
+        std::vector<int> counts;
+        std::vector<std::uint64_t> all = gather_all(mine, MPI_UINT64_T, context_.size(), counts, "row ids");
+        std::sort(all.begin(), all.end());
+        all.erase(std::unique(all.begin(), all.end()), all.end());
+        rows->assign(all.begin(), all.end());
+        row_bytes_ += mine.size() * sizeof(std::uint64_t);
+    }
+    next_ = 0;
+    context_.set_in_flight(false);
+    finish_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+void DataParallel::gather_rows(const Session& session, std::size_t i) {
+    auto& g = const_cast<RowGradient<float>&>(*session.gradient_by_rows(i));
+    const std::string label = session.parameters()[i].label();
+    const std::size_t width = g.width;
+    std::vector<std::uint64_t> ids;
+    std::vector<float> values;
+    if (!stand_in_) {
+        ids.assign(g.rows.begin(), g.rows.end());
+        values = g.data;
+    }
+    std::vector<int> id_counts, value_counts;
+    const std::vector<std::uint64_t> all_ids = gather_all(ids, MPI_UINT64_T, context_.size(), id_counts, label);
+    const std::vector<float> all_values = gather_all(values, MPI_FLOAT, context_.size(), value_counts, label);
+    row_bytes_ += ids.size() * sizeof(std::uint64_t) + values.size() * sizeof(float);
+
+    // The sorted union, each row summed in rank order: the same rows, order and sums everywhere.
+    std::vector<std::uint64_t> rows = all_ids;
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    for (std::size_t r : g.rows) g.index[r] = -1;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+        if (rows[k] >= g.index.size())
+            throw InternalError("loom::distributed: row " + std::to_string(rows[k]) + " of " + label +
+                                "'s gradient is outside its " + std::to_string(g.index.size()) + " rows");
+        g.index[rows[k]] = static_cast<std::int32_t>(k);
+    }
+    std::vector<float> summed(rows.size() * width, 0.0f);
+    for (std::size_t j = 0; j < all_ids.size(); ++j) {
+        float* to = summed.data() + static_cast<std::size_t>(g.index[all_ids[j]]) * width;
+        const float* from = all_values.data() + j * width;
+        for (std::size_t e = 0; e < width; ++e) to[e] += from[e];
+    }
+    g.rows.assign(rows.begin(), rows.end());
+    g.data = std::move(summed);
+}
+
+}  // namespace loom::distributed

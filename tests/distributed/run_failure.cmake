@@ -1,0 +1,41 @@
+# Runs tests/distributed/mpi_failures MODE under mpirun -np 2 and checks that the job ends (no
+# hang: 60 s at most), fails, and says why. killed_in_checkpoint then checks the checkpoint left
+# behind is one whole save (mpi_failures verify). Variables: MPIRUN, PROGRAM, MODE, WORK_DIR.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(mpirun ${MPIRUN} --allow-run-as-root --oversubscribe --mca btl self,vader)
+execute_process(COMMAND ${mpirun} -np 2 ${PROGRAM} ${MODE} ${WORK_DIR}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+set(all "${out}${err}")
+message(STATUS "mpirun ended with '${rc}':\n${all}")
+if(rc MATCHES "timeout")
+  message(FATAL_ERROR "${MODE}: the job hung (killed after 60 s)")
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${MODE}: the job ended with status 0, a failure was expected")
+endif()
+
+if(MODE STREQUAL "ends_early")
+  set(expected "rank 0: error: loom::distributed: rank 1 of 2 ended its program while rank 0 was still training")
+elseif(MODE STREQUAL "throws_in_backward")
+  set(expected "rank 1 of 2 stops every process: this process ended while its gradients were being summed")
+else()
+  set(expected "rank 1 kills rank 0")
+endif()
+string(FIND "${all}" "${expected}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${MODE}: expected the output to say '${expected}'")
+endif()
+
+if(MODE STREQUAL "killed_in_checkpoint")
+  file(GLOB left ${WORK_DIR}/*.loom-tmp.*)
+  if(NOT left)
+    message(FATAL_ERROR "no unfinished temporary file: rank 0 was not killed during a write")
+  endif()
+  execute_process(COMMAND ${mpirun} -np 1 ${PROGRAM} verify ${WORK_DIR}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  message(STATUS "verify: ${out}${err}")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "verified")
+    message(FATAL_ERROR "the checkpoint left by the killed writer does not load whole")
+  endif()
+endif()
