@@ -24,6 +24,14 @@ void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const
                  float* const* c, float alpha, float beta);
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
                  double* const* c, double alpha, double beta);
+// The same with A packed in blocks of kPackedRows rows, each stored [k][kPackedRows] (zero rows
+// past m): what gemm_blocked uses on AVX-512.
+void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,
+                        float* const* c, float alpha, float beta);
+void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const double* a, const double* packed,
+                        double* const* c, double alpha, double beta);
 #endif
+
+inline constexpr std::size_t kPackedRows = 12;
 
 }  // namespace loom::kernels

@@ -48,4 +48,12 @@ template <class T>
 void gemm_blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
+// The same with the rows of A and C where they lie (not overlapping): c_rows[i] = alpha *
+// a_rows[i] [0, k) * op(B) + beta * c_rows[i], B [k, n] = op(b) as in pack_right, through the
+// active kernels. For products over the real rows of a padded sequence without gathering them
+// into a block and scattering the result back.
+template <class T>
+void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
+                       const T* b, std::size_t ldb, T beta, T* const* c_rows);
+
 }  // namespace loom

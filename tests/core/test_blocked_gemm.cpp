@@ -117,3 +117,41 @@ TEST_CASE("loom gemm agrees with the product in long double on large shapes in e
         CHECK(padding_kept);
     }
 }
+
+TEST_CASE("gemm_blocked_rows multiplies scattered rows and leaves the rows between them") {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (bool tb : {false, true})
+        for (const Shape3 s : {Shape3{7, 40, 300}, Shape3{250, 17, 5}}) {
+            // Rows of A and C two apart and in reverse order; B stored [k, n] or [n, k].
+            const std::size_t ldb = (tb ? s.k : s.n) + 1;
+            std::vector<float> a(2 * s.m * s.k), b((tb ? s.n : s.k) * ldb), c0(2 * s.m * s.n);
+            for (float& v : a) v = static_cast<float>(u(rng));
+            for (float& v : b) v = static_cast<float>(u(rng));
+            for (float& v : c0) v = static_cast<float>(u(rng));
+            std::vector<float> c = c0;
+            std::vector<const float*> a_rows(s.m);
+            std::vector<float*> c_rows(s.m);
+            for (std::size_t i = 0; i < s.m; ++i) {
+                a_rows[i] = a.data() + 2 * (s.m - 1 - i) * s.k;
+                c_rows[i] = c.data() + 2 * (s.m - 1 - i) * s.n;
+            }
+            loom::gemm_blocked_rows<float>(tb, s.m, s.n, s.k, 2.0f, a_rows.data(), b.data(), ldb, 1.0f, c_rows.data());
+            double worst = 0;
+            bool untouched = true;
+            for (std::size_t i = 0; i < s.m; ++i) {
+                const std::size_t row = 2 * (s.m - 1 - i);
+                for (std::size_t j = 0; j < s.n; ++j) {
+                    long double dot = 0;
+                    for (std::size_t p = 0; p < s.k; ++p)
+                        dot += static_cast<long double>(a[row * s.k + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                    worst = std::max(worst,
+                                     static_cast<double>(std::abs(c[row * s.n + j] - (2 * dot + c0[row * s.n + j]))));
+                    untouched &= c[(row + 1) * s.n + j] == c0[(row + 1) * s.n + j];
+                }
+            }
+            INFO("tb " << tb << " m " << s.m << " n " << s.n << " k " << s.k);
+            CHECK(worst < 6e-7 * static_cast<double>(2 * s.k + 4));
+            CHECK(untouched);
+        }
+}
