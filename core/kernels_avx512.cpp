@@ -178,8 +178,9 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
 // Not inlined: inside the caller's loop GCC kept the epilogue's constants in vector registers and
 // spilled an accumulator to the stack at every k.
 template <class T, std::size_t V>
-__attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::size_t rows, const T* panel0, const T* panel1, T* const* c,
-                   std::size_t col, std::size_t ncols, const Epilogue<T>& e) {
+__attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::size_t rows, const T* panel0,
+                                             const T* panel1, T* const* c, std::size_t col, std::size_t ncols,
+                                             const Epilogue<T>& e) {
     using W = Vec<T>;
     using Vr = typename W::V;
     constexpr std::size_t w = W::width;
