@@ -39,6 +39,7 @@
 #include "distributed/distributed.hpp"
 #endif
 #include "model.hpp"
+#include "qa_batches.hpp"
 
 using namespace loom;
 
@@ -52,109 +53,6 @@ struct Options {
     std::string parallel = "steps";
     bool lazy_adam = false;
 };
-
-struct Batch {
-    std::vector<std::vector<std::size_t>> questions, answers;
-    std::vector<float> labels;
-    std::size_t real_tokens() const {
-        std::size_t n = 0;
-        for (const auto& q : questions) n += q.size();
-        for (const auto& a : answers) n += a.size();
-        return n;
-    }
-    // Tokens when each side is padded to its longest sequence (what a padded engine computes on).
-    std::size_t padded_tokens() const {
-        auto longest = [](const auto& v) {
-            std::size_t m = 0;
-            for (const auto& s : v) m = std::max(m, s.size());
-            return m;
-        };
-        return questions.size() * (longest(questions) + longest(answers));
-    }
-};
-
-std::vector<Batch> read_batches(const std::string& path, std::size_t vocab) {
-    std::ifstream in(path);
-    if (!in) throw UserError("qa_train_bench: cannot open --batches-from file '" + path + "'");
-    std::string line;
-    std::size_t line_no = 0;
-    auto fail = [&](const std::string& why) { throw DataError(path + ":" + std::to_string(line_no) + ": " + why); };
-    if (!std::getline(in, line) || line.rfind("loom-qa-batches 1", 0) != 0) {
-        line_no = 1;
-        fail("expected the header 'loom-qa-batches 1' (write the file with bench/compare --dump-batches)");
-    }
-    ++line_no;
-    std::vector<Batch> batches;
-    std::size_t expected = 0;
-    while (std::getline(in, line)) {
-        ++line_no;
-        if (line.empty()) continue;
-        std::istringstream ls(line);
-        if (line.rfind("batch ", 0) == 0) {
-            if (!batches.empty() && batches.back().labels.size() != expected) fail("previous batch is short");
-            std::string word;
-            ls >> word >> expected;
-            if (!ls || expected == 0) fail("expected 'batch <pairs>'");
-            batches.emplace_back();
-            continue;
-        }
-        if (batches.empty()) fail("a pair before the first 'batch' line");
-        Batch& b = batches.back();
-        float label = 0;
-        ls >> label;
-        if (!ls) fail("expected '<label> <question ids> | <answer ids>'");
-        std::vector<std::size_t> q, a;
-        bool in_answer = false;
-        std::string tok;
-        while (ls >> tok) {
-            if (tok == "|") {
-                in_answer = true;
-                continue;
-            }
-            char* end = nullptr;
-            const unsigned long id = std::strtoul(tok.c_str(), &end, 10);
-            if (*end != '\0' || id >= vocab)
-                fail("token '" + tok + "' is not an id below --vocab " + std::to_string(vocab));
-            (in_answer ? a : q).push_back(id);
-        }
-        if (q.empty() || a.empty()) fail("a pair needs a question and an answer separated by ' | '");
-        b.questions.push_back(std::move(q));
-        b.answers.push_back(std::move(a));
-        b.labels.push_back(label);
-    }
-    if (!batches.empty() && batches.back().labels.size() != expected) fail("last batch is short");
-    return batches;
-}
-
-// The sample's generator: questions with 1 true + 1 wrong answer each, so every batch is half true.
-std::vector<Batch> make_batches(const Options& o, std::size_t count) {
-    SyntheticQaOptions s;
-    s.questions = count * o.batch / 2;
-    s.candidates = 2;
-    s.vocab = o.vocab;
-    s.seed = o.seed;
-    s.topic_seed = o.seed;
-    const QaData data = make_synthetic_qa(s);
-    std::vector<Batch> batches(count);
-    for (std::size_t i = 0; i < count * (o.batch / 2) * 2; ++i) {
-        Batch& b = batches[i / (o.batch / 2 * 2)];
-        const QaPair& p = data.pairs[i];
-        b.questions.push_back(bench::word_ids(p.question));
-        b.answers.push_back(bench::word_ids(p.answer));
-        b.labels.push_back(float(p.label));
-    }
-    return batches;
-}
-
-// VmRSS / VmHWM of this process in MiB (0 when /proc is not there): where the peak comes from.
-double proc_status_mib(const char* key) {
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    const std::string k = std::string(key) + ":";
-    while (std::getline(in, line))
-        if (line.rfind(k, 0) == 0) return std::strtod(line.c_str() + k.size(), nullptr) / 1024.0;
-    return 0.0;
-}
 
 #ifdef LOOM_DISTRIBUTED
 distributed::Context* mpi = nullptr;
@@ -172,14 +70,14 @@ int run(const Options& o) {
     }
     set_seed(o.seed);
     const std::size_t needed = std::size_t(o.warmup + o.steps);
-    std::vector<Batch> batches;
+    std::vector<bench::Batch> batches;
     if (!o.batches_from.empty()) {
-        batches = read_batches(o.batches_from, o.vocab);
+        batches = bench::read_batches(o.batches_from, o.vocab);
         if (batches.size() < needed)
             throw UserError("qa_train_bench: '" + o.batches_from + "' holds " + std::to_string(batches.size()) +
                             " batches, --warmup + --steps need " + std::to_string(needed));
     } else {
-        batches = make_batches(o, needed);
+        batches = bench::make_batches(needed, o.batch, o.vocab, o.seed);
     }
     // Inputs are built before timing too, as the peer builds its tensors before timing.
     qa::ModelOptions mo;
@@ -198,7 +96,7 @@ int run(const Options& o) {
 #endif
     std::vector<Bindings> inputs;
     for (std::size_t i = 0; i < needed; ++i) {
-        Batch b = batches[i];
+        bench::Batch b = batches[i];
         if (ranks > 1) {  // this process's share: pairs [n r / P, n (r + 1) / P)
             const std::size_t n = b.labels.size(), lo = n * std::size_t(rank) / std::size_t(ranks),
                               hi = n * std::size_t(rank + 1) / std::size_t(ranks);
@@ -225,7 +123,7 @@ int run(const Options& o) {
     std::size_t params = 0;
     for (const auto& p : model.parameters()) params += p.shape().size();
 
-    const double rss_setup = proc_status_mib("VmRSS"), hwm_setup = proc_status_mib("VmHWM");
+    const double rss_setup = bench::proc_status_mib("VmRSS"), hwm_setup = bench::proc_status_mib("VmHWM");
     std::vector<double> losses, step_ms;
     for (int i = 0; i < o.warmup; ++i) losses.push_back(trainer.train_minibatch(inputs[std::size_t(i)]).average_loss());
     std::size_t real = 0, padded = 0;

@@ -1,7 +1,11 @@
 #pragma once
-// Row-major GEMM on contiguous buffers, straight to OpenBLAS:
+// Row-major GEMM on contiguous buffers:
 //   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
+// On AVX-512 CPUs through loom's own blocked kernels (core/packed_gemm.hpp), elsewhere, or when
+// OpenBLAS runs several threads per GEMM (set_blas_threads(n > 1)), or with the environment
+// variable LOOM_GEMM=openblas, straight to OpenBLAS.
 #include <cstddef>
+#include <string>
 
 namespace loom {
 
@@ -31,5 +35,9 @@ void gemm_reset_timing();
 
 // OpenBLAS's thread count, set once by the program (benchmarks, samples).
 void set_blas_threads(int n);
+
+// Which kernels gemm() runs on large shapes now: "loom-avx512", or "openblas-" and OpenBLAS's
+// core name (e.g. "openblas-Haswell"), for benchmarks to report.
+std::string gemm_kernels();
 
 }  // namespace loom

@@ -2,15 +2,21 @@
 // Products of a few rows by a matrix that stays the same across many calls: a recurrence's weight,
 // multiplied at every time step by the rows of the sequences still running (M = 1 to 32).
 // OpenBLAS repacks the weight at every call and runs these shapes at 40-90 % of its large-GEMM
-// rate (bench/README.md). Here the weight is packed once per loop into panels of `packed_width`
-// columns, and a register-blocked kernel (up to 6 rows x 2 vectors, AVX2 + FMA) reads the left
-// rows where they are and adds into the result rows where they are: nothing is gathered, scattered
-// or repacked per step.
+// rate (bench/README.md). Here the weight is packed once per loop into panels of 64 bytes (16
+// floats), and a register-blocked kernel reads the left rows where they are and adds into the
+// result rows where they are: nothing is gathered, scattered or repacked per step.
+//
+// The kernel is chosen at run time (core/cpu.hpp): AVX-512 (12 rows x 32 floats), AVX2 + FMA (6
+// rows x 16 floats) or a portable loop; the packed layout is the same for all three. The same
+// kernels also make a cache-blocked GEMM (gemm_blocked), which loom::gemm uses for float on
+// AVX-512 machines.
 #include <cstddef>
+
+#include "core/cpu.hpp"
 
 namespace loom {
 
-// True when the vector kernel is compiled in (AVX2 and FMA); otherwise gemm_rows runs a plain
+// True when the active kernel is vectorized (AVX2 or AVX-512); otherwise gemm_rows runs a plain
 // loop, correct but slow, and callers should prefer gemm().
 bool packed_gemm_vectorized();
 
@@ -27,5 +33,27 @@ void pack_right(bool transposed, std::size_t k, std::size_t n, const T* b, std::
 template <class T>
 void gemm_rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed, T* const* c_rows,
                bool accumulate);
+
+// The same through the kernel of `isa` (tests run every variant the CPU supports), computing
+// c_rows[i] = alpha * a_rows[i] * B + beta * c_rows[i]; beta == 0 does not read c_rows.
+template <class T>
+void gemm_rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
+               T* const* c_rows, T alpha, T beta);
+
+// Row-major C [m, n] = alpha * op(A) [m, k] * op(B) [k, n] + beta * C, as loom::gemm, through the
+// packed kernels of `isa`: B packed by blocks of k that stay in L2, A read in place (or transposed
+// into a buffer when trans_a). beta == 0 does not read C. Single-threaded; each thread has its
+// own packing buffers.
+template <class T>
+void gemm_blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+
+// The same with the rows of A and C where they lie (not overlapping): c_rows[i] = alpha *
+// a_rows[i] [0, k) * op(B) + beta * c_rows[i], B [k, n] = op(b) as in pack_right, through the
+// active kernels. For products over the real rows of a padded sequence without gathering them
+// into a block and scattering the result back.
+template <class T>
+void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
+                       const T* b, std::size_t ldb, T beta, T* const* c_rows);
 
 }  // namespace loom

@@ -1,73 +1,108 @@
-// gemm_rows against the product summed in long double, over the shapes that reach every kernel
-// height (1-6 rows per block), partial last panels, k = 1, scattered rows and both packings.
+// gemm_rows against the product summed in long double, for every kernel variant this CPU runs
+// (portable, AVX2, AVX-512), over the shapes that reach every kernel height (1-12 rows per block),
+// partial last panels and panel pairs, k = 1, scattered rows, both packings and alpha / beta.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "core/cpu.hpp"
 #include "core/packed_gemm.hpp"
 
 namespace {
 
 template <class T>
-void check_shapes(double tolerance) {
+struct Case {
+    std::size_t m, n, k;
+    bool transposed;
+    T alpha, beta;
+};
+
+// Runs gemm_rows of `isa` on one case; returns the result rows' buffer (result rows 2 apart,
+// in reverse order) and checks that the rows in between are untouched.
+template <class T>
+std::vector<T> run_rows(loom::Isa isa, const Case<T>& cs, const std::vector<T>& a, const std::vector<T>& b,
+                        std::size_t ldb, const std::vector<T>& c0) {
+    std::vector<T> packed(loom::packed_size<T>(cs.k, cs.n));
+    loom::pack_right(cs.transposed, cs.k, cs.n, b.data(), ldb, packed.data());
+    std::vector<T> c = c0;
+    std::vector<const T*> a_rows(cs.m);
+    std::vector<T*> c_rows(cs.m);
+    for (std::size_t i = 0; i < cs.m; ++i) {
+        a_rows[i] = a.data() + 2 * (cs.m - 1 - i) * cs.k;
+        c_rows[i] = c.data() + 2 * (cs.m - 1 - i) * cs.n;
+    }
+    loom::gemm_rows<T>(isa, cs.m, cs.n, cs.k, a_rows.data(), packed.data(), c_rows.data(), cs.alpha, cs.beta);
+    bool untouched = true;
+    for (std::size_t i = 0; i < cs.m; ++i)
+        for (std::size_t j = 0; j < cs.n; ++j) untouched &= c[(2 * i + 1) * cs.n + j] == c0[(2 * i + 1) * cs.n + j];
+    CHECK(untouched);
+    return c;
+}
+
+template <class T>
+void check_variants(double tolerance) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<double> u(-1.0, 1.0);
+    const std::vector<loom::Isa> isas = loom::supported_isas();
+    REQUIRE(isas.front() == loom::Isa::portable);
     int checked = 0;
-    for (std::size_t m : {1, 2, 3, 5, 6, 7, 13, 32})
-        for (std::size_t n : {1, 7, 8, 16, 17, 40})
+    for (std::size_t m : {1, 2, 3, 5, 6, 7, 11, 12, 13, 25, 32})
+        for (std::size_t n : {1, 7, 8, 16, 17, 31, 32, 40, 65})
             for (std::size_t k : {1, 3, 33})
                 for (bool transposed : {false, true})
-                    for (bool accumulate : {false, true}) {
+                    for (int ab = 0; ab < 4; ++ab) {
+                        // accumulate (1, 1), overwrite (1, 0) and two general scalings
+                        const T alphas[] = {1, 1, T(0.5), T(-2)}, betas[] = {1, 0, T(-0.25), T(3)};
+                        const Case<T> cs{m, n, k, transposed, alphas[ab], betas[ab]};
                         // B as stored: [k, n], or [n, k] when transposed; rows padded to check ldb.
                         const std::size_t ldb = (transposed ? k : n) + 3;
-                        std::vector<T> b((transposed ? n : k) * ldb);
+                        std::vector<T> b((transposed ? n : k) * ldb), a(2 * m * k), c0(2 * m * n + 1);
                         for (T& v : b) v = static_cast<T>(u(rng));
+                        for (T& v : a) v = static_cast<T>(u(rng));
+                        for (T& v : c0) v = static_cast<T>(u(rng));
+                        // beta == 0 must not read C: NaN there would show.
+                        if (cs.beta == T(0))
+                            for (std::size_t i = 0; i < m; ++i) c0[2 * i * n] = std::numeric_limits<T>::quiet_NaN();
                         auto b_at = [&](std::size_t p, std::size_t j) {
                             return transposed ? b[j * ldb + p] : b[p * ldb + j];
                         };
-                        std::vector<T> packed(loom::packed_size<T>(k, n));
-                        loom::pack_right(transposed, k, n, b.data(), ldb, packed.data());
-                        // Left and result rows in reverse order, two rows apart, in one buffer each.
-                        std::vector<T> a(2 * m * k), c(2 * m * n + 1);
-                        for (T& v : a) v = static_cast<T>(u(rng));
-                        for (T& v : c) v = static_cast<T>(u(rng));
-                        const std::vector<T> c0 = c;
-                        std::vector<const T*> a_rows(m);
-                        std::vector<T*> c_rows(m);
-                        for (std::size_t i = 0; i < m; ++i) {
-                            a_rows[i] = a.data() + 2 * (m - 1 - i) * k;
-                            c_rows[i] = c.data() + 2 * (m - 1 - i) * n;
+                        std::vector<T> avx2_result;
+                        for (loom::Isa isa : isas) {
+                            const std::vector<T> c = run_rows(isa, cs, a, b, ldb, c0);
+                            double worst = 0;
+                            for (std::size_t i = 0; i < m; ++i)
+                                for (std::size_t j = 0; j < n; ++j) {
+                                    const std::size_t at = 2 * (m - 1 - i) * n + j;
+                                    long double dot = 0;
+                                    for (std::size_t p = 0; p < k; ++p)
+                                        dot += static_cast<long double>(a[2 * (m - 1 - i) * k + p]) * b_at(p, j);
+                                    const long double want =
+                                        cs.alpha * dot + (cs.beta == T(0) ? 0.0L : cs.beta * (long double)c0[at]);
+                                    worst = std::max(worst, static_cast<double>(std::abs(c[at] - want)));
+                                }
+                            INFO(loom::isa_name(isa) << " m " << m << " n " << n << " k " << k << " transposed "
+                                                     << transposed << " alpha " << cs.alpha << " beta " << cs.beta);
+                            CHECK(worst < tolerance * static_cast<double>(k + 4));
+                            // AVX2 and AVX-512 make the same FMAs in the same order: the same bits
+                            // when adding to C or overwriting it (general alpha and beta scale in
+                            // scalar code for AVX2's partial panels, fused for AVX-512).
+                            const bool plain = cs.alpha == T(1) && (cs.beta == T(0) || cs.beta == T(1));
+                            if (isa == loom::Isa::avx2) avx2_result = c;
+                            if (plain && isa == loom::Isa::avx512 && !avx2_result.empty()) CHECK(c == avx2_result);
+                            ++checked;
                         }
-                        loom::gemm_rows<T>(m, n, k, a_rows.data(), packed.data(), c_rows.data(), accumulate);
-                        double worst = 0;
-                        for (std::size_t i = 0; i < m; ++i)
-                            for (std::size_t j = 0; j < n; ++j) {
-                                long double want = accumulate ? c0[2 * (m - 1 - i) * n + j] : 0;
-                                for (std::size_t p = 0; p < k; ++p)
-                                    want += static_cast<long double>(a_rows[i][p]) * b_at(p, j);
-                                worst = std::max(worst, static_cast<double>(std::abs(c_rows[i][j] - want)));
-                            }
-                        // Rows between the result rows are untouched.
-                        bool untouched = true;
-                        for (std::size_t i = 0; i < m; ++i)
-                            for (std::size_t j = 0; j < n; ++j)
-                                untouched &= c[(2 * i + 1) * n + j] == c0[(2 * i + 1) * n + j];
-                        INFO("m " << m << " n " << n << " k " << k << " transposed " << transposed << " accumulate "
-                                  << accumulate);
-                        CHECK(worst < tolerance * static_cast<double>(k + 1));
-                        CHECK(untouched);
-                        ++checked;
                     }
-    CHECK(checked == 8 * 6 * 3 * 4);
+    CHECK(checked == 11 * 9 * 3 * 2 * 4 * static_cast<int>(isas.size()));
 }
 
 }  // namespace
 
-TEST_CASE("gemm_rows matches the product in long double, float and double") {
-    check_shapes<float>(4e-7);
-    check_shapes<double>(1e-15);
+TEST_CASE("gemm_rows of every kernel variant matches the product in long double, float and double") {
+    check_variants<float>(6e-7);
+    check_variants<double>(1e-15);
 }
 
 TEST_CASE("gemm_rows with k = 0 writes zeros or leaves the rows") {

@@ -1,0 +1,275 @@
+// The packed row kernel for AVX-512F (this file is compiled with -mavx512f -mavx2 -mfma; see
+// core/isa_kernels.hpp for the contract and why nothing from the standard library is included).
+// A block is up to 12 rows by two panels (two 512-bit vectors, 32 floats or 16 doubles): 24
+// accumulators, two loads of B and 12 broadcasts of A per k, so the two FMA ports stay busy with
+// registers to spare (32 of them). Each accumulator sums its products in k order with one FMA
+// each, as the AVX2 kernel does: both give the same bits.
+#include "core/isa_kernels.hpp"
+
+#if defined(__x86_64__) && defined(__AVX512F__)
+#include <immintrin.h>
+
+namespace loom::kernels {
+
+namespace {
+
+template <class T>
+struct Vec;
+template <>
+struct Vec<float> {
+    using V = __m512;
+    using Mask = __mmask16;
+    static constexpr std::size_t width = 16;
+    static V zero() { return _mm512_setzero_ps(); }
+    static V load(const float* p) { return _mm512_loadu_ps(p); }
+    static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+    static V set(float x) { return _mm512_set1_ps(x); }
+    static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+    static V load_masked(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+    static void store_masked(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+template <>
+struct Vec<double> {
+    using V = __m512d;
+    using Mask = __mmask8;
+    static constexpr std::size_t width = 8;
+    static V zero() { return _mm512_setzero_pd(); }
+    static V load(const double* p) { return _mm512_loadu_pd(p); }
+    static V broadcast(const double* p) { return _mm512_set1_pd(*p); }
+    static V set(double x) { return _mm512_set1_pd(x); }
+    static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+    static V add(V a, V b) { return _mm512_add_pd(a, b); }
+    static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
+    static V load_masked(const double* p, Mask m) { return _mm512_maskz_loadu_pd(m, p); }
+    static void store_masked(double* p, Mask m, V v) { _mm512_mask_storeu_pd(p, m, v); }
+};
+
+constexpr std::size_t max_rows = kPackedRows;
+
+// Lanes [0, count) of a vector (count may exceed the width).
+template <class T>
+typename Vec<T>::Mask lanes(std::size_t count) {
+    constexpr std::size_t w = Vec<T>::width;
+    return static_cast<typename Vec<T>::Mask>(count >= w ? (1u << w) - 1 : (1u << count) - 1);
+}
+
+template <class T>
+struct Epilogue {
+    T alpha, beta;
+    // c = alpha * acc + beta * c over the lanes in mask.
+    void store(T* c, typename Vec<T>::Mask mask, typename Vec<T>::V acc) const {
+        using W = Vec<T>;
+        if (alpha != T(1)) acc = W::mul(acc, W::set(alpha));
+        if (beta == T(1))
+            acc = W::add(acc, W::load_masked(c, mask));
+        else if (beta != T(0))
+            acc = W::fma(W::set(beta), W::load_masked(c, mask), acc);
+        W::store_masked(c, mask, acc);
+    }
+};
+
+// R rows by V panels (1 or 2) of C at columns [col, col + ncols). The accumulators are named
+// variables, not an array, so that GCC keeps them in registers.
+template <class T, std::size_t R, std::size_t V>
+void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, T* const* c, std::size_t col,
+            std::size_t ncols, const Epilogue<T>& e) {
+    using W = Vec<T>;
+    using Vr = typename W::V;
+    constexpr std::size_t w = W::width;
+    Vr c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
+       c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0, c7_1 = c0_0,
+       c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
+#define LOOM_ROW_PTR(r) const T* a##r = a[R > r ? r : 0];
+    LOOM_ROW_PTR(0)
+    LOOM_ROW_PTR(1)
+    LOOM_ROW_PTR(2)
+    LOOM_ROW_PTR(3)
+    LOOM_ROW_PTR(4)
+    LOOM_ROW_PTR(5)
+    LOOM_ROW_PTR(6)
+    LOOM_ROW_PTR(7)
+    LOOM_ROW_PTR(8)
+    LOOM_ROW_PTR(9)
+    LOOM_ROW_PTR(10)
+    LOOM_ROW_PTR(11)
+#undef LOOM_ROW_PTR
+    for (std::size_t p = 0; p < k; ++p) {
+        const Vr b0 = W::load(panel0 + p * w);
+        const Vr b1 = V > 1 ? W::load(panel1 + p * w) : b0;
+#define LOOM_ROW(r)                                              \
+    if constexpr (R > r) {                                       \
+        const Vr x = W::broadcast(a##r + p);                     \
+        c##r##_0 = W::fma(x, b0, c##r##_0);                      \
+        if constexpr (V > 1) c##r##_1 = W::fma(x, b1, c##r##_1); \
+    }
+        LOOM_ROW(0)
+        LOOM_ROW(1)
+        LOOM_ROW(2)
+        LOOM_ROW(3)
+        LOOM_ROW(4)
+        LOOM_ROW(5)
+        LOOM_ROW(6)
+        LOOM_ROW(7)
+        LOOM_ROW(8)
+        LOOM_ROW(9)
+        LOOM_ROW(10)
+        LOOM_ROW(11)
+#undef LOOM_ROW
+    }
+    const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
+#define LOOM_STORE(r)                                               \
+    if constexpr (R > r) {                                          \
+        e.store(c[r] + col, m0, c##r##_0);                          \
+        if constexpr (V > 1) e.store(c[r] + col + w, m1, c##r##_1); \
+    }
+    LOOM_STORE(0)
+    LOOM_STORE(1)
+    LOOM_STORE(2)
+    LOOM_STORE(3)
+    LOOM_STORE(4)
+    LOOM_STORE(5)
+    LOOM_STORE(6)
+    LOOM_STORE(7)
+    LOOM_STORE(8)
+    LOOM_STORE(9)
+    LOOM_STORE(10)
+    LOOM_STORE(11)
+#undef LOOM_STORE
+}
+
+template <class T>
+using Kernel = void (*)(std::size_t, const T* const*, const T*, const T*, T* const*, std::size_t, std::size_t,
+                        const Epilogue<T>&);
+
+template <class T, std::size_t V>
+constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, V>, kernel<T, 2, V>,  kernel<T, 3, V>,
+                                             kernel<T, 4, V>, kernel<T, 5, V>, kernel<T, 6, V>,  kernel<T, 7, V>,
+                                             kernel<T, 8, V>, kernel<T, 9, V>, kernel<T, 10, V>, kernel<T, 11, V>,
+                                             kernel<T, 12, V>};
+
+template <class T>
+void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c, T alpha,
+          T beta) {
+    constexpr std::size_t w = Vec<T>::width;
+    const Epilogue<T> e{alpha, beta};
+    // Rows in blocks of nearly equal size (32 = 11 + 11 + 10), so no block runs with too few
+    // accumulators to hide the FMA latency. Each pair of panels (k x 2w) stays in L1/L2 while
+    // every block of rows passes over it.
+    const std::size_t blocks = (m + max_rows - 1) / max_rows;
+    for (std::size_t col = 0; col < n; col += 2 * w) {
+        const T* panel0 = packed + col * k;
+        const std::size_t nc = n - col < 2 * w ? n - col : 2 * w;
+        const T* panel1 = nc > w ? panel0 + w * k : panel0;
+        for (std::size_t b = 0, start = 0; b < blocks; ++b) {
+            const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
+            (nc > w ? by_rows<T, 2> : by_rows<T, 1>)[r](k, a + start, panel0, panel1, c + start, col, nc, e);
+            start += r;
+        }
+    }
+}
+
+// The same product with A packed for the kernel (pack_rows_interleaved: per block of 12 rows,
+// a[p][r] for p < k, the block padded with zero rows): one pointer to A instead of twelve, so
+// the loop needs no more integer registers than x86-64 has. With twelve row pointers GCC moved
+// three of them through vector registers at every k, on the port the FMAs need (80 % of the peak,
+// against about 90 % here). Stores `rows` rows of the 12.
+// Not inlined: inside the caller's loop GCC kept the epilogue's constants in vector registers and
+// spilled an accumulator to the stack at every k.
+template <class T, std::size_t V>
+__attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::size_t rows, const T* panel0,
+                                             const T* panel1, T* const* c, std::size_t col, std::size_t ncols,
+                                             const Epilogue<T>& e) {
+    using W = Vec<T>;
+    using Vr = typename W::V;
+    constexpr std::size_t w = W::width;
+    Vr c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
+       c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0, c7_1 = c0_0,
+       c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
+    for (std::size_t p = 0; p < k; ++p, a += max_rows) {
+        const Vr b0 = W::load(panel0 + p * w);
+        const Vr b1 = V > 1 ? W::load(panel1 + p * w) : b0;
+#define LOOM_ROW(r)                                              \
+    {                                                            \
+        const Vr x = W::broadcast(a + r);                        \
+        c##r##_0 = W::fma(x, b0, c##r##_0);                      \
+        if constexpr (V > 1) c##r##_1 = W::fma(x, b1, c##r##_1); \
+    }
+        LOOM_ROW(0)
+        LOOM_ROW(1)
+        LOOM_ROW(2)
+        LOOM_ROW(3)
+        LOOM_ROW(4)
+        LOOM_ROW(5)
+        LOOM_ROW(6)
+        LOOM_ROW(7)
+        LOOM_ROW(8)
+        LOOM_ROW(9)
+        LOOM_ROW(10)
+        LOOM_ROW(11)
+#undef LOOM_ROW
+    }
+    const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
+#define LOOM_STORE(r)                                               \
+    if (rows > r) {                                                 \
+        e.store(c[r] + col, m0, c##r##_0);                          \
+        if constexpr (V > 1) e.store(c[r] + col + w, m1, c##r##_1); \
+    }
+    LOOM_STORE(0)
+    LOOM_STORE(1)
+    LOOM_STORE(2)
+    LOOM_STORE(3)
+    LOOM_STORE(4)
+    LOOM_STORE(5)
+    LOOM_STORE(6)
+    LOOM_STORE(7)
+    LOOM_STORE(8)
+    LOOM_STORE(9)
+    LOOM_STORE(10)
+    LOOM_STORE(11)
+#undef LOOM_STORE
+}
+
+template <class T>
+void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* packed, T* const* c, T alpha,
+                 T beta) {
+    constexpr std::size_t w = Vec<T>::width;
+    const Epilogue<T> e{alpha, beta};
+    for (std::size_t col = 0; col < n; col += 2 * w) {
+        const T* panel0 = packed + col * k;
+        const std::size_t nc = n - col < 2 * w ? n - col : 2 * w;
+        const T* panel1 = nc > w ? panel0 + w * k : panel0;
+        for (std::size_t start = 0; start < m; start += max_rows) {
+            const std::size_t r = m - start < max_rows ? m - start : max_rows;
+            const T* block = a + start * k;
+            if (nc > w)
+                kernel_packed<T, 2>(k, block, r, panel0, panel1, c + start, col, nc, e);
+            else
+                kernel_packed<T, 1>(k, block, r, panel0, panel1, c + start, col, nc, e);
+        }
+    }
+}
+
+}  // namespace
+
+void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,
+                        float* const* c, float alpha, float beta) {
+    rows_packed<float>(m, n, k, a, packed, c, alpha, beta);
+}
+void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const double* a, const double* packed,
+                        double* const* c, double alpha, double beta) {
+    rows_packed<double>(m, n, k, a, packed, c, alpha, beta);
+}
+
+void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const float* packed,
+                 float* const* c, float alpha, float beta) {
+    rows<float>(m, n, k, a, packed, c, alpha, beta);
+}
+void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
+                 double* const* c, double alpha, double beta) {
+    rows<double>(m, n, k, a, packed, c, alpha, beta);
+}
+
+}  // namespace loom::kernels
+#endif
