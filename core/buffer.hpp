@@ -157,4 +157,29 @@ private:
     std::vector<Buffer<T>> free_;
 };
 
+// Memory kept across the calls of one run of a recurrence loop (the executor gives each op in a
+// loop one), for what is derived from inputs without a dynamic axis, which do not change during
+// the run: a weight packed once for every step (pack_right_once). Not ready at the first call; the
+// buffer goes back to the pool when the run ends.
+template <class T>
+struct LoopCache {
+    BufferPool<T>* pool = nullptr;
+    Buffer<T> data;
+    bool ready = false;
+
+    LoopCache() = default;
+    LoopCache(const LoopCache&) = delete;
+    LoopCache& operator=(const LoopCache&) = delete;
+    ~LoopCache() {
+        if (pool) pool->give(std::move(data));
+    }
+    T* get(std::size_t n) {
+        if (pool)
+            pool->resize(data, n);
+        else if (data.size() < n)
+            data.resize(n);
+        return data.data();
+    }
+};
+
 }  // namespace loom

@@ -12,6 +12,7 @@
 // AVX-512 machines.
 #include <cstddef>
 
+#include "core/buffer.hpp"
 #include "core/cpu.hpp"
 
 namespace loom {
@@ -27,6 +28,18 @@ std::size_t packed_size(std::size_t k, std::size_t n);
 // Packs the right operand B [k, n] = op(b): b is [k, n] (row stride ldb), or [n, k] when transposed.
 template <class T>
 void pack_right(bool transposed, std::size_t k, std::size_t n, const T* b, std::size_t ldb, T* packed);
+
+// pack_right into `cache` at its first use in a loop run, then the same packing for every later step.
+template <class T>
+const T* pack_right_once(LoopCache<T>& cache, bool transposed, std::size_t k, std::size_t n, const T* b,
+                         std::size_t ldb) {
+    T* packed = cache.get(packed_size<T>(k, n));
+    if (!cache.ready) {
+        pack_right(transposed, k, n, b, ldb, packed);
+        cache.ready = true;
+    }
+    return packed;
+}
 
 // For i < m: c_rows[i][0, n) = (accumulate ? c_rows[i][0, n) : 0) + a_rows[i][0, k) * B, where B
 // was packed by pack_right with the same k and n. Rows may lie anywhere (not overlapping c).

@@ -46,30 +46,6 @@ struct Workspace {
     }
 };
 
-// Memory an op keeps across its calls within one run of its loop, for what it derives from its
-// inputs without a dynamic axis (they do not change during the run): a weight packed once for
-// every call. Not ready at the first call; the buffer goes back to the pool when the run ends.
-template <class T>
-struct LoopCache {
-    BufferPool<T>* pool = nullptr;
-    Buffer<T> data;
-    bool ready = false;
-
-    LoopCache() = default;
-    LoopCache(const LoopCache&) = delete;
-    LoopCache& operator=(const LoopCache&) = delete;
-    ~LoopCache() {
-        if (pool) pool->give(std::move(data));
-    }
-    T* get(std::size_t n) {
-        if (pool)
-            pool->resize(data, n);
-        else if (data.size() < n)
-            data.resize(n);
-        return data.data();
-    }
-};
-
 // The one row-sparse gradient form: an embedding table's gradient when every op that adds into it
 // writes whole rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory,
 // instead of the whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width,

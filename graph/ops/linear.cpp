@@ -203,18 +203,12 @@ private:
         return &r;
     }
 
-    // op(W) [k, n] packed for forward, or its transpose [n, k] for dX, at the loop's first step.
+    // op(W) [k, n] packed for forward, or its transpose [n, k] for dX, at the loop's first step
+    // (W is stored [k, n], or [n, k] for times_transpose).
     template <class T>
     const T* packed_weight(const OpCall<T>& c, bool for_dx, const StepRows<T>& r) const {
-        LoopCache<T>& cache = *c.memory;
-        const std::size_t k = for_dx ? r.n : r.k, n = for_dx ? r.k : r.n;
-        T* packed = cache.get(packed_size<T>(k, n));
-        if (!cache.ready) {
-            // W is stored [k, n], or [n, k] for times_transpose.
-            pack_right(transpose_ != for_dx, k, n, c.in[1].data, transpose_ ? r.k : r.n, packed);
-            cache.ready = true;
-        }
-        return packed;
+        return pack_right_once(*c.memory, transpose_ != for_dx, for_dx ? r.n : r.k, for_dx ? r.k : r.n, c.in[1].data,
+                               transpose_ ? r.k : r.n);
     }
 
     // A padded sequence times a static matrix multiplies only the real steps: their rows are
