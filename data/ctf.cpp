@@ -5,8 +5,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "data/text.hpp"
 #include "core/errors.hpp"
+#include "data/text.hpp"
 
 namespace loom {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "core/value.hpp"
 #include "data/ctf.hpp"
 #include "data/qa.hpp"
 #include "data/vocabulary.hpp"
-#include "core/value.hpp"
 
 namespace loom {
 

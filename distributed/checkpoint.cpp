@@ -2,9 +2,6 @@
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <unordered_set>
-
 #include "core/errors.hpp"
 #include "core/random.hpp"
 #include "core/serialization.hpp"
@@ -17,32 +14,10 @@ namespace {
 
 constexpr const char* generators_key = "loom.distributed.generators";
 
-// The generators the trainer's graph draws from in training, in node creation order (the order
-// the Trainer's own checkpoint records use).
-std::vector<Rng*> generators_of(const Trainer& trainer) {
-    std::vector<Node*> stack{trainer.loss().node().get()};
-    if (trainer.metric()) stack.push_back(trainer.metric().node().get());
-    std::unordered_set<Node*> seen;
-    std::vector<Node*> random;
-    while (!stack.empty()) {
-        Node* n = resolve(stack.back());
-        stack.pop_back();
-        if (!n || !seen.insert(n).second) continue;
-        if (n->op && n->op->generator()) random.push_back(n);
-        for (const auto& in : n->inputs) stack.push_back(in.get());
-    }
-    std::sort(random.begin(), random.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
-    std::vector<Rng*> found;
-    for (Node* n : random)
-        if (std::find(found.begin(), found.end(), n->op->generator()) == found.end())
-            found.push_back(n->op->generator());
-    return found;
-}
-
 // This process's generator states, as bytes.
 std::string own_states(const Trainer& trainer) {
     ByteWriter out;
-    const std::vector<Rng*> generators = generators_of(trainer);
+    const std::vector<Rng*>& generators = trainer.generators();
     out.u64(generators.size());
     for (const Rng* g : generators) out.str(rng_state(*g));
     return out.bytes();
@@ -101,7 +76,7 @@ Checkpoint load_checkpoint(Context& context, Trainer& trainer, const std::string
         if (r == static_cast<std::uint64_t>(context.rank())) mine = std::move(states);
     }
     ByteReader own(mine, where + " (rank " + std::to_string(context.rank()) + "'s generators)");
-    const std::vector<Rng*> generators = generators_of(trainer);
+    const std::vector<Rng*>& generators = trainer.generators();
     if (own.u64() != generators.size())
         throw UserError(where + " holds another number of random generators than this model draws from");
     for (Rng* g : generators) *g = rng_from_state(own.str(), where);

@@ -12,9 +12,9 @@
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
+#include "graph/variable.hpp"
 #include "training/checkpoint.hpp"
 #include "training/learners.hpp"
-#include "graph/variable.hpp"
 
 namespace {
 

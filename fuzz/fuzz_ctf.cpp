@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string>
 
-#include "data/ctf.hpp"
 #include "core/errors.hpp"
+#include "data/ctf.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     // Streams of every kind: sparse one-hot words, a small dense vector and a wide sparse one.

@@ -5,9 +5,9 @@
 #include <sstream>
 #include <string>
 
+#include "core/errors.hpp"
 #include "data/qa.hpp"
 #include "data/vocabulary.hpp"
-#include "core/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -5,8 +5,8 @@
 #include <sstream>
 #include <string>
 
-#include "data/vocabulary.hpp"
 #include "core/errors.hpp"
+#include "data/vocabulary.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

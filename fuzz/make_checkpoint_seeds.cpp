@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/serialization.hpp"
+#include "graph/variable.hpp"
 #include "training/checkpoint.hpp"
 #include "training/learners.hpp"
-#include "graph/variable.hpp"
 
 namespace {
 

@@ -36,6 +36,7 @@ template <class T>
 typename StepRunner<T>::Call StepRunner<T>::gather(int m, int loop, std::size_t n_seq, bool grads) {
     Call c;
     c.node = m;
+    c.reads_time = plan_.nodes[static_cast<std::size_t>(m)].node->op->reads_time();
     for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs) {
         const auto& s = buffers_[j];
         const bool in_loop = plan_.nodes[static_cast<std::size_t>(j)].loop == loop;
@@ -83,7 +84,7 @@ OpCall<T> StepRunner<T>::at_step(Call& call, std::size_t t, const SequenceLayout
         c.out_grad = {out.grad.data() + t * call.out_stride, call.out_dims, 1};
         c.in_grad = call.grad;
     }
-    if (plan_.nodes[static_cast<std::size_t>(call.node)].node->op->reads_time()) {
+    if (call.reads_time) {
         call.time = {t, call.full, call.grad_full};
         c.time = &call.time;
     }

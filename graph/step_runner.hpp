@@ -31,6 +31,7 @@ private:
         std::size_t out_stride = 0;
         Dims out_dims;
         bool inside = false;            // some input of the same loop gets a gradient
+        bool reads_time = false;        // Op::reads_time, asked once per loop run, not per step
         typename OpCall<T>::Time time;  // for an op that reads time
     };
     // The call of node `m`; inside loop `loop` with n_seq sequences, gradients (when `grads`) only

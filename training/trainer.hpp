@@ -60,6 +60,9 @@ struct TrainerOptions {
 
 class Trainer {
 public:
+    // The generators of the graph's random ops (dropout), in node creation order: what the
+    // checkpoint records, one state each.
+    const std::vector<Rng*>& generators() const { return generators_; }
     // `metric` may be a default-constructed Variable (no metric). The learner's parameters are the
     // ones trained; the loss may have any dynamic axes (its sum over every item is minimized).
     Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learner, TrainerOptions options = {});

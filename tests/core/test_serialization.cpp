@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/vocabulary.hpp"
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
+#include "data/vocabulary.hpp"
 #include "test_support.hpp"
 
 using namespace loom;

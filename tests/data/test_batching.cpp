@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <random>
 
-#include "data/batching.hpp"
 #include "core/errors.hpp"
+#include "data/batching.hpp"
 
 using namespace loom;
 

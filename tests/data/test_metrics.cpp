@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "data/metrics.hpp"
 #include "core/errors.hpp"
+#include "data/metrics.hpp"
 
 using namespace loom;
 

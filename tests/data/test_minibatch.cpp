@@ -3,8 +3,8 @@
 
 #include <sstream>
 
-#include "data/minibatch.hpp"
 #include "core/errors.hpp"
+#include "data/minibatch.hpp"
 
 using namespace loom;
 

@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "data/text.hpp"
 #include "core/errors.hpp"
+#include "data/text.hpp"
 
 using namespace loom;
 using namespace loom::data_text;

@@ -11,8 +11,8 @@
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
-#include "training/checkpoint.hpp"
 #include "graph/variable.hpp"
+#include "training/checkpoint.hpp"
 
 using namespace loom;
 namespace fs = std::filesystem;
