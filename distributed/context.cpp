@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <vector>
 
@@ -17,6 +18,12 @@ Context* current_context = nullptr;
 Context::Context(int& argc, char**& argv) { init(&argc, &argv); }
 
 Context::Context() { init(nullptr, nullptr); }
+
+bool Context::launched_by_mpirun() {
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+        if (std::getenv(name)) return true;
+    return false;
+}
 
 void Context::init(int* argc, char*** argv) {
     if (current_context) throw UserError("loom::distributed::Context: another Context is alive in this process");

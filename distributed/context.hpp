@@ -50,6 +50,10 @@ public:
 
     // The Context of this process (a UserError when none is alive).
     static Context& current();
+    // Whether this process was started by mpirun/mpiexec (OpenMPI, or a PMI launcher such as
+    // MPICH's or Slurm's): a program that also runs alone creates a Context only then, so that a
+    // plain start does not initialise MPI.
+    static bool launched_by_mpirun();
 
 private:
     enum Control { ok = 0, failed = 1, ended = 2 };

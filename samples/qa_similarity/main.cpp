@@ -5,6 +5,7 @@
 //   qa_similarity ... --save M.loom                one file: vocabulary, settings, parameters by name
 //   qa_similarity --model M.loom --score P.tsv     final_score<TAB>network_score per pair, on stdout
 //   qa_similarity ... --plot DIR --graph G.dot     training curve, attention heatmaps, the graph
+//   mpirun -np N qa_similarity ...                 data-parallel: N questions a step, one per process
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -17,6 +18,9 @@
 #include <loom.hpp>
 
 #include "data/text.hpp"
+#ifdef LOOM_DISTRIBUTED
+#include "distributed/distributed.hpp"
+#endif
 #include "model.hpp"
 
 using namespace loom;
@@ -27,6 +31,8 @@ struct Options {
     std::string train_file, eval_file, save, model_file, score_file, plot_dir, graph_file;
     std::size_t epochs = 3, threads = 1, questions = 600;
     std::uint64_t seed = 1;
+    std::size_t rank = 0, ranks = 1;               // this process and how many train together
+    std::shared_ptr<GradientReduction> reduction;  // sums the processes' gradients (mpirun)
     // What did best on SelQA (README): small towers, dropout, 3 overlap numbers per token.
     qa::ModelOptions model{
         .embed = 50, .hidden = 64, .dense = 64, .overlap_inputs = true, .dropout = 0.5, .features = 3};
@@ -134,6 +140,7 @@ int score(const Options& o) {
 }
 
 int train(Options o) {
+    if (o.rank > 0) o.save = o.graph_file = o.plot_dir = "";  // rank 0 alone writes files
     // Output files must be writable before minutes of training, not after.
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
     const std::string plot_probe = o.plot_dir.empty() ? "" : o.plot_dir + "/x";
@@ -168,11 +175,13 @@ int train(Options o) {
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
     LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay
-    Trainer trainer(m.listwise_loss, Variable(), adam(m.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo));
+    Trainer trainer(m.listwise_loss, Variable(), adam(m.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo),
+                    {.reduction = o.reduction});
+    // A step is `ranks` questions, one per process (an epoch's last few, when fewer, wait for the next).
     Batcher order(std::vector<ItemLengths>(questions.size()), {.batch_size = 1, .sort_window = 0, .seed = o.seed});
-    const EpochSource source{questions.size(),
+    const EpochSource source{questions.size() / o.ranks,
                              [&](std::size_t epoch, std::size_t i) {
-                                 order.set_position({epoch, i});
+                                 order.set_position({epoch, i * o.ranks + o.rank});
                                  return encode(m, t, train, questions[order.next()[0]]);
                              },
                              questions.size()};
@@ -186,11 +195,14 @@ int train(Options o) {
                       dev.mrr);
         return {held_maps.back(), text};
     };
+    ProgressOptions bar;
+    if (o.ranks > 1) bar.live = false;  // mpirun gives processes a terminal even when output goes to a file
     const FitResult r = fit(trainer, source,
                             {.max_epochs = o.epochs,
-                             .evaluate_every = (questions.size() + 1) / 2,
+                             .evaluate_every = (source.minibatches_per_epoch + 1) / 2,
                              .patience = 3,
-                             .progress_stream = &std::cout},
+                             .progress_stream = &std::cout,
+                             .progress = bar},
                             held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
     // The final score adds the idf-weighted word overlap with the weight best on the held-out questions.
     const auto held_cos = network_scores(m, t, held);
@@ -201,6 +213,7 @@ int train(Options o) {
             s.push_back(held_cos[i] + lambda * word_overlap(held.pairs[i].question, held.pairs[i].answer, &t.idf));
         if (const double map = held.pairs.empty() ? 0 : rank(held, s).map; map > best) best = map, t.lambda = lambda;
     }
+    if (o.rank > 0) return 0;  // the others hold the same parameters: rank 0 alone evaluates
     if (!o.save.empty()) save_model(o.save, m, t), std::cout << "saved " << o.save << "\n";
     if (eval.pairs.empty()) return 0;
     std::vector<svg::HeatRow> attention;
@@ -251,8 +264,16 @@ int main(int argc, char** argv) {
     app.add_option("--questions", o.questions, "synthetic data: training questions")->capture_default_str();
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
+#ifdef LOOM_DISTRIBUTED
+    std::optional<distributed::Context> mpi;
+#endif
     CLI11_PARSE(app, argc, argv);
     try {
+#ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its share of each step (docs/distributed.md)
+        if (distributed::Context::launched_by_mpirun()) mpi.emplace(argc, argv);
+        if (mpi) o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
+#endif
+        if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         if (o.score_file.empty() != o.model_file.empty())
             throw UserError("--score FILE and --model FILE go together (scoring builds nothing else)");
         std::cout << std::unitbuf;

@@ -1,4 +1,4 @@
-# End-to-end check of the sample's model file and --score output (run by CTest, see CMakeLists.txt):
+# End-to-end check of the sample's model file and --score output (run by CTest, tests/CMakeLists.txt):
 # train a tiny model on the built-in data, save it, score three raw-text pairs (a header line, one
 # pair without a label), and require exactly one "final<TAB>network" line per pair on stdout with
 # the network's cosine in [-1, 1]; then a truncated model file and a non-model file must each fail
