@@ -111,7 +111,10 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
 
 template <class T>
 void Execution<T>::forward() {
-    if (backward_planned_) readers_left_ = pass_->readers;
+    if (backward_planned_) {
+        readers_left_ = pass_->readers;
+        held_.assign(readers_left_.size(), 0);
+    }
     schedule(forward_tasks_, forward_cost_, [&](int s, Workspace<T>& work) {
         runner_.forward(static_cast<std::size_t>(s), work);
         if (backward_planned_) release_inputs(s);
@@ -122,14 +125,19 @@ template <class T>
 void Execution<T>::plan_backward(const std::vector<int>& wrt) {
     pass_ = std::make_unique<BackwardPlan>(loom::plan_backward(*plan_, steps_, wrt));
     backward_planned_ = true;
+    runner_.set_pass(pass_.get());
 }
 
 template <class T>
 void Execution<T>::release_inputs(int step) {
     std::lock_guard lock(release_mutex_);
-    for (int j : steps_.step_inputs[static_cast<std::size_t>(step)])
-        if (--readers_left_[static_cast<std::size_t>(j)] == 0 && !pass_->value_needed[static_cast<std::size_t>(j)])
-            buffers_.release_value(j);
+    // A loop run in segments recomputes from its inputs in backward: they are kept.
+    const bool keep = runner_.segmented(static_cast<std::size_t>(step));
+    for (int j : steps_.step_inputs[static_cast<std::size_t>(step)]) {
+        const auto ju = static_cast<std::size_t>(j);
+        if (keep) held_[ju] = 1;
+        if (--readers_left_[ju] == 0 && !pass_->value_needed[ju] && !held_[ju]) buffers_.release_value(j);
+    }
 }
 
 // The reverse sweep: every step's backward after those of the steps that consume its outputs, and

@@ -59,8 +59,13 @@ public:
     void release_gradient(int i) { buffers_.release_gradient(i); }
     // The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
     const RowGradient<T>* gradient_by_rows(int i) const { return buffers_.row_gradient(i); }
-    // Bytes held: live values and gradients, and free buffers kept for reuse.
-    std::size_t bytes_held() const { return buffers_.bytes_held(); }
+    // Bytes held: live values and gradients, free buffers kept for reuse, and the states a loop
+    // run in segments saved for its backward.
+    std::size_t bytes_held() const { return buffers_.bytes_held() + runner_.bytes_held(); }
+    // The bytes one loop may keep for backward; beyond them it runs in segments (square-root
+    // checkpointing, see StepRunner). Applies once plan_backward was called. 0: no limit.
+    void set_memory_budget(std::size_t bytes) { runner_.set_budget(bytes); }
+    std::size_t loop_bytes_peak() const { return runner_.loop_bytes_peak(); }
     const SequenceLayout* layout(int i) const { return buffers_[i].layout.get(); }
     std::size_t row_size(int i) const { return buffers_[i].sample.size(); }  // elements per (step, sequence)
 
@@ -83,6 +88,7 @@ private:
     // read it this forward.
     bool backward_planned_ = false;
     std::vector<int> readers_left_;
+    std::vector<char> held_;  // inputs of a loop run in segments, kept for its backward
     std::mutex release_mutex_;
     std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;
