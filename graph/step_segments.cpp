@@ -219,7 +219,7 @@ void StepRunner<T>::run_loop_segments(std::size_t s, Workspace<T>& work) {
         prev = w;
     }
     std::size_t extra = 0;
-    for (std::size_t mi = 0; mi < k; ++mi) extra += values[mi].capacity() * sizeof(T);
+    for (std::size_t mi = 0; mi < k; ++mi) extra += values[mi].size() * sizeof(T);
     record_peak(s, extra);
     for (Buffer<T>& b : values) buffers_.pool().give(std::move(b));
 }
@@ -243,7 +243,7 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
             grads[mi] = buffers_.pool().take((seg.length + seg.history) * row[mi]);
             carry[mi] = buffers_.pool().take(seg.history * row[mi]);
         }
-        extra += (values[mi].capacity() + grads[mi].capacity() + carry[mi].capacity()) * sizeof(T);
+        extra += (values[mi].size() + grads[mi].size() + carry[mi].size()) * sizeof(T);
     }
     record_peak(s, extra);
     std::vector<LoopCache<T>> forward_caches = loop_caches(k), caches = loop_caches(k);
@@ -322,9 +322,8 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
 template <class T>
 void StepRunner<T>::record_peak(std::size_t s, std::size_t extra_bytes) {
     std::size_t bytes = extra_bytes;
-    for (int m : plan_.steps[s].members)
-        bytes += (buffers_[m].value.capacity() + buffers_[m].grad.capacity()) * sizeof(T);
-    for (const Buffer<T>& b : segments_[s].saved) bytes += b.capacity() * sizeof(T);
+    for (int m : plan_.steps[s].members) bytes += (buffers_[m].value.size() + buffers_[m].grad.size()) * sizeof(T);
+    for (const Buffer<T>& b : segments_[s].saved) bytes += b.size() * sizeof(T);
     std::size_t seen = peak_.load();
     while (bytes > seen && !peak_.compare_exchange_weak(seen, bytes)) {
     }
