@@ -35,6 +35,10 @@ public:
     // are then freed during forward, as soon as the steps using them are done (a Session that
     // trains does this). backward() must then be given exactly these wrt.
     void plan_backward(const std::vector<int>& wrt);
+    // Declares that no backward follows any forward (a session that only scores): each value is
+    // freed once its last reader ran, and a loop's values read only inside it once the loop is
+    // done; only the outputs are kept. backward() then throws.
+    void plan_forward_only();
     // Seeds each output's gradient (ones on every real position, or `weights` when given) and runs
     // backward for the nodes on a path from `wrt` to the outputs.
     // `on_ready(w)`, when given, is called for each wrt node as soon as its gradient is final (every
@@ -86,9 +90,10 @@ private:
     bool has_batch_ = false;
     // plan_backward: the values backward reads are kept; per node, how many steps still have to
     // read it this forward.
-    bool backward_planned_ = false;
+    bool backward_planned_ = false, forward_only_ = false;
     std::vector<int> readers_left_;
-    std::vector<char> held_;  // inputs of a loop run in segments, kept for its backward
+    std::vector<char> is_output_;  // forward only: the values kept
+    std::vector<char> held_;       // inputs of a loop run in segments, kept for its backward
     std::mutex release_mutex_;
     std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;
