@@ -146,7 +146,10 @@ void Execution<T>::release_inputs(int step) {
     const std::vector<char>& needed = forward_only_ ? is_output_ : pass_->value_needed;
     for (int j : steps_.step_inputs[static_cast<std::size_t>(step)]) {
         const auto ju = static_cast<std::size_t>(j);
-        if (keep) held_[ju] = 1;
+        // A loop run in segments copies a dropout mask it made back instead of drawing it again.
+        if (keep || (runner_.segmented(static_cast<std::size_t>(steps_.step_of[ju])) &&
+                     plan_->nodes[ju].node->kind == NodeKind::Op && plan_->nodes[ju].node->op->generator()))
+            held_[ju] = 1;
         if (--readers_left_[ju] == 0 && !needed[ju] && !held_[ju]) buffers_.release_value(j);
     }
     // Scoring: what no other step reads (a loop's inner values) is done with once its step ran.

@@ -253,7 +253,7 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
         const std::size_t len = w.t1 - w.t0;
         std::vector<Call> calls;
         for (std::size_t mi = 0; mi < k; ++mi) calls.push_back(gather_window(step, mi, w, values, grads));
-        // Recompute: the saved states as history, members kept whole copied, the rest run again.
+        // Recompute: the saved states as history, then the segment's steps.
         for (std::size_t mi = 0; mi < k; ++mi)
             if (i > 0 && seg.carried[mi])
                 std::copy_n(seg.saved[mi].data() + (i - 1) * seg.history * row[mi], w.history_size * row[mi],
@@ -262,7 +262,9 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
             const std::size_t t = w.first + (step.direction > 0 ? n : len - 1 - n);
             for (std::size_t mi = 0; mi < k; ++mi) {
                 const int m = step.members[mi];
-                if (seg.full_value[mi]) {
+                // A member kept whole is copied (a dropout mask must not be drawn again) unless a
+                // step outside the loop freed it after its last read (run again, like the rest).
+                if (seg.full_value[mi] && buffers_[m].value.size() == buffers_[m].dims.size()) {
                     std::copy_n(buffers_[m].value.data() + (w.base + t) * row[mi], row[mi],
                                 values[mi].data() + t * row[mi]);
                     continue;

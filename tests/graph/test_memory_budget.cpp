@@ -150,6 +150,28 @@ TEST_CASE("memory budget: a future_value LSTM's gradients equal the plain run's"
     check_equal_under_budget(lstm_model(4, 6, true), x, 0.7);
 }
 
+TEST_CASE("memory budget: two loops run in segments at once on two threads give the plain run's gradients") {
+    // A BiRecurrence: the forward and backward LSTMs are independent steps, run concurrently; of
+    // equal sizes, so that both exceed the budget.
+    const Builder bi = [] {
+        set_seed(14);
+        Model m;
+        m.x = sequence::input_variable({3}, "x");
+        layers::Layer layer = layers::BiRecurrence(layers::LSTM(5), layers::LSTM(5));
+        m.out = layer(m.x);
+        m.params = layer.parameters();
+        return m;
+    };
+    const Value x = nan_padded_sequences({28, 9, 31}, 3, 6);
+    const Run plain = run(bi, x, 0);
+    set_inter_op_threads(2);
+    const Run budgeted = run(bi, x, plain.loop_peak * 7 / 10);
+    set_inter_op_threads(1);
+    CHECK(budgeted.loop_peak <= plain.loop_peak * 7 / 10);
+    CHECK(budgeted.out == plain.out);
+    CHECK(budgeted.grads == plain.grads);
+}
+
 TEST_CASE("memory budget: dropout inside a loop replays the same mask in the recomputation") {
     TrainingScope training;
     const Value x = nan_padded_sequences({30, 17}, 3, 3);
