@@ -111,10 +111,15 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
 
 template <class T>
 void Execution<T>::forward() {
-    if (backward_planned_) readers_left_ = pass_->readers;
+    if (backward_planned_ || forward_only_) {
+        readers_left_.assign(plan_->nodes.size(), 0);
+        for (const auto& ins : steps_.step_inputs)
+            for (int j : ins) ++readers_left_[static_cast<std::size_t>(j)];
+        held_.assign(readers_left_.size(), 0);
+    }
     schedule(forward_tasks_, forward_cost_, [&](int s, Workspace<T>& work) {
         runner_.forward(static_cast<std::size_t>(s), work);
-        if (backward_planned_) release_inputs(s);
+        if (backward_planned_ || forward_only_) release_inputs(s);
     });
 }
 
@@ -122,14 +127,36 @@ template <class T>
 void Execution<T>::plan_backward(const std::vector<int>& wrt) {
     pass_ = std::make_unique<BackwardPlan>(loom::plan_backward(*plan_, steps_, wrt));
     backward_planned_ = true;
+    runner_.set_pass(pass_.get());
+}
+
+template <class T>
+void Execution<T>::plan_forward_only() {
+    if (backward_planned_) throw InternalError("plan_forward_only: backward was planned");
+    forward_only_ = true;
+    is_output_.assign(plan_->nodes.size(), 0);
+    for (int o : plan_->outputs) is_output_[static_cast<std::size_t>(o)] = 1;
 }
 
 template <class T>
 void Execution<T>::release_inputs(int step) {
     std::lock_guard lock(release_mutex_);
-    for (int j : steps_.step_inputs[static_cast<std::size_t>(step)])
-        if (--readers_left_[static_cast<std::size_t>(j)] == 0 && !pass_->value_needed[static_cast<std::size_t>(j)])
-            buffers_.release_value(j);
+    // A loop run in segments recomputes from its inputs in backward: they are kept.
+    const bool keep = runner_.segmented(static_cast<std::size_t>(step));
+    const std::vector<char>& needed = forward_only_ ? is_output_ : pass_->value_needed;
+    for (int j : steps_.step_inputs[static_cast<std::size_t>(step)]) {
+        const auto ju = static_cast<std::size_t>(j);
+        // A loop run in segments copies a dropout mask it made back instead of drawing it again.
+        if (keep || (runner_.segmented(static_cast<std::size_t>(steps_.step_of[ju])) &&
+                     plan_->nodes[ju].node->kind == NodeKind::Op && plan_->nodes[ju].node->op->generator()))
+            held_[ju] = 1;
+        if (--readers_left_[ju] == 0 && !needed[ju] && !held_[ju]) buffers_.release_value(j);
+    }
+    // Scoring: what no other step reads (a loop's inner values) is done with once its step ran.
+    if (forward_only_)
+        for (int m : plan_->steps[static_cast<std::size_t>(step)].members)
+            if (readers_left_[static_cast<std::size_t>(m)] == 0 && !is_output_[static_cast<std::size_t>(m)])
+                buffers_.release_value(m);
 }
 
 // The reverse sweep: every step's backward after those of the steps that consume its outputs, and
@@ -137,6 +164,7 @@ void Execution<T>::release_inputs(int step) {
 template <class T>
 void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights,
                             const std::function<void(int)>& on_ready) {
+    if (forward_only_) throw InternalError("backward: this execution was planned forward only (its values are freed)");
     if (!pass_ || pass_->wrt != wrt) {
         if (backward_planned_)
             throw InternalError(

@@ -35,6 +35,10 @@ public:
     // are then freed during forward, as soon as the steps using them are done (a Session that
     // trains does this). backward() must then be given exactly these wrt.
     void plan_backward(const std::vector<int>& wrt);
+    // Declares that no backward follows any forward (a session that only scores): each value is
+    // freed once its last reader ran, and a loop's values read only inside it once the loop is
+    // done; only the outputs are kept. backward() then throws.
+    void plan_forward_only();
     // Seeds each output's gradient (ones on every real position, or `weights` when given) and runs
     // backward for the nodes on a path from `wrt` to the outputs.
     // `on_ready(w)`, when given, is called for each wrt node as soon as its gradient is final (every
@@ -59,8 +63,13 @@ public:
     void release_gradient(int i) { buffers_.release_gradient(i); }
     // The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
     const RowGradient<T>* gradient_by_rows(int i) const { return buffers_.row_gradient(i); }
-    // Bytes held: live values and gradients, and free buffers kept for reuse.
-    std::size_t bytes_held() const { return buffers_.bytes_held(); }
+    // Bytes held: live values and gradients, free buffers kept for reuse, and the states a loop
+    // run in segments saved for its backward.
+    std::size_t bytes_held() const { return buffers_.bytes_held() + runner_.bytes_held(); }
+    // The bytes one loop may keep for backward; beyond them it runs in segments (square-root
+    // checkpointing, see StepRunner). Applies once plan_backward was called. 0: no limit.
+    void set_memory_budget(std::size_t bytes) { runner_.set_budget(bytes); }
+    std::size_t loop_bytes_peak() const { return runner_.loop_bytes_peak(); }
     const SequenceLayout* layout(int i) const { return buffers_[i].layout.get(); }
     std::size_t row_size(int i) const { return buffers_[i].sample.size(); }  // elements per (step, sequence)
 
@@ -81,8 +90,10 @@ private:
     bool has_batch_ = false;
     // plan_backward: the values backward reads are kept; per node, how many steps still have to
     // read it this forward.
-    bool backward_planned_ = false;
+    bool backward_planned_ = false, forward_only_ = false;
     std::vector<int> readers_left_;
+    std::vector<char> is_output_;  // forward only: the values kept
+    std::vector<char> held_;       // inputs of a loop run in segments, kept for its backward
     std::mutex release_mutex_;
     std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;

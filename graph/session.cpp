@@ -16,7 +16,11 @@ Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameter
     std::vector<int> wrt;
     for (int i : param_nodes_)
         if (i >= 0) wrt.push_back(i);
-    if (!wrt.empty()) ex_->plan_backward(wrt);
+    // Without, it only scores: each value is freed once its last reader ran.
+    if (!wrt.empty())
+        ex_->plan_backward(wrt);
+    else
+        ex_->plan_forward_only();
 }
 
 void Session::forward(const Bindings& inputs) {
@@ -30,6 +34,7 @@ void Session::backward(const std::function<void(std::size_t)>& on_ready) {
     std::vector<int> wrt;
     for (int i : param_nodes_)
         if (i >= 0) wrt.push_back(i);
+    if (wrt.empty()) return;  // nothing to differentiate (and a scoring session kept no values for it)
     // Only outputs[0] is seeded: the others get zero weights.
     std::unordered_map<int, const std::vector<float>*> seeds;
     std::vector<std::vector<float>> zero(outputs_.size());

@@ -62,6 +62,14 @@ public:
     // Bytes of evaluation buffers the session holds (values, gradients, free buffers kept for reuse).
     std::size_t bytes_held() const;
     const std::vector<Variable>& outputs() const { return outputs_; }
+    // Bounds the memory a loop (a past_value/future_value recurrence) keeps for backward: its
+    // members' values and gradients over all steps. A loop that would hold more keeps its states
+    // only every k steps and recomputes each segment in backward (square-root checkpointing), with
+    // the same gradients. 0: no budget. Throws UserError at forward when a loop cannot fit even so
+    // (the message gives the least budget that works). See docs/semantics.md, "Memory budget".
+    void set_memory_budget(std::size_t bytes) { ex_->set_memory_budget(bytes); }
+    // The most bytes one loop held for backward since the session was made (see set_memory_budget).
+    std::size_t loop_bytes_peak() const { return ex_->loop_bytes_peak(); }
 
 private:
     int output_index(const Variable& v) const;

@@ -11,8 +11,19 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     const PlanNode& first = plan_.nodes[static_cast<std::size_t>(step.members.front())];
     const LayoutPtr layout = layouts_.find(first.type.axis.id);
     if (!layout) throw InternalError("executor: no layout for the loop at " + first.node->label());
-    for (int m : step.members) buffers_.allocate(m, layout, plan_.nodes[static_cast<std::size_t>(m)].type.shape);
-    run_loop(step, work);
+    Segments& seg = segments_[s];
+    for (Buffer<T>& b : seg.saved) buffers_.pool().give(std::move(b));
+    seg.active = plan_segments(step, *layout, seg);
+    for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
+        const int m = step.members[mi];
+        const bool whole = !seg.active || seg.full_value[mi];
+        buffers_.allocate(m, layout, plan_.nodes[static_cast<std::size_t>(m)].type.shape, whole);
+        if (!whole) buffers_.pool().give(std::move(buffers_[m].value));
+    }
+    if (seg.active)
+        run_loop_segments(s, work);
+    else
+        run_loop(step, work);
 }
 
 template <class T>
@@ -21,15 +32,22 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
     // The gradients this step adds into take memory now; for a loop, those of its inputs from
     // outside it only after the loop ran (back_from_outside).
     const int loop = step.is_loop ? plan_.nodes[static_cast<std::size_t>(step.members.front())].loop : -1;
+    if (step.is_loop && segments_[s].active) {  // only the gradients kept whole take memory
+        for (std::size_t mi = 0; mi < step.members.size(); ++mi)
+            if (segments_[s].full_grad[mi]) buffers_.ensure_gradient(step.members[mi]);
+        return back_loop_segments(s, work);
+    }
     for (int m : step.members) {
         buffers_.ensure_gradient(m);
         for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
             if (plan_.nodes[static_cast<std::size_t>(j)].loop == loop || loop < 0) buffers_.ensure_gradient(j);
     }
-    if (step.is_loop)
+    if (step.is_loop) {
+        record_peak(s, 0);
         back_loop(step, work);
-    else
+    } else {
         back_node(step.members.front(), work);
+    }
 }
 
 template <class T>
@@ -59,6 +77,8 @@ typename StepRunner<T>::Call StepRunner<T>::gather(int m, int loop, std::size_t 
     }
     c.out_stride = n_seq * buffers_[m].sample.size();
     c.out_dims = make_dims({n_seq}, buffers_[m].sample);
+    c.out_value = buffers_[m].value.data();
+    c.out_grad = buffers_[m].grad.data();
     return c;
 }
 
@@ -70,7 +90,6 @@ OpCall<T> StepRunner<T>::at_step(Call& call, std::size_t t, const SequenceLayout
         if (call.full[j]) call.in[j].data = call.full[j].data + t * call.stride[j];
         if (call.grad[j]) call.grad[j].data = call.grad_full[j].data + t * call.stride[j];
     }
-    auto& out = buffers_[call.node];
     OpCall<T> c;
     c.in = call.in;
     c.in_layouts = call.layouts;
@@ -79,9 +98,9 @@ OpCall<T> StepRunner<T>::at_step(Call& call, std::size_t t, const SequenceLayout
     if (c.padded) c.rows = layout.real_rows_at(t);
     c.work = &work;
     c.memory = &cache;
-    c.out = {out.value.data() + t * call.out_stride, call.out_dims, 1};
+    c.out = {call.out_value + t * call.out_stride, call.out_dims, 1};
     if (backward) {
-        c.out_grad = {out.grad.data() + t * call.out_stride, call.out_dims, 1};
+        c.out_grad = {call.out_grad + t * call.out_stride, call.out_dims, 1};
         c.in_grad = call.grad;
     }
     if (call.reads_time) {
