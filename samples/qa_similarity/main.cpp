@@ -13,7 +13,6 @@
 #include <sstream>
 
 #include <xtensor/xadapt.hpp>
-#include <xtensor/xview.hpp>
 
 #include <loom.hpp>
 
@@ -26,12 +25,11 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, score_file, plot_dir, graph_file;
-    std::size_t epochs = 3, threads = 1, questions = 600, patience = 3;
-    bool average = false;
+    std::size_t epochs = 3, threads = 1, questions = 600;
     std::uint64_t seed = 1;
-    // What did best on SelQA (README): small towers, dropout, 3 overlap numbers per token.
+    // What did best on SelQA (README): small towers, dropout, the 6 match_features numbers per token.
     qa::ModelOptions model{
-        .embed = 50, .hidden = 64, .dense = 64, .overlap_inputs = true, .dropout = 0.5, .features = 3};
+        .embed = 50, .hidden = 64, .dense = 64, .overlap_inputs = true, .dropout = 0.5, .features = 6};
 };
 
 // What a trained model needs besides its parameters; all of it goes into the model file.
@@ -52,10 +50,8 @@ Bindings encode(const qa::Model& m, const Text& t, const QaData& data, const std
     for (std::size_t k = 0; k < items.size(); ++k) {
         const QaPair& p = data.pairs[items[k]];
         q.push_back(t.vocabulary.ids(p.question)), a.push_back(t.vocabulary.ids(p.answer));
-        for (auto [x, y, out] : {std::tuple{&p.question, &p.answer, &qf}, {&p.answer, &p.question, &af}}) {
-            const xt::xarray<float> f = xt::adapt(match_features(*x, *y, t.idf), {x->size(), match_feature_count});
-            out->push_back(xt::view(f, xt::all(), xt::range(0, m.options.features)));
-        }
+        qf.push_back(xt::adapt(match_features(p.question, p.answer, t.idf), {p.question.size(), match_feature_count}));
+        af.push_back(xt::adapt(match_features(p.answer, p.question, t.idf), {p.answer.size(), match_feature_count}));
         labels(k, 0) = static_cast<float>(p.label);
     }
     return {{m.question, Value::index_sequences(q)},
@@ -69,7 +65,7 @@ Bindings encode(const qa::Model& m, const Text& t, const QaData& data, const std
 // (question and answer) go to *attention as heatmap rows.
 std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaData& data,
                                    std::vector<svg::HeatRow>* attention = nullptr) {
-    Session session({m.score, m.question_attention, m.answer_attention});
+    Session session({m.cosine, m.question_attention, m.answer_attention});
     std::vector<double> scores;
     for (std::size_t start = 0; start < data.pairs.size(); start += 64) {
         std::vector<std::size_t> batch;
@@ -78,7 +74,7 @@ std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaDa
         in.erase(m.label);
         session.forward(in);
         for (std::size_t k = 0; k < batch.size(); ++k) {
-            scores.push_back(session.value(m.score).batch()(k, 0));
+            scores.push_back(session.value(m.cosine).batch()(k, 0));
             const QaPair& p = data.pairs[batch[k]];
             if (!attention || attention->size() >= 6 || !p.label) continue;
             const auto wq = session.value(m.question_attention).sequence(k);
@@ -99,7 +95,7 @@ void save_model(const std::string& path, const qa::Model& m, const Text& t) {
     std::ostringstream settings;
     settings.precision(17);
     settings << "embed " << m.options.embed << " hidden " << m.options.hidden << " dense " << m.options.dense
-             << " features " << m.options.features << " compare " << m.options.compare << " lambda " << t.lambda;
+             << " lambda " << t.lambda;
     save_model_file(path, "qa_similarity", m.parameters(),
                     {{"settings", settings.str()}, {"vocabulary", t.vocabulary.to_text()}, {"idf", t.idf.to_text()}});
 }
@@ -114,17 +110,13 @@ std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     std::map<std::string, double> s;
     std::istringstream settings(record("settings")), words(record("vocabulary"));
     for (std::string key; settings >> key;) settings >> s[key];
-    for (const char* key : {"embed", "hidden", "dense", "features", "compare", "lambda"})
+    for (const char* key : {"embed", "hidden", "dense", "lambda"})
         if (!s.count(key)) throw DataError(path + ": its settings lack '" + key + "'");
     t = {Vocabulary::parse(words, path + " (vocabulary)"), IdfTable::parse(record("idf"), path + " (idf)"),
          s["lambda"]};
     qa::ModelOptions mo = Options{}.model;
     mo.vocab = t.vocabulary.size(), mo.embed = std::size_t(s["embed"]), mo.hidden = std::size_t(s["hidden"]);
-    mo.dense = std::size_t(s["dense"]), mo.features = std::size_t(s["features"]),
-    mo.compare = std::size_t(s["compare"]);
-    if (mo.features < 1 || mo.features > match_feature_count)
-        throw DataError(path + ": its settings say " + std::to_string(mo.features) + " features per token, not 1 to " +
-                        std::to_string(match_feature_count));
+    mo.dense = std::size_t(s["dense"]);
     auto model = std::make_unique<qa::Model>(mo);
     assign_parameters(f, model->parameters());
     return model;
@@ -170,7 +162,7 @@ int train(Options o) {
     for (const auto& p : m.parameters()) size += p.shape().size();
     std::printf(
         "data: %zu training questions of %s, %zu pairs held out\nmodel: per side embedding %zu (vocabulary %zu) "
-        "+ 3 overlap numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
+        "+ 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
         questions.size(), train.source.c_str(), held.pairs.size(), o.model.embed, t.vocabulary.size(), o.model.hidden,
         o.model.hidden, o.model.dense, size);
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
@@ -185,10 +177,11 @@ int train(Options o) {
                              },
                              questions.size()};
     std::vector<double> held_maps, dev_maps;
-    std::vector<xt::xarray<float>> sums;  // of the parameters at every evaluation (--average)
+    // The network kept: the mean parameters of all evaluations (the best one's held-out MAP is noise).
+    std::vector<xt::xarray<float>> sums;
     auto evaluate = [&]() -> Evaluation {
         const auto ps = m.parameters();
-        for (std::size_t i = 0; o.average && i < ps.size(); ++i)
+        for (std::size_t i = 0; i < ps.size(); ++i)
             sums.size() < ps.size() ? sums.push_back(ps[i].value()) : void(sums[i] += ps[i].value());
         held_maps.push_back(rank(held, network_scores(m, t, held)).map);
         const RankingMetrics dev = eval.pairs.empty() ? RankingMetrics{} : rank(eval, network_scores(m, t, eval));
@@ -201,15 +194,11 @@ int train(Options o) {
     const FitResult r = fit(trainer, source,
                             {.max_epochs = o.epochs,
                              .evaluate_every = (questions.size() + 1) / 2,
-                             .patience = o.patience,
+                             .patience = 3,
+                             .restore_best = false,
                              .progress_stream = &std::cout},
                             held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
-    if (!sums.empty()) {
-        const auto ps = m.parameters();
-        for (std::size_t i = 0; i < ps.size(); ++i) ps[i].set_value(sums[i] / static_cast<float>(r.evaluations.size()));
-        std::printf("averaged the parameters of %zu evaluations: held-out MAP %.4f\n", r.evaluations.size(),
-                    rank(held, network_scores(m, t, held)).map);
-    }
+    for (std::size_t i = 0; i < sums.size(); ++i) m.parameters()[i].set_value(sums[i] / float(r.evaluations.size()));
     // The final score adds the idf-weighted word overlap with the weight best on the held-out questions.
     const auto held_cos = network_scores(m, t, held);
     double best = -1;
@@ -266,10 +255,6 @@ int main(int argc, char** argv) {
     app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str();
     app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
     app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
-    app.add_option("--features", o.model.features, "overlap numbers per token (EXPERIMENT)");
-    app.add_option("--patience", o.patience, "(EXPERIMENT)");
-    app.add_flag("--average", o.average, "(EXPERIMENT)");
-    app.add_option("--compare", o.model.compare, "(EXPERIMENT)");
     app.add_option("--questions", o.questions, "synthetic data: training questions")->capture_default_str();
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));

@@ -26,15 +26,11 @@ Tower::Tower(const ModelOptions& o, const std::string& name)
                              name)),
       attention_w_(parameter({o.dense, 1}, glorot_normal(), name + ".attention_w")) {}
 
-Variable Tower::encode(const Variable& ids, const Variable& flags) const {
+Variable Tower::operator()(const Variable& ids, const Variable& flags, Variable* weights) const {
     Variable x = embedding_(ids);
     if (o_.dropout > 0) x = dropout(x, o_.dropout);  // before the splice: the flag is always seen
     if (o_.overlap_inputs) x = splice({x, flags});   // [embed + features] per token
-    return encoder_(x);
-}
-
-Variable Tower::attend(const Variable& encoded, Variable* weights) const {
-    return log_sum_exp_attention(encoded, attention_w_, weights);
+    return log_sum_exp_attention(encoder_(x), attention_w_, weights);
 }
 
 Model::Model(const ModelOptions& o)
@@ -44,25 +40,15 @@ Model::Model(const ModelOptions& o)
     question_flags = sequence::input_variable({o.features}, "question_flags", question_axis);
     answer = sequence::input_variable({1}, "answer", answer_axis);
     answer_flags = sequence::input_variable({o.features}, "answer_flags", answer_axis);
-    const Variable q = question_tower.encode(question, question_flags);
+    question_vector = question_tower(question, question_flags, &question_attention);
     const Tower& answer_side = o.shared ? question_tower : answer_tower;
-    const Variable a = answer_side.encode(answer, answer_flags);
-    question_vector = question_tower.attend(q, &question_attention);
-    cosine = cosine_distance(question_vector, answer_side.attend(a, &answer_attention), "cosine");
-    score = cosine * constant(o.listwise_scale);
-    if (o.compare) {
-        const Variable a_att = layers::dot_product_attention(a, q, q).context;
-        const layers::Layer compare =
-            layers::Dense(o.compare, layers::activations::relu, true, glorot_uniform(), "compare.dense");
-        const layers::Layer aggregate = layers::Dense(1, {}, true, glorot_uniform(), "compare.out");
-        score = score + aggregate(sequence::reduce_max(compare(splice({a, a_att, a * a_att}))));
-    }
+    cosine = cosine_distance(question_vector, answer_side(answer, answer_flags, &answer_attention), "cosine");
     squared_loss = square(cosine - label);
     pointwise_correct = equal(greater(cosine, constant(0.5)), label);
-    listwise_loss = negate(batch::reduce_sum(label * log(batch::softmax(score))));
+    listwise_loss = negate(batch::reduce_sum(label * log(batch::softmax(cosine * constant(o.listwise_scale)))));
 }
 
 // In creation order: question tower, then answer tower (unless shared).
-std::vector<Parameter> Model::parameters() const { return parameters_of({score}); }
+std::vector<Parameter> Model::parameters() const { return parameters_of({cosine}); }
 
 }  // namespace qa

@@ -15,10 +15,6 @@ struct ModelOptions {
     double dropout = 0.0;         // on the embedded tokens, while training only
     std::size_t features = 1;
     double listwise_scale = 10;  // the listwise loss is a softmax of scale * cosine
-    // Compare-aggregate beside the cosine (Wang & Jiang 2017): each answer token attends over the
-    // question's tokens (dot product), [a; a_att; a * a_att] goes through Dense(compare, relu), the
-    // maximum over the answer's tokens through a linear unit, added to scale * cosine. 0: none.
-    std::size_t compare = 0;
 };
 
 // Weights exp(z_t - log sum_s exp(z_s)), the normalizer by a log_add_exp recurrence closed through a
@@ -30,13 +26,8 @@ loom::Variable log_sum_exp_attention(const loom::Variable& embedded, const loom:
 class Tower {
 public:
     Tower(const ModelOptions& o, const std::string& name);
-    // The encoded tokens [dense], and their attended sum.
-    loom::Variable encode(const loom::Variable& ids, const loom::Variable& flags) const;
-    loom::Variable attend(const loom::Variable& encoded, loom::Variable* weights = nullptr) const;
     loom::Variable operator()(const loom::Variable& ids, const loom::Variable& flags,
-                              loom::Variable* weights = nullptr) const {
-        return attend(encode(ids, flags), weights);
-    }
+                              loom::Variable* weights = nullptr) const;
 
 private:
     ModelOptions o_;
@@ -55,10 +46,8 @@ struct Model {
     loom::Variable question, question_flags, answer, answer_flags, label;
     // cos(q, a) of the attended vectors (q: question_vector) and the attention weights of each side.
     loom::Variable question_vector, cosine, question_attention, answer_attention;
-    // What ranks the candidates: scale * cosine, plus the compare-aggregate unit's output if any.
-    loom::Variable score;
     loom::Variable squared_loss, pointwise_correct;  // (cos - label)^2; (cos > 0.5) == label
-    // Listwise: one question's candidates are the batch; -sum over true ones of log softmax(score).
+    // Listwise: one question's candidates are the batch; -sum over true ones of log softmax(scale cos).
     loom::Variable listwise_loss;
 };
 
