@@ -102,6 +102,7 @@ std::vector<float> overlap_features(const std::vector<std::string>& tokens, cons
     return out;
 }
 
+// Words ending in -ss ("glass", "process") are not plurals and stay whole; a stem keeps 3+ letters.
 std::string crude_stem(const std::string& word) {
     const bool letters = std::all_of(word.begin(), word.end(), [](char c) { return c >= 'a' && c <= 'z'; });
     if (!letters || word.size() < 4 || word.ends_with("ss")) return word;
