@@ -7,6 +7,7 @@
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "data/text.hpp"
 
@@ -97,6 +98,43 @@ std::vector<float> overlap_features(const std::vector<std::string>& tokens, cons
         out.push_back(flags[i]);
         out.push_back(static_cast<float>(flags[i] * idf(tokens[i]) / std::log(idf.documents + 1)));
         out.push_back(shared(i) || (i > 0 && shared(i - 1)) ? 1.0f : 0.0f);
+    }
+    return out;
+}
+
+// Words ending in -ss ("glass", "process") are not plurals and stay whole; a stem keeps 3+ letters.
+std::string crude_stem(const std::string& word) {
+    const bool letters = std::all_of(word.begin(), word.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+    if (!letters || word.size() < 4 || word.ends_with("ss")) return word;
+    std::string r = word;
+    for (const std::string_view suffix : {"ies", "es", "ing", "ed", "ly", "s"}) {
+        if (!word.ends_with(suffix) || word.size() - suffix.size() < 3) continue;
+        r = word.substr(0, word.size() - suffix.size()) + (suffix == "ies" ? "y" : "");
+        // "stopped" -> "stop", but "filled" stays "fill"
+        const bool verb = suffix == "ing" || suffix == "ed";
+        if (verb && r.size() >= 4 && r.back() == r[r.size() - 2] && r.back() != 'l' && r.back() != 's') r.pop_back();
+        break;
+    }
+    if (r.size() >= 4 && r.back() == 'e') r.pop_back();  // "game" and "games" alike
+    return r;
+}
+
+std::vector<float> match_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
+                                  const IdfTable& idf) {
+    const std::vector<float> base = overlap_features(tokens, other, idf);
+    std::set<std::string> stems;
+    for (const auto& w : other)
+        if (!is_stopword(w)) stems.insert(crude_stem(w));
+    const double largest = std::log(idf.documents + 1);
+    std::vector<float> out;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const std::string& w = tokens[i];
+        const float stem = !is_stopword(w) && stems.count(crude_stem(w)) ? 1.0f : 0.0f;
+        const bool digit = std::any_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; });
+        out.insert(out.end(), base.begin() + 3 * i, base.begin() + 3 * i + 3);
+        out.push_back(stem);
+        out.push_back(static_cast<float>(stem * idf(w) / largest));
+        out.push_back(digit ? 1.0f : 0.0f);
     }
     return out;
 }

@@ -34,4 +34,19 @@ std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const s
 std::vector<float> overlap_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
                                     const IdfTable& idf);
 
+// A crude English suffix stripper, so that "wrote"/"written" stay apart but "games"/"game",
+// "founded"/"found", "studies"/"study" meet: lowercase ASCII words of 4+ letters lose one of
+// -ies -es -s -ing -ed -ly (a doubled final consonant after -ing/-ed too) and a final 'e'.
+// Anything else (numbers, short words, non-ASCII) comes back unchanged.
+std::string crude_stem(const std::string& word);
+
+// Per token, match_feature_count numbers (row-major [tokens, match_feature_count]): the three of
+// overlap_features, then: 1 if its stem (crude_stem) is a non-stopword's stem in `other` (words
+// of one root in other forms: "founded" / "founding"); that times the word's idf over the largest idf;
+// 1 if the token holds a digit (dates and counts are what "when" and "how many" ask for, and
+// rare numbers have untrained embeddings).
+inline constexpr std::size_t match_feature_count = 6;
+std::vector<float> match_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
+                                  const IdfTable& idf);
+
 }  // namespace loom

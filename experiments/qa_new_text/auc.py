@@ -6,10 +6,14 @@
 
 SCORES.tsv is `qa_similarity --model M --score PAIRS.tsv` output (final<TAB>network per pair);
 the word-overlap count is computed here as the sample does (distinct shared non-stopwords), on
-lower-cased words with punctuation stripped. AUC counts ties as one half.
+lower-cased words with punctuation stripped; the idf-weighted one sums log(N / df) of the shared
+words, N and df counted over the file's distinct questions and sentences. AUC counts ties as one
+half.
 """
+import math
 import re
 import sys
+from collections import Counter
 
 STOP = set("""a about above after again against all also am an and any are as at be because been before
 being below between both but by can could did do does doing down during each few for from further had has
@@ -58,8 +62,14 @@ def main():
     assert len(rows) == len(scores), (len(rows), len(scores))
     labels = [int(r[2]) for r in rows]
     overlap = [len(words(r[0]) & words(r[1])) for r in rows]
+    # idf over the file's own documents (each distinct question and sentence once), as a reader
+    # of the file without a model would have it
+    documents = {r[0] for r in rows} | {r[1] for r in rows}
+    df = Counter(w for d in documents for w in words(d))
+    weighted = [sum(math.log(len(documents) / df[w]) for w in words(r[0]) & words(r[1])) for r in rows]
     print(f"{len(rows)} pairs, {sum(labels)} positive: AUC final {auc([s[0] for s in scores], labels):.4f}, "
-          f"network {auc([s[1] for s in scores], labels):.4f}, word overlap {auc(overlap, labels):.4f}")
+          f"network {auc([s[1] for s in scores], labels):.4f}, word overlap {auc(overlap, labels):.4f}, "
+          f"idf-weighted overlap {auc(weighted, labels):.4f}")
 
 
 if __name__ == "__main__":

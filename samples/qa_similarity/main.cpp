@@ -33,9 +33,9 @@ struct Options {
     std::uint64_t seed = 1;
     std::size_t rank = 0, ranks = 1;               // this process and how many train together
     std::shared_ptr<GradientReduction> reduction;  // sums the processes' gradients (mpirun)
-    // What did best on SelQA (README): small towers, dropout, 3 overlap numbers per token.
+    // What did best on SelQA (README): small towers, dropout, the 6 match_features numbers per token.
     qa::ModelOptions model{
-        .embed = 50, .hidden = 64, .dense = 64, .overlap_inputs = true, .dropout = 0.5, .features = 3};
+        .embed = 50, .hidden = 64, .dense = 64, .overlap_inputs = true, .dropout = 0.5, .features = 6};
 };
 
 // What a trained model needs besides its parameters; all of it goes into the model file.
@@ -56,8 +56,8 @@ Bindings encode(const qa::Model& m, const Text& t, const QaData& data, const std
     for (std::size_t k = 0; k < items.size(); ++k) {
         const QaPair& p = data.pairs[items[k]];
         q.push_back(t.vocabulary.ids(p.question)), a.push_back(t.vocabulary.ids(p.answer));
-        qf.push_back(xt::adapt(overlap_features(p.question, p.answer, t.idf), {p.question.size(), std::size_t{3}}));
-        af.push_back(xt::adapt(overlap_features(p.answer, p.question, t.idf), {p.answer.size(), std::size_t{3}}));
+        qf.push_back(xt::adapt(match_features(p.question, p.answer, t.idf), {p.question.size(), match_feature_count}));
+        af.push_back(xt::adapt(match_features(p.answer, p.question, t.idf), {p.answer.size(), match_feature_count}));
         labels(k, 0) = static_cast<float>(p.label);
     }
     return {{m.question, Value::index_sequences(q)},
@@ -169,7 +169,7 @@ int train(Options o) {
     for (const auto& p : m.parameters()) size += p.shape().size();
     std::printf(
         "data: %zu training questions of %s, %zu pairs held out\nmodel: per side embedding %zu (vocabulary %zu) "
-        "+ 3 overlap numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
+        "+ 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
         questions.size(), train.source.c_str(), held.pairs.size(), o.model.embed, t.vocabulary.size(), o.model.hidden,
         o.model.hidden, o.model.dense, size);
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
@@ -186,7 +186,12 @@ int train(Options o) {
                              },
                              questions.size()};
     std::vector<double> held_maps, dev_maps;
+    // The network kept: the mean parameters of all evaluations (the best one's held-out MAP is noise).
+    std::vector<xt::xarray<float>> sums;
     auto evaluate = [&]() -> Evaluation {
+        const auto ps = m.parameters();
+        for (std::size_t i = 0; i < ps.size(); ++i)
+            sums.size() < ps.size() ? sums.push_back(ps[i].value()) : void(sums[i] += ps[i].value());
         held_maps.push_back(rank(held, network_scores(m, t, held)).map);
         const RankingMetrics dev = eval.pairs.empty() ? RankingMetrics{} : rank(eval, network_scores(m, t, eval));
         dev_maps.push_back(dev.map);
@@ -201,9 +206,11 @@ int train(Options o) {
                             {.max_epochs = o.epochs,
                              .evaluate_every = (source.minibatches_per_epoch + 1) / 2,
                              .patience = 3,
+                             .restore_best = false,
                              .progress_stream = &std::cout,
                              .progress = bar},
                             held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
+    for (std::size_t i = 0; i < sums.size(); ++i) m.parameters()[i].set_value(sums[i] / float(r.evaluations.size()));
     // The final score adds the idf-weighted word overlap with the weight best on the held-out questions.
     const auto held_cos = network_scores(m, t, held);
     double best = -1;

@@ -182,3 +182,49 @@ TEST_CASE("idf table as text: round trip and malformed text named by source and 
     CHECK(w.id("b") == v.id("b"));
     CHECK(w.id("a") == v.id("a"));
 }
+
+TEST_CASE("crude stem: inflections of one word meet and other words stay apart") {
+    CHECK(crude_stem("games") == "gam");
+    CHECK(crude_stem("game") == "gam");  // a final e goes, so "game" meets "games"
+    CHECK(crude_stem("studies") == "study");
+    CHECK(crude_stem("founded") == "found");
+    CHECK(crude_stem("founding") == "found");
+    CHECK(crude_stem("stopped") == "stop");  // doubled consonant undone
+    CHECK(crude_stem("filled") == "fill");   // but not a double l
+    CHECK(crude_stem("boxes") == "box");
+    CHECK(crude_stem("quickly") == "quick");
+    CHECK(crude_stem("glass") == "glass");  // -ss is not a plural
+    CHECK(crude_stem("was") == "was");      // shorter than 4 letters
+    CHECK(crude_stem("1990s") == "1990s");  // not all letters
+    CHECK(crude_stem("wrote") != crude_stem("written"));
+}
+
+TEST_CASE("match features: overlap features then stem match, stem match times idf, digit flag") {
+    // Documents "founded 1990" and "city": idf(founded) = log 2, an unseen word's log 3 is the largest.
+    const IdfTable idf = IdfTable::fit({{"founded", "1990"}, {"city"}});
+    const std::vector<std::string> tokens{"when", "was", "the", "city", "founded", "?"};
+    const std::vector<std::string> other{"the", "city", "'s", "founding", "was", "in", "1990"};
+    const std::vector<float> f = match_features(tokens, other, idf);
+    REQUIRE(f.size() == tokens.size() * match_feature_count);
+    const std::vector<float> base = overlap_features(tokens, other, idf);
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+        for (std::size_t k = 0; k < 3; ++k) CHECK(f[i * match_feature_count + k] == base[i * 3 + k]);
+    auto column = [&](std::size_t k) {
+        std::vector<float> c;
+        for (std::size_t i = 0; i < tokens.size(); ++i) c.push_back(f[i * match_feature_count + k]);
+        return c;
+    };
+    // "city" matches exactly, "founded" only by its stem ("found"); "when" and "was" are stopwords.
+    CHECK(column(0) == std::vector<float>{0, 0, 0, 1, 0, 0});
+    CHECK(column(3) == std::vector<float>{0, 0, 0, 1, 1, 0});
+    const std::vector<float> stem_idf = column(4);
+    CHECK(stem_idf[3] == doctest::Approx(std::log(2.0) / std::log(3.0)));  // idf(city) = log(2 / 1)
+    CHECK(stem_idf[4] == doctest::Approx(std::log(2.0) / std::log(3.0)));
+    CHECK(stem_idf[0] == 0.0f);
+    CHECK(column(5) == std::vector<float>{0, 0, 0, 0, 0, 0});
+    const std::vector<float> g = match_features({"in", "1990", "x9"}, {"no"}, idf);
+    REQUIRE(g.size() == 3 * match_feature_count);
+    CHECK(g[0 * match_feature_count + 5] == 0.0f);
+    CHECK(g[1 * match_feature_count + 5] == 1.0f);
+    CHECK(g[2 * match_feature_count + 5] == 1.0f);
+}
