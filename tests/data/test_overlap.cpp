@@ -199,7 +199,7 @@ TEST_CASE("crude stem: inflections of one word meet and other words stay apart")
     CHECK(crude_stem("wrote") != crude_stem("written"));
 }
 
-TEST_CASE("match features: overlap features then stem match, stem match times idf, digit flag") {
+TEST_CASE("match features: the overlap features then stem match and its idf and a digit flag") {
     // Documents "founded 1990" and "city": idf(founded) = log 2, an unseen word's log 3 is the largest.
     const IdfTable idf = IdfTable::fit({{"founded", "1990"}, {"city"}});
     const std::vector<std::string> tokens{"when", "was", "the", "city", "founded", "?"};
