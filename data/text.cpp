@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "core/errors.hpp"
@@ -150,5 +151,12 @@ std::string ascii_lower(std::string_view s) {
 }
 
 void write_text_atomically(const std::string& path, const std::string& text) { write_file_atomically(path, {text}); }
+
+void check_writable(const std::string& path, const std::string& what) {
+    const std::string probe = path + ".check";
+    const bool made = static_cast<bool>(std::ofstream(probe));
+    std::error_code ignored;
+    if (!made || !std::filesystem::remove(probe, ignored)) throw UserError(what + " " + path + ": cannot write there");
+}
 
 }  // namespace loom::data_text

@@ -72,5 +72,8 @@ std::string ascii_lower(std::string_view s);
 // leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
 // which also removes temporaries that killed writers left). Throws UserError on failure.
 void write_text_atomically(const std::string& path, const std::string& text);
+// Throws UserError "`what` `path`: cannot write there" unless a file can be created beside `path`'s
+// name (it is made and removed again): a program checks its output paths before hours of work.
+void check_writable(const std::string& path, const std::string& what);
 
 }  // namespace loom::data_text

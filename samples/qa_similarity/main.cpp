@@ -145,8 +145,7 @@ int train(Options o) {
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
     const std::string plot_probe = o.plot_dir.empty() ? "" : o.plot_dir + "/x";
     for (const auto& [path, option] : {std::pair{o.save, "--save"}, {o.graph_file, "--graph"}, {plot_probe, "--plot"}})
-        if (!path.empty() && !(std::ofstream(path + ".check") && std::filesystem::remove(path + ".check")))
-            throw UserError(std::string(option) + " " + path + ": cannot write there");
+        if (!path.empty()) data_text::check_writable(path, option);
     QaData train, eval;
     if (o.train_file.empty()) {
         train = make_synthetic_qa({.questions = o.questions, .vocab = 2000, .copy = 0, .seed = o.seed});
@@ -211,14 +210,17 @@ int train(Options o) {
                              .progress = bar},
                             held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
     for (std::size_t i = 0; i < sums.size(); ++i) m.parameters()[i].set_value(sums[i] / float(r.evaluations.size()));
-    // The final score adds the idf-weighted word overlap with the weight best on the held-out questions.
+    // The final score adds idf-weighted word overlap only where that beats the network alone on the
+    // held-out questions beyond their noise (a paired-bootstrap interval above zero).
     const auto held_cos = network_scores(m, t, held);
-    double best = -1;
-    for (double lambda : {0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0}) {
+    double best = 0;
+    for (double lambda : {0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0}) {
+        if (held.pairs.empty()) break;
         std::vector<double> s;
         for (std::size_t i = 0; i < held_cos.size(); ++i)
             s.push_back(held_cos[i] + lambda * word_overlap(held.pairs[i].question, held.pairs[i].answer, &t.idf));
-        if (const double map = held.pairs.empty() ? 0 : rank(held, s).map; map > best) best = map, t.lambda = lambda;
+        const auto d = paired_bootstrap(rank(held, s).average_precision, rank(held, held_cos).average_precision);
+        if (d.low > 0 && d.mean > best) best = d.mean, t.lambda = lambda;
     }
     if (o.rank > 0) return 0;  // the others hold the same parameters: rank 0 alone evaluates
     if (!o.save.empty()) save_model(o.save, m, t), std::cout << "saved " << o.save << "\n";

@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <string>
 
 #include "core/errors.hpp"
 #include "data/text.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
 using namespace loom::data_text;
@@ -90,4 +92,18 @@ TEST_CASE("data text: lines drop a leading byte-order mark and CR / checks by ki
     CHECK(line == "caf\xE9");
     REQUIRE(no_check.next(line));
     CHECK(line.size() == 3);
+}
+
+TEST_CASE("data text: check_writable passes where a file can be made and leaves nothing behind") {
+    testing::TempDir dir("check_writable");
+    const std::string model = (dir.path / "m.loom").string();
+    CHECK_NOTHROW(check_writable(model, "--save"));
+    CHECK(std::filesystem::is_empty(dir.path));  // the probe is removed again
+    const std::string missing = (dir.path / "no_such_folder" / "m.loom").string();
+    try {
+        check_writable(missing, "--save");
+        FAIL("a path in a missing folder was accepted");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()) == "--save " + missing + ": cannot write there");
+    }
 }
