@@ -13,6 +13,7 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     if (!layout) throw InternalError("executor: no layout for the loop at " + first.node->label());
     Segments& seg = segments_[s];
     for (Buffer<T>& b : seg.saved) buffers_.pool().give(std::move(b));
+    seg.active = false;  // until planned: plan_segments may throw (a budget too small)
     seg.active = plan_segments(step, *layout, seg);
     for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
         const int m = step.members[mi];

@@ -62,7 +62,8 @@ bool StepRunner<T>::plan_segments(const PlanStep& step, const SequenceLayout& la
                             std::to_string(plain * sizeof(T)) + " bytes or remove it)");
         if (delay > 0) {
             seg.history = std::max(seg.history, delay);
-            seg.carried[static_cast<std::size_t>(member_of[static_cast<std::size_t>(pn.inputs[0])])] = 1;
+            const int source = member_of[static_cast<std::size_t>(pn.inputs[0])];
+            if (source >= 0) seg.carried[static_cast<std::size_t>(source)] = 1;
         }
         // Read whole after the loop, or drawn at random (recomputing would draw anew): kept whole.
         seg.full_value[mi] |= pass_->readers[m] > 0 || pass_->keep_value[m] || op.generator() != nullptr;
