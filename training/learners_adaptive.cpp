@@ -1,4 +1,4 @@
-// AdamW, AdaDelta and CNTK's FSAdaGrad: the adaptive rules beside learners.cpp's classics, on the
+// AdamW, AdaDelta and CNTK's FSAdaGrad: the adaptive rules beside learners_classic.cpp's, on the
 // same Learner machinery (scaling, clipping, coupled L2, state, rows).
 #include <cmath>
 

@@ -147,7 +147,7 @@ TEST_CASE("model files keep double parameters and load across precisions") {
     assign_parameters(file, {into32});
     CHECK(into32.data<float>()(0, 0) == static_cast<float>(1.0 / 3));
     Parameter wrong = parameter({3}, uniform(1.0), "w", Precision::f64);
-    expect_user_error([&] { assign_parameters(file, {wrong}); }, {"'w' is [2 x 2] in the file"});
+    expect_user_error([&] { assign_parameters(file, {wrong}); }, {"'w' is [2, 2] in the file"});
 }
 
 TEST_CASE("files of the float only layout still load") {

@@ -66,6 +66,13 @@ double max_difference(const Parameter& a, const Parameter& b) {
     return xt::amax(xt::abs(a.value<double>() - b.value<double>()))();
 }
 
+// A [n, 1] array ({{a}, {b}} is ambiguous to xtensor).
+xt::xarray<double> column(const std::vector<double>& v) {
+    xt::xarray<double> out = xt::zeros<double>({v.size(), std::size_t{1}});
+    for (std::size_t i = 0; i < v.size(); ++i) out(i, 0) = v[i];
+    return out;
+}
+
 using MakeLearner = std::unique_ptr<Learner> (*)(const Model&);
 
 }  // namespace
@@ -165,10 +172,10 @@ TEST_CASE("two steps of sgd in double match a computation by hand in double") {
     Variable x = input_variable({2}, "x");
     Variable t = input_variable({1}, "t");
     Parameter w = parameter({2, 1}, uniform(1.0), "w", Precision::f64);
-    w.set_value(xt::xarray<double>{{0.1}, {-0.3}});
+    w.set_value(column({0.1, -0.3}));
     Variable loss = square(times(x, w) - t);
     Trainer trainer(loss, Variable(), sgd({w}, 0.1));
-    const xt::xarray<double> xs = {{0.7, -1.3}, {2.1, 0.4}}, ts = {{0.5}, {-0.2}};
+    const xt::xarray<double> xs = {{0.7, -1.3}, {2.1, 0.4}}, ts = column({0.5, -0.2});
 
     double w0 = 0.1, w1 = -0.3;
     for (int step = 0; step < 2; ++step) {
