@@ -124,8 +124,8 @@ void DataParallel::start_as(const Session& session, std::size_t i) {
     if (stand_in_) std::fill(data, data + g.size(), T(0));
     if (session.gradient_rows(i)) dense_rows_.push_back(i);
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(g.size(), session.parameters()[i].label()), mpi_type<T>(),
-                   MPI_SUM, MPI_COMM_WORLD, &request);
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(g.size(), session.parameters()[i].label()), mpi_type<T>(), MPI_SUM,
+                   MPI_COMM_WORLD, &request);
     requests_->pending.push_back(request);
     dense_bytes_ += g.size() * sizeof(T);
 }

@@ -69,7 +69,8 @@ void Session::make_execution(Precision precision) {
 }
 
 void Session::follow_precision() {
-    if (const Precision now = common_precision(graph_parameters_); now != precision_) make_execution(now);
+    for (const auto& p : graph_parameters_)
+        if (p.precision() != precision_) return make_execution(common_precision(graph_parameters_));
 }
 
 void Session::forward(const Bindings& inputs) {
@@ -95,16 +96,14 @@ void Session::backward(const std::function<void(std::size_t)>& on_ready) {
             for (std::size_t i = 0; i < param_nodes_.size(); ++i)
                 if (param_nodes_[i] == node) on_ready(i);
         };
-    auto run = [&](auto& ex) {
-        using T = typename std::remove_cvref_t<decltype(ex.value_buffer(0))>::element_type;
-        using Elem = std::remove_const_t<T>;
+    auto run = [&]<class T>(Execution<T>& ex) {
         // Only outputs[0] is seeded: the others get zero weights.
-        std::unordered_map<int, const std::vector<Elem>*> seeds;
-        std::vector<std::vector<Elem>> zero(outputs_.size());
+        std::unordered_map<int, const std::vector<T>*> seeds;
+        std::vector<std::vector<T>> zero(outputs_.size());
         for (std::size_t o = 1; o < outputs_.size(); ++o) {
-            const int idx = ex.plan().outputs[o];
-            if (idx == ex.plan().outputs[0]) continue;
-            zero[o].assign(ex.value_buffer(idx).size(), Elem(0));
+            const int idx = plan_->outputs[o];
+            if (idx == plan_->outputs[0]) continue;
+            zero[o].assign(ex.value_buffer(idx).size(), T(0));
             seeds[idx] = &zero[o];
         }
         ex.backward(wrt, seeds, ready);
@@ -117,7 +116,7 @@ void Session::backward(const std::function<void(std::size_t)>& on_ready) {
 
 int Session::output_index(const Variable& v) const {
     for (std::size_t o = 0; o < outputs_.size(); ++o)
-        if (outputs_[o] == v) return visit([&](auto& ex) { return ex.plan().outputs[o]; });
+        if (outputs_[o] == v) return plan_->outputs[o];
     throw UserError("Session: " + v.label() + " is not one of the session's outputs");
 }
 

@@ -100,7 +100,7 @@ private:
 
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;
-    std::vector<int> param_nodes_;  // plan index, or -1 when the loss does not use it
+    std::vector<int> param_nodes_;             // plan index, or -1 when the loss does not use it
     std::vector<Parameter> graph_parameters_;  // every parameter the plan binds, and parameters_
     std::vector<std::size_t> zero_sizes_;      // per parameter: its size when the loss does not use it
     std::vector<float> zeros_;                 // the gradient of a parameter the loss does not use

@@ -96,9 +96,7 @@ Parameter::Parameter(NodePtr node) : Variable(std::move(node)) {
         throw UserError("Parameter: " + node_->label() + " is not a parameter");
 }
 
-Precision Parameter::precision() const {
-    return checked(node_).parameter_value_f64 ? Precision::f64 : Precision::f32;
-}
+Precision Parameter::precision() const { return checked(node_).parameter_value_f64 ? Precision::f64 : Precision::f32; }
 
 template <class T>
 xt::xarray<T> Parameter::value() const {
@@ -139,8 +137,8 @@ xt::xarray<T>& Parameter::data() const {
     } else {
         if (n.parameter_value) return *n.parameter_value;
     }
-    throw UserError("Parameter::data<" + std::string(std::is_same_v<T, double> ? "double" : "float") + ">: " +
-                    label() + " is stored in " + precision_name(precision()) + "; read it as data<" +
+    throw UserError("Parameter::data<" + std::string(std::is_same_v<T, double> ? "double" : "float") + ">: " + label() +
+                    " is stored in " + precision_name(precision()) + "; read it as data<" +
                     precision_name(precision()) + ">(), or convert it with to_precision");
 }
 

@@ -55,10 +55,8 @@ public:
     // Stored in the parameter's precision: a double value rounds to a float parameter's.
     void set_value(const xt::xarray<float>& v) const;
     template <class T>
-        requires std::same_as<T, double>
-    void set_value(const xt::xarray<T>& v) const {
-        set_value_f64(v);
-    }
+    requires std::same_as<T, double>
+    void set_value(const xt::xarray<T>& v) const { set_value_f64(v); }
     // Direct access to the stored values, for learners: T must be the parameter's precision (else a
     // UserError naming it).
     template <class T = float>

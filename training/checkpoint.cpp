@@ -161,8 +161,8 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
         // Resuming is exact only in the precision the run was in; a conversion is the caller's act.
         if (stored[i].precision != p.precision())
             throw UserError(where + ": parameter " + describe(p.name(), p.shape()) + " is " +
-                            precision_name(stored[i].precision) + " in the file but " +
-                            precision_name(p.precision()) + " in the model; a checkpoint loads in the precision "
+                            precision_name(stored[i].precision) + " in the file but " + precision_name(p.precision()) +
+                            " in the model; a checkpoint loads in the precision "
                             "it was saved in: call to_precision(parameters, Precision::" +
                             (stored[i].precision == Precision::f64 ? "f64" : "f32") +
                             ") before loading (and to_precision again after it to go on in the other one)");

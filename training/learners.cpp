@@ -81,9 +81,7 @@ double sum_squares(const T* g, std::size_t n) {
     return total;
 }
 
-std::size_t row_width(const Shape& shape) {
-    return shape.rank() ? shape.size() / shape.dims()[0] : shape.size();
-}
+std::size_t row_width(const Shape& shape) { return shape.rank() ? shape.size() / shape.dims()[0] : shape.size(); }
 
 template <class T>
 std::vector<T>& values(std::vector<float>& f32, std::vector<double>& f64) {

@@ -19,10 +19,10 @@
 namespace loom {
 
 struct ModelFile {
-    std::string path;                                     // where it was read from, for messages
-    std::string kind;                                     // which program's model, e.g. "qa_similarity"
-    std::map<std::string, std::string> records;           // the caller's records
-    std::map<std::string, xt::xarray<float>> parameters;  // by name, with their shapes: the float ones
+    std::string path;                                          // where it was read from, for messages
+    std::string kind;                                          // which program's model, e.g. "qa_similarity"
+    std::map<std::string, std::string> records;                // the caller's records
+    std::map<std::string, xt::xarray<float>> parameters;       // by name, with their shapes: the float ones
     std::map<std::string, xt::xarray<double>> parameters_f64;  // ... and those saved in double
 };
 

@@ -74,7 +74,8 @@ TEST_CASE("a double checkpoint resumes in double bit for bit") {
     CHECK(tb.learner().step_count() == 3);
     CHECK(beyond_float(b.params()));
     for (std::size_t i = 3; i < 7; ++i) CHECK(tb.train_minibatch(b.minibatch(i)).loss_sum == uninterrupted[i - 3]);
-    for (std::size_t k = 0; k < 3; ++k) CHECK(xt::all(xt::equal(a.params()[k].data<double>(), b.params()[k].data<double>())));
+    for (std::size_t k = 0; k < 3; ++k)
+        CHECK(xt::all(xt::equal(a.params()[k].data<double>(), b.params()[k].data<double>())));
 }
 
 TEST_CASE("a checkpoint refuses parameters of the other precision") {
@@ -95,7 +96,6 @@ TEST_CASE("a checkpoint refuses parameters of the other precision") {
     td.save_checkpoint(dir.file("double"));
     expect_user_error([&] { tf.load_checkpoint(dir.file("double")); },
                       {"'w1'", "double in the file but float in the model", "Precision::f64"});
-
 }
 
 TEST_CASE("a float run goes on in double after to_precision with its learner state") {

@@ -107,8 +107,11 @@ TEST_CASE("a session runs in its parameters precision follows conversions and na
     Parameter a = parameter({2, 2}, glorot_uniform(), "a", Precision::f64);
     Parameter c = parameter({2, 1}, glorot_uniform(), "c");
     Variable loss = times(times(x, a), c);
-    expect_user_error([&] { Session s({loss}, {a, c}); }, {"mixes float parameters", "'c'", "double parameters", "'a'",
-                                                            "to_precision"});
+    expect_user_error(
+        [&] {
+            Session s({loss}, {a, c});
+        },
+        {"mixes float parameters", "'c'", "double parameters", "'a'", "to_precision"});
 
     to_precision({c}, Precision::f64);
     Session s({loss}, {a, c});
@@ -135,11 +138,16 @@ TEST_CASE("a session runs in its parameters precision follows conversions and na
     CHECK(s.value(loss).dtype() == DType::f32);
 }
 
-TEST_CASE("k steps in double agree with float to float tolerance for sgd adam and rmsprop") {
+TEST_CASE("k steps in double agree with float to float tolerance for every learner") {
     const std::pair<const char*, MakeLearner> learners[] = {
         {"sgd", [](const Model& m) { return sgd(m.params(), 0.1); }},
         {"adam", [](const Model& m) { return adam(m.params(), 0.01); }},
         {"rmsprop", [](const Model& m) { return rmsprop(m.params(), 0.01); }},
+        {"momentum_sgd", [](const Model& m) { return momentum_sgd(m.params(), 0.05); }},
+        {"nesterov", [](const Model& m) { return nesterov(m.params(), 0.05); }},
+        {"adamw", [](const Model& m) { return adamw(m.params(), 0.01); }},
+        {"adadelta", [](const Model& m) { return adadelta(m.params(), 1.0); }},
+        {"fsadagrad", [](const Model& m) { return fsadagrad(m.params(), 0.01); }},
         {"adagrad with clipping and l2",
          [](const Model& m) {
              LearnerOptions o;
@@ -234,4 +242,13 @@ TEST_CASE("embedding row gradients in double with lazy adam") {
     }
     CHECK(xt::amax(xt::abs(trained[0] - trained[1]))() < 1e-4);
     CHECK(xt::amax(xt::abs(trained[0] - trained[1]))() > 0);
+}
+
+TEST_CASE("gradient checks of a double model perturb a copy not the parameters") {
+    Model m(Precision::f64);
+    const xt::xarray<double> before = m.u.value<double>();
+    const GradientReport report = check_gradients(m.loss, m.minibatch(0), {m.w, m.u, m.b, m.v});
+    CHECK_MESSAGE(report.ok, report.str());
+    CHECK(report.checked == 12 + 16 + 4 + 8);
+    CHECK(xt::all(xt::equal(m.u.value<double>(), before)));
 }
