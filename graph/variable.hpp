@@ -52,7 +52,8 @@ public:
     // A copy of the value as T: value() of a double parameter rounds each element to float.
     template <class T = float>
     xt::xarray<T> value() const;
-    // Stored in the parameter's precision: a double value rounds to a float parameter's.
+    // Stored in the parameter's precision: a double value rounds to a float parameter's. The double
+    // overload is a template so that float expressions and braced lists still choose this one.
     void set_value(const xt::xarray<float>& v) const;
     template <class T>
     requires std::same_as<T, double>
@@ -73,8 +74,8 @@ extern template xt::xarray<double>& Parameter::data<double>() const;
 
 std::string precision_name(Precision p);  // "float", "double", "automatic"
 // Converts each parameter's storage to `precision` in place, for every handle on it (as PyTorch's
-// module.double()): float to double is exact, double to float rounds. Sessions made before must be
-// made again; learners convert their state at their next update.
+// module.double()): float to double is exact, double to float rounds. Sessions (and Trainers) made
+// before follow at their next forward; learners convert their state at their next update.
 void to_precision(const std::vector<Parameter>& parameters, Precision precision);
 
 struct VariableHash {
