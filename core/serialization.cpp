@@ -201,6 +201,11 @@ void ByteWriter::floats(std::span<const float> v) {
     bytes_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
+void ByteWriter::doubles(std::span<const double> v) {
+    u64(v.size());
+    bytes_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+}
+
 ByteReader::ByteReader(const std::string& bytes, std::string context) : bytes_(bytes), context_(std::move(context)) {}
 
 const char* ByteReader::take(std::size_t n) {
@@ -221,16 +226,20 @@ std::string ByteReader::str() {
     const auto n = u64();
     return std::string(take(n), n);
 }
-std::vector<float> ByteReader::floats() {
+template <class T>
+std::vector<T> ByteReader::array(const char* what) {
     const auto n = u64();
-    if (n > remaining() / sizeof(float))
-        throw DataError(context_ + ": an array of " + std::to_string(n) + " floats at offset " +
+    if (n > remaining() / sizeof(T))
+        throw DataError(context_ + ": an array of " + std::to_string(n) + " " + what + " at offset " +
                         std::to_string(pos_ - 8) + " is longer than the " + std::to_string(remaining()) +
                         " bytes left");
-    std::vector<float> v(n);
+    std::vector<T> v(n);
     // memcpy needs valid pointers even for 0 bytes, and an empty vector's data() may be null.
-    if (n != 0) std::memcpy(v.data(), take(n * sizeof(float)), n * sizeof(float));
+    if (n != 0) std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
     return v;
 }
+
+std::vector<float> ByteReader::floats() { return array<float>("floats"); }
+std::vector<double> ByteReader::doubles() { return array<double>("doubles"); }
 
 }  // namespace loom

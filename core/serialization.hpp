@@ -39,6 +39,7 @@ public:
     void f64(double v);
     void str(const std::string& s);
     void floats(std::span<const float> v);
+    void doubles(std::span<const double> v);
     const std::string& bytes() const { return bytes_; }
 
 private:
@@ -56,12 +57,15 @@ public:
     double f64();
     std::string str();
     std::vector<float> floats();
+    std::vector<double> doubles();
     bool done() const { return pos_ == bytes_.size(); }
     std::size_t remaining() const { return bytes_.size() - pos_; }
     const std::string& context() const { return context_; }
 
 private:
     const char* take(std::size_t n);
+    template <class T>
+    std::vector<T> array(const char* what);
     const std::string& bytes_;
     std::string context_;
     std::size_t pos_ = 0;

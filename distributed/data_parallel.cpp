@@ -25,6 +25,11 @@ int checked_count(std::size_t n, const std::string& what) {
     return static_cast<int>(n);
 }
 
+template <class T>
+MPI_Datatype mpi_type() {
+    return std::is_same_v<T, double> ? MPI_DOUBLE : MPI_FLOAT;
+}
+
 // Every process's list of `local`, one after another in rank order; counts[r] = rank r's length.
 template <class T>
 std::vector<T> gather_all(const std::vector<T>& local, MPI_Datatype type, int size, std::vector<int>& counts,
@@ -99,22 +104,30 @@ void DataParallel::start_ready(const Session& session) {
 }
 
 void DataParallel::start(const Session& session, std::size_t i) {
+    if (session.precision() == Precision::f64)
+        start_as<double>(session, i);
+    else
+        start_as<float>(session, i);
+}
+
+template <class T>
+void DataParallel::start_as(const Session& session, std::size_t i) {
     started_[i] = 1;
-    if (session.gradient_by_rows(i)) {
+    if (session.gradient_by_rows<T>(i)) {
         by_rows_.push_back(i);
         return;
     }
     // The session hands gradients out read-only (learners only read them); the memory is its own
     // mutable buffer, summed here in place before any learner reads it.
-    const std::span<const float> g = session.gradient(i);
-    float* data = const_cast<float*>(g.data());
-    if (stand_in_) std::fill(data, data + g.size(), 0.0f);
+    const std::span<const T> g = session.gradient<T>(i);
+    T* data = const_cast<T*>(g.data());
+    if (stand_in_) std::fill(data, data + g.size(), T(0));
     if (session.gradient_rows(i)) dense_rows_.push_back(i);
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(g.size(), session.parameters()[i].label()), MPI_FLOAT, MPI_SUM,
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(g.size(), session.parameters()[i].label()), mpi_type<T>(), MPI_SUM,
                    MPI_COMM_WORLD, &request);
     requests_->pending.push_back(request);
-    dense_bytes_ += g.size() * sizeof(float);
+    dense_bytes_ += g.size() * sizeof(T);
 }
 
 void DataParallel::progress() {
@@ -137,7 +150,12 @@ void DataParallel::finish(const Session& session) {
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
     pending.clear();
     std::sort(by_rows_.begin(), by_rows_.end());
-    for (std::size_t i : by_rows_) gather_rows(session, i);
+    for (std::size_t i : by_rows_) {
+        if (session.precision() == Precision::f64)
+            gather_rows<double>(session, i);
+        else
+            gather_rows<float>(session, i);
+    }
     std::sort(dense_rows_.begin(), dense_rows_.end());
     for (std::size_t i : dense_rows_) {
         // The dense sum is done; which rows can be non-zero is now the union of every process's.
@@ -156,20 +174,21 @@ void DataParallel::finish(const Session& session) {
     finish_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
 
+template <class T>
 void DataParallel::gather_rows(const Session& session, std::size_t i) {
-    auto& g = const_cast<RowGradient<float>&>(*session.gradient_by_rows(i));
+    auto& g = const_cast<RowGradient<T>&>(*session.gradient_by_rows<T>(i));
     const std::string label = session.parameters()[i].label();
     const std::size_t width = g.width;
     std::vector<std::uint64_t> ids;
-    std::vector<float> values;
+    std::vector<T> values;
     if (!stand_in_) {
         ids.assign(g.rows.begin(), g.rows.end());
         values = g.data;
     }
     std::vector<int> id_counts, value_counts;
     const std::vector<std::uint64_t> all_ids = gather_all(ids, MPI_UINT64_T, context_.size(), id_counts, label);
-    const std::vector<float> all_values = gather_all(values, MPI_FLOAT, context_.size(), value_counts, label);
-    row_bytes_ += ids.size() * sizeof(std::uint64_t) + values.size() * sizeof(float);
+    const std::vector<T> all_values = gather_all(values, mpi_type<T>(), context_.size(), value_counts, label);
+    row_bytes_ += ids.size() * sizeof(std::uint64_t) + values.size() * sizeof(T);
 
     // The sorted union, each row summed in rank order: the same rows, order and sums everywhere.
     std::vector<std::uint64_t> rows = all_ids;
@@ -182,10 +201,10 @@ void DataParallel::gather_rows(const Session& session, std::size_t i) {
                                 "'s gradient is outside its " + std::to_string(g.index.size()) + " rows");
         g.index[rows[k]] = static_cast<std::int32_t>(k);
     }
-    std::vector<float> summed(rows.size() * width, 0.0f);
+    std::vector<T> summed(rows.size() * width, T(0));
     for (std::size_t j = 0; j < all_ids.size(); ++j) {
-        float* to = summed.data() + static_cast<std::size_t>(g.index[all_ids[j]]) * width;
-        const float* from = all_values.data() + j * width;
+        T* to = summed.data() + static_cast<std::size_t>(g.index[all_ids[j]]) * width;
+        const T* from = all_values.data() + j * width;
         for (std::size_t e = 0; e < width; ++e) to[e] += from[e];
     }
     g.rows.assign(rows.begin(), rows.end());

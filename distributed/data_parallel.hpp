@@ -54,7 +54,10 @@ private:
     // (MPI needs collectives in the same order everywhere; workers report gradients in any order).
     void start_ready(const Session& session);
     void start(const Session& session, std::size_t i);
+    template <class T>  // the session's precision
+    void start_as(const Session& session, std::size_t i);
     void progress();
+    template <class T>
     void gather_rows(const Session& session, std::size_t i);
 
     Context& context_;

@@ -17,16 +17,18 @@ const Value& ValueMap::operator[](const Variable& v) const {
 }
 
 namespace {
-bool wants_double(const Bindings& inputs, Precision p) {
+bool wants_double(const Plan& plan, const Bindings& inputs, Precision p) {
     if (p != Precision::automatic) return p == Precision::f64;
     for (const auto& [var, val] : inputs)
         if (val.dtype() == DType::f64) return true;
+    for (const auto& n : plan.nodes)
+        if (n.node->kind == NodeKind::Parameter && n.node->parameter_value_f64) return true;
     return false;
 }
 
 template <class T>
-ValueMap run_evaluate(const std::vector<Variable>& outputs, const Bindings& inputs) {
-    Execution<T> ex(compile(outputs));
+ValueMap run_evaluate(std::shared_ptr<const Plan> plan, const std::vector<Variable>& outputs, const Bindings& inputs) {
+    Execution<T> ex(std::move(plan));
     ex.bind(inputs);
     ex.forward();
     ValueMap out;
@@ -49,8 +51,8 @@ std::vector<int> wrt_indices(const Plan& plan, const std::vector<Variable>& wrt,
 }
 
 template <class T>
-ValueMap run_gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt) {
-    Execution<T> ex(compile({loss}));
+ValueMap run_gradients(std::shared_ptr<const Plan> plan, const Bindings& inputs, const std::vector<Variable>& wrt) {
+    Execution<T> ex(std::move(plan));
     const auto idx = wrt_indices(ex.plan(), wrt, "gradients");
     ex.bind(inputs);
     ex.forward();
@@ -62,14 +64,16 @@ ValueMap run_gradients(const Variable& loss, const Bindings& inputs, const std::
 }  // namespace
 
 ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, Precision precision) {
-    return wants_double(inputs, precision) ? run_evaluate<double>(outputs, inputs)
-                                           : run_evaluate<float>(outputs, inputs);
+    auto plan = compile(outputs);
+    return wants_double(*plan, inputs, precision) ? run_evaluate<double>(std::move(plan), outputs, inputs)
+                                                  : run_evaluate<float>(std::move(plan), outputs, inputs);
 }
 
 ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
                    Precision precision) {
-    return wants_double(inputs, precision) ? run_gradients<double>(loss, inputs, wrt)
-                                           : run_gradients<float>(loss, inputs, wrt);
+    auto plan = compile({loss});
+    return wants_double(*plan, inputs, precision) ? run_gradients<double>(std::move(plan), inputs, wrt)
+                                                  : run_gradients<float>(std::move(plan), inputs, wrt);
 }
 
 std::string GradientReport::str() const {
@@ -84,6 +88,7 @@ std::string GradientReport::str() const {
 GradientReport check_gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
                                const GradientCheckOptions& options) {
     Execution<double> ex(compile({loss}));
+    ex.copy_parameters();  // perturbed below, never the parameters themselves
     const auto idx = wrt_indices(ex.plan(), wrt, "check_gradients");
     for (std::size_t i = 0; i < wrt.size(); ++i) {
         const NodeKind k = ex.plan().nodes[idx[i]].node->kind;

@@ -24,9 +24,9 @@ private:
     std::unordered_map<Variable, Value> map_;
 };
 
-// Computation runs in double when any bound input holds double data, else in float; `dtype`
-// overrides that.
-enum class Precision { automatic, f32, f64 };
+// Precision (graph/node.hpp) `automatic`: the computation runs in double when any bound input
+// holds double data or any parameter of the graph is double, else in float; f32 / f64 override
+// that (a parameter of the other precision is then read as a converted copy).
 
 ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs,
                   Precision precision = Precision::automatic);

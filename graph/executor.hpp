@@ -28,8 +28,11 @@ class Execution {
 public:
     explicit Execution(std::shared_ptr<const Plan> plan);
 
-    // Checks and copies the inputs, parameters and constants into the leaf buffers.
+    // Checks and copies the inputs and constants into the leaf buffers. A parameter stored in T is
+    // read in place; one of the other precision is copied, converted.
     void bind(const Bindings& inputs);
+    // Every parameter is bound as a copy, which the caller may change (a gradient check perturbs it).
+    void copy_parameters() { copy_parameters_ = true; }
     void forward();
     // Declares that every forward will be followed by backward(wrt): values no backward step reads
     // are then freed during forward, as soon as the steps using them are done (a Session that
@@ -88,6 +91,7 @@ private:
     StepRunner<T> runner_;
     std::unique_ptr<BackwardPlan> pass_;  // for the last wrt given
     bool has_batch_ = false;
+    bool copy_parameters_ = false;
     // plan_backward: the values backward reads are kept; per node, how many steps still have to
     // read it this forward.
     bool backward_planned_ = false, forward_only_ = false;

@@ -15,6 +15,10 @@ namespace loom {
 
 class Op;
 
+// The element type a parameter is stored and trained in, and a computation runs in. A parameter is
+// f32 or f64 (per parameter, as PyTorch's tensors); `automatic` lets evaluate/gradients choose.
+enum class Precision { automatic, f32, f64 };
+
 // The dynamic axes of a value: none, a batch axis, or a batch axis plus one particular sequence
 // axis. `Any` is a placeholder's axis before it is bound: it unifies with every other.
 struct Axis {
@@ -60,8 +64,10 @@ struct Node : std::enable_shared_from_this<Node> {
     std::shared_ptr<Node> bound_strong;
     bool is_bound = false;
 
-    // Kind::Parameter: the current value (float master copy). Kind::Constant: its value.
+    // Kind::Parameter: the current value, in the parameter's precision: exactly one of the two is
+    // set. Kind::Constant: its value.
     std::shared_ptr<xt::xarray<float>> parameter_value;
+    std::shared_ptr<xt::xarray<double>> parameter_value_f64;
     xt::xarray<double> constant_value;
 
     std::string label() const;  // "times 'zq' (#12)"

@@ -1,31 +1,92 @@
 #include "graph/session.hpp"
 
+#include <algorithm>
+
 #include "core/errors.hpp"
 
 namespace loom {
 
+namespace {
+std::string names(const std::vector<Parameter>& ps) {
+    std::string out;
+    for (const auto& p : ps) out += (out.empty() ? "" : ", ") + p.label();
+    return out;
+}
+// The one precision of a session's parameters (float without any); both is a UserError naming them.
+Precision common_precision(const std::vector<Parameter>& parameters) {
+    std::vector<Parameter> by_precision[2];
+    for (const auto& p : parameters) by_precision[p.precision() == Precision::f64].push_back(p);
+    if (!by_precision[0].empty() && !by_precision[1].empty())
+        throw UserError("Session: the graph mixes float parameters (" + names(by_precision[0]) +
+                        ") and double parameters (" + names(by_precision[1]) +
+                        "); a session runs in one precision: convert them with to_precision(parameters, "
+                        "Precision::f64) or Precision::f32");
+    return by_precision[1].empty() ? Precision::f32 : Precision::f64;
+}
+}  // namespace
+
 Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameters)
     : outputs_(std::move(outputs)), parameters_(std::move(parameters)) {
     if (outputs_.empty()) throw UserError("Session: at least one output is needed");
-    ex_ = std::make_unique<Execution<float>>(compile(outputs_));
+    auto plan = compile(outputs_);
+    // The session's precision is its parameters': one execution in float or in double, reading
+    // every parameter in place. Mixing them would need a converted copy of some on every pass.
+    graph_parameters_ = parameters_;
+    for (const auto& n : plan->nodes)
+        if (n.node->kind == NodeKind::Parameter) {
+            Parameter p(n.node->shared_from_this());
+            if (std::find(graph_parameters_.begin(), graph_parameters_.end(), p) == graph_parameters_.end())
+                graph_parameters_.push_back(p);
+        }
+    plan_ = std::move(plan);
+    std::size_t widest_unused = 0;
     for (const auto& p : parameters_) {
-        param_nodes_.push_back(ex_->plan().find(p.node().get()));
-        zero_grads_.emplace_back(param_nodes_.back() < 0 ? p.shape().size() : 0, 0.0f);
+        param_nodes_.push_back(plan_->find(p.node().get()));
+        zero_sizes_.push_back(param_nodes_.back() < 0 ? p.shape().size() : 0);
+        widest_unused = std::max(widest_unused, zero_sizes_.back());
     }
+    zeros_.assign(widest_unused, 0.0f);
+    zeros64_.assign(widest_unused, 0.0);
+    make_execution(common_precision(graph_parameters_));
+}
+
+void Session::make_execution(Precision precision) {
+    precision_ = precision;
+    ex_.reset();
+    ex64_.reset();
+    if (precision_ == Precision::f64)
+        ex64_ = std::make_unique<Execution<double>>(plan_);
+    else
+        ex_ = std::make_unique<Execution<float>>(plan_);
+    if (memory_budget_) set_memory_budget(memory_budget_);
     // A session with parameters trains: values its backward does not read are freed during forward.
     std::vector<int> wrt;
     for (int i : param_nodes_)
         if (i >= 0) wrt.push_back(i);
     // Without, it only scores: each value is freed once its last reader ran.
-    if (!wrt.empty())
-        ex_->plan_backward(wrt);
-    else
-        ex_->plan_forward_only();
+    if (!wrt.empty()) {
+        if (ex_) ex_->plan_backward(wrt);
+        if (ex64_) ex64_->plan_backward(wrt);
+    } else {
+        if (ex_) ex_->plan_forward_only();
+        if (ex64_) ex64_->plan_forward_only();
+    }
+}
+
+void Session::follow_precision() {
+    for (const auto& p : graph_parameters_)
+        if (p.precision() != precision_) return make_execution(common_precision(graph_parameters_));
 }
 
 void Session::forward(const Bindings& inputs) {
-    ex_->bind(inputs);
-    ex_->forward();
+    follow_precision();
+    if (ex_) {
+        ex_->bind(inputs);
+        ex_->forward();
+    } else {
+        ex64_->bind(inputs);
+        ex64_->forward();
+    }
 }
 
 void Session::backward() { backward(std::function<void(std::size_t)>{}); }
@@ -35,51 +96,83 @@ void Session::backward(const std::function<void(std::size_t)>& on_ready) {
     for (int i : param_nodes_)
         if (i >= 0) wrt.push_back(i);
     if (wrt.empty()) return;  // nothing to differentiate (and a scoring session kept no values for it)
-    // Only outputs[0] is seeded: the others get zero weights.
-    std::unordered_map<int, const std::vector<float>*> seeds;
-    std::vector<std::vector<float>> zero(outputs_.size());
-    for (std::size_t o = 1; o < outputs_.size(); ++o) {
-        const int idx = ex_->plan().outputs[o];
-        if (idx == ex_->plan().outputs[0]) continue;
-        zero[o].assign(ex_->value_buffer(idx).size(), 0.0f);
-        seeds[idx] = &zero[o];
-    }
     std::function<void(int)> ready;
     if (on_ready)
         ready = [&](int node) {
             for (std::size_t i = 0; i < param_nodes_.size(); ++i)
                 if (param_nodes_[i] == node) on_ready(i);
         };
-    ex_->backward(wrt, seeds, ready);
+    auto run = [&]<class T>(Execution<T>& ex) {
+        // Only outputs[0] is seeded: the others get zero weights.
+        std::unordered_map<int, const std::vector<T>*> seeds;
+        std::vector<std::vector<T>> zero(outputs_.size());
+        for (std::size_t o = 1; o < outputs_.size(); ++o) {
+            const int idx = plan_->outputs[o];
+            if (idx == plan_->outputs[0]) continue;
+            zero[o].assign(ex.value_buffer(idx).size(), T(0));
+            seeds[idx] = &zero[o];
+        }
+        ex.backward(wrt, seeds, ready);
+    };
+    if (ex_)
+        run(*ex_);
+    else
+        run(*ex64_);
 }
 
 int Session::output_index(const Variable& v) const {
     for (std::size_t o = 0; o < outputs_.size(); ++o)
-        if (outputs_[o] == v) return ex_->plan().outputs[o];
+        if (outputs_[o] == v) return plan_->outputs[o];
     throw UserError("Session: " + v.label() + " is not one of the session's outputs");
 }
 
-Value Session::value(const Variable& output) const { return ex_->value(output_index(output)); }
+Value Session::value(const Variable& output) const {
+    const int i = output_index(output);
+    return visit([&](auto& ex) { return ex.value(i); });
+}
 
 double Session::sum(const Variable& output) const {
     const int i = output_index(output);
-    double s = 0;
-    for (float v : ex_->value_buffer(i)) s += v;  // padding is zero
-    return s;
+    return visit([&](auto& ex) {
+        double s = 0;
+        for (auto v : ex.value_buffer(i)) s += v;  // padding is zero
+        return s;
+    });
 }
 
 std::size_t Session::count(const Variable& output) const {
     const int i = output_index(output);
-    if (const SequenceLayout* l = ex_->layout(i)) return l->total_steps();
-    const std::size_t row = ex_->row_size(i);
-    return row ? ex_->value_buffer(i).size() / row : 0;
+    return visit([&](auto& ex) -> std::size_t {
+        if (const SequenceLayout* l = ex.layout(i)) return l->total_steps();
+        const std::size_t row = ex.row_size(i);
+        return row ? ex.value_buffer(i).size() / row : 0;
+    });
 }
 
-std::span<const float> Session::gradient(std::size_t i) const {
+template <class T>
+const Execution<T>& Session::execution(const char* what) const {
+    if constexpr (std::is_same_v<T, double>) {
+        if (ex64_) return *ex64_;
+    } else {
+        if (ex_) return *ex_;
+    }
+    throw UserError(std::string("Session::") + what + "<" + (std::is_same_v<T, double> ? "double" : "float") +
+                    ">: the session runs in " + precision_name(precision_) + " (its parameters' precision); use " +
+                    what + "<" + precision_name(precision_) + ">");
+}
+
+template <class T>
+std::span<const T> Session::gradient(std::size_t i) const {
+    const Execution<T>& ex = execution<T>("gradient");
     if (i >= parameters_.size()) throw UserError("Session::gradient: parameter index out of range");
-    if (param_nodes_[i] < 0) return zero_grads_[i];
-    std::span<const float> g = ex_->gradient_buffer(param_nodes_[i]);
-    if (g.size() != parameters_[i].data().size())
+    if (param_nodes_[i] < 0) {
+        if constexpr (std::is_same_v<T, double>)
+            return {zeros64_.data(), zero_sizes_[i]};
+        else
+            return {zeros_.data(), zero_sizes_[i]};
+    }
+    std::span<const T> g = ex.gradient_buffer(param_nodes_[i]);
+    if (g.size() != parameters_[i].shape().size())
         throw UserError("Session::gradient: no gradient for " + parameters_[i].label() +
                         " (backward has not run since the session was created or the gradient released)");
     return g;
@@ -87,7 +180,11 @@ std::span<const float> Session::gradient(std::size_t i) const {
 
 void Session::release_gradient(std::size_t i) {
     if (i >= parameters_.size()) throw UserError("Session::release_gradient: parameter index out of range");
-    if (param_nodes_[i] >= 0) ex_->release_gradient(param_nodes_[i]);
+    if (param_nodes_[i] < 0) return;
+    if (ex_)
+        ex_->release_gradient(param_nodes_[i]);
+    else
+        ex64_->release_gradient(param_nodes_[i]);
 }
 
 void Session::release_gradients() {
@@ -95,14 +192,18 @@ void Session::release_gradients() {
 }
 
 const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {
-    const RowGradient<float>* rows = gradient_by_rows(i);
+    if (i >= parameters_.size()) throw UserError("Session::gradient_rows: parameter index out of range");
     if (param_nodes_[i] < 0) return &no_rows_;
-    return rows ? &rows->sorted : nullptr;
+    return visit([&](auto& ex) -> const std::vector<std::size_t>* {
+        const auto* rows = ex.gradient_by_rows(param_nodes_[i]);
+        return rows ? &rows->sorted : nullptr;
+    });
 }
 
-Session::GradientView Session::gradient_view(std::size_t i) const {
-    if (const RowGradient<float>* rows = gradient_by_rows(i)) return {{}, rows};
-    return {gradient(i), nullptr};
+template <class T>
+Session::GradientViewOf<T> Session::gradient_view(std::size_t i) const {
+    if (const RowGradient<T>* rows = gradient_by_rows<T>(i)) return {{}, rows};
+    return {gradient<T>(i), nullptr};
 }
 
 std::size_t Session::index_of(const Parameter& p, const char* what) const {
@@ -111,13 +212,31 @@ std::size_t Session::index_of(const Parameter& p, const char* what) const {
     throw UserError(std::string("Session::") + what + ": " + p.label() + " is not one of the session's parameters");
 }
 
-std::size_t Session::bytes_held() const { return ex_ ? ex_->bytes_held() : 0; }
-
-const RowGradient<float>* Session::gradient_by_rows(std::size_t i) const {
-    if (i >= parameters_.size()) throw UserError("Session::gradient_by_rows: parameter index out of range");
-    return param_nodes_[i] < 0 ? nullptr : ex_->gradient_by_rows(param_nodes_[i]);
+void Session::set_memory_budget(std::size_t bytes) {
+    memory_budget_ = bytes;
+    visit([&](auto& ex) { ex.set_memory_budget(bytes); });
 }
 
-std::span<const float> Session::gradient(const Parameter& p) const { return gradient(index_of(p, "gradient")); }
+std::size_t Session::loop_bytes_peak() const {
+    return visit([](auto& ex) { return ex.loop_bytes_peak(); });
+}
+
+std::size_t Session::bytes_held() const {
+    return visit([](auto& ex) { return ex.bytes_held(); });
+}
+
+template <class T>
+const RowGradient<T>* Session::gradient_by_rows(std::size_t i) const {
+    const Execution<T>& ex = execution<T>("gradient_by_rows");
+    if (i >= parameters_.size()) throw UserError("Session::gradient_by_rows: parameter index out of range");
+    return param_nodes_[i] < 0 ? nullptr : ex.gradient_by_rows(param_nodes_[i]);
+}
+
+template std::span<const float> Session::gradient<float>(std::size_t) const;
+template std::span<const double> Session::gradient<double>(std::size_t) const;
+template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;
+template const RowGradient<double>* Session::gradient_by_rows<double>(std::size_t) const;
+template Session::GradientViewOf<float> Session::gradient_view<float>(std::size_t) const;
+template Session::GradientViewOf<double> Session::gradient_view<double>(std::size_t) const;
 
 }  // namespace loom

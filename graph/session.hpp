@@ -15,8 +15,14 @@ namespace loom {
 class Session {
 public:
     // outputs[0] is the loss when gradients are wanted; `parameters` are what backward() differentiates for.
+    // The session runs in its parameters' precision (those of the graph and those given): double
+    // when they are double, float otherwise. Parameters of both precisions are a UserError naming
+    // them.
     explicit Session(std::vector<Variable> outputs, std::vector<Parameter> parameters = {});
 
+    Precision precision() const { return precision_; }
+    // Parameters converted by to_precision since the last pass: the session follows them (its
+    // buffers are made again in the new precision); converted to mixed precisions, a UserError.
     void forward(const Bindings& inputs);
     // Gradient of the sum of outputs[0] (over every item and step) for each parameter.
     void backward();
@@ -24,14 +30,20 @@ public:
     // worker thread while backward goes on (see Execution::backward).
     void backward(const std::function<void(std::size_t)>& on_ready);
 
+    // In the session's precision (Value::dtype).
     Value value(const Variable& output) const;
     // Sum of an output over all real (unpadded) positions, and how many items it has.
     double sum(const Variable& output) const;
     std::size_t count(const Variable& output) const;
-    // Flat, in the layout of p.data(); zeros for a parameter the loss does not depend on. A gradient
-    // kept by rows (below) is spread into a dense copy for this.
-    std::span<const float> gradient(const Parameter& p) const;
-    std::span<const float> gradient(std::size_t i) const;
+    // Flat, in the layout of p.data<T>(); zeros for a parameter the loss does not depend on. A
+    // gradient kept by rows (below) is spread into a dense copy for this. T is the session's
+    // precision (float by default; gradient<double> for a double session), else a UserError.
+    template <class T = float>
+    std::span<const T> gradient(const Parameter& p) const {
+        return gradient<T>(index_of(p, "gradient"));
+    }
+    template <class T = float>
+    std::span<const T> gradient(std::size_t i) const;
     // The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
     // backward knows them (an embedding table); nullptr: any row may be non-zero.
     const std::vector<std::size_t>* gradient_rows(std::size_t i) const;
@@ -41,18 +53,26 @@ public:
     // The gradient as only its non-zero rows, when the session keeps it so (an embedding table
     // whose every use is an `embedding` lookup), else nullptr. Learners read it this way: the
     // dense [vocabulary, dim] gradient is never materialized.
-    const RowGradient<float>* gradient_by_rows(std::size_t i) const;
-    const RowGradient<float>* gradient_by_rows(const Parameter& p) const {
-        return gradient_by_rows(index_of(p, "gradient_by_rows"));
+    template <class T = float>
+    const RowGradient<T>* gradient_by_rows(std::size_t i) const;
+    template <class T = float>
+    const RowGradient<T>* gradient_by_rows(const Parameter& p) const {
+        return gradient_by_rows<T>(index_of(p, "gradient_by_rows"));
     }
     // A parameter's gradient as the session keeps it, in its one of two forms: by rows (an
     // embedding table's; `dense` is then empty) or dense. What a learner reads.
-    struct GradientView {
-        std::span<const float> dense;
-        const RowGradient<float>* by_rows = nullptr;
+    template <class T>
+    struct GradientViewOf {
+        std::span<const T> dense;
+        const RowGradient<T>* by_rows = nullptr;
     };
-    GradientView gradient_view(std::size_t i) const;
-    GradientView gradient_view(const Parameter& p) const { return gradient_view(index_of(p, "gradient_view")); }
+    using GradientView = GradientViewOf<float>;
+    template <class T = float>
+    GradientViewOf<T> gradient_view(std::size_t i) const;
+    template <class T = float>
+    GradientViewOf<T> gradient_view(const Parameter& p) const {
+        return gradient_view<T>(index_of(p, "gradient_view"));
+    }
     // Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
     // this after each update): the next pass's values then reuse it instead of new memory. Until
     // the next backward, gradient(i) then throws.
@@ -67,20 +87,47 @@ public:
     // only every k steps and recomputes each segment in backward (square-root checkpointing), with
     // the same gradients. 0: no budget. Throws UserError at forward when a loop cannot fit even so
     // (the message gives the least budget that works). See docs/semantics.md, "Memory budget".
-    void set_memory_budget(std::size_t bytes) { ex_->set_memory_budget(bytes); }
-    // The most bytes one loop held for backward since the session was made (see set_memory_budget).
-    std::size_t loop_bytes_peak() const { return ex_->loop_bytes_peak(); }
+    // The budget stays when the session changes precision (to_precision).
+    void set_memory_budget(std::size_t bytes);
+    // The most bytes one loop held for backward since the session was made or changed precision
+    // (see set_memory_budget).
+    std::size_t loop_bytes_peak() const;
 
 private:
     int output_index(const Variable& v) const;
     std::size_t index_of(const Parameter& p, const char* what) const;  // throws naming `what`
+    // The execution, when T is the session's precision; else a UserError naming `what`.
+    template <class T>
+    const Execution<T>& execution(const char* what) const;
+    // f(execution) for the session's one execution, float or double.
+    template <class F>
+    decltype(auto) visit(F&& f) const {
+        return ex_ ? f(*ex_) : f(*ex64_);
+    }
+    void make_execution(Precision precision);
+    // Makes the execution again when to_precision converted every parameter since the last pass.
+    void follow_precision();
 
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;
-    std::vector<int> param_nodes_;  // plan index, or -1 when the loss does not use it
-    std::vector<std::vector<float>> zero_grads_;
+    std::vector<int> param_nodes_;             // plan index, or -1 when the loss does not use it
+    std::vector<Parameter> graph_parameters_;  // every parameter the plan binds, and parameters_
+    std::vector<std::size_t> zero_sizes_;      // per parameter: its size when the loss does not use it
+    std::vector<float> zeros_;                 // the gradient of a parameter the loss does not use
+    std::vector<double> zeros64_;
     std::vector<std::size_t> no_rows_;  // the rows of a gradient that is all zero
-    std::unique_ptr<Execution<float>> ex_;
+    Precision precision_ = Precision::f32;
+    std::size_t memory_budget_ = 0;  // 0: none
+    std::shared_ptr<const Plan> plan_;
+    std::unique_ptr<Execution<float>> ex_;  // exactly one of the two
+    std::unique_ptr<Execution<double>> ex64_;
 };
+
+extern template std::span<const float> Session::gradient<float>(std::size_t) const;
+extern template std::span<const double> Session::gradient<double>(std::size_t) const;
+extern template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;
+extern template const RowGradient<double>* Session::gradient_by_rows<double>(std::size_t) const;
+extern template Session::GradientViewOf<float> Session::gradient_view<float>(std::size_t) const;
+extern template Session::GradientViewOf<double> Session::gradient_view<double>(std::size_t) const;
 
 }  // namespace loom

@@ -96,26 +96,101 @@ Parameter::Parameter(NodePtr node) : Variable(std::move(node)) {
         throw UserError("Parameter: " + node_->label() + " is not a parameter");
 }
 
-xt::xarray<float> Parameter::value() const { return data(); }
+Precision Parameter::precision() const { return checked(node_).parameter_value_f64 ? Precision::f64 : Precision::f32; }
 
-void Parameter::set_value(const xt::xarray<float>& v) const {
-    auto& cur = data();
-    if (!std::equal(v.shape().begin(), v.shape().end(), cur.shape().begin(), cur.shape().end()))
-        throw UserError("Parameter::set_value: " + label() + " has shape " + shape().str() + ", got a value of shape " +
-                        Shape(std::vector<std::size_t>(v.shape().begin(), v.shape().end())).str());
-    cur = v;
+template <class T>
+xt::xarray<T> Parameter::value() const {
+    if (precision() == Precision::f64) return xt::cast<T>(data<double>());
+    return xt::cast<T>(data<float>());
 }
 
-xt::xarray<float>& Parameter::data() const { return *checked(node_).parameter_value; }
+namespace {
+template <class T, class S>
+void assign_value(const Parameter& p, xt::xarray<T>& cur, const xt::xarray<S>& v) {
+    if (!std::equal(v.shape().begin(), v.shape().end(), cur.shape().begin(), cur.shape().end()))
+        throw UserError("Parameter::set_value: " + p.label() + " has shape " + p.shape().str() +
+                        ", got a value of shape " +
+                        Shape(std::vector<std::size_t>(v.shape().begin(), v.shape().end())).str());
+    std::transform(v.begin(), v.end(), cur.begin(), [](S x) { return static_cast<T>(x); });
+}
+}  // namespace
+
+void Parameter::set_value(const xt::xarray<float>& v) const {
+    if (precision() == Precision::f64)
+        assign_value(*this, data<double>(), v);
+    else
+        assign_value(*this, data<float>(), v);
+}
+
+void Parameter::set_value_f64(const xt::xarray<double>& v) const {
+    if (precision() == Precision::f64)
+        assign_value(*this, data<double>(), v);
+    else
+        assign_value(*this, data<float>(), v);
+}
+
+template <class T>
+xt::xarray<T>& Parameter::data() const {
+    const Node& n = checked(node_);
+    if constexpr (std::is_same_v<T, double>) {
+        if (n.parameter_value_f64) return *n.parameter_value_f64;
+    } else {
+        if (n.parameter_value) return *n.parameter_value;
+    }
+    throw UserError("Parameter::data<" + std::string(std::is_same_v<T, double> ? "double" : "float") + ">: " + label() +
+                    " is stored in " + precision_name(precision()) + "; read it as data<" +
+                    precision_name(precision()) + ">(), or convert it with to_precision");
+}
+
+template xt::xarray<float> Parameter::value<float>() const;
+template xt::xarray<double> Parameter::value<double>() const;
+template xt::xarray<float>& Parameter::data<float>() const;
+template xt::xarray<double>& Parameter::data<double>() const;
+
+std::string precision_name(Precision p) {
+    switch (p) {
+        case Precision::f32:
+            return "float";
+        case Precision::f64:
+            return "double";
+        case Precision::automatic:
+            return "automatic";
+    }
+    return "?";
+}
+
+void to_precision(const std::vector<Parameter>& parameters, Precision precision) {
+    if (precision != Precision::f32 && precision != Precision::f64)
+        throw UserError("to_precision: the precision must be Precision::f32 or Precision::f64, not " +
+                        precision_name(precision));
+    for (const auto& p : parameters) {
+        Node& n = const_cast<Node&>(checked(p.node()));
+        if (n.kind != NodeKind::Parameter) throw UserError("to_precision: " + n.label() + " is not a parameter");
+        if (p.precision() == precision) continue;
+        if (precision == Precision::f64) {
+            n.parameter_value_f64 = std::make_shared<xt::xarray<double>>(xt::cast<double>(*n.parameter_value));
+            n.parameter_value.reset();
+        } else {
+            n.parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(*n.parameter_value_f64));
+            n.parameter_value_f64.reset();
+        }
+    }
+}
 
 Variable input_variable(const Shape& shape, const std::string& name) {
     return Variable(make_node(NodeKind::Input, name, {shape, Axis::batch()}));
 }
 
-Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name) {
+Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name, Precision precision) {
+    if (precision != Precision::f32 && precision != Precision::f64)
+        throw UserError("parameter '" + name + "': the precision must be Precision::f32 or Precision::f64, not " +
+                        precision_name(precision));
     auto n = make_node(NodeKind::Parameter, name, {shape, Axis::none()});
     xt::xarray<double> v = init(shape, global_rng());
-    n->parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(v));
+    if (precision == Precision::f64)
+        n->parameter_value_f64 = std::make_shared<xt::xarray<double>>(std::move(v));
+    else
+        n->parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(v));
     return Parameter(n);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Variable: the user's handle on a graph node. Cheap to copy; equality is node identity.
+#include <concepts>
 #include <functional>
 #include <initializer_list>
 #include <string>
@@ -40,16 +41,42 @@ protected:
     NodePtr node_;
 };
 
-// A learnable tensor with no dynamic axis. Its value lives with the node, shared by every copy.
+// A learnable tensor with no dynamic axis. Its value lives with the node, shared by every copy, in
+// the parameter's precision: float (the default) or double (`parameter(..., Precision::f64)`,
+// `to_precision`). Sessions, learners and checkpoints follow it.
 class Parameter : public Variable {
 public:
     Parameter() = default;
     explicit Parameter(NodePtr node);
-    xt::xarray<float> value() const;
+    Precision precision() const;
+    // A copy of the value as T: value() of a double parameter rounds each element to float.
+    template <class T = float>
+    xt::xarray<T> value() const;
+    // Stored in the parameter's precision: a double value rounds to a float parameter's. The double
+    // overload is a template so that float expressions and braced lists still choose this one.
     void set_value(const xt::xarray<float>& v) const;
-    // Direct access to the stored values, for learners.
-    xt::xarray<float>& data() const;
+    template <class T>
+    requires std::same_as<T, double>
+    void set_value(const xt::xarray<T>& v) const { set_value_f64(v); }
+    // Direct access to the stored values, for learners: T must be the parameter's precision (else a
+    // UserError naming it).
+    template <class T = float>
+    xt::xarray<T>& data() const;
+
+private:
+    void set_value_f64(const xt::xarray<double>& v) const;
 };
+
+extern template xt::xarray<float> Parameter::value<float>() const;
+extern template xt::xarray<double> Parameter::value<double>() const;
+extern template xt::xarray<float>& Parameter::data<float>() const;
+extern template xt::xarray<double>& Parameter::data<double>() const;
+
+std::string precision_name(Precision p);  // "float", "double", "automatic"
+// Converts each parameter's storage to `precision` in place, for every handle on it (as PyTorch's
+// module.double()): float to double is exact, double to float rounds. Sessions (and Trainers) made
+// before follow at their next forward; learners convert their state at their next update.
+void to_precision(const std::vector<Parameter>& parameters, Precision precision);
 
 struct VariableHash {
     std::size_t operator()(const Variable& v) const { return std::hash<const void*>()(v.node().get()); }
@@ -66,7 +93,9 @@ private:
 };
 
 Variable input_variable(const Shape& shape, const std::string& name = {});
-Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name = {});
+// The initializer's values (drawn in double) are stored in `precision`: f32 or f64.
+Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name = {},
+                    Precision precision = Precision::f32);
 Parameter parameter(const xt::xarray<float>& value, const std::string& name = {});
 Variable constant(double value, const std::string& name = {});
 Variable constant(const xt::xarray<double>& value, const std::string& name = {});

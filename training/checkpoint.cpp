@@ -12,13 +12,20 @@ namespace loom {
 namespace {
 
 constexpr const char* checkpoint_tag = "loom-checkpoint";
-constexpr std::uint64_t checkpoint_version = 1;
+// Version 2 records each parameter's precision and keeps a double parameter's values in double;
+// version 1 (float only) still loads.
+constexpr std::uint64_t checkpoint_version = 2;
 
 struct StoredParameter {
     std::string name;
     Shape shape;
-    std::vector<float> values;
+    Precision precision = Precision::f32;
+    std::vector<float> values;  // one of the two, by precision
+    std::vector<double> values64;
 };
+
+template <class T>
+void check_finite(const std::string& path, const Parameter& p, const xt::xarray<T>& data);
 
 std::string describe(const std::string& name, const Shape& shape) {
     return (name.empty() ? std::string("'<unnamed>'") : quoted_field(name)) + " " + shape.str();
@@ -33,12 +40,10 @@ constexpr std::size_t min_extra_bytes = 2 * sizeof(std::uint64_t);      // key, 
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
                      const TrainingPosition& position, const CheckpointExtras& extras) {
     for (const auto& p : parameters) {
-        const auto& data = p.data();
-        const auto bad = std::find_if(data.begin(), data.end(), [](float v) { return !std::isfinite(v); });
-        if (bad != data.end())
-            throw UserError("save_checkpoint '" + path + "': parameter " + describe(p.name(), p.shape()) + " holds " +
-                            std::to_string(*bad) + " at element " + std::to_string(bad - data.begin()) +
-                            "; a non-finite value is never saved");
+        if (p.precision() == Precision::f64)
+            check_finite(path, p, p.data<double>());
+        else
+            check_finite(path, p, p.data<float>());
     }
     ByteWriter out;
     out.str(checkpoint_tag);
@@ -48,8 +53,15 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
         out.str(p.name());
         out.u64(p.shape().rank());
         for (std::size_t d : p.shape()) out.u64(d);
-        const auto& data = p.data();
-        out.floats(std::span<const float>(data.data(), data.size()));
+        if (p.precision() == Precision::f64) {
+            out.u64(1);
+            const auto& data = p.data<double>();
+            out.doubles(std::span<const double>(data.data(), data.size()));
+        } else {
+            out.u64(0);
+            const auto& data = p.data<float>();
+            out.floats(std::span<const float>(data.data(), data.size()));
+        }
     }
     out.u64(learner ? 1 : 0);
     if (learner) {
@@ -78,8 +90,9 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
     // Parse the whole file first: nothing in the model changes unless all of it is good.
     if (in.remaining() < 8 || in.str() != checkpoint_tag)
         throw DataError(where + " is a loom file but not a checkpoint");
-    if (const auto v = in.u64(); v != checkpoint_version)
-        throw DataError(where + " has checkpoint version " + std::to_string(v) + "; this build reads " +
+    const std::uint64_t version = in.u64();
+    if (version != 1 && version != checkpoint_version)
+        throw DataError(where + " has checkpoint version " + std::to_string(version) + "; this build reads 1 to " +
                         std::to_string(checkpoint_version));
     const std::uint64_t count = in.u64();
     if (count > in.remaining() / min_parameter_bytes)
@@ -102,10 +115,19 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
             elements *= d;
         }
         s.shape = Shape(std::move(dims));
-        s.values = in.floats();
-        if (s.values.size() != s.shape.size())
-            throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " +
-                            std::to_string(s.values.size()) + " values");
+        const std::uint64_t tag = version >= 2 ? in.u64() : 0;
+        if (tag > 1)
+            throw DataError(where + ": parameter " + describe(s.name, s.shape) + " has an unknown precision tag " +
+                            std::to_string(tag));
+        s.precision = tag == 1 ? Precision::f64 : Precision::f32;
+        if (tag == 1)
+            s.values64 = in.doubles();
+        else
+            s.values = in.floats();
+        const std::size_t held = tag == 1 ? s.values64.size() : s.values.size();
+        if (held != s.shape.size())
+            throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(held) +
+                            " values");
     }
     const bool has_learner = in.u64() != 0;
     const std::string learner_state = has_learner ? in.str() : std::string();
@@ -136,6 +158,14 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
             throw UserError(where + ": parameter #" + std::to_string(i) + " is " +
                             describe(stored[i].name, stored[i].shape) + " in the file but " +
                             describe(p.name(), p.shape()) + " in the model");
+        // Resuming is exact only in the precision the run was in; a conversion is the caller's act.
+        if (stored[i].precision != p.precision())
+            throw UserError(where + ": parameter " + describe(p.name(), p.shape()) + " is " +
+                            precision_name(stored[i].precision) + " in the file but " + precision_name(p.precision()) +
+                            " in the model; a checkpoint loads in the precision "
+                            "it was saved in: call to_precision(parameters, Precision::" +
+                            (stored[i].precision == Precision::f64 ? "f64" : "f32") +
+                            ") before loading (and to_precision again after it to go on in the other one)");
     }
     if (check_extras) check_extras(result.extras);
     if (learner) {
@@ -143,9 +173,24 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
         ByteReader state(learner_state, where + " (learner state)");
         learner->load_state(state);  // checks everything before it changes the learner
     }
-    for (std::size_t i = 0; i < stored.size(); ++i)
-        std::copy(stored[i].values.begin(), stored[i].values.end(), parameters[i].data().data());
+    for (std::size_t i = 0; i < stored.size(); ++i) {
+        if (stored[i].precision == Precision::f64)
+            std::copy(stored[i].values64.begin(), stored[i].values64.end(), parameters[i].data<double>().data());
+        else
+            std::copy(stored[i].values.begin(), stored[i].values.end(), parameters[i].data<float>().data());
+    }
     return result;
 }
+
+namespace {
+template <class T>
+void check_finite(const std::string& path, const Parameter& p, const xt::xarray<T>& data) {
+    const auto bad = std::find_if(data.begin(), data.end(), [](T v) { return !std::isfinite(v); });
+    if (bad != data.end())
+        throw UserError("save_checkpoint '" + path + "': parameter " + describe(p.name(), p.shape()) + " holds " +
+                        std::to_string(*bad) + " at element " + std::to_string(bad - data.begin()) +
+                        "; a non-finite value is never saved");
+}
+}  // namespace
 
 }  // namespace loom

@@ -1,7 +1,7 @@
 #pragma once
-// Checkpoints: parameters (with names and shapes), the learner's state, where the data reader was
-// and the caller's extras, in one checked file (core/serialization.hpp: temporary name, flush,
-// rename, checksum). A failed save leaves the previous checkpoint untouched; a damaged file is
+// Checkpoints: parameters (with names, shapes and precisions), the learner's state, where the data
+// reader was and the caller's extras, in one checked file (core/serialization.hpp: temporary name,
+// flush, rename, checksum). A failed save leaves the previous checkpoint untouched; a damaged file is
 // reported as a DataError and nothing in the model or the learner is changed.
 #include <cstdint>
 #include <functional>
@@ -39,8 +39,8 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
                      const TrainingPosition& position = {}, const CheckpointExtras& extras = {});
 
 // Restores the parameters' values and, when `learner` is not null, its state. Parameters are
-// matched by position and must have the same names and shapes as when saved; otherwise a
-// UserError names the first mismatching parameter. Everything is checked before anything is
+// matched by position and must have the same names, shapes and precisions (float or double) as
+// when saved; otherwise a UserError names the first mismatching parameter. Everything is checked before anything is
 // changed. A truncated or corrupted file throws DataError. `check_extras`, when given, sees the
 // extras once the rest of the file has been checked and before anything is changed; it throws to
 // refuse the file (a Trainer checks its own records so).

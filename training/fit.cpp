@@ -116,7 +116,7 @@ FitResult fit(Trainer& trainer, const EpochSource& source, const FitOptions& o,
     if (!o.progress_stream) po.live = false;
     ProgressPrinter printer(po, o.progress_stream ? *o.progress_stream : discard);
 
-    std::vector<xt::xarray<float>> best_in_memory;
+    std::vector<xt::xarray<double>> best_in_memory;  // exact for float and double parameters
     auto save_state = [&] {
         if (o.checkpoint_path.empty()) return;
         const TrainingPosition position{epoch, index, trainer.total_samples_seen(), {}};
@@ -138,7 +138,7 @@ FitResult fit(Trainer& trainer, const EpochSource& source, const FitOptions& o,
                 save_checkpoint(best_path, params, nullptr);
             } else {
                 best_in_memory.clear();
-                for (const auto& p : params) best_in_memory.push_back(p.value());
+                for (const auto& p : params) best_in_memory.push_back(p.value<double>());
             }
             line += " (best)";
         } else {

@@ -49,47 +49,73 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
         for (std::size_t j = 0; j < i; ++j)
             if (parameters_[j] == parameters_[i])
                 throw UserError(name_ + ": " + parameters_[i].label() + " is listed twice; it would be updated twice");
-        for (std::size_t k = 0; k < slots_; ++k) state_.emplace_back(parameters_[i].data().size(), 0.0f);
+        const Precision precision = parameters_[i].precision();
+        state_precision_.push_back(precision);
+        const std::size_t size = parameters_[i].shape().size();
+        for (std::size_t k = 0; k < slots_; ++k) {
+            Slot& slot = state_.emplace_back();
+            if (precision == Precision::f64)
+                slot.f64.assign(size, 0.0);
+            else
+                slot.f32.assign(size, 0.0f);
+        }
     }
 }
 
 namespace {
-// Sum of squares: 16 float partial sums per block (an ordered float sum does not vectorize),
+// Sum of squares: 16 partial sums per block (an ordered float sum does not vectorize),
 // accumulated in double across blocks.
-double sum_squares(const float* g, std::size_t n) {
+template <class T>
+double sum_squares(const T* g, std::size_t n) {
     constexpr std::size_t lanes = 16;
     double total = 0.0;
     for (std::size_t start = 0; start < n; start += 4096) {
         const std::size_t end = std::min(n, start + 4096);
-        float part[lanes] = {};
+        T part[lanes] = {};
         std::size_t j = start;
         for (; j + lanes <= end; j += lanes)
             for (std::size_t k = 0; k < lanes; ++k) part[k] += g[j + k] * g[j + k];
         for (; j < end; ++j) part[0] += g[j] * g[j];
-        for (float p : part) total += p;
+        for (T p : part) total += p;
     }
     return total;
 }
 
-std::size_t row_width(const xt::xarray<float>& w) { return w.dimension() ? w.size() / w.shape()[0] : w.size(); }
+std::size_t row_width(const Shape& shape) { return shape.rank() ? shape.size() / shape.dims()[0] : shape.size(); }
+
+template <class T>
+std::vector<T>& values(std::vector<float>& f32, std::vector<double>& f64) {
+    if constexpr (std::is_same_v<T, double>)
+        return f64;
+    else
+        return f32;
+}
 }  // namespace
 
-Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) const {
+template <class T>
+void Learner::gradient_as(const Session& session, std::size_t i, Session::GradientViewOf<T>& view, double& sq) const {
     const auto& p = parameters_[i];
-    const std::size_t width = row_width(p.data());
-    const Session::GradientView view = session.gradient_view(p);
-    Gradient g{view.dense, view.by_rows};
-    if (g.by_rows) {  // only its listed rows can be non-zero, stored one after another
-        if (g.by_rows->width != width)
+    const std::size_t width = row_width(p.shape());
+    view = session.gradient_view<T>(p);
+    if (view.by_rows) {  // only its listed rows can be non-zero, stored one after another
+        if (view.by_rows->width != width)
             throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
-                                std::to_string(g.by_rows->width) + ", the parameter " + std::to_string(width));
-        g.square_sum = sum_squares(g.by_rows->data.data(), g.by_rows->data.size());
-        return g;
+                                std::to_string(view.by_rows->width) + ", the parameter " + std::to_string(width));
+        sq = sum_squares(view.by_rows->data.data(), view.by_rows->data.size());
+        return;
     }
-    if (g.dense.size() != p.data().size())
-        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(g.dense.size()) +
-                            " elements, the parameter " + std::to_string(p.data().size()));
-    g.square_sum = sum_squares(g.dense.data(), g.dense.size());
+    if (view.dense.size() != p.shape().size())
+        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(view.dense.size()) +
+                            " elements, the parameter " + std::to_string(p.shape().size()));
+    sq = sum_squares(view.dense.data(), view.dense.size());
+}
+
+Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) const {
+    Gradient g;
+    if (parameters_[i].precision() == Precision::f64)
+        gradient_as(session, i, g.f64, g.square_sum);
+    else
+        gradient_as(session, i, g.f32, g.square_sum);
     return g;
 }
 
@@ -123,21 +149,42 @@ bool Learner::update(const Session& session, double gradient_scale, bool only_if
 
 void Learner::begin_update(double gradient_scale) { open_update(gradient_scale, std::abs(gradient_scale)); }
 
+void Learner::convert_state(std::size_t i, Precision to) {
+    for (std::size_t k = i * slots_; k < (i + 1) * slots_; ++k) {
+        Slot& slot = state_[k];
+        if (to == Precision::f64) {
+            slot.f64.assign(slot.f32.begin(), slot.f32.end());
+            slot.f32 = {};
+        } else {
+            slot.f32.resize(slot.f64.size());
+            std::transform(slot.f64.begin(), slot.f64.end(), slot.f32.begin(),
+                           [](double v) { return static_cast<float>(v); });
+            slot.f64 = {};
+        }
+    }
+    state_precision_[i] = to;
+}
+
 void Learner::open_update(double gradient_scale, double norm_scale) {
     if (updating_) throw InternalError(name_ + ": begin_update while an update is open");
     const double lr = lr_(steps_);
     if (!std::isfinite(lr))
         throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
+    // A parameter converted by to_precision since the last update: its state follows it.
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (parameters_[i].precision() != state_precision_[i]) convert_state(i, parameters_[i].precision());
     updating_ = true;
     scale_ = gradient_scale;
     norm_scale_ = norm_scale;
     lr_now_ = lr;
+    factors_ = prepare(steps_ + 1);
     square_sums_.assign(parameters_.size(), 0.0);
     done_.assign(parameters_.size(), waiting);
     pending_.assign(parameters_.size(), Gradient{});
     std::size_t widest = 0;
-    for (const auto& p : parameters_) widest = std::max(widest, row_width(p.data()));
+    for (const auto& p : parameters_) widest = std::max(widest, row_width(p.shape()));
     zero_row_.assign(widest, 0.0f);
+    zero_row64_.assign(widest, 0.0);
 }
 
 void Learner::update_parameter(const Session& session, std::size_t i) {
@@ -180,7 +227,7 @@ bool Learner::end_update(const Session& session, bool only_if_finite) {
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         if (done_[i] == applied) continue;
         rest.push_back(i);
-        independent.priority.push_back(static_cast<double>(parameters_[i].data().size()));
+        independent.priority.push_back(static_cast<double>(parameters_[i].shape().size()));
     }
     independent.after.assign(rest.size(), {});
     run_task_graph(independent, inter_op_threads(), [&](int t, int) {
@@ -196,24 +243,37 @@ bool Learner::end_update(const Session& session, bool only_if_finite) {
 }
 
 void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
-    static const std::vector<std::size_t> first_row{0};
     square_sums_[i] = grad.square_sum;
     done_[i] = applied;
-    auto& w = parameters_[i].data();
-    Step s{};
+    if (state_precision_[i] == Precision::f64)
+        apply_as<double>(i, grad.f64);
+    else
+        apply_as<float>(i, grad.f32);
+}
+
+template <class T>
+void Learner::apply_as(std::size_t i, const Session::GradientViewOf<T>& grad) {
+    static const std::vector<std::size_t> first_row{0};
+    auto& w = parameters_[i].data<T>();
+    StepOf<T> s{};
     s.w = w.data();
     s.grad = grad.dense.data();
     s.size = w.size();
     s.row = w.dimension() > 0 && w.shape().back() > 0 ? w.shape().back() : 1;
-    s.scale = static_cast<float>(scale_);
-    s.l2 = static_cast<float>(options_.l2_weight_decay);
-    s.lr = static_cast<float>(lr_now_);
+    s.scale = static_cast<T>(scale_);
+    s.l2 = static_cast<T>(options_.l2_weight_decay);
+    s.lr = static_cast<T>(lr_now_);
     s.t = steps_ + 1;
-    s.s0 = slots_ > 0 ? state_[i * slots_].data() : nullptr;
-    s.s1 = slots_ > 1 ? state_[i * slots_ + 1].data() : nullptr;
+    auto slot = [&](std::size_t k) -> T* {
+        Slot& st = state_[i * slots_ + k];
+        return values<T>(st.f32, st.f64).data();
+    };
+    s.s0 = slots_ > 0 ? slot(0) : nullptr;
+    s.s1 = slots_ > 1 ? slot(1) : nullptr;
     s.rows = nullptr;  // a dense gradient: any row may be non-zero
-    s.rows_width = row_width(w);
-    prepare(s);
+    s.rows_width = row_width(parameters_[i].shape());
+    s.c1 = static_cast<T>(factors_.c1);
+    s.c2 = static_cast<T>(factors_.c2);
     if (!grad.by_rows) {
         apply(s);
         return;
@@ -221,10 +281,10 @@ void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     // A gradient kept by rows: the rule runs row by row on the same element-wise arithmetic as
     // the whole-matrix call, a row of zeros standing in for rows without gradient (skipped
     // when sparse rows are updated lazily).
-    const RowGradient<float>& g = *grad.by_rows;
+    const RowGradient<T>& g = *grad.by_rows;
     const std::size_t width = s.rows_width;
-    auto row_step = [&](std::size_t r, const float* row) {
-        Step rs = s;
+    auto row_step = [&](std::size_t r, const T* row) {
+        StepOf<T> rs = s;
         const std::size_t at = r * width;
         rs.w = s.w + at;
         rs.grad = row;
@@ -237,30 +297,58 @@ void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     if (skips_zero_rows()) {
         for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
     } else {
+        const T* zeros = values<T>(zero_row_, zero_row64_).data();
         for (std::size_t r = 0; r < w.size() / width; ++r) {
-            const float* row = g.find(r);
-            row_step(r, row ? row : zero_row_.data());
+            const T* row = g.find(r);
+            row_step(r, row ? row : zeros);
         }
     }
 }
 
+// The state's format: a marker (an older file's state begins with the learner's name instead and
+// holds floats only), then per slot its precision and values.
+namespace {
+constexpr const char* state_marker = "loom-learner-state 2";
+
+template <class T>
+void check_finite(const std::vector<T>& values, const std::string& learner, const Parameter& p) {
+    const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
+    if (bad != values.end())
+        throw UserError(learner + ": its state for " + p.label() + " holds " + std::to_string(*bad) + " at element " +
+                        std::to_string(bad - values.begin()) + "; a non-finite value is never saved");
+}
+}  // namespace
+
 void Learner::save_state(ByteWriter& out) const {
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        const auto bad = std::find_if(state_[k].begin(), state_[k].end(), [](float v) { return !std::isfinite(v); });
-        if (bad != state_[k].end())
-            throw UserError(name_ + ": its state for " + parameters_[k / slots_].label() + " holds " +
-                            std::to_string(*bad) + " at element " + std::to_string(bad - state_[k].begin()) +
-                            "; a non-finite value is never saved");
+        check_finite(state_[k].f32, name_, parameters_[k / slots_]);
+        check_finite(state_[k].f64, name_, parameters_[k / slots_]);
     }
+    out.str(state_marker);
     out.str(name_);
     out.u64(steps_);
     out.u64(parameters_.size());
     out.u64(slots_);
-    for (const auto& s : state_) out.floats(s);
+    // In the parameter's precision now (converted, when to_precision ran since the last update).
+    for (std::size_t k = 0; k < state_.size(); ++k) {
+        const Slot& slot = state_[k];
+        if (parameters_[k / slots_].precision() == Precision::f64) {
+            out.u64(1);
+            out.doubles(state_precision_[k / slots_] == Precision::f64
+                            ? slot.f64
+                            : std::vector<double>(slot.f32.begin(), slot.f32.end()));
+        } else {
+            out.u64(0);
+            std::vector<float> rounded(slot.f64.begin(), slot.f64.end());
+            out.floats(state_precision_[k / slots_] == Precision::f32 ? slot.f32 : rounded);
+        }
+    }
 }
 
 void Learner::load_state(ByteReader& in) {
-    const std::string name = in.str();
+    std::string name = in.str();
+    const bool tagged = name == state_marker;
+    if (tagged) name = in.str();
     if (name != name_)
         throw DataError("learner state is for a '" + name + "' learner, this learner is '" + name_ + "'");
     const std::uint64_t steps = in.u64();
@@ -269,203 +357,30 @@ void Learner::load_state(ByteReader& in) {
         throw DataError("learner state holds " + std::to_string(count) + " parameters x " + std::to_string(slots) +
                         " slots, this '" + name_ + "' learner has " + std::to_string(parameters_.size()) + " x " +
                         std::to_string(slots_));
-    std::vector<std::vector<float>> state;
+    std::vector<Slot> state(state_.size());
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        state.push_back(in.floats());
-        if (state.back().size() != state_[k].size())
-            throw DataError("learner state for parameter " + parameters_[k / slots_].label() + " has " +
-                            std::to_string(state.back().size()) + " elements, the parameter has " +
-                            std::to_string(state_[k].size()));
+        const Parameter& p = parameters_[k / slots_];
+        const std::uint64_t precision = tagged ? in.u64() : 0;
+        if (precision > 1) throw DataError("learner state for " + p.label() + " has an unknown precision tag");
+        if ((precision == 1) != (p.precision() == Precision::f64))
+            throw UserError("learner state for " + p.label() + " is in " + (precision ? "double" : "float") +
+                            ", the parameter is " + precision_name(p.precision()) +
+                            "; convert the parameters with to_precision after loading, not before");
+        std::size_t size = 0;
+        if (precision == 1) {
+            state[k].f64 = in.doubles();
+            size = state[k].f64.size();
+        } else {
+            state[k].f32 = in.floats();
+            size = state[k].f32.size();
+        }
+        if (size != p.shape().size())
+            throw DataError("learner state for parameter " + p.label() + " has " + std::to_string(size) +
+                            " elements, the parameter has " + std::to_string(p.shape().size()));
     }
     state_ = std::move(state);
+    for (std::size_t i = 0; i < parameters_.size(); ++i) state_precision_[i] = parameters_[i].precision();
     steps_ = steps;
-}
-
-namespace {
-
-class Sgd final : public Learner {
-public:
-    Sgd(std::vector<Parameter> p, LearningRate lr, LearnerOptions o)
-        : Learner("sgd", std::move(p), std::move(lr), o, 0) {}
-
-private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
-    void apply(const Step& s) override {
-        // Locals, not reads through s or this inside the loops: float stores could alias them,
-        // which stops GCC from vectorizing.
-        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
-        float* w = s.w;
-        const float* g = s.grad;
-        for (std::size_t j = 0; j < s.size; ++j) w[j] -= lr * (g[j] * scale + l2 * w[j]);
-    }
-};
-
-class Momentum final : public Learner {
-public:
-    Momentum(std::vector<Parameter> p, LearningRate lr, double momentum, bool nesterov, LearnerOptions o)
-        : Learner(nesterov ? "nesterov" : "momentum_sgd", std::move(p), std::move(lr), o, 1),
-          mu_(static_cast<float>(momentum)),
-          nesterov_(nesterov) {
-        if (momentum < 0 || momentum >= 1) throw UserError(name() + ": momentum must be in [0, 1)");
-    }
-
-private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
-    void apply(const Step& s) override {
-        // Locals, not reads through s or this inside the loops: float stores could alias them,
-        // which stops GCC from vectorizing.
-        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
-        float* w = s.w;
-        float* v = s.s0;
-        const float* g = s.grad;
-        if (nesterov_) {
-            for (std::size_t j = 0; j < s.size; ++j) {
-                const float gj = g[j] * scale + l2 * w[j];
-                v[j] = mu_ * v[j] + gj;
-                w[j] -= lr * (gj + mu_ * v[j]);
-            }
-        } else {
-            for (std::size_t j = 0; j < s.size; ++j) {
-                v[j] = mu_ * v[j] + (g[j] * scale + l2 * w[j]);
-                w[j] -= lr * v[j];
-            }
-        }
-    }
-    float mu_;
-    bool nesterov_;
-};
-
-class AdaGrad final : public Learner {
-public:
-    AdaGrad(std::vector<Parameter> p, LearningRate lr, double eps, LearnerOptions o)
-        : Learner("adagrad", std::move(p), std::move(lr), o, 1), eps_(static_cast<float>(eps)) {}
-
-private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
-    void apply(const Step& s) override {
-        // Locals, not reads through s or this inside the loops: float stores could alias them,
-        // which stops GCC from vectorizing.
-        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
-        [[maybe_unused]] const float eps = eps_;
-        float* w = s.w;
-        float* acc = s.s0;
-        const float* g = s.grad;
-        for (std::size_t j = 0; j < s.size; ++j) {
-            const float gj = g[j] * scale + l2 * w[j];
-            acc[j] += gj * gj;
-            w[j] -= lr * gj / (std::sqrt(acc[j]) + eps);
-        }
-    }
-    float eps_;
-};
-
-class RmsProp final : public Learner {
-public:
-    RmsProp(std::vector<Parameter> p, LearningRate lr, double rho, double eps, LearnerOptions o)
-        : Learner("rmsprop", std::move(p), std::move(lr), o, 1),
-          rho_(static_cast<float>(rho)),
-          eps_(static_cast<float>(eps)) {
-        if (rho < 0 || rho >= 1) throw UserError("rmsprop: rho must be in [0, 1)");
-    }
-
-private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
-    void apply(const Step& s) override {
-        // Locals, not reads through s or this inside the loops: float stores could alias them,
-        // which stops GCC from vectorizing.
-        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
-        [[maybe_unused]] const float eps = eps_;
-        float* w = s.w;
-        float* avg = s.s0;
-        const float* g = s.grad;
-        const float one_minus_rho = 1.0f - rho_;
-        for (std::size_t j = 0; j < s.size; ++j) {
-            const float gj = g[j] * scale + l2 * w[j];
-            avg[j] = rho_ * avg[j] + one_minus_rho * gj * gj;
-            w[j] -= lr * gj / (std::sqrt(avg[j]) + eps);
-        }
-    }
-    float rho_, eps_;
-};
-
-class Adam final : public Learner {
-public:
-    Adam(std::vector<Parameter> p, LearningRate lr, double b1, double b2, double eps, LearnerOptions o)
-        : Learner("adam", std::move(p), std::move(lr), o, 2), b1_(b1), b2_(b2), eps_(static_cast<float>(eps)) {
-        if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1) throw UserError("adam: beta1 and beta2 must be in [0, 1)");
-    }
-
-private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
-    void prepare(Step& s) const override {  // bias corrections
-        const double t = static_cast<double>(s.t);
-        s.c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1_, t)));
-        s.c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, t)));
-    }
-    void apply(const Step& s) override {
-        const float c1 = s.c1, c2 = s.c2;
-        if (options().lazy_sparse_rows) {
-            if (s.rows) {  // the session knows the rows the gradient touched: no scan
-                for (std::size_t r : *s.rows) {
-                    const std::size_t at = r * s.rows_width;
-                    run(s.w + at, s.grad + at, s.s0 + at, s.s1 + at, s.rows_width, s, c1, c2);
-                }
-                return;
-            }
-            for (std::size_t r = 0; r < s.size; r += s.row) {
-                const float* g = s.grad + r;
-                bool touched = false;
-                for (std::size_t j = 0; j < s.row; ++j) touched |= g[j] != 0.0f;
-                if (touched) run(s.w + r, g, s.s0 + r, s.s1 + r, s.row, s, c1, c2);
-            }
-        } else {
-            run(s.w, s.grad, s.s0, s.s1, s.size, s, c1, c2);
-        }
-    }
-
-    void run(float* __restrict w, const float* __restrict g, float* __restrict m, float* __restrict v, std::size_t n,
-             const Step& s, float c1, float c2) const {
-        // Locals, not reads through s or this inside the loops: float stores could alias them,
-        // which stops GCC from vectorizing.
-        [[maybe_unused]] const float lr = s.lr, scale = s.scale, l2 = s.l2;
-        [[maybe_unused]] const float eps = eps_;
-        const auto b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
-        const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
-        for (std::size_t j = 0; j < n; ++j) {
-            const float gj = g[j] * scale + l2 * w[j];
-            m[j] = b1 * m[j] + one_minus_b1 * gj;
-            v[j] = b2 * v[j] + one_minus_b2 * gj * gj;
-            w[j] -= lr * (m[j] * c1) / (std::sqrt(v[j] * c2) + eps);
-        }
-    }
-    double b1_, b2_;
-    float eps_;
-};
-
-}  // namespace
-
-std::unique_ptr<Learner> sgd(std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options) {
-    return std::make_unique<Sgd>(std::move(parameters), std::move(lr), options);
-}
-std::unique_ptr<Learner> momentum_sgd(std::vector<Parameter> parameters, LearningRate lr, double momentum,
-                                      LearnerOptions options) {
-    return std::make_unique<Momentum>(std::move(parameters), std::move(lr), momentum, false, options);
-}
-std::unique_ptr<Learner> nesterov(std::vector<Parameter> parameters, LearningRate lr, double momentum,
-                                  LearnerOptions options) {
-    return std::make_unique<Momentum>(std::move(parameters), std::move(lr), momentum, true, options);
-}
-std::unique_ptr<Learner> adagrad(std::vector<Parameter> parameters, LearningRate lr, double epsilon,
-                                 LearnerOptions options) {
-    return std::make_unique<AdaGrad>(std::move(parameters), std::move(lr), epsilon, options);
-}
-std::unique_ptr<Learner> rmsprop(std::vector<Parameter> parameters, LearningRate lr, double rho, double epsilon,
-                                 LearnerOptions options) {
-    return std::make_unique<RmsProp>(std::move(parameters), std::move(lr), rho, epsilon, options);
-}
-std::unique_ptr<Learner> adam(std::vector<Parameter> parameters, LearningRate lr, double beta1, double beta2,
-                              double epsilon, LearnerOptions options) {
-    return std::make_unique<Adam>(std::move(parameters), std::move(lr), beta1, beta2, epsilon, options);
 }
 
 }  // namespace loom

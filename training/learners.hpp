@@ -4,7 +4,8 @@
 // A learner owns the list of parameters it updates and the per-parameter state of its rule
 // (momentum, squared-gradient averages, ...). `update(session)` applies ONE step: it reads each
 // gradient straight from the session (no copy) and writes the parameter's live value
-// (Parameter::data()) in place.
+// (Parameter::data<T>()) in place. Every rule runs in its parameter's precision, float or double
+// (its state too): the same code, a template on the element type.
 //
 // The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adamw, adadelta, fsadagrad) return
 // std::unique_ptr<Learner>: a learner is polymorphic and owns state that must not be copied by
@@ -119,27 +120,34 @@ protected:
     Learner(std::string name, std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options,
             std::size_t slots);
 
-    // What a rule sees for one parameter. Effective gradient of element j:
-    //   g_j = grad[j] * scale + l2 * w[j]
-    struct Step {
-        float* w;
-        const float* grad;
+    // What a rule sees for one parameter, in the parameter's precision T. Effective gradient of
+    // element j:  g_j = grad[j] * scale + l2 * w[j]
+    template <class T>
+    struct StepOf {
+        T* w;
+        const T* grad;
         std::size_t size;
         std::size_t row;  // elements per row (last axis), for lazy updates
-        float scale, l2, lr;
+        T scale, l2, lr;
         std::uint64_t t;  // 1-based number of this update
-        float* s0;        // state slots (nullptr when the rule keeps fewer)
-        float* s1;
+        T* s0;            // state slots (nullptr when the rule keeps fewer)
+        T* s1;
         // When known: the rows (first axis, `rows_width` elements each) outside which the
         // gradient is zero. Lazy Adam visits only these.
         const std::vector<std::size_t>* rows;
         std::size_t rows_width;
-        // Factors the rule derives from t alone (Adam's bias corrections), set once per update by
-        // prepare(), not in every apply() (a table kept by rows is applied row by row).
-        float c1 = 1.0f, c2 = 1.0f;
+        // Factors the rule derives from t alone (Adam's bias corrections; prepare()).
+        T c1 = 1, c2 = 1;
     };
-    virtual void prepare(Step&) const {}
-    virtual void apply(const Step& step) = 0;
+    using Step = StepOf<float>;
+    // Factors a rule derives from the update's number t alone, computed once per update in double
+    // (not in every apply(): a table kept by rows is applied row by row), then rounded to T.
+    struct Factors {
+        double c1 = 1.0, c2 = 1.0;
+    };
+    virtual Factors prepare(std::uint64_t /*t*/) const { return {}; }
+    virtual void apply(const StepOf<float>& step) = 0;
+    virtual void apply(const StepOf<double>& step) = 0;
     // Whether the rule leaves rows with an all-zero gradient alone (lazy Adam).
     virtual bool skips_zero_rows() const { return false; }
 
@@ -149,16 +157,30 @@ private:
     LearningRate lr_;
     LearnerOptions options_;
     std::size_t slots_;
-    std::vector<std::vector<float>> state_;  // parameters x slots, flattened: [p * slots_ + k]
-    std::vector<float> zero_row_;            // the gradient of a row a by-rows gradient does not list
-    // One parameter's gradient as the session holds it.
+    // parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision (one of
+    // the two vectors is used): a parameter converted by to_precision has its state converted at
+    // the next update (begin_update) or save.
+    struct Slot {
+        std::vector<float> f32;
+        std::vector<double> f64;
+    };
+    std::vector<Slot> state_;
+    std::vector<Precision> state_precision_;  // per parameter
+    std::vector<float> zero_row_;             // the gradient of a row a by-rows gradient does not list
+    std::vector<double> zero_row64_;
+    // One parameter's gradient as the session holds it, in the parameter's precision.
     struct Gradient {
-        std::span<const float> dense;
-        const RowGradient<float>* by_rows = nullptr;
+        Session::GradientViewOf<float> f32;
+        Session::GradientViewOf<double> f64;
         double square_sum = 0.0;
     };
     Gradient gradient_of(const Session& session, std::size_t i) const;
+    template <class T>
+    void gradient_as(const Session& session, std::size_t i, Session::GradientViewOf<T>& view, double& sq) const;
     void apply_parameter(std::size_t i, const Gradient& grad);
+    template <class T>
+    void apply_as(std::size_t i, const Session::GradientViewOf<T>& grad);
+    void convert_state(std::size_t i, Precision to);
     // begin_update with the scale the gradients get and the one the reported norm gets (they
     // differ after clipping).
     void open_update(double gradient_scale, double norm_scale);
@@ -167,11 +189,21 @@ private:
     enum Part : char { waiting, deferred, applied };
     bool updating_ = false;
     double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
+    Factors factors_;
     std::vector<double> square_sums_;
     std::vector<Part> done_;
     std::vector<Gradient> pending_;
     std::uint64_t steps_ = 0;
     double last_norm_ = 0.0;
+};
+
+// A rule written once for both precisions: Rule::rule<T>(const StepOf<T>&) does the arithmetic.
+template <class Rule>
+class LearnerRule : public Learner {
+protected:
+    using Learner::Learner;
+    void apply(const StepOf<float>& s) final { static_cast<Rule&>(*this).rule(s); }
+    void apply(const StepOf<double>& s) final { static_cast<Rule&>(*this).rule(s); }
 };
 
 // w -= lr * g

@@ -10,8 +10,9 @@ namespace loom {
 namespace {
 
 // Distinguishes a model file from a checkpoint or any other checked file; the number is this
-// layout's version.
-const std::string magic = "loom-model-file 1";
+// layout's version. Version 2 records each parameter's precision (version 1: float only).
+const std::string magic = "loom-model-file 2";
+const std::string magic_v1 = "loom-model-file 1";
 
 std::string join(const std::vector<std::string>& items) {
     std::string out;
@@ -20,6 +21,36 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 std::string shape_str(const std::vector<std::size_t>& dims) { return Shape(dims).str(); }
+
+template <class T>
+xt::xarray<T> read_values(ByteReader& r, const std::string& path, const std::string& name,
+                          const std::vector<std::size_t>& dims) {
+    std::vector<T> values;
+    if constexpr (std::is_same_v<T, double>)
+        values = r.doubles();
+    else
+        values = r.floats();
+    if (values.size() != Shape(dims).size())
+        throw DataError(path + ": parameter '" + name + "' of shape " + shape_str(dims) + " holds " +
+                        std::to_string(values.size()) + " values");
+    xt::xarray<T> v = xt::zeros<T>(dims);
+    std::copy(values.begin(), values.end(), v.begin());
+    return v;
+}
+
+// Calls f with the file's value of `name`, in whichever precision it was saved; false if none.
+template <class F>
+bool with_stored(const ModelFile& file, const std::string& name, F&& f) {
+    if (auto it = file.parameters.find(name); it != file.parameters.end()) {
+        f(it->second);
+        return true;
+    }
+    if (auto it = file.parameters_f64.find(name); it != file.parameters_f64.end()) {
+        f(it->second);
+        return true;
+    }
+    return false;
+}
 
 }  // namespace
 
@@ -47,8 +78,15 @@ void save_model_file(const std::string& path, const std::string& kind, const std
         const auto& dims = p.shape().dims();
         w.u64(dims.size());
         for (std::size_t d : dims) w.u64(d);
-        const xt::xarray<float> v = p.value();
-        w.floats({v.data(), v.size()});
+        if (p.precision() == Precision::f64) {
+            w.u64(1);
+            const auto& v = p.data<double>();
+            w.doubles({v.data(), v.size()});
+        } else {
+            w.u64(0);
+            const auto& v = p.data<float>();
+            w.floats({v.data(), v.size()});
+        }
     }
     write_checked_file(path, w.bytes());
 }
@@ -56,7 +94,9 @@ void save_model_file(const std::string& path, const std::string& kind, const std
 ModelFile read_model_file(const std::string& path, const std::string& expected_kind) {
     const std::string bytes = read_checked_file(path);
     ByteReader r(bytes, path);
-    if (r.str() != magic) throw DataError(path + ": not a loom model file (a checkpoint or another loom file?)");
+    const std::string tag = r.str();
+    if (tag != magic && tag != magic_v1)
+        throw DataError(path + ": not a loom model file (a checkpoint or another loom file?)");
     ModelFile f;
     f.path = path;
     f.kind = r.str();
@@ -72,14 +112,14 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
         if (rank > max_rank) throw DataError(path + ": parameter '" + name + "' has rank " + std::to_string(rank));
         std::vector<std::size_t> dims;
         for (std::uint64_t k = 0; k < rank; ++k) dims.push_back(r.u64());
-        const std::vector<float> values = r.floats();
-        if (values.size() != Shape(dims).size())
-            throw DataError(path + ": parameter '" + name + "' of shape " + shape_str(dims) + " holds " +
-                            std::to_string(values.size()) + " values");
-        xt::xarray<float> v = xt::zeros<float>(dims);
-        std::copy(values.begin(), values.end(), v.begin());
-        if (!f.parameters.emplace(name, std::move(v)).second)
-            throw DataError(path + ": parameter '" + name + "' appears twice");
+        const std::uint64_t precision = tag == magic ? r.u64() : 0;
+        if (precision > 1) throw DataError(path + ": parameter '" + name + "' has an unknown precision tag");
+        const bool fresh = f.parameters.count(name) == 0 && f.parameters_f64.count(name) == 0;
+        if (precision == 1)
+            f.parameters_f64.emplace(name, read_values<double>(r, path, name, dims));
+        else
+            f.parameters.emplace(name, read_values<float>(r, path, name, dims));
+        if (!fresh) throw DataError(path + ": parameter '" + name + "' appears twice");
     }
     if (!r.done()) throw DataError(path + ": unexpected bytes after the last parameter");
     return f;
@@ -90,17 +130,17 @@ void assign_parameters(const ModelFile& file, const std::vector<Parameter>& para
     std::set<std::string> wanted;
     for (const auto& p : parameters) {
         wanted.insert(p.name());
-        const auto it = file.parameters.find(p.name());
-        if (it == file.parameters.end()) {
-            missing.push_back("'" + p.name() + "' " + p.shape().str());
-            continue;
-        }
-        const std::vector<std::size_t> dims(it->second.shape().begin(), it->second.shape().end());
-        if (dims != p.shape().dims())
-            mis_shaped.push_back("'" + p.name() + "' is " + shape_str(dims) + " in the file, " + p.shape().str() +
-                                 " in the model");
+        const bool found = with_stored(file, p.name(), [&](const auto& stored) {
+            const std::vector<std::size_t> dims(stored.shape().begin(), stored.shape().end());
+            if (dims != p.shape().dims())
+                mis_shaped.push_back("'" + p.name() + "' is " + shape_str(dims) + " in the file, " + p.shape().str() +
+                                     " in the model");
+        });
+        if (!found) missing.push_back("'" + p.name() + "' " + p.shape().str());
     }
     for (const auto& [name, v] : file.parameters)
+        if (!wanted.count(name)) extra.push_back("'" + name + "'");
+    for (const auto& [name, v] : file.parameters_f64)
         if (!wanted.count(name)) extra.push_back("'" + name + "'");
     if (!missing.empty() || !mis_shaped.empty() || !extra.empty()) {
         std::string msg = file.path + ": the parameters do not match the model";
@@ -109,7 +149,7 @@ void assign_parameters(const ModelFile& file, const std::vector<Parameter>& para
         if (!mis_shaped.empty()) msg += "; of another shape: " + join(mis_shaped);
         throw UserError(msg);
     }
-    for (const auto& p : parameters) p.set_value(file.parameters.at(p.name()));
+    for (const auto& p : parameters) with_stored(file, p.name(), [&](const auto& stored) { p.set_value(stored); });
 }
 
 }  // namespace loom

@@ -1,6 +1,6 @@
 #pragma once
 // A trained model in one file: its parameters by name (not by position, so a model rebuilt in code
-// with its parameters created in another order still loads) with their shapes, plus the caller's
+// with its parameters created in another order still loads) with their shapes and precisions, plus the caller's
 // named records (vocabulary, settings, anything a program needs to rebuild the graph). The file is
 // a checked file (core/serialization.hpp: written under a temporary name and renamed, checksummed):
 // a truncated or corrupted file is a DataError, never a model with garbage in it.
@@ -19,10 +19,11 @@
 namespace loom {
 
 struct ModelFile {
-    std::string path;                                     // where it was read from, for messages
-    std::string kind;                                     // which program's model, e.g. "qa_similarity"
-    std::map<std::string, std::string> records;           // the caller's records
-    std::map<std::string, xt::xarray<float>> parameters;  // by name, with their shapes
+    std::string path;                                          // where it was read from, for messages
+    std::string kind;                                          // which program's model, e.g. "qa_similarity"
+    std::map<std::string, std::string> records;                // the caller's records
+    std::map<std::string, xt::xarray<float>> parameters;       // by name, with their shapes: the float ones
+    std::map<std::string, xt::xarray<double>> parameters_f64;  // ... and those saved in double
 };
 
 // Throws UserError for parameters without a name or with the same name twice (they could not be
@@ -36,7 +37,8 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
 
 // Sets every parameter from the file's value of the same name. If any parameter is missing from the
 // file, any of the file's is not among `parameters`, or a shape differs, throws UserError listing
-// all of them, and nothing is changed.
+// all of them, and nothing is changed. Each value is stored in the model parameter's precision: a
+// file saved in double loads into a float model (rounded, for inference) and the reverse (exact).
 void assign_parameters(const ModelFile& file, const std::vector<Parameter>& parameters);
 
 }  // namespace loom

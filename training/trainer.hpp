@@ -65,6 +65,7 @@ public:
     const std::vector<Rng*>& generators() const { return generators_; }
     // `metric` may be a default-constructed Variable (no metric). The learner's parameters are the
     // ones trained; the loss may have any dynamic axes (its sum over every item is minimized).
+    // Everything runs in the parameters' precision, float or double, also after to_precision.
     Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learner, TrainerOptions options = {});
 
     // Forward, backward and one learner step, in training mode (dropout active, graph/mode.hpp).

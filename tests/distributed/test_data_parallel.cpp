@@ -248,3 +248,39 @@ TEST_CASE("mpi: with two processes the update is exactly the one of the shares' 
         CHECK(fingerprint(many.parameters()) == fingerprint(one.parameters()));
     }
 }
+
+TEST_CASE("mpi: a double model is summed in double and equals one process to double rounding") {
+    // The same as the float test above after to_precision: dense gradients travel as MPI_DOUBLE (8
+    // bytes each), embedding rows as doubles, and the processes agree with one process far below
+    // float's rounding.
+    dist::Context& mpi = dist::Context::current();
+    const Pairs pairs = make_pairs(toy_options().vocab);
+    qa::Model one = make_model(), many = make_model();
+    to_precision(one.parameters(), Precision::f64);
+    to_precision(many.parameters(), Precision::f64);
+    Trainer reference(one.squared_loss, Variable(), adam(one.parameters(), 0.01));
+    auto parallel = dist::data_parallel(mpi);
+    TrainerOptions options;
+    options.reduction = parallel;
+    Trainer trainer(many.squared_loss, Variable(), adam(many.parameters(), 0.01), options);
+    auto worst_difference = [&] {
+        double worst = 0;
+        for (std::size_t i = 0; i < one.parameters().size(); ++i)
+            worst = std::max(
+                worst, xt::amax(xt::abs(many.parameters()[i].data<double>() - one.parameters()[i].data<double>()))());
+        return worst;
+    };
+    std::size_t dense_bytes = 0;
+    for (const auto& global : global_batches()) {
+        const double expected = reference.train_minibatch(bindings(one, pairs, global)).average_loss();
+        const MinibatchResult r = trainer.train_minibatch(bindings(many, pairs, share(*parallel, global)));
+        CHECK(r.average_loss() == doctest::Approx(expected).epsilon(1e-12));
+        CHECK(worst_difference() <= 1e-12);
+        if (dense_bytes == 0) dense_bytes = parallel->dense_bytes();
+    }
+    CHECK(trainer.session().precision() == Precision::f64);
+    std::size_t dense = 0;
+    for (const auto& p : many.parameters())
+        if (!(p.shape().rank() == 2 && p.shape()[0] == 30)) dense += p.shape().size();
+    CHECK(dense_bytes == 8 * dense);
+}

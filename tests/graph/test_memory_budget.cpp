@@ -281,3 +281,30 @@ TEST_CASE("memory budget: gradients in double agree with finite differences") {
     }
     CHECK(checked == 2 * 3 + 3 + 3 * 3);  // W [2, 3], b [3], U [3, 3]
 }
+
+TEST_CASE("memory budget: a double session keeps its budget across to_precision and equals the plain run") {
+    const Value input = nan_padded_sequences({40, 17, 1}, 3, 31);
+    auto grads_in_double = [&](std::size_t budget, std::size_t* peak) {
+        Model m = lstm_model(3, 5, false)();
+        Session s({m.out}, m.params);
+        s.set_memory_budget(budget);  // set while the session is float: it must survive the switch
+        to_precision(m.params, Precision::f64);
+        s.forward({{m.x, input}});
+        s.backward();
+        std::vector<std::vector<double>> grads;
+        for (std::size_t i = 0; i < m.params.size(); ++i) {
+            auto g = s.gradient<double>(i);
+            grads.emplace_back(g.begin(), g.end());
+        }
+        *peak = s.loop_bytes_peak();
+        return grads;
+    };
+    std::size_t plain_peak = 0, budget_peak = 0;
+    const auto plain = grads_in_double(0, &plain_peak);
+    const std::size_t budget = plain_peak * 7 / 10;
+    const auto budgeted = grads_in_double(budget, &budget_peak);
+    INFO("plain loop bytes " << plain_peak << ", budget " << budget << ", budgeted " << budget_peak);
+    CHECK(budget_peak > 0);
+    CHECK(budget_peak <= budget);
+    CHECK(budgeted == plain);
+}
