@@ -1,6 +1,8 @@
 #include "training/model_file.hpp"
 
+#include <charconv>
 #include <set>
+#include <sstream>
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
@@ -123,6 +125,36 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
     }
     if (!r.done()) throw DataError(path + ": unexpected bytes after the last parameter");
     return f;
+}
+
+const std::string& ModelFile::record(const std::string& key) const {
+    const auto it = records.find(key);
+    if (it == records.end()) throw DataError(path + ": the model file has no '" + key + "' record");
+    return it->second;
+}
+
+double ModelFile::setting(const std::string& name) const {
+    std::istringstream in(record("settings"));
+    for (std::string key, value; in >> key >> value;) {
+        if (key != name) continue;
+        double x = 0;
+        const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), x);
+        if (error != std::errc() || end != value.data() + value.size())
+            throw DataError(path + ": setting '" + name + "' is '" + value + "', not a number");
+        return x;
+    }
+    throw DataError(path + ": its settings lack '" + name + "'");
+}
+
+std::string settings_record(const std::map<std::string, double>& settings) {
+    std::ostringstream out;
+    out.precision(17);
+    for (const auto& [name, value] : settings) {
+        if (name.empty() || name.find_first_of(" \t\n") != std::string::npos)
+            throw UserError("settings_record: the name '" + name + "' is empty or holds white space");
+        out << (out.tellp() > 0 ? " " : "") << name << " " << value;
+    }
+    return out.str();
 }
 
 void assign_parameters(const ModelFile& file, const std::vector<Parameter>& parameters) {

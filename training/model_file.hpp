@@ -5,8 +5,10 @@
 // a checked file (core/serialization.hpp: written under a temporary name and renamed, checksummed):
 // a truncated or corrupted file is a DataError, never a model with garbage in it.
 //
-//   save_model_file("m.loom", "qa_similarity", model.parameters(), {{"settings", "..."}});
-//   ModelFile f = read_model_file("m.loom", "qa_similarity");   // then build the graph from f.records
+//   save_model_file("m.loom", "qa_similarity", model.parameters(),
+//                   {{"settings", settings_record({{"hidden", 64}})}, {"vocabulary", "..."}});
+//   ModelFile f = read_model_file("m.loom", "qa_similarity");   // then build the graph from
+//   f.setting("hidden"), f.record("vocabulary"), ...
 //   assign_parameters(f, model.parameters());
 #include <map>
 #include <string>
@@ -24,7 +26,17 @@ struct ModelFile {
     std::map<std::string, std::string> records;                // the caller's records
     std::map<std::string, xt::xarray<float>> parameters;       // by name, with their shapes: the float ones
     std::map<std::string, xt::xarray<double>> parameters_f64;  // ... and those saved in double
+
+    // The record `key`; a DataError naming the file and the key when it has none.
+    const std::string& record(const std::string& key) const;
+    // A number of the "settings" record (written by settings_record); a DataError naming the file
+    // and the name when the record or the name is missing, or its value is not a number.
+    double setting(const std::string& name) const;
 };
+
+// Numbers a program needs to rebuild its graph (sizes, weights), as the text of a "settings"
+// record: "name value" pairs, each value with 17 significant digits (a double read back exactly).
+std::string settings_record(const std::map<std::string, double>& settings);
 
 // Throws UserError for parameters without a name or with the same name twice (they could not be
 // told apart on loading), and for a file that cannot be written.

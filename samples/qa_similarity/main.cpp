@@ -18,9 +18,7 @@
 #include <loom.hpp>
 
 #include "data/text.hpp"
-#ifdef LOOM_DISTRIBUTED
-#include "distributed/distributed.hpp"
-#endif
+#include "distributed/distributed.hpp"  // used when built with MPI (LOOM_DISTRIBUTED)
 #include "model.hpp"
 
 using namespace loom;
@@ -98,31 +96,25 @@ RankingMetrics rank(const QaData& d, const std::vector<double>& s) {
 }
 
 void save_model(const std::string& path, const qa::Model& m, const Text& t) {
-    std::ostringstream settings;
-    settings.precision(17);
-    settings << "embed " << m.options.embed << " hidden " << m.options.hidden << " dense " << m.options.dense
-             << " lambda " << t.lambda;
+    const auto& mo = m.options;
     save_model_file(path, "qa_similarity", m.parameters(),
-                    {{"settings", settings.str()}, {"vocabulary", t.vocabulary.to_text()}, {"idf", t.idf.to_text()}});
+                    {{"settings", settings_record({{"embed", double(mo.embed)},
+                                                   {"hidden", double(mo.hidden)},
+                                                   {"dense", double(mo.dense)},
+                                                   {"lambda", t.lambda}})},
+                     {"vocabulary", t.vocabulary.to_text()},
+                     {"idf", t.idf.to_text()}});
 }
 
 // Reads a model file and rebuilds its network: nothing else is built.
 std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     const ModelFile f = read_model_file(path, "qa_similarity");
-    auto record = [&](const std::string& key) {
-        if (!f.records.count(key)) throw DataError(path + ": the model file has no '" + key + "' record");
-        return f.records.at(key);
-    };
-    std::map<std::string, double> s;
-    std::istringstream settings(record("settings")), words(record("vocabulary"));
-    for (std::string key; settings >> key;) settings >> s[key];
-    for (const char* key : {"embed", "hidden", "dense", "lambda"})
-        if (!s.count(key)) throw DataError(path + ": its settings lack '" + key + "'");
-    t = {Vocabulary::parse(words, path + " (vocabulary)"), IdfTable::parse(record("idf"), path + " (idf)"),
-         s["lambda"]};
+    std::istringstream words(f.record("vocabulary"));
+    t = {Vocabulary::parse(words, path + " (vocabulary)"), IdfTable::parse(f.record("idf"), path + " (idf)"),
+         f.setting("lambda")};
     qa::ModelOptions mo = Options{}.model;
-    mo.vocab = t.vocabulary.size(), mo.embed = std::size_t(s["embed"]), mo.hidden = std::size_t(s["hidden"]);
-    mo.dense = std::size_t(s["dense"]);
+    mo.vocab = t.vocabulary.size(), mo.embed = std::size_t(f.setting("embed"));
+    mo.hidden = std::size_t(f.setting("hidden")), mo.dense = std::size_t(f.setting("dense"));
     auto model = std::make_unique<qa::Model>(mo);
     assign_parameters(f, model->parameters());
     return model;

@@ -107,3 +107,29 @@ TEST_CASE("model file: unnamed or twice-named parameters cannot be saved") {
                          doctest::Contains("two parameters are named 'x'"), UserError);
     CHECK_FALSE(fs::exists(dir.file("a")));
 }
+
+TEST_CASE("model file: settings come back exactly and a missing or bad one names the file") {
+    TempDir dir("settings");
+    const std::string path = dir.file("m.loom");
+    const double third = 1.0 / 3.0;  // needs all 17 digits to come back as the same double
+    save_model_file(path, "test_model", {parameter(b_value, "b")},
+                    {{"settings", settings_record({{"hidden", 64}, {"lambda", third}, {"rate", 1e-5}})}});
+    const ModelFile f = read_model_file(path, "test_model");
+    CHECK(f.setting("hidden") == 64.0);
+    CHECK(f.setting("lambda") == third);
+    CHECK(f.setting("rate") == 1e-5);
+    auto message = [](auto&& call) {
+        try {
+            call();
+        } catch (const DataError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no DataError");
+    };
+    CHECK(message([&] { f.setting("embed"); }) == path + ": its settings lack 'embed'");
+    CHECK(message([&] { f.record("vocabulary"); }) == path + ": the model file has no 'vocabulary' record");
+    ModelFile bad = f;
+    bad.records["settings"] = "hidden sixty-four";
+    CHECK(message([&] { bad.setting("hidden"); }) == path + ": setting 'hidden' is 'sixty-four', not a number");
+    CHECK_THROWS_AS(settings_record({{"two words", 1.0}}), UserError);
+}
