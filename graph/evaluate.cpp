@@ -98,6 +98,7 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
     // Planned as training plans it: values no backward reads are freed during forward, so every
     // op's declaration of what its backward reads is checked here too (a wrong one reads null).
     ex.plan_backward(idx);
+    ex.set_memory_budget(options.memory_budget);
     ex.bind(inputs);
     ex.forward();
 
@@ -161,6 +162,7 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
         }
     }
     report.ok = report.worst_error <= 1.0;
+    report.loop_bytes_peak = ex.loop_bytes_peak();
     ex.forward();  // leave the buffers as they were
     return report;
 }

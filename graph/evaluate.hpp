@@ -42,6 +42,9 @@ struct GradientCheckOptions {
     double absolute_tolerance = 1e-6;
     std::size_t max_elements = 400;  // per variable; beyond it, a random subset is checked
     std::uint64_t seed = 7;          // for the output weights and the subset
+    // Session::set_memory_budget for the checked pass: a loop over it runs in segments, so the
+    // recomputation is checked too. 0: none.
+    std::size_t memory_budget = 0;
 };
 
 struct GradientReport {
@@ -50,6 +53,7 @@ struct GradientReport {
     std::string worst_variable;
     std::size_t worst_index = 0;  // flat index into the variable's storage (padded for sequences)
     double worst_analytic = 0, worst_numeric = 0, worst_error = 0;  // error relative to the tolerance (<= 1 passes)
+    std::size_t loop_bytes_peak = 0;  // the most bytes one loop held for backward (Session::loop_bytes_peak)
     std::string str() const;
 };
 

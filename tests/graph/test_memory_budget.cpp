@@ -224,8 +224,8 @@ TEST_CASE("memory budget: too small for any segmentation names the least budget 
 }
 
 TEST_CASE("memory budget: gradients in double agree with finite differences") {
-    // An RNN (tanh) over sequences of lengths 40 and 13, run in double through an Execution whose
-    // loop runs in segments; the loss is the sum of every output.
+    // An RNN (tanh) over sequences of lengths 40 and 13, checked by check_gradients (double) with
+    // a budget below what the plain loop holds, so the checked pass runs in segments.
     set_seed(21);
     Variable x = sequence::input_variable({2}, "x");
     layers::Layer rnn = layers::Recurrence(layers::RNNStep(3, layers::activations::tanh));
@@ -240,46 +240,18 @@ TEST_CASE("memory budget: gradients in double agree with finite differences") {
         seqs.push_back(s);
     }
     const Bindings in{{x, Value::sequences(seqs)}};
-    std::vector<int> wrt;
-    auto make = [&](std::size_t budget) {
-        auto ex = std::make_unique<Execution<double>>(compile({h}));
-        wrt.clear();
-        for (const auto& p : params) wrt.push_back(ex->plan().find(p.node().get()));
-        ex->plan_backward(wrt);
-        ex->set_memory_budget(budget);
-        ex->bind(in);
-        ex->forward();
-        ex->backward(wrt);
-        return ex;
-    };
-    const std::size_t budget = make(0)->loop_bytes_peak() * 9 / 10;
-    auto run_budgeted = make(budget);
-    Execution<double>& ex = *run_budgeted;
-    CHECK(ex.loop_bytes_peak() <= budget);
-    auto loss = [&] {
-        ex.forward();
-        double sum = 0;
-        for (double v : ex.value_buffer(ex.plan().outputs[0])) sum += v;  // padding is zero
-        return sum;
-    };
-    std::size_t checked = 0;
-    for (int w : wrt) {
-        const std::vector<double> analytic(ex.gradient_buffer(w).begin(), ex.gradient_buffer(w).end());
-        std::span<double> value = ex.value_buffer(w);
-        for (std::size_t e = 0; e < value.size(); ++e) {
-            const double keep = value[e], eps = 1e-6;
-            value[e] = keep + eps;
-            const double up = loss();
-            value[e] = keep - eps;
-            const double down = loss();
-            value[e] = keep;
-            const double numeric = (up - down) / (2 * eps);
-            INFO("node " << w << " element " << e);
-            CHECK(analytic[e] == doctest::Approx(numeric).epsilon(1e-6).scale(1.0));
-            ++checked;
-        }
-    }
-    CHECK(checked == 2 * 3 + 3 + 3 * 3);  // W [2, 3], b [3], U [3, 3]
+    const std::vector<Variable> wrt(params.begin(), params.end());
+    GradientCheckOptions o;
+    o.relative_tolerance = o.absolute_tolerance = 1e-6;
+    const GradientReport plain = check_gradients(h, in, wrt, o);
+    o.memory_budget = plain.loop_bytes_peak * 9 / 10;
+    const GradientReport budgeted = check_gradients(h, in, wrt, o);
+    INFO(budgeted.str());
+    CHECK(plain.ok);
+    CHECK(budgeted.ok);
+    CHECK(budgeted.loop_bytes_peak > 0);
+    CHECK(budgeted.loop_bytes_peak <= o.memory_budget);
+    CHECK(budgeted.checked == 2 * 3 + 3 + 3 * 3);  // W [2, 3], b [3], U [3, 3]
 }
 
 TEST_CASE("memory budget: a double session keeps its budget across to_precision and equals the plain run") {
