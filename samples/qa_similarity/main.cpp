@@ -205,13 +205,15 @@ int train(Options o) {
     // The final score adds idf-weighted word overlap only where that beats the network alone on the
     // held-out questions beyond their noise (a paired-bootstrap interval above zero).
     const auto held_cos = network_scores(m, t, held);
+    std::vector<double> idf_overlap;
+    for (const QaPair& p : held.pairs) idf_overlap.push_back(word_overlap(p.question, p.answer, &t.idf));
+    const auto alone = held.pairs.empty() ? std::vector<double>{} : rank(held, held_cos).average_precision;
     double best = 0;
     for (double lambda : {0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0}) {
         if (held.pairs.empty()) break;
-        std::vector<double> s;
-        for (std::size_t i = 0; i < held_cos.size(); ++i)
-            s.push_back(held_cos[i] + lambda * word_overlap(held.pairs[i].question, held.pairs[i].answer, &t.idf));
-        const auto d = paired_bootstrap(rank(held, s).average_precision, rank(held, held_cos).average_precision);
+        std::vector<double> s = held_cos;
+        for (std::size_t i = 0; i < s.size(); ++i) s[i] += lambda * idf_overlap[i];
+        const auto d = paired_bootstrap(rank(held, s).average_precision, alone);
         if (d.low > 0 && d.mean > best) best = d.mean, t.lambda = lambda;
     }
     if (o.rank > 0) return 0;  // the others hold the same parameters: rank 0 alone evaluates
