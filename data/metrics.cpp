@@ -93,4 +93,22 @@ PairedInterval paired_bootstrap(const std::vector<double>& a, const std::vector<
     return {mean, means[50], means[1949]};
 }
 
+double significant_weight(const std::vector<std::size_t>& groups, const std::vector<int>& labels,
+                          const std::vector<double>& a, const std::vector<double>& b,
+                          const std::vector<double>& candidates) {
+    if (b.size() != a.size())
+        throw UserError("significant_weight: " + std::to_string(a.size()) + " first scores but " +
+                        std::to_string(b.size()) + " second scores");
+    const std::vector<double> alone = ranking_metrics(groups, a, labels).average_precision;
+    if (alone.empty()) return 0;  // no group with a true candidate: nothing to judge by
+    double best_gain = 0, weight = 0;
+    for (double w : candidates) {
+        std::vector<double> s = a;
+        for (std::size_t i = 0; i < s.size(); ++i) s[i] += w * b[i];
+        const PairedInterval d = paired_bootstrap(ranking_metrics(groups, s, labels).average_precision, alone);
+        if (d.low > 0 && d.mean > best_gain) best_gain = d.mean, weight = w;
+    }
+    return weight;
+}
+
 }  // namespace loom

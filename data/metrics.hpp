@@ -41,4 +41,13 @@ struct PairedInterval {
 };
 PairedInterval paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t seed = 1);
 
+// Adding a second score to a first without fitting noise: the weight w among `candidates` for which
+// `a + w * b` has the largest mean gain in average precision over `a` alone, counting only weights
+// whose gain has a paired-bootstrap interval above zero; 0 when none has (ties: the first in the
+// list; 0 too when no group has a true candidate). `groups` and `labels` as in ranking_metrics.
+// Throws UserError for vectors of different sizes.
+double significant_weight(const std::vector<std::size_t>& groups, const std::vector<int>& labels,
+                          const std::vector<double>& a, const std::vector<double>& b,
+                          const std::vector<double>& candidates);
+
 }  // namespace loom

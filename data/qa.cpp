@@ -111,6 +111,10 @@ std::vector<int> QaData::labels() const {
     return out;
 }
 
+RankingMetrics QaData::rank(const std::vector<double>& scores) const {
+    return ranking_metrics(groups(), scores, labels());
+}
+
 std::vector<ItemLengths> QaData::lengths() const {
     std::vector<ItemLengths> out;
     out.reserve(pairs.size());

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/batching.hpp"
+#include "data/metrics.hpp"
 
 namespace loom {
 
@@ -41,6 +42,8 @@ struct QaData {
     std::vector<std::size_t> groups() const;
     std::vector<int> labels() const;
     std::vector<ItemLengths> lengths() const;
+    // MAP and MRR of `scores` (one per pair, in order) over this data's questions: ranking_metrics.
+    RankingMetrics rank(const std::vector<double>& scores) const;
     // Token lists for building a vocabulary: each group's question once (so a question is not
     // counted once per candidate) and every answer sentence.
     std::vector<std::vector<std::string>> token_lists() const;

@@ -1,6 +1,7 @@
 #include "data/vocabulary.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
@@ -104,6 +105,11 @@ void Vocabulary::save(const std::string& path) const { data_text::write_text_ato
 Vocabulary Vocabulary::load(const std::string& path) {
     std::ifstream in = data_text::open_for_reading(path);
     return parse(in, path);
+}
+
+Vocabulary Vocabulary::parse(const std::string& text, const std::string& source) {
+    std::istringstream in(text);
+    return parse(in, source);
 }
 
 Vocabulary Vocabulary::parse(std::istream& in, const std::string& source) {

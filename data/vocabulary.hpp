@@ -45,6 +45,8 @@ public:
     static Vocabulary load(const std::string& path);
     // Same, from any stream; `source` names it in error messages.
     static Vocabulary parse(std::istream& in, const std::string& source);
+    // Same, from the text to_text() gives (e.g. a record of a model file).
+    static Vocabulary parse(const std::string& text, const std::string& source);
 
 private:
     void add(const std::string& word);

@@ -224,6 +224,12 @@ Variable input_variable(const Shape& shape, const std::string& name, const Seque
 }
 }  // namespace sequence
 
+std::size_t parameter_count(const std::vector<Parameter>& parameters) {
+    std::size_t count = 0;
+    for (const Parameter& p : parameters) count += p.shape().size();
+    return count;
+}
+
 std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {
     std::vector<Node*> stack;
     for (auto& v : outputs) stack.push_back(v.node().get());

@@ -113,6 +113,8 @@ Variable input_variable(const Shape& shape, const std::string& name, const Seque
 
 // All parameters a set of outputs depends on (through bound placeholders and loops), in creation order.
 std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs);
+// The number of learnable numbers in `parameters` (the sum of their shapes' sizes).
+std::size_t parameter_count(const std::vector<Parameter>& parameters);
 
 }  // namespace loom
 

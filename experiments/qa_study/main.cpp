@@ -83,8 +83,7 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
     // ---- model and trainer
     qa::TripletModel model(mo);
     auto trainer = qa::make_trainer(model, to);
-    std::size_t params = 0;
-    for (const auto& p : model.parameters()) params += p.shape().size();
+    const std::size_t params = parameter_count(model.parameters());
     std::cout << "model: embedding " << mo.embed << (mo.overlap_inputs ? " + overlap flag" : "") << ", BiLSTM "
               << mo.hidden << "+" << mo.hidden << ", dense " << mo.dense << "; " << params << " parameters; loss "
               << to.loss << "\n";

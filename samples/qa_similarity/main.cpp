@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include <xtensor/xadapt.hpp>
 
@@ -91,10 +90,6 @@ std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaDa
     return scores;
 }
 
-RankingMetrics rank(const QaData& d, const std::vector<double>& s) {
-    return ranking_metrics(d.groups(), s, d.labels());
-}
-
 void save_model(const std::string& path, const qa::Model& m, const Text& t) {
     const auto& mo = m.options;
     save_model_file(path, "qa_similarity", m.parameters(),
@@ -109,9 +104,8 @@ void save_model(const std::string& path, const qa::Model& m, const Text& t) {
 // Reads a model file and rebuilds its network: nothing else is built.
 std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     const ModelFile f = read_model_file(path, "qa_similarity");
-    std::istringstream words(f.record("vocabulary"));
-    t = {Vocabulary::parse(words, path + " (vocabulary)"), IdfTable::parse(f.record("idf"), path + " (idf)"),
-         f.setting("lambda")};
+    t = {Vocabulary::parse(f.record("vocabulary"), path + " (vocabulary)"),
+         IdfTable::parse(f.record("idf"), path + " (idf)"), f.setting("lambda")};
     qa::ModelOptions mo = Options{}.model;
     mo.vocab = t.vocabulary.size(), mo.embed = std::size_t(f.setting("embed"));
     mo.hidden = std::size_t(f.setting("hidden")), mo.dense = std::size_t(f.setting("dense"));
@@ -156,13 +150,11 @@ int train(Options o) {
     Text t{Vocabulary::build(train.token_lists()), IdfTable::fit(train.token_lists())};
     o.model.vocab = t.vocabulary.size();
     qa::Model m(o.model);
-    std::size_t size = 0;
-    for (const auto& p : m.parameters()) size += p.shape().size();
     std::printf(
         "data: %zu training questions of %s, %zu pairs held out\nmodel: per side embedding %zu (vocabulary %zu) "
         "+ 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
         questions.size(), train.source.c_str(), held.pairs.size(), o.model.embed, t.vocabulary.size(), o.model.hidden,
-        o.model.hidden, o.model.dense, size);
+        o.model.hidden, o.model.dense, parameter_count(m.parameters()));
     if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
     LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay
@@ -178,13 +170,11 @@ int train(Options o) {
                              questions.size()};
     std::vector<double> held_maps, dev_maps;
     // The network kept: the mean parameters of all evaluations (the best one's held-out MAP is noise).
-    std::vector<xt::xarray<float>> sums;
+    ParameterAverage average(m.parameters());
     auto evaluate = [&]() -> Evaluation {
-        const auto ps = m.parameters();
-        for (std::size_t i = 0; i < ps.size(); ++i)
-            sums.size() < ps.size() ? sums.push_back(ps[i].value()) : void(sums[i] += ps[i].value());
-        held_maps.push_back(rank(held, network_scores(m, t, held)).map);
-        const RankingMetrics dev = eval.pairs.empty() ? RankingMetrics{} : rank(eval, network_scores(m, t, eval));
+        average.add();
+        held_maps.push_back(held.rank(network_scores(m, t, held)).map);
+        const RankingMetrics dev = eval.pairs.empty() ? RankingMetrics{} : eval.rank(network_scores(m, t, eval));
         dev_maps.push_back(dev.map);
         char text[96];
         std::snprintf(text, sizeof text, "held-out MAP %.4f; dev MAP %.4f MRR %.4f", held_maps.back(), dev.map,
@@ -201,21 +191,14 @@ int train(Options o) {
                              .progress_stream = &std::cout,
                              .progress = bar},
                             held.pairs.empty() ? std::function<Evaluation()>{} : evaluate);
-    for (std::size_t i = 0; i < sums.size(); ++i) m.parameters()[i].set_value(sums[i] / float(r.evaluations.size()));
+    if (average.count() > 0) average.assign();
     // The final score adds idf-weighted word overlap only where that beats the network alone on the
     // held-out questions beyond their noise (a paired-bootstrap interval above zero).
-    const auto held_cos = network_scores(m, t, held);
     std::vector<double> idf_overlap;
     for (const QaPair& p : held.pairs) idf_overlap.push_back(word_overlap(p.question, p.answer, &t.idf));
-    const auto alone = held.pairs.empty() ? std::vector<double>{} : rank(held, held_cos).average_precision;
-    double best = 0;
-    for (double lambda : {0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0}) {
-        if (held.pairs.empty()) break;
-        std::vector<double> s = held_cos;
-        for (std::size_t i = 0; i < s.size(); ++i) s[i] += lambda * idf_overlap[i];
-        const auto d = paired_bootstrap(rank(held, s).average_precision, alone);
-        if (d.low > 0 && d.mean > best) best = d.mean, t.lambda = lambda;
-    }
+    if (!held.pairs.empty())
+        t.lambda = significant_weight(held.groups(), held.labels(), network_scores(m, t, held), idf_overlap,
+                                      {0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0});
     if (o.rank > 0) return 0;  // the others hold the same parameters: rank 0 alone evaluates
     if (!o.save.empty()) save_model(o.save, m, t), std::cout << "saved " << o.save << "\n";
     if (eval.pairs.empty()) return 0;
@@ -226,7 +209,7 @@ int train(Options o) {
         overlap.push_back(word_overlap(eval.pairs[i].question, eval.pairs[i].answer));
         final.push_back(t.final_score(eval.pairs[i], cos[i]));
     }
-    const RankingMetrics base = rank(eval, overlap), net = rank(eval, cos), fin = rank(eval, final);
+    const RankingMetrics base = eval.rank(overlap), net = eval.rank(cos), fin = eval.rank(final);
     std::printf("%s, %zu questions:\n  %-36s MAP     MRR     MAP - overlap (95 %% interval)\n  %-36s %.4f  %.4f\n",
                 eval.source.c_str(), net.questions, "", "word overlap (shared words)", base.map, base.mrr);
     const std::string final_name = "final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap";

@@ -60,3 +60,53 @@ TEST_CASE("ranking_metrics lists each question's average precision") {
     CHECK(m.average_precision[1] == doctest::Approx((1.0 + 2.0 / 3.0) / 2.0));
     CHECK(m.map == doctest::Approx((m.average_precision[0] + m.average_precision[1]) / 2));
 }
+
+namespace {
+// n groups of two candidates, the wrong one first; a = {a_wrong, a_true} and b = {b_wrong, b_true}
+// per group.
+struct Pairs {
+    std::vector<std::size_t> groups;
+    std::vector<int> labels;
+    std::vector<double> a, b;
+    void add(std::size_t n, double a_wrong, double a_true, double b_wrong, double b_true) {
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t g = groups.size() / 2;
+            groups.insert(groups.end(), {g, g}), labels.insert(labels.end(), {0, 1});
+            a.insert(a.end(), {a_wrong, a_true}), b.insert(b.end(), {b_wrong, b_true});
+        }
+    }
+};
+}  // namespace
+
+TEST_CASE("significant_weight: the smallest weight that fixes every group, and 0 when b hurts") {
+    // a ranks the wrong candidate 0.2 higher; b says which is true. w = 0.1 cannot overturn 0.2
+    // (gain 0 everywhere, interval not above zero); w = 1 and w = 3 lift every group's average
+    // precision from 1/2 to 1 (gain 0.5 on each of 40 groups): equal gains, so the first, 1.
+    Pairs p;
+    p.add(40, 0.2, 0.0, 0.0, 1.0);
+    CHECK(significant_weight(p.groups, p.labels, p.a, p.b, {0.1, 1.0, 3.0}) == 1.0);
+    CHECK(significant_weight(p.groups, p.labels, p.a, p.b, {0.1}) == 0.0);
+    // b pointing the wrong way only hurts where a was right: never chosen.
+    Pairs wrong;
+    wrong.add(40, 0.0, 0.2, 1.0, 0.0);
+    CHECK(significant_weight(wrong.groups, wrong.labels, wrong.a, wrong.b, {0.1, 1.0, 3.0}) == 0.0);
+}
+
+TEST_CASE("significant_weight: a gain on a few groups among many is noise") {
+    // 2 of 60 groups gain 0.5 with w = 1 and 1 loses 0.5: mean +0.0083, but a resample can easily
+    // draw the loss without the gains, so the interval reaches below zero.
+    Pairs p;
+    p.add(2, 0.2, 0.0, 0.0, 1.0);   // fixed by b
+    p.add(1, 0.0, 0.2, 1.0, 0.0);   // broken by b
+    p.add(57, 0.0, 0.2, 0.0, 0.0);  // right either way
+    CHECK(significant_weight(p.groups, p.labels, p.a, p.b, {1.0}) == 0.0);
+    // The same gain on every group is significant.
+    Pairs all;
+    all.add(60, 0.2, 0.0, 0.0, 1.0);
+    CHECK(significant_weight(all.groups, all.labels, all.a, all.b, {1.0}) == 1.0);
+}
+
+TEST_CASE("significant_weight: bad sizes and no true candidate") {
+    CHECK_THROWS_AS(significant_weight({0, 0}, {0, 1}, {1, 2}, {1}, {1.0}), UserError);
+    CHECK(significant_weight({0, 0}, {0, 0}, {1, 2}, {2, 1}, {1.0}) == 0.0);
+}

@@ -181,6 +181,12 @@ TEST_CASE("idf table as text: round trip and malformed text named by source and 
     REQUIRE(w.size() == 4);
     CHECK(w.id("b") == v.id("b"));
     CHECK(w.id("a") == v.id("a"));
+    // From the text itself, as a model file's record holds it.
+    const Vocabulary x = Vocabulary::parse(v.to_text(), "record");
+    REQUIRE(x.size() == 4);
+    CHECK(x.id("b") == v.id("b"));
+    CHECK_THROWS_WITH_AS(Vocabulary::parse(std::string("not a vocabulary\n"), "record"), doctest::Contains("record:1"),
+                         DataError);
 }
 
 TEST_CASE("crude stem: inflections of one word meet and other words stay apart") {

@@ -55,6 +55,12 @@ TEST_CASE("qa tsv: pairs and labels and groups and lowercasing") {
     CHECK(lengths[1].answer == 6);
     // Each question once, then every answer: 2 questions + 4 answers.
     CHECK(data.token_lists().size() == 6);
+    // Ranked by scores in pair order: the Hamlet group has its true answer second of three (AP and
+    // RR 1/2), Paris its only one first (1).
+    const RankingMetrics r = data.rank({0.5, 0.9, 0.1, 0.2});
+    CHECK(r.questions == 2);
+    CHECK(r.map == doctest::Approx(0.75));
+    CHECK(r.mrr == doctest::Approx(0.75));
 
     std::istringstream in("Who Wrote ?\tIt WAS me\t1\n");
     const QaData cased = parse_qa_tsv(in, "mem", QaReadOptions{.lowercase = false});

@@ -23,6 +23,8 @@ TEST_CASE("Dense computes activation(x W + b) and creates W at the first call") 
     const Parameter& w = ps[0];
     const Parameter& b = ps[1];
     CHECK(w.shape() == Shape{3, 2});
+    CHECK(parameter_count(ps) == 3 * 2 + 2);
+    CHECK(parameter_count({}) == 0);
     b.set_value(xt::xarray<float>{0.5f, -0.25f});
     xt::xarray<double> rows = loom::testing::random_rows({3}, 2, 9);
     auto out = evaluate({y}, {{x, Value::batch(rows)}})[y].batch<double>();
