@@ -2,15 +2,18 @@
 """AUC of a saved QA model's scores against word overlap, on labelled pairs of raw text.
 
     auc.py detok SELQA.tsv > RAW.tsv          SelQA's tokenised text turned back into raw text
-    auc.py auc PAIRS.tsv SCORES.tsv           AUC of final, network and word-overlap scores
+    auc.py auc PAIRS.tsv SCORES.tsv           AUC of final, network and word-overlap scores, and the
+                                              final's AUC minus word overlap's with a 95 % interval
 
 SCORES.tsv is `qa_similarity --model M --score PAIRS.tsv` output (final<TAB>network per pair);
 the word-overlap count is computed here as the sample does (distinct shared non-stopwords), on
 lower-cased words with punctuation stripped; the idf-weighted one sums log(N / df) of the shared
 words, N and df counted over the file's distinct questions and sentences. AUC counts ties as one
-half.
+half. The interval resamples whole questions with replacement (2,000 times), so that a small set
+says how much its difference could move.
 """
 import math
+import random
 import re
 import sys
 from collections import Counter
@@ -49,6 +52,23 @@ def auc(scores, labels):
     return wins / (len(pos) * len(neg))
 
 
+def paired_interval(questions, labels, a, b, resamples=2000, seed=1):
+    """95 % interval of AUC(a) - AUC(b) over questions resampled with replacement."""
+    by_question = {}
+    for i, q in enumerate(questions):
+        by_question.setdefault(q, []).append(i)
+    groups = list(by_question.values())
+    rng = random.Random(seed)
+    diffs = []
+    for _ in range(resamples):
+        pick = [i for g in (rng.choice(groups) for _ in groups) for i in g]
+        y = [labels[i] for i in pick]
+        if 0 < sum(y) < len(y):
+            diffs.append(auc([a[i] for i in pick], y) - auc([b[i] for i in pick], y))
+    diffs.sort()
+    return diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
+
+
 def main():
     if sys.argv[1] == "detok":
         for line in open(sys.argv[2], encoding="utf-8"):
@@ -70,6 +90,10 @@ def main():
     print(f"{len(rows)} pairs, {sum(labels)} positive: AUC final {auc([s[0] for s in scores], labels):.4f}, "
           f"network {auc([s[1] for s in scores], labels):.4f}, word overlap {auc(overlap, labels):.4f}, "
           f"idf-weighted overlap {auc(weighted, labels):.4f}")
+    final = [s[0] for s in scores]
+    low, high = paired_interval([r[0].lower() for r in rows], labels, final, overlap)
+    print(f"final - word overlap: {auc(final, labels) - auc(overlap, labels):+.4f} "
+          f"(95 % interval over questions {low:+.4f} .. {high:+.4f})")
 
 
 if __name__ == "__main__":
