@@ -134,7 +134,7 @@ MinibatchResult Trainer::train_share(const Bindings& inputs) {
     session_->backward([&](std::size_t i) { reduction.ready(*session_, i); });
     reduction.finish(*session_);
     const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
-    const bool applied = learner_->update(*session_, scale, guard);
+    const bool applied = reduction.update(*learner_, *session_, scale, guard);
     session_->release_gradients();
     if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
     samples_seen_ += r.loss_count;
