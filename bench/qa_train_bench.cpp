@@ -91,7 +91,8 @@ int run(const Options& o) {
     int rank = 0, ranks = 1;
 #ifdef LOOM_DISTRIBUTED
     distributed::DataParallelOptions dpo;
-    dpo.shard_update = o.update == "sharded";
+    dpo.shard_update = o.update != "replicated";
+    dpo.shard_tables = o.update == "sharded-tables";
     auto parallel = distributed::data_parallel(*mpi, dpo);
     to.reduction = parallel;
     rank = mpi->rank();
@@ -137,8 +138,9 @@ int run(const Options& o) {
 #endif
     const auto start = std::chrono::steady_clock::now();
     std::vector<double> finish_ms;  // distributed: time in the reduction's finish, per step
-    // distributed: per step, forward, waiting for the others' forward, backward, finish, update (ms)
-    std::vector<std::vector<double>> phase_ms(5);
+    // distributed: per step, forward, waiting for the others' forward, backward, finish, update, sending
+    // the new parameter values (sharded update) (ms)
+    std::vector<std::vector<double>> phase_ms(6);
     // CPU time of the process (all its threads): on a shared machine, what the steps cost when
     // the process is not descheduled.
     timespec cpu0{}, cpu1{};
@@ -150,8 +152,10 @@ int run(const Options& o) {
 #ifdef LOOM_DISTRIBUTED
         finish_ms.push_back(1e3 * parallel->finish_seconds());
         const auto& m = parallel->moments();
-        const std::chrono::steady_clock::time_point at[] = {t0, m.combine_began, m.combined, m.finish_began, m.finished,
-                                                            t1};
+        // With a replicated update `stepped` is not set: the step's end stands for it.
+        const auto stepped = m.stepped > m.finished ? m.stepped : t1;
+        const std::chrono::steady_clock::time_point at[] = {t0,         m.combine_began, m.combined, m.finish_began,
+                                                            m.finished, stepped,         t1};
         for (std::size_t k = 0; k < phase_ms.size(); ++k)
             phase_ms[k].push_back(1e3 * std::chrono::duration<double>(at[k + 1] - at[k]).count());
 #endif
@@ -177,16 +181,16 @@ int run(const Options& o) {
         double theirs[8] = {};
         for (std::size_t half = 0; half < 2; ++half) {
             distributed::Context::Words words{};
-            for (std::size_t k = 0; k < 4 && 4 * half + k < 5; ++k)
+            for (std::size_t k = 0; k < 4 && 4 * half + k < phase_ms.size(); ++k)
                 if (r == rank) words[k] = bench::median(phase_ms[4 * half + k]);
             const auto sum = mpi->synchronize(words);
             std::copy(sum.begin(), sum.end(), theirs + 4 * half);
         }
-        char text[200];
+        char text[240];
         std::snprintf(text, sizeof text,
                       "%s{\"forward\": %.2f, \"wait\": %.2f, \"backward\": %.2f, \"finish\": %.2f, "
-                      "\"update\": %.2f}",
-                      r ? ", " : "", theirs[0], theirs[1], theirs[2], theirs[3], theirs[4]);
+                      "\"update\": %.2f, \"send_parameters\": %.2f}",
+                      r ? ", " : "", theirs[0], theirs[1], theirs[2], theirs[3], theirs[4], theirs[5]);
         phases += text;
     }
     phases += "]";
@@ -256,9 +260,10 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"steps", "blas"}))
         ->capture_default_str();
     app.add_option("--update", o.update,
-                   "qa_dist_bench: sharded = each process steps its share of the parameters and sends them "
-                   "(ZeRO stage 1); replicated = every process steps all of them")
-        ->check(CLI::IsMember({"sharded", "replicated"}))
+                   "qa_dist_bench: sharded = each process steps its share of the dense parameters and sends "
+                   "them (ZeRO stage 1), every process steps the embedding tables; sharded-tables = the tables "
+                   "too; replicated = every process steps all of them")
+        ->check(CLI::IsMember({"sharded", "sharded-tables", "replicated"}))
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     return bench::report_errors([&] { return run(o); });

@@ -18,6 +18,11 @@ struct DataParallel::Requests {
 
 namespace {
 
+// Point-to-point messages of a step: gradient i to its owner, then parameter i from it. MPI allows
+// tags up to 32767 at least; messages between two processes match in the order both start them.
+int gradient_tag(std::size_t i) { return static_cast<int>(i % 16384); }
+int parameter_tag(std::size_t i) { return 16384 + static_cast<int>(i % 16384); }
+
 int checked_count(std::size_t n, const std::string& what) {
     if (n > static_cast<std::size_t>(INT_MAX))
         throw UserError("loom::distributed: " + what + " has " + std::to_string(n) +
@@ -67,16 +72,28 @@ int DataParallel::owner(std::size_t i) const {
     return owner_[i];
 }
 
+namespace {
+bool kept_by_rows(const Session& session, std::size_t i) {
+    return session.precision() == Precision::f64 ? session.gradient_by_rows<double>(i) != nullptr
+                                                 : session.gradient_by_rows<float>(i) != nullptr;
+}
+}  // namespace
+
 void DataParallel::assign_owners(const Session& session) {
     // The largest first, each to the process with the least so far (the lowest rank on a tie): the
-    // same on every process, and near equal shares of the learner's work.
+    // same on every process, and near equal shares of the learner's work. Tables kept by rows are
+    // stepped on every process unless shard_tables (then their new values travel whole).
     const auto& params = session.parameters();
-    std::vector<std::size_t> by_size(params.size());
-    for (std::size_t i = 0; i < by_size.size(); ++i) by_size[i] = i;
+    by_rows_table_.assign(params.size(), 0);
+    std::vector<std::size_t> by_size;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        by_rows_table_[i] = kept_by_rows(session, i);
+        if (!by_rows_table_[i] || options_.shard_tables) by_size.push_back(i);
+    }
     std::stable_sort(by_size.begin(), by_size.end(),
                      [&](std::size_t a, std::size_t b) { return params[a].shape().size() > params[b].shape().size(); });
     std::vector<std::size_t> load(static_cast<std::size_t>(context_.size()), 0);
-    owner_.assign(params.size(), 0);
+    owner_.assign(params.size(), 0);  // a table stepped everywhere: rank 0 stands for it
     for (std::size_t i : by_size) {
         const auto least = std::min_element(load.begin(), load.end()) - load.begin();
         owner_[i] = static_cast<int>(least);
@@ -165,7 +182,7 @@ void DataParallel::start_as(const Session& session, std::size_t i) {
     }
     // To the owner alone, which keeps every other process's part to add them in rank order. Both
     // sides start these in the same order (order_), so messages match in order whatever the tag.
-    const int tag = static_cast<int>(i % 32768);
+    const int tag = gradient_tag(i);
     if (owner_[i] != context_.rank()) {
         MPI_Request request = MPI_REQUEST_NULL;
         MPI_Isend(data, count, mpi_type<T>(), owner_[i], tag, MPI_COMM_WORLD, &request);
@@ -302,11 +319,9 @@ bool DataParallel::update(Learner& learner, const Session& session, double gradi
     std::vector<char> mine(n);
     replicated_.assign(n, 0);
     for (std::size_t i = 0; i < n; ++i) {
-        const bool by_rows =
-            f64 ? session.gradient_by_rows<double>(i) != nullptr : session.gradient_by_rows<float>(i) != nullptr;
-        // A lazy step changes only the listed rows, which every process has: cheaper to step on every
-        // process than to send the table.
-        replicated_[i] = by_rows && learner.updates_rows_lazily();
+        // Every process has a table's summed rows. A lazy step changes only those rows: cheaper to
+        // take on every process than to send the table.
+        replicated_[i] = by_rows_table_[i] && (!options_.shard_tables || learner.updates_rows_lazily());
         mine[i] = replicated_[i] || owner_[i] == context_.rank();
     }
     // Blocking exchanges follow: a process that ends now must take the job down, not leave a hang.
@@ -319,6 +334,7 @@ bool DataParallel::update(Learner& learner, const Session& session, double gradi
         for (std::size_t i = 0; i < n; ++i) square_sums[i] = all[static_cast<std::size_t>(owner_[i]) * n + i];
     };
     const bool applied = learner.update_share(session, mine, gradient_scale, only_if_finite, share_norms);
+    moments_.stepped = std::chrono::steady_clock::now();
     if (applied) {
         if (f64)
             send_parameters<double>(learner);
@@ -331,16 +347,28 @@ bool DataParallel::update(Learner& learner, const Session& session, double gradi
 
 template <class T>
 void DataParallel::send_parameters(const Learner& learner) {
+    // The owner sends each of its parameters whole to every other process: one message each, which
+    // OpenMPI's shared-memory transport copies once (CMA); its broadcasts cut large messages into
+    // segments, each a round trip, and cost several times more here.
     auto& pending = requests_->pending;
     const auto& params = learner.parameters();
     for (std::size_t i = 0; i < params.size(); ++i) {
         if (replicated_[i]) continue;
         auto& w = params[i].data<T>();
-        MPI_Request request = MPI_REQUEST_NULL;
-        MPI_Ibcast(w.data(), checked_count(w.size(), params[i].label()), mpi_type<T>(), owner_[i], MPI_COMM_WORLD,
-                   &request);
-        pending.push_back(request);
-        if (owner_[i] == context_.rank()) parameter_bytes_ += w.size() * sizeof(T);
+        const int count = checked_count(w.size(), params[i].label()), tag = parameter_tag(i);
+        if (owner_[i] != context_.rank()) {
+            MPI_Request request = MPI_REQUEST_NULL;
+            MPI_Irecv(w.data(), count, mpi_type<T>(), owner_[i], tag, MPI_COMM_WORLD, &request);
+            pending.push_back(request);
+            continue;
+        }
+        for (int r = 0; r < context_.size(); ++r) {
+            if (r == context_.rank()) continue;
+            MPI_Request request = MPI_REQUEST_NULL;
+            MPI_Isend(w.data(), count, mpi_type<T>(), r, tag, MPI_COMM_WORLD, &request);
+            pending.push_back(request);
+            parameter_bytes_ += w.size() * sizeof(T);
+        }
     }
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
     pending.clear();

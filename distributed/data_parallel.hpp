@@ -23,9 +23,9 @@
 // values to the others (MPI_Ibcast). The bytes each process sends are those of the allreduce
 // (its gradients of the others' parameters, its parameters' new values), the learner's work per
 // process is its share, and the update is bit for bit the one every process would take on those
-// sums. An embedding table's rows are gathered as without sharding; a learner that updates rows
-// lazily steps them on every process (only the rows used change), otherwise the owner steps the
-// table and sends it. The learner's state of a parameter is then current on its owner only:
+// sums. An embedding table's rows are gathered as without sharding and every process steps the
+// table (or, with shard_tables and a learner that moves every row, its owner steps it and sends it
+// whole). The learner's state of a parameter is then current on its owner only:
 // distributed::save_checkpoint brings it whole to rank 0 before writing.
 #include <chrono>
 #include <cstddef>
@@ -43,6 +43,11 @@ struct DataParallelOptions {
     // Each process takes the learner's step for its share of the parameters only (above); false:
     // every process steps every parameter on gradients summed by MPI_Iallreduce.
     bool shard_update = true;
+    // Sharded update: an embedding table (a gradient kept by rows) is stepped by its owner too,
+    // which then sends it whole. Off: every process steps every table on the gathered rows, so the
+    // bytes each process sends stay those of the replicated update (the table's [vocabulary, dim]
+    // values would travel every step otherwise; dense Adam moves every row).
+    bool shard_tables = false;
 };
 
 class DataParallel final : public GradientReduction {
@@ -73,10 +78,11 @@ public:
     double finish_seconds() const { return finish_seconds_; }
     // When the last step reached the reduction's calls: combine began (forward ended) and returned
     // (every process's forward ended), finish began (backward ended) and returned (the sums are
-    // done). With the caller's own times around train_minibatch they split a step into forward,
+    // done), and with a sharded update, this process's share was stepped (the new values then
+    // travel). With the caller's own times around train_minibatch they split a step into forward,
     // waiting for the others, backward, the rest of the communication and the update.
     struct Moments {
-        std::chrono::steady_clock::time_point combine_began, combined, finish_began, finished;
+        std::chrono::steady_clock::time_point combine_began, combined, finish_began, finished, stepped;
     };
     const Moments& moments() const { return moments_; }
 
@@ -130,7 +136,8 @@ private:
     };
     std::vector<Incoming> incoming_;
     std::vector<std::size_t> owned_;
-    std::vector<char> replicated_;  // stepped by every process (rows of a lazy learner)
+    std::vector<char> by_rows_table_;  // gradient kept by rows (an embedding table)
+    std::vector<char> replicated_;     // stepped by every process (tables, unless shard_tables)
     double finish_seconds_ = 0;
     Moments moments_;
 };

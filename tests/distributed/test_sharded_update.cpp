@@ -102,13 +102,15 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
 
 // Trains data-parallel with `options` next to the one-process reference; every step, parameters
 // equal the reference's bit for bit and every process's.
-void check_against_reference(const LearnerOptions& learner_options) {
+void check_against_reference(const LearnerOptions& learner_options, bool shard_tables = false) {
     dist::Context& mpi = dist::Context::current();
     const Pairs pairs = make_pairs(toy_options().vocab);
     qa::Model one = make_model(), many = make_model();
     Session session({one.squared_loss}, one.parameters());
     auto reference = adam(one.parameters(), 0.01, 0.9, 0.999, 1e-8, learner_options);
-    auto parallel = dist::data_parallel(mpi);
+    dist::DataParallelOptions parallel_options;
+    parallel_options.shard_tables = shard_tables;
+    auto parallel = dist::data_parallel(mpi, parallel_options);
     REQUIRE(parallel->options().shard_update);  // the default
     TrainerOptions options;
     options.reduction = parallel;
@@ -133,6 +135,10 @@ TEST_CASE("mpi: a sharded update equals one process adding the shares' gradients
     check_against_reference({});
 }
 
+TEST_CASE("mpi: a sharded update of the tables too equals one process adding the shares' gradients") {
+    check_against_reference({}, true);
+}
+
 TEST_CASE("mpi: a sharded update with clipping takes the global norm as one process does") {
     LearnerOptions o;
     o.gradient_clipping_norm = 0.05;  // below the toy model's gradient norms: every step clips
@@ -144,32 +150,37 @@ TEST_CASE("mpi: a sharded update with lazy Adam steps the tables' rows on every 
     LearnerOptions o;
     o.lazy_sparse_rows = true;
     check_against_reference(o);
+    check_against_reference(o, true);
 }
 
-TEST_CASE("mpi: parameters are shared out whole and balanced, and only the others' gradients travel") {
+namespace {
+
+// One step with `options`; checks the owners and the bytes sent.
+void check_shares(const dist::DataParallelOptions& parallel_options) {
     dist::Context& mpi = dist::Context::current();
     const Pairs pairs = make_pairs(toy_options().vocab);
     qa::Model model = make_model();
-    auto parallel = dist::data_parallel(mpi);
+    auto parallel = dist::data_parallel(mpi, parallel_options);
     TrainerOptions options;
     options.reduction = parallel;
     Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 0.01), options);
     trainer.train_minibatch(bindings(model, pairs, dist::share_of(batches()[0], mpi.rank(), mpi.size())));
     const auto& params = model.parameters();
     std::vector<std::size_t> load(static_cast<std::size_t>(mpi.size()), 0);
-    std::size_t largest = 0, others_dense = 0, mine_all = 0;
+    std::size_t largest = 0, others_dense = 0, mine_sent = 0;
     for (std::size_t i = 0; i < params.size(); ++i) {
         const int owner = parallel->owner(i);
         REQUIRE(owner >= 0);
         REQUIRE(owner < mpi.size());
         const std::size_t size = params[i].shape().size();
+        const bool table = params[i].shape().rank() == 2 && params[i].shape()[0] == toy_options().vocab;
+        if (table && !parallel_options.shard_tables) continue;  // stepped everywhere, sent never
         load[static_cast<std::size_t>(owner)] += size;
         largest = std::max(largest, size);
-        const bool table = params[i].shape().rank() == 2 && params[i].shape()[0] == toy_options().vocab;
         if (owner != mpi.rank() && !table) others_dense += size;
-        if (owner == mpi.rank()) mine_all += size;
+        if (owner == mpi.rank()) mine_sent += size * std::size_t(mpi.size() - 1);
     }
-    // Greedy by size: no process holds more than another plus the largest parameter.
+    // Greedy by size: no process steps more than another plus the largest parameter.
     for (std::size_t a : load)
         for (std::size_t b : load) CHECK(a <= b + largest);
     // Every process agrees on the owners.
@@ -177,10 +188,23 @@ TEST_CASE("mpi: parameters are shared out whole and balanced, and only the other
     for (std::size_t i = 0; i < params.size(); ++i) owners = owners * 7 + std::uint64_t(parallel->owner(i));
     const std::vector<std::uint64_t> all = gather(owners);
     for (std::uint64_t o : all) CHECK(o == all[0]);
-    // Gradients of the others' dense parameters go out, each once; the new values of this process's
-    // parameters (tables included: dense Adam moves every row) go out once.
+    // Gradients of the others' dense parameters go out once, to their owner; the new values of this
+    // process's parameters go out to every other process.
+    CHECK(others_dense > 0);
     CHECK(parallel->dense_bytes() == 4 * others_dense);
-    CHECK(parallel->parameter_bytes() == 4 * mine_all);
+    CHECK(parallel->parameter_bytes() == 4 * mine_sent);
+}
+
+}  // namespace
+
+TEST_CASE("mpi: dense parameters are shared out whole and balanced, and only the others' gradients travel") {
+    check_shares({});
+}
+
+TEST_CASE("mpi: with shard_tables the embedding tables are shared out too and sent whole") {
+    dist::DataParallelOptions o;
+    o.shard_tables = true;
+    check_shares(o);
 }
 
 TEST_CASE("mpi: sharded and replicated updates agree: bit for bit with two processes") {
@@ -214,7 +238,9 @@ TEST_CASE("mpi: a sharded run's checkpoint holds every owner's learner state and
     std::string path = "/tmp/loom_mpi_sharded_" + std::to_string(gather(std::uint64_t(::getpid()))[0]) + ".ckpt";
     auto make_trainer = [&](qa::Model& m) {
         TrainerOptions options;
-        options.reduction = dist::data_parallel(mpi);
+        dist::DataParallelOptions parallel_options;
+        parallel_options.shard_tables = true;  // every parameter's state lives on one process
+        options.reduction = dist::data_parallel(mpi, parallel_options);
         return Trainer(m.squared_loss, Variable(), adam(m.parameters(), 0.01), options);
     };
     const auto all = batches();
