@@ -333,6 +333,7 @@ bool DataParallel::update(Learner& learner, const Session& session, double gradi
                       static_cast<int>(n), MPI_DOUBLE, MPI_COMM_WORLD);
         for (std::size_t i = 0; i < n; ++i) square_sums[i] = all[static_cast<std::size_t>(owner_[i]) * n + i];
     };
+    whole_state_ = false;
     const bool applied = learner.update_share(session, mine, gradient_scale, only_if_finite, share_norms);
     moments_.stepped = std::chrono::steady_clock::now();
     if (applied) {
@@ -394,6 +395,7 @@ void DataParallel::gather_state(const Learner& learner) {
                 MPI_Send(bytes.data(), count, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
         }
     }
+    if (context_.rank() == 0) whole_state_ = true;
 }
 
 }  // namespace loom::distributed

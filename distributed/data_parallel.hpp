@@ -91,6 +91,8 @@ public:
     void finish(const Session& session) override;
     void failed(const std::string& what) override;
     bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) override;
+    // False after a sharded step until gather_state brought the state to this process (rank 0).
+    bool holds_whole_state() const override { return whole_state_; }
 
 private:
     // Starts the sums of the parameters whose turn has come, in one fixed order on every process
@@ -138,6 +140,7 @@ private:
     std::vector<std::size_t> owned_;
     std::vector<char> by_rows_table_;  // gradient kept by rows (an embedding table)
     std::vector<char> replicated_;     // stepped by every process (tables, unless shard_tables)
+    bool whole_state_ = true;
     double finish_seconds_ = 0;
     Moments moments_;
 };

@@ -160,6 +160,11 @@ MinibatchResult Trainer::test_minibatch(const Bindings& inputs) {
 
 void Trainer::save_checkpoint(const std::string& path, const TrainingPosition& position,
                               const CheckpointExtras& extras) const {
+    if (options_.reduction && !options_.reduction->holds_whole_state())
+        throw UserError(
+            "Trainer::save_checkpoint: this process holds only its share of the learner's state (a "
+            "sharded data-parallel update); save with loom::distributed::save_checkpoint, which "
+            "gathers it first");
     CheckpointExtras all = extras;
     ByteWriter counter;
     counter.u64(samples_seen_);

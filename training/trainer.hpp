@@ -51,6 +51,10 @@ public:
     virtual bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {
         return learner.update(session, gradient_scale, only_if_finite);
     }
+    // Whether this process holds the learner's whole state, so that Trainer::save_checkpoint may
+    // write it (a reduction that steps a share of the parameters per process keeps the rest of
+    // the state elsewhere until it gathers it).
+    virtual bool holds_whole_state() const { return true; }
 };
 
 struct TrainerOptions {

@@ -250,7 +250,11 @@ TEST_CASE("mpi: a sharded run's checkpoint holds every owner's learner state and
     qa::Model first = make_model();
     Trainer trainer = make_trainer(first);
     for (std::size_t s = 0; s < 3; ++s) step(trainer, first, s);
+    // Trainer::save_checkpoint alone would write rank 0's share of the state only: refused.
+    CHECK_THROWS_WITH_AS(trainer.save_checkpoint(path), doctest::Contains("loom::distributed::save_checkpoint"),
+                         UserError);
     dist::save_checkpoint(mpi, trainer, path);
+    if (mpi.is_root()) CHECK(trainer.reduction()->holds_whole_state());
 
     // Each process's state of the parameters it owns is what the file holds for them.
     qa::Model loaded = make_model();
