@@ -197,7 +197,7 @@ void check_shares(const dist::DataParallelOptions& parallel_options) {
 
 }  // namespace
 
-TEST_CASE("mpi: dense parameters are shared out whole and balanced, and only the others' gradients travel") {
+TEST_CASE("mpi: dense parameters are shared out whole and balanced and only the others' gradients travel") {
     check_shares({});
 }
 
