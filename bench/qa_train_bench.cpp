@@ -51,6 +51,7 @@ struct Options {
     std::size_t batch = 32, embed = 500, hidden = 300, dense = 200, vocab = 10000;
     std::string batches_from;
     std::string parallel = "steps";
+    std::string update = "sharded";  // qa_dist_bench: DataParallelOptions::shard_update
     bool lazy_adam = false;
 };
 
@@ -89,7 +90,10 @@ int run(const Options& o) {
     TrainerOptions to;
     int rank = 0, ranks = 1;
 #ifdef LOOM_DISTRIBUTED
-    auto parallel = distributed::data_parallel(*mpi);
+    distributed::DataParallelOptions dpo;
+    dpo.shard_update = o.update != "replicated";
+    dpo.shard_tables = o.update == "sharded-tables";
+    auto parallel = distributed::data_parallel(*mpi, dpo);
     to.reduction = parallel;
     rank = mpi->rank();
     ranks = mpi->size();
@@ -134,6 +138,9 @@ int run(const Options& o) {
 #endif
     const auto start = std::chrono::steady_clock::now();
     std::vector<double> finish_ms;  // distributed: time in the reduction's finish, per step
+    // distributed: per step, forward, waiting for the others' forward, backward, finish, update, sending
+    // the new parameter values (sharded update) (ms)
+    std::vector<std::vector<double>> phase_ms(6);
     // CPU time of the process (all its threads): on a shared machine, what the steps cost when
     // the process is not descheduled.
     timespec cpu0{}, cpu1{};
@@ -141,10 +148,18 @@ int run(const Options& o) {
     for (std::size_t i = std::size_t(o.warmup); i < needed; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         losses.push_back(trainer.train_minibatch(inputs[i]).average_loss());
+        const auto t1 = std::chrono::steady_clock::now();
 #ifdef LOOM_DISTRIBUTED
         finish_ms.push_back(1e3 * parallel->finish_seconds());
+        const auto& m = parallel->moments();
+        // With a replicated update `stepped` is not set: the step's end stands for it.
+        const auto stepped = m.stepped > m.finished ? m.stepped : t1;
+        const std::chrono::steady_clock::time_point at[] = {t0,         m.combine_began, m.combined, m.finish_began,
+                                                            m.finished, stepped,         t1};
+        for (std::size_t k = 0; k < phase_ms.size(); ++k)
+            phase_ms[k].push_back(1e3 * std::chrono::duration<double>(at[k + 1] - at[k]).count());
 #endif
-        step_ms.push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        step_ms.push_back(1e3 * std::chrono::duration<double>(t1 - t0).count());
         real += batches[i].real_tokens();
         padded += batches[i].padded_tokens();
     }
@@ -154,11 +169,34 @@ int run(const Options& o) {
     const double in_gemm = gemm_seconds();
     gemm_timing(false);
 
-    std::size_t dense_bytes = 0, row_bytes = 0;
+    std::size_t dense_bytes = 0, row_bytes = 0, parameter_bytes = 0;
 #ifdef LOOM_DISTRIBUTED
     dense_bytes = parallel->dense_bytes();
     row_bytes = parallel->row_bytes();
+    parameter_bytes = parallel->parameter_bytes();
+    // Every process's phase medians, in rank order: the step waits for the slowest.
+    std::string phases = "[";
+    for (int r = 0; r < ranks; ++r) {
+        // A sum in which only rank r's words are not zero is rank r's words.
+        double theirs[8] = {};
+        for (std::size_t half = 0; half < 2; ++half) {
+            distributed::Context::Words words{};
+            for (std::size_t k = 0; k < 4 && 4 * half + k < phase_ms.size(); ++k)
+                if (r == rank) words[k] = bench::median(phase_ms[4 * half + k]);
+            const auto sum = mpi->synchronize(words);
+            std::copy(sum.begin(), sum.end(), theirs + 4 * half);
+        }
+        char text[240];
+        std::snprintf(text, sizeof text,
+                      "%s{\"forward\": %.2f, \"wait\": %.2f, \"backward\": %.2f, \"finish\": %.2f, "
+                      "\"update\": %.2f, \"send_parameters\": %.2f}",
+                      r ? ", " : "", theirs[0], theirs[1], theirs[2], theirs[3], theirs[4], theirs[5]);
+        phases += text;
+    }
+    phases += "]";
     if (!mpi->is_root()) return 0;
+#else
+    const std::string phases = "[]";
 #endif
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -180,7 +218,8 @@ int run(const Options& o) {
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
         "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu, "
-        "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f}\n",
+        "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f, \"update\": \"%s\", \"sent_parameter_bytes\": %zu, "
+        "\"phase_ms_median_by_rank\": %s}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
         o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
@@ -189,7 +228,8 @@ int run(const Options& o) {
         losses.front(), final_loss, double(ru.ru_maxrss) / 1024.0, rss_setup, hwm_setup,
         double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
         3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes,
-        finish_ms.empty() ? 0.0 : bench::median(finish_ms), cpu_ms / o.steps);
+        finish_ms.empty() ? 0.0 : bench::median(finish_ms), cpu_ms / o.steps, ranks > 1 ? o.update.c_str() : "",
+        parameter_bytes, phases.c_str());
     return 0;
 }
 
@@ -218,6 +258,12 @@ int main(int argc, char** argv) {
                    "how --threads > 1 are used: steps = independent plan steps at once, one BLAS thread each; "
                    "blas = one step at a time, N threads inside each GEMM")
         ->check(CLI::IsMember({"steps", "blas"}))
+        ->capture_default_str();
+    app.add_option("--update", o.update,
+                   "qa_dist_bench: sharded = each process steps its share of the dense parameters and sends "
+                   "them (ZeRO stage 1), every process steps the embedding tables; sharded-tables = the tables "
+                   "too; replicated = every process steps all of them")
+        ->check(CLI::IsMember({"sharded", "sharded-tables", "replicated"}))
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     return bench::report_errors([&] { return run(o); });

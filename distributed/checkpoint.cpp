@@ -5,6 +5,7 @@
 #include "core/errors.hpp"
 #include "core/random.hpp"
 #include "core/serialization.hpp"
+#include "distributed/data_parallel.hpp"
 #include "graph/node.hpp"
 #include "graph/op.hpp"
 
@@ -27,6 +28,9 @@ std::string own_states(const Trainer& trainer) {
 
 void save_checkpoint(Context& context, const Trainer& trainer, const std::string& path,
                      const TrainingPosition& position, const CheckpointExtras& extras) {
+    // A sharded update left each parameter's learner state current on its owner alone.
+    if (auto parallel = std::dynamic_pointer_cast<DataParallel>(trainer.reduction()))
+        parallel->gather_state(trainer.learner());
     // Every process's generator states, to rank 0.
     const std::string mine = own_states(trainer);
     const int length = static_cast<int>(mine.size());

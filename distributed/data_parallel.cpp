@@ -18,6 +18,11 @@ struct DataParallel::Requests {
 
 namespace {
 
+// Point-to-point messages of a step: gradient i to its owner, then parameter i from it. MPI allows
+// tags up to 32767 at least; messages between two processes match in the order both start them.
+int gradient_tag(std::size_t i) { return static_cast<int>(i % 16384); }
+int parameter_tag(std::size_t i) { return 16384 + static_cast<int>(i % 16384); }
+
 int checked_count(std::size_t n, const std::string& what) {
     if (n > static_cast<std::size_t>(INT_MAX))
         throw UserError("loom::distributed: " + what + " has " + std::to_string(n) +
@@ -51,11 +56,51 @@ std::vector<T> gather_all(const std::vector<T>& local, MPI_Datatype type, int si
 
 }  // namespace
 
-DataParallel::DataParallel(Context& context) : context_(context), requests_(std::make_unique<Requests>()) {}
+DataParallel::DataParallel(Context& context, DataParallelOptions options)
+    : context_(context), options_(options), requests_(std::make_unique<Requests>()) {}
 
 DataParallel::~DataParallel() = default;
 
-std::shared_ptr<DataParallel> data_parallel(Context& context) { return std::make_shared<DataParallel>(context); }
+std::shared_ptr<DataParallel> data_parallel(Context& context, DataParallelOptions options) {
+    return std::make_shared<DataParallel>(context, options);
+}
+
+int DataParallel::owner(std::size_t i) const {
+    if (i >= owner_.size())
+        throw UserError("loom::distributed::DataParallel::owner: parameter " + std::to_string(i) + " of " +
+                        std::to_string(owner_.size()) + " (owners are known after the first step)");
+    return owner_[i];
+}
+
+namespace {
+bool kept_by_rows(const Session& session, std::size_t i) {
+    return session.precision() == Precision::f64 ? session.gradient_by_rows<double>(i) != nullptr
+                                                 : session.gradient_by_rows<float>(i) != nullptr;
+}
+}  // namespace
+
+void DataParallel::assign_owners(const Session& session) {
+    // The largest first, each to the process with the least so far (the lowest rank on a tie): the
+    // same on every process, and near equal shares of the learner's work. Tables kept by rows are
+    // stepped on every process unless shard_tables (then their new values travel whole).
+    const auto& params = session.parameters();
+    by_rows_table_.assign(params.size(), 0);
+    std::vector<std::size_t> by_size;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        by_rows_table_[i] = kept_by_rows(session, i);
+        if (!by_rows_table_[i] || options_.shard_tables) by_size.push_back(i);
+    }
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](std::size_t a, std::size_t b) { return params[a].shape().size() > params[b].shape().size(); });
+    std::vector<std::size_t> load(static_cast<std::size_t>(context_.size()), 0);
+    owner_.assign(params.size(), 0);  // a table stepped everywhere: rank 0 stands for it
+    for (std::size_t i : by_size) {
+        const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+        owner_[i] = static_cast<int>(least);
+        load[static_cast<std::size_t>(least)] += params[i].shape().size();
+    }
+    incoming_.assign(params.size(), {});
+}
 
 MinibatchResult DataParallel::combine(const MinibatchResult& local) {
     // The last step ended inside its reduction (backward threw and the error was caught): the other
@@ -66,13 +111,16 @@ MinibatchResult DataParallel::combine(const MinibatchResult& local) {
     if (!stand_in_)
         words = {local.loss_sum, static_cast<double>(local.loss_count), local.metric_sum,
                  static_cast<double>(local.metric_count)};
+    moments_.combine_began = std::chrono::steady_clock::now();
     const Context::Words sum = context_.synchronize(words);
+    moments_.combined = std::chrono::steady_clock::now();
     context_.set_in_flight(true);
     std::fill(ready_.begin(), ready_.end(), 0);
     std::fill(started_.begin(), started_.end(), 0);
     by_rows_.clear();
     dense_rows_.clear();
-    dense_bytes_ = row_bytes_ = 0;
+    owned_.clear();
+    dense_bytes_ = row_bytes_ = parameter_bytes_ = 0;
     MinibatchResult r;
     r.loss_sum = sum[0];
     r.loss_count = static_cast<std::size_t>(sum[1]);
@@ -92,6 +140,7 @@ void DataParallel::ready(const Session& session, std::size_t parameter) {
         order_.clear();
         // Backward finishes the last-created parameters (the output layers) first.
         for (std::size_t i = n; i-- > 0;) order_.push_back(i);
+        if (sharded()) assign_owners(session);
     }
     ready_[parameter] = 1;
     if (!context_.any_thread()) return;  // MPI only from the main thread: all sums start in finish
@@ -123,11 +172,51 @@ void DataParallel::start_as(const Session& session, std::size_t i) {
     T* data = const_cast<T*>(g.data());
     if (stand_in_) std::fill(data, data + g.size(), T(0));
     if (session.gradient_rows(i)) dense_rows_.push_back(i);
-    MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(g.size(), session.parameters()[i].label()), mpi_type<T>(), MPI_SUM,
-                   MPI_COMM_WORLD, &request);
-    requests_->pending.push_back(request);
-    dense_bytes_ += g.size() * sizeof(T);
+    const int count = checked_count(g.size(), session.parameters()[i].label());
+    if (!sharded()) {
+        MPI_Request request = MPI_REQUEST_NULL;
+        MPI_Iallreduce(MPI_IN_PLACE, data, count, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD, &request);
+        requests_->pending.push_back(request);
+        dense_bytes_ += g.size() * sizeof(T);
+        return;
+    }
+    // To the owner alone, which keeps every other process's part to add them in rank order. Both
+    // sides start these in the same order (order_), so messages match in order whatever the tag.
+    const int tag = gradient_tag(i);
+    if (owner_[i] != context_.rank()) {
+        MPI_Request request = MPI_REQUEST_NULL;
+        MPI_Isend(data, count, mpi_type<T>(), owner_[i], tag, MPI_COMM_WORLD, &request);
+        requests_->pending.push_back(request);
+        dense_bytes_ += g.size() * sizeof(T);
+        return;
+    }
+    auto& parts = incoming_[i].template as<T>();
+    parts.resize(static_cast<std::size_t>(context_.size() - 1) * g.size());
+    T* part = parts.data();
+    for (int r = 0; r < context_.size(); ++r) {
+        if (r == context_.rank()) continue;
+        MPI_Request request = MPI_REQUEST_NULL;
+        MPI_Irecv(part, count, mpi_type<T>(), r, tag, MPI_COMM_WORLD, &request);
+        requests_->pending.push_back(request);
+        part += g.size();
+    }
+    owned_.push_back(i);
+}
+
+template <class T>
+void DataParallel::add_incoming(const Session& session, std::size_t i) {
+    // g_0 + g_1 + ... in rank order, this process's own part at its rank: for two processes the
+    // allreduce's a + b, for more one fixed grouping (MPI's own sum groups as it likes).
+    T* own = const_cast<T*>(session.gradient<T>(i).data());
+    const std::size_t n = session.gradient<T>(i).size();
+    T* parts = incoming_[i].template as<T>().data();
+    auto part = [&](int r) { return r == context_.rank() ? own : parts + std::size_t(r - (r > context_.rank())) * n; };
+    T* sum = part(0);
+    for (int r = 1; r < context_.size(); ++r) {
+        const T* add = part(r);
+        for (std::size_t k = 0; k < n; ++k) sum[k] += add[k];
+    }
+    if (sum != own) std::copy(sum, sum + n, own);
 }
 
 void DataParallel::progress() {
@@ -143,12 +232,19 @@ void DataParallel::progress() {
 void DataParallel::finish(const Session& session) {
     const std::lock_guard lock(mutex_);
     const auto began = std::chrono::steady_clock::now();
+    moments_.finish_began = began;
     // Parameters never reported have no gradient on any process (the loss does not use them).
     for (; next_ < order_.size(); ++next_)
         if (ready_[order_[next_]] && !started_[order_[next_]]) start(session, order_[next_]);
     auto& pending = requests_->pending;
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
     pending.clear();
+    for (std::size_t i : owned_) {
+        if (session.precision() == Precision::f64)
+            add_incoming<double>(session, i);
+        else
+            add_incoming<float>(session, i);
+    }
     std::sort(by_rows_.begin(), by_rows_.end());
     for (std::size_t i : by_rows_) {
         if (session.precision() == Precision::f64)
@@ -171,7 +267,8 @@ void DataParallel::finish(const Session& session) {
     }
     next_ = 0;
     context_.set_in_flight(false);
-    finish_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    moments_.finished = std::chrono::steady_clock::now();
+    finish_seconds_ = std::chrono::duration<double>(moments_.finished - began).count();
 }
 
 template <class T>
@@ -209,6 +306,96 @@ void DataParallel::gather_rows(const Session& session, std::size_t i) {
     }
     g.rows.assign(rows.begin(), rows.end());
     g.data = std::move(summed);
+}
+
+bool DataParallel::update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {
+    if (!sharded()) return learner.update(session, gradient_scale, only_if_finite);
+    const std::size_t n = session.parameters().size();
+    if (learner.parameters().size() != n)
+        throw InternalError("loom::distributed: the learner has " + std::to_string(learner.parameters().size()) +
+                            " parameters, the session " + std::to_string(n));
+    if (owner_.size() != n) assign_owners(session);
+    const bool f64 = session.precision() == Precision::f64;
+    std::vector<char> mine(n);
+    replicated_.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        // Every process has a table's summed rows. A lazy step changes only those rows: cheaper to
+        // take on every process than to send the table.
+        replicated_[i] = by_rows_table_[i] && (!options_.shard_tables || learner.updates_rows_lazily());
+        mine[i] = replicated_[i] || owner_[i] == context_.rank();
+    }
+    // Blocking exchanges follow: a process that ends now must take the job down, not leave a hang.
+    context_.set_in_flight(true);
+    const int size = context_.size();
+    auto share_norms = [&](std::vector<double>& square_sums) {
+        std::vector<double> all(n * static_cast<std::size_t>(size));
+        MPI_Allgather(square_sums.data(), checked_count(n, "parameter norms"), MPI_DOUBLE, all.data(),
+                      static_cast<int>(n), MPI_DOUBLE, MPI_COMM_WORLD);
+        for (std::size_t i = 0; i < n; ++i) square_sums[i] = all[static_cast<std::size_t>(owner_[i]) * n + i];
+    };
+    whole_state_ = false;
+    const bool applied = learner.update_share(session, mine, gradient_scale, only_if_finite, share_norms);
+    moments_.stepped = std::chrono::steady_clock::now();
+    if (applied) {
+        if (f64)
+            send_parameters<double>(learner);
+        else
+            send_parameters<float>(learner);
+    }
+    context_.set_in_flight(false);
+    return applied;
+}
+
+template <class T>
+void DataParallel::send_parameters(const Learner& learner) {
+    // The owner sends each of its parameters whole to every other process: one message each, which
+    // OpenMPI's shared-memory transport copies once (CMA); its broadcasts cut large messages into
+    // segments, each a round trip, and cost several times more here.
+    auto& pending = requests_->pending;
+    const auto& params = learner.parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        if (replicated_[i]) continue;
+        auto& w = params[i].data<T>();
+        const int count = checked_count(w.size(), params[i].label()), tag = parameter_tag(i);
+        if (owner_[i] != context_.rank()) {
+            MPI_Request request = MPI_REQUEST_NULL;
+            MPI_Irecv(w.data(), count, mpi_type<T>(), owner_[i], tag, MPI_COMM_WORLD, &request);
+            pending.push_back(request);
+            continue;
+        }
+        for (int r = 0; r < context_.size(); ++r) {
+            if (r == context_.rank()) continue;
+            MPI_Request request = MPI_REQUEST_NULL;
+            MPI_Isend(w.data(), count, mpi_type<T>(), r, tag, MPI_COMM_WORLD, &request);
+            pending.push_back(request);
+            parameter_bytes_ += w.size() * sizeof(T);
+        }
+    }
+    MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+    pending.clear();
+}
+
+void DataParallel::gather_state(const Learner& learner) {
+    if (!sharded() || owner_.empty()) return;  // never stepped a share: the state is whole everywhere
+    if (learner.parameters().size() != owner_.size())
+        throw UserError("loom::distributed: the checkpoint's learner has " +
+                        std::to_string(learner.parameters().size()) +
+                        " parameters, the model its DataParallel trained " + std::to_string(owner_.size()));
+    // Rank 0 overwrites its copy of the others' state, which nothing on rank 0 reads: the learner
+    // goes on as before (its writer has it const).
+    auto& state = const_cast<Learner&>(learner);
+    for (std::size_t i = 0; i < owner_.size(); ++i) {
+        if (owner_[i] == 0 || (context_.rank() != 0 && context_.rank() != owner_[i])) continue;
+        for (std::size_t k = 0; k < state.state_slots(); ++k) {
+            const std::span<std::byte> bytes = state.state_bytes(i, k);
+            const int count = checked_count(bytes.size(), "learner state");
+            if (context_.rank() == 0)
+                MPI_Recv(bytes.data(), count, MPI_BYTE, owner_[i], 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            else
+                MPI_Send(bytes.data(), count, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        }
+    }
+    if (context_.rank() == 0) whole_state_ = true;
 }
 
 }  // namespace loom::distributed

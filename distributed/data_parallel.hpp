@@ -16,9 +16,22 @@
 // backward and merged into the sorted union of every process's rows, each row summed in rank order:
 // the [vocabulary, dim] table is never densified, and every process gets the same rows in the same
 // order. The losses and counts the Trainer averages by are summed in rank order (Context::synchronize).
+//
+// With a sharded update (the default; ZeRO stage 1) each parameter belongs to one process (whole
+// parameters, balanced by size): a dense gradient goes to its owner alone, which adds every
+// process's in rank order, the owner alone takes the learner's step for it and then sends the new
+// values to the others (MPI_Ibcast). The bytes each process sends are those of the allreduce
+// (its gradients of the others' parameters, its parameters' new values), the learner's work per
+// process is its share, and the update is bit for bit the one every process would take on those
+// sums. An embedding table's rows are gathered as without sharding and every process steps the
+// table (or, with shard_tables and a learner that moves every row, its owner steps it and sends it
+// whole). The learner's state of a parameter is then current on its owner only:
+// distributed::save_checkpoint brings it whole to rank 0 before writing.
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "distributed/context.hpp"
@@ -26,9 +39,20 @@
 
 namespace loom::distributed {
 
+struct DataParallelOptions {
+    // Each process takes the learner's step for its share of the parameters only (above); false:
+    // every process steps every parameter on gradients summed by MPI_Iallreduce.
+    bool shard_update = true;
+    // Sharded update: an embedding table (a gradient kept by rows) is stepped by its owner too,
+    // which then sends it whole. Off: every process steps every table on the gathered rows, so the
+    // bytes each process sends stay those of the replicated update (the table's [vocabulary, dim]
+    // values would travel every step otherwise; dense Adam moves every row).
+    bool shard_tables = false;
+};
+
 class DataParallel final : public GradientReduction {
 public:
-    explicit DataParallel(Context& context);
+    explicit DataParallel(Context& context, DataParallelOptions options = {});
     ~DataParallel() override;
 
     // This process's share of the next step is empty (a global minibatch smaller than the number of
@@ -37,17 +61,38 @@ public:
     void set_stand_in(bool stand_in) { stand_in_ = stand_in; }
     bool stand_in() const { return stand_in_; }
     Context& context() const { return context_; }
-    // Bytes this process gave to MPI in the last step: dense gradients, and rows with their ids.
+    // Bytes this process gave to MPI in the last step: dense gradients, rows with their ids, and
+    // (sharded update) the new values of the parameters it owns.
     std::size_t dense_bytes() const { return dense_bytes_; }
     std::size_t row_bytes() const { return row_bytes_; }
+    std::size_t parameter_bytes() const { return parameter_bytes_; }
+    const DataParallelOptions& options() const { return options_; }
+    // Sharded update: the process that steps parameter i (known from the first step on).
+    int owner(std::size_t i) const;
+    // Sharded update: brings the state of every parameter of `learner` (one this reduction steps)
+    // from its owner to rank 0, which then holds it whole. Every process calls it;
+    // distributed::save_checkpoint does before writing.
+    void gather_state(const Learner& learner);
     // Seconds the last step spent in finish: waiting for sums still in flight when backward ended
     // (communication not hidden behind it, plus any wait for slower processes) and gathering rows.
     double finish_seconds() const { return finish_seconds_; }
+    // When the last step reached the reduction's calls: combine began (forward ended) and returned
+    // (every process's forward ended), finish began (backward ended) and returned (the sums are
+    // done), and with a sharded update, this process's share was stepped (the new values then
+    // travel). With the caller's own times around train_minibatch they split a step into forward,
+    // waiting for the others, backward, the rest of the communication and the update.
+    struct Moments {
+        std::chrono::steady_clock::time_point combine_began, combined, finish_began, finished, stepped;
+    };
+    const Moments& moments() const { return moments_; }
 
     MinibatchResult combine(const MinibatchResult& local) override;
     void ready(const Session& session, std::size_t parameter) override;
     void finish(const Session& session) override;
     void failed(const std::string& what) override;
+    bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) override;
+    // False after a sharded step until gather_state brought the state to this process (rank 0).
+    bool holds_whole_state() const override { return whole_state_; }
 
 private:
     // Starts the sums of the parameters whose turn has come, in one fixed order on every process
@@ -59,8 +104,15 @@ private:
     void progress();
     template <class T>
     void gather_rows(const Session& session, std::size_t i);
+    void assign_owners(const Session& session);
+    bool sharded() const { return options_.shard_update && context_.size() > 1; }
+    template <class T>
+    void add_incoming(const Session& session, std::size_t i);
+    template <class T>
+    void send_parameters(const Learner& learner);
 
     Context& context_;
+    DataParallelOptions options_;
     bool stand_in_ = false;
     std::mutex mutex_;
     std::vector<char> ready_, started_;
@@ -69,10 +121,30 @@ private:
     std::vector<std::size_t> by_rows_, dense_rows_;  // gathered after backward
     struct Requests;                                 // MPI_Requests: the header needs no mpi.h
     std::unique_ptr<Requests> requests_;
-    std::size_t dense_bytes_ = 0, row_bytes_ = 0;
+    std::size_t dense_bytes_ = 0, row_bytes_ = 0, parameter_bytes_ = 0;
+    // Sharded update: owner of each parameter; the others' gradients of this process's parameters
+    // (one part per other process, in rank order) and the parameters waiting for them.
+    std::vector<int> owner_;
+    struct Incoming {
+        std::vector<float> f32;
+        std::vector<double> f64;
+        template <class T>
+        std::vector<T>& as() {
+            if constexpr (std::is_same_v<T, double>)
+                return f64;
+            else
+                return f32;
+        }
+    };
+    std::vector<Incoming> incoming_;
+    std::vector<std::size_t> owned_;
+    std::vector<char> by_rows_table_;  // gradient kept by rows (an embedding table)
+    std::vector<char> replicated_;     // stepped by every process (tables, unless shard_tables)
+    bool whole_state_ = true;
     double finish_seconds_ = 0;
+    Moments moments_;
 };
 
-std::shared_ptr<DataParallel> data_parallel(Context& context);
+std::shared_ptr<DataParallel> data_parallel(Context& context, DataParallelOptions options = {});
 
 }  // namespace loom::distributed

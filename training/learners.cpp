@@ -147,6 +147,51 @@ bool Learner::update(const Session& session, double gradient_scale, bool only_if
     return end_update(session);
 }
 
+bool Learner::update_share(const Session& session, const std::vector<char>& mine, double gradient_scale,
+                           bool only_if_finite, const std::function<void(std::vector<double>&)>& share_norms) {
+    if (mine.size() != parameters_.size())
+        throw InternalError(name_ + ": update_share got " + std::to_string(mine.size()) + " flags for " +
+                            std::to_string(parameters_.size()) + " parameters");
+    std::vector<Gradient> grads(parameters_.size());
+    std::vector<double> square_sums(parameters_.size(), 0.0);
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (mine[i]) {
+            grads[i] = gradient_of(session, i);
+            square_sums[i] = grads[i].square_sum;
+        }
+    share_norms(square_sums);
+    // As update(): the same sum in the same order, so the same norm, clipping and decision.
+    double sq = 0.0;
+    for (double v : square_sums) sq += v;
+    const double norm = std::sqrt(sq) * std::abs(gradient_scale);
+    if (only_if_finite && !std::isfinite(norm)) {
+        last_norm_ = norm;
+        return false;
+    }
+    double scale = gradient_scale;
+    if (options_.gradient_clipping_norm > 0 && norm > options_.gradient_clipping_norm)
+        scale *= options_.gradient_clipping_norm / norm;
+    open_update(scale, std::abs(gradient_scale));
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        if (mine[i]) {
+            pending_[i] = grads[i];
+            done_[i] = deferred;
+        } else {  // stepped elsewhere: end_update passes it by, its norm counts
+            square_sums_[i] = square_sums[i];
+            done_[i] = applied;
+        }
+    }
+    return end_update(session);
+}
+
+std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
+    if (i >= parameters_.size() || k >= slots_)
+        throw InternalError(name_ + ": state_bytes(" + std::to_string(i) + ", " + std::to_string(k) + ") out of range");
+    Slot& slot = state_[i * slots_ + k];
+    if (state_precision_[i] == Precision::f64) return std::as_writable_bytes(std::span<double>(slot.f64));
+    return std::as_writable_bytes(std::span<float>(slot.f32));
+}
+
 void Learner::begin_update(double gradient_scale) { open_update(gradient_scale, std::abs(gradient_scale)); }
 
 void Learner::convert_state(std::size_t i, Precision to) {

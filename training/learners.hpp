@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,25 @@ public:
     // Closes an open update without applying what waits (after backward threw): the step count
     // does not move; parameters already updated early stay so.
     void cancel_update() { updating_ = false; }
+
+    // One step of a data-parallel run that shares the update out (ZeRO stage 1; distributed/):
+    // this process steps only the parameters `mine` marks, whose gradients in `session` are the
+    // sums over every process, and leaves the others and their state alone (the processes that
+    // step them send their new values). The global norm (clipping, only_if_finite) must be the
+    // same everywhere: `share_norms` gets each parameter's squared gradient norm, read here for
+    // the parameters of `mine` and 0 for the others, and must fill in every one with the value its
+    // stepping process read. The parameters stepped here then get exactly update()'s values, and
+    // the step count and last_gradient_norm() move as with update().
+    bool update_share(const Session& session, const std::vector<char>& mine, double gradient_scale, bool only_if_finite,
+                      const std::function<void(std::vector<double>&)>& share_norms);
+    // Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
+    // changes only the rows a gradient kept by rows lists.
+    bool updates_rows_lazily() const { return skips_zero_rows(); }
+    // The rule's state of parameter i, slot k (k < state_slots()), as the raw bytes of the
+    // precision it is kept in: what moves when the processes that step a share of the parameters
+    // bring the whole state to the one that saves it (distributed/).
+    std::size_t state_slots() const { return slots_; }
+    std::span<std::byte> state_bytes(std::size_t i, std::size_t k);
 
     const std::string& name() const { return name_; }
     const std::vector<Parameter>& parameters() const { return parameters_; }

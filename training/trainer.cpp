@@ -134,7 +134,7 @@ MinibatchResult Trainer::train_share(const Bindings& inputs) {
     session_->backward([&](std::size_t i) { reduction.ready(*session_, i); });
     reduction.finish(*session_);
     const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
-    const bool applied = learner_->update(*session_, scale, guard);
+    const bool applied = reduction.update(*learner_, *session_, scale, guard);
     session_->release_gradients();
     if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
     samples_seen_ += r.loss_count;
@@ -160,6 +160,11 @@ MinibatchResult Trainer::test_minibatch(const Bindings& inputs) {
 
 void Trainer::save_checkpoint(const std::string& path, const TrainingPosition& position,
                               const CheckpointExtras& extras) const {
+    if (options_.reduction && !options_.reduction->holds_whole_state())
+        throw UserError(
+            "Trainer::save_checkpoint: this process holds only its share of the learner's state (a "
+            "sharded data-parallel update); save with loom::distributed::save_checkpoint, which "
+            "gathers it first");
     CheckpointExtras all = extras;
     ByteWriter counter;
     counter.u64(samples_seen_);

@@ -44,6 +44,17 @@ public:
     virtual void ready(const Session& session, std::size_t parameter) = 0;
     virtual void finish(const Session& session) = 0;
     virtual void failed(const std::string& what) = 0;
+    // The learner's step, once finish made every gradient the global sum; returns what
+    // Learner::update returns. By default every process steps every parameter alike; a reduction
+    // may take the step over (distributed/: each process steps its share of the parameters and
+    // the new values are exchanged), as long as every process ends with the same parameters.
+    virtual bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {
+        return learner.update(session, gradient_scale, only_if_finite);
+    }
+    // Whether this process holds the learner's whole state, so that Trainer::save_checkpoint may
+    // write it (a reduction that steps a share of the parameters per process keeps the rest of
+    // the state elsewhere until it gathers it).
+    virtual bool holds_whole_state() const { return true; }
 };
 
 struct TrainerOptions {
@@ -81,6 +92,8 @@ public:
     Learner& learner() { return *learner_; }
     const Learner& learner() const { return *learner_; }
     Session& session() { return *session_; }
+    // The data-parallel hook of TrainerOptions, or null.
+    const std::shared_ptr<GradientReduction>& reduction() const { return options_.reduction; }
     // Samples of the minibatches whose update was applied.
     std::uint64_t total_samples_seen() const { return samples_seen_; }
     // Updates skipped (or stopped at) for a non-finite loss or gradient norm, since construction.

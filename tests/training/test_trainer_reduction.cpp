@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <loom.hpp>
@@ -88,4 +89,104 @@ TEST_CASE("trainer reduction: a twin reduction gives the plain update and sees e
     CHECK(!twin->failure.empty());
     CHECK(twin->combines == 5);
     CHECK(twin_model.w.value() == w_before);
+}
+
+namespace {
+
+// A twin that takes the update over and steps through Learner::update_share, each parameter once,
+// all on this "process".
+struct SteppingTwin final : GradientReduction {
+    int updates = 0;
+    MinibatchResult combine(const MinibatchResult& local) override { return local; }
+    void ready(const Session&, std::size_t) override {}
+    void finish(const Session&) override {}
+    void failed(const std::string&) override {}
+    bool update(Learner& learner, const Session& session, double scale, bool only_if_finite) override {
+        ++updates;
+        const std::vector<char> all(learner.parameters().size(), 1);
+        return learner.update_share(session, all, scale, only_if_finite, [](std::vector<double>&) {});
+    }
+};
+
+}  // namespace
+
+TEST_CASE("trainer reduction: a reduction that takes the update over gives the learner's own update") {
+    Regression plain_model, twin_model;
+    LearnerOptions clip;
+    clip.gradient_clipping_norm = 0.1;  // the global norm decides the step
+    Trainer plain(plain_model.loss, Variable(), adam({plain_model.w, plain_model.b}, 0.05, 0.9, 0.999, 1e-8, clip));
+    auto twin = std::make_shared<SteppingTwin>();
+    TrainerOptions options;
+    options.reduction = twin;
+    Trainer stepped(twin_model.loss, Variable(), adam({twin_model.w, twin_model.b}, 0.05, 0.9, 0.999, 1e-8, clip),
+                    options);
+    for (std::size_t step = 0; step < 4; ++step) {
+        plain.train_minibatch(plain_model.minibatch(step));
+        stepped.train_minibatch(twin_model.minibatch(step));
+        CHECK(twin_model.w.value() == plain_model.w.value());
+        CHECK(twin_model.b.value() == plain_model.b.value());
+        CHECK(stepped.learner().last_gradient_norm() == plain.learner().last_gradient_norm());
+    }
+    CHECK(twin->updates == 4);
+    CHECK(stepped.learner().step_count() == 4);
+    CHECK(stepped.reduction() == twin);
+}
+
+TEST_CASE("learner: update_share steps only its parameters and takes the others' norms as given") {
+    // Learners on the same gradients: `first` steps w only, told b's squared norm as `second` (b
+    // only) reads it; `whole` steps both. Clipping makes the global norm decide the step.
+    Regression model;
+    Session session({model.loss}, {model.w, model.b});
+    session.forward(model.minibatch(1));
+    session.backward();
+    LearnerOptions clip;
+    clip.gradient_clipping_norm = 0.01;
+    auto learner = [&] { return adam({model.w, model.b}, 0.05, 0.9, 0.999, 1e-8, clip); };
+    const xt::xarray<float> w0 = model.w.value(), b0 = model.b.value();
+    double w_sq = 0;  // independently: the sum of w's squared gradient elements
+    for (float g : session.gradient(model.w)) w_sq += double(g) * double(g);
+
+    auto second = learner();
+    double b_read = -1;
+    REQUIRE(second->update_share(session, {0, 1}, 1.0 / 6, true, [&](std::vector<double>& sums) {
+        b_read = sums[1];
+        sums[0] = w_sq;
+    }));
+    CHECK(model.w.value() == w0);  // not stepped by `second`
+    CHECK(model.b.value() != b0);
+    model.b.data() = b0;
+
+    auto first = learner();
+    std::vector<double> seen;
+    REQUIRE(first->update_share(session, {1, 0}, 1.0 / 6, true, [&](std::vector<double>& sums) {
+        seen = sums;
+        sums[1] = b_read;
+    }));
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0] == doctest::Approx(w_sq).epsilon(1e-6));
+    CHECK(seen[1] == 0.0);  // not read by `first`
+    CHECK(model.b.value() == b0);
+    const xt::xarray<float> w_first = model.w.value();
+    CHECK(w_first != w0);
+    CHECK(first->step_count() == 1);
+    CHECK(first->last_gradient_norm() == doctest::Approx(std::sqrt(w_sq + b_read) / 6).epsilon(1e-6));
+    CHECK(first->last_gradient_norm() > clip.gradient_clipping_norm);  // clipped
+
+    // The whole update from the same start: w bit for bit as `first` stepped it, the same norm.
+    model.w.data() = w0;
+    auto whole = learner();
+    REQUIRE(whole->update(session, 1.0 / 6, true));
+    CHECK(model.w.value() == w_first);
+    CHECK(whole->last_gradient_norm() == first->last_gradient_norm());
+
+    // A non-finite norm given for the other parameter: nothing changes, the step count stays.
+    auto third = learner();
+    const xt::xarray<float> w_now = model.w.value();
+    CHECK_FALSE(
+        third->update_share(session, {1, 0}, 1.0 / 6, true, [](std::vector<double>& sums) { sums[1] = std::nan(""); }));
+    CHECK(model.w.value() == w_now);
+    CHECK(third->step_count() == 0);
+    CHECK(std::isnan(third->last_gradient_norm()));
+    // One flag per parameter, or an error.
+    CHECK_THROWS_AS(third->update_share(session, {1}, 1.0, false, [](std::vector<double>&) {}), InternalError);
 }
