@@ -5,14 +5,13 @@
 
 #include "core/gemm.hpp"
 #include "core/isa_kernels.hpp"
+#include "core/pack_right.hpp"
 
 namespace loom {
 
 namespace {
 
-// A panel is 64 bytes wide: 16 floats or 8 doubles (one AVX-512 vector, two AVX2 vectors).
-template <class T>
-constexpr std::size_t panel_width = 64 / sizeof(T);
+using detail::panel_width;
 
 // Portable fallback with the same packed layout.
 template <class T>
@@ -58,21 +57,8 @@ std::size_t packed_size(std::size_t k, std::size_t n) {
 
 template <class T>
 void pack_right(bool transposed, std::size_t k, std::size_t n, const T* b, std::size_t ldb, T* packed) {
-    constexpr std::size_t nr = panel_width<T>;
-    for (std::size_t col = 0; col < n; col += nr) {
-        const std::size_t nc = std::min(nr, n - col);
-        T* panel = packed + col * k;
-        if (transposed) {  // column j of B is row j of b: read the panel's rows side by side
-            const T* src[panel_width<T>];
-            for (std::size_t j = 0; j < nc; ++j) src[j] = b + (col + j) * ldb;
-            for (std::size_t p = 0; p < k; ++p)
-                for (std::size_t j = 0; j < nc; ++j) panel[p * nr + j] = src[j][p];
-        } else {
-            for (std::size_t p = 0; p < k; ++p) std::copy_n(b + p * ldb + col, nc, panel + p * nr);
-        }
-        if (nc < nr)  // the last panel's missing columns multiply to zeros that are never stored
-            for (std::size_t p = 0; p < k; ++p) std::fill(panel + p * nr + nc, panel + (p + 1) * nr, T(0));
-    }
+    detail::pack_right_from(
+        transposed, k, n, [&](std::size_t r) { return b + r * ldb; }, packed);
 }
 
 template <class T>

@@ -69,4 +69,11 @@ template <class T>
 void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
                        const T* b, std::size_t ldb, T beta, T* const* c_rows);
 
+// C [m, n] = alpha * A^T B + beta * C (row stride ldc), the k rows of A [k, m] and B [k, n] where
+// they lie (a_rows[p], b_rows[p]), through the active kernels: a weight's gradient X^T dY over the
+// real rows of a padded sequence, without gathering them.
+template <class T>
+void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
+                          const T* const* b_rows, T beta, T* c, std::size_t ldc);
+
 }  // namespace loom

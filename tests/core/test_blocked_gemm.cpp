@@ -155,3 +155,42 @@ TEST_CASE("gemm_blocked_rows multiplies scattered rows and leaves the rows betwe
             CHECK(untouched);
         }
 }
+
+TEST_CASE("gemm_blocked_rows_tn multiplies the transpose of scattered rows by scattered rows") {
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    // k crosses the blocks of k (256), m the blocks of rows (240); C rows wider than n (ldc).
+    for (const Shape3 s : {Shape3{7, 40, 300}, Shape3{250, 17, 5}, Shape3{33, 1, 12}}) {
+        // A [k, m] and B [k, n] stored one row apart and in reverse order.
+        std::vector<double> a(2 * s.k * s.m), b(2 * s.k * s.n);
+        for (double& v : a) v = u(rng);
+        for (double& v : b) v = u(rng);
+        std::vector<const double*> a_rows(s.k), b_rows(s.k);
+        for (std::size_t p = 0; p < s.k; ++p) {
+            a_rows[p] = a.data() + 2 * (s.k - 1 - p) * s.m;
+            b_rows[p] = b.data() + 2 * (s.k - 1 - p) * s.n;
+        }
+        const std::size_t ldc = s.n + 2;
+        std::vector<double> c0(s.m * ldc);
+        for (double& v : c0) v = u(rng);
+        for (double beta : {0.0, 1.0}) {
+            std::vector<double> c = c0;
+            loom::gemm_blocked_rows_tn<double>(s.m, s.n, s.k, -0.5, a_rows.data(), b_rows.data(), beta, c.data(), ldc);
+            double worst = 0;
+            bool padding_kept = true;
+            for (std::size_t i = 0; i < s.m; ++i) {
+                for (std::size_t j = 0; j < s.n; ++j) {
+                    long double dot = 0;
+                    for (std::size_t p = 0; p < s.k; ++p)
+                        dot += static_cast<long double>(a_rows[p][i]) * static_cast<long double>(b_rows[p][j]);
+                    const long double want = -0.5L * dot + beta * static_cast<long double>(c0[i * ldc + j]);
+                    worst = std::max(worst, static_cast<double>(std::abs(c[i * ldc + j] - want)));
+                }
+                for (std::size_t j = s.n; j < ldc; ++j) padding_kept &= c[i * ldc + j] == c0[i * ldc + j];
+            }
+            INFO("m " << s.m << " n " << s.n << " k " << s.k << " beta " << beta);
+            CHECK(worst < 1e-15 * static_cast<double>(s.k + 4));
+            CHECK(padding_kept);
+        }
+    }
+}
