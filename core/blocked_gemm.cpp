@@ -30,6 +30,7 @@ struct Buffers {
     std::vector<T> b, a;
     std::vector<const T*> a_rows;
     std::vector<T*> c_rows;
+    std::vector<const T*> d_rows;
 };
 
 template <class T>
@@ -68,14 +69,15 @@ void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, std::size_t 
 
 // The loops of every entry point. Operands come by rows as stored: `a_row(r)` is row r of A (of
 // op(A), or of A [k, m] when trans_a), `b_row(r)` row r of B (B [k, n], or [n, k] when trans_b),
-// `c_row(i)` row i of C; rows may lie anywhere.
-template <class T, class ARow, class BRow, class CRow>
+// `c_row(i)` row i of C, `d_row(i)` the row beta multiplies (C's own, or an addend); rows may lie
+// anywhere.
+template <class T, class ARow, class BRow, class CRow, class DRow>
 void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, ARow a_row,
-             BRow b_row, T beta, CRow c_row) {
+             BRow b_row, T beta, CRow c_row, DRow d_row) {
     if (m == 0 || n == 0) return;
     if (k == 0 || alpha == T(0)) {
         for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * c_row(i)[j];
+            for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * d_row(i)[j];
         return;
     }
     using B = Blocking<T>;
@@ -85,6 +87,7 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
     buf.a.resize(round_up(mc_max, kernels::kPackedRows) * kc_max);
     buf.a_rows.resize(mc_max);
     buf.c_rows.resize(mc_max);
+    buf.d_rows.resize(mc_max);
     for (std::size_t jc = 0; jc < n; jc += nc_max) {
         const std::size_t nc = std::min(nc_max, n - jc);
         for (std::size_t pc = 0; pc < k; pc += kc_max) {
@@ -95,16 +98,19 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
             else
                 detail::pack_right_from(
                     false, kc, nc, [&](std::size_t p) { return b_row(pc + p) + jc; }, buf.b.data());
-            // The first block of k applies beta; the later ones add to it.
+            // The first block of k applies beta to D; the later ones add to C.
             const T beta_here = pc == 0 ? beta : T(1);
             for (std::size_t ic = 0; ic < m; ic += mc_max) {
                 const std::size_t mc = std::min(mc_max, m - ic);
-                for (std::size_t i = 0; i < mc; ++i) buf.c_rows[i] = c_row(ic + i) + jc;
+                for (std::size_t i = 0; i < mc; ++i) {
+                    buf.c_rows[i] = c_row(ic + i) + jc;
+                    buf.d_rows[i] = pc == 0 ? d_row(ic + i) + jc : buf.c_rows[i];
+                }
 #if defined(__x86_64__)
                 if (isa == Isa::avx512) {
                     pack_interleaved<T>(trans_a, mc, kc, pc, ic, a_row, buf.a.data());
-                    kernels::rows_packed_avx512(mc, nc, kc, buf.a.data(), buf.b.data(), buf.c_rows.data(), alpha,
-                                                beta_here);
+                    kernels::rows_packed_avx512(mc, nc, kc, buf.a.data(), buf.b.data(), buf.c_rows.data(),
+                                                buf.d_rows.data(), alpha, beta_here);
                     continue;
                 }
 #endif
@@ -117,7 +123,8 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
                 } else {
                     for (std::size_t i = 0; i < mc; ++i) buf.a_rows[i] = a_row(ic + i) + pc;
                 }
-                gemm_rows<T>(isa, mc, nc, kc, buf.a_rows.data(), buf.b.data(), buf.c_rows.data(), alpha, beta_here);
+                gemm_rows<T>(isa, mc, nc, kc, buf.a_rows.data(), buf.b.data(), buf.c_rows.data(), alpha, beta_here,
+                             buf.d_rows.data());
             }
         }
     }
@@ -130,16 +137,19 @@ void gemm_blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
     blocked(
         isa, trans_a, trans_b, m, n, k, alpha, [&](std::size_t r) { return a + r * lda; },
-        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c + i * ldc; });
+        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c + i * ldc; },
+        [&](std::size_t i) { return c + i * ldc; });
 }
 
 template <class T>
 void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
-                       const T* b, std::size_t ldb, T beta, T* const* c_rows) {
+                       const T* b, std::size_t ldb, T beta, T* const* c_rows, const T* const* d_rows) {
     GemmTimer timer;
+    const T* const* d = d_rows ? d_rows : c_rows;
     blocked(
         active_isa(), false, trans_b, m, n, k, alpha, [&](std::size_t i) { return a_rows[i]; },
-        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c_rows[i]; });
+        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c_rows[i]; },
+        [&](std::size_t i) { return d[i]; });
 }
 
 template <class T>
@@ -148,7 +158,8 @@ void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, 
     GemmTimer timer;
     blocked(
         active_isa(), true, false, m, n, k, alpha, [&](std::size_t p) { return a_rows[p]; },
-        [&](std::size_t p) { return b_rows[p]; }, beta, [&](std::size_t i) { return c + i * ldc; });
+        [&](std::size_t p) { return b_rows[p]; }, beta, [&](std::size_t i) { return c + i * ldc; },
+        [&](std::size_t i) { return c + i * ldc; });
 }
 
 template void gemm_blocked(Isa, bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
@@ -157,9 +168,9 @@ template void gemm_blocked(Isa, bool, bool, std::size_t, std::size_t, std::size_
                            const double*, std::size_t, double, double*, std::size_t);
 
 template void gemm_blocked_rows(bool, std::size_t, std::size_t, std::size_t, float, const float* const*, const float*,
-                                std::size_t, float, float* const*);
+                                std::size_t, float, float* const*, const float* const*);
 template void gemm_blocked_rows(bool, std::size_t, std::size_t, std::size_t, double, const double* const*,
-                                const double*, std::size_t, double, double* const*);
+                                const double*, std::size_t, double, double* const*, const double* const*);
 template void gemm_blocked_rows_tn(std::size_t, std::size_t, std::size_t, float, const float* const*,
                                    const float* const*, float, float*, std::size_t);
 template void gemm_blocked_rows_tn(std::size_t, std::size_t, std::size_t, double, const double* const*,

@@ -58,14 +58,14 @@ typename Vec<T>::Mask lanes(std::size_t count) {
 template <class T>
 struct Epilogue {
     T alpha, beta;
-    // c = alpha * acc + beta * c over the lanes in mask.
-    void store(T* c, typename Vec<T>::Mask mask, typename Vec<T>::V acc) const {
+    // c = alpha * acc + beta * d over the lanes in mask (d may be c).
+    void store(T* c, const T* d, typename Vec<T>::Mask mask, typename Vec<T>::V acc) const {
         using W = Vec<T>;
         if (alpha != T(1)) acc = W::mul(acc, W::set(alpha));
         if (beta == T(1))
-            acc = W::add(acc, W::load_masked(c, mask));
+            acc = W::add(acc, W::load_masked(d, mask));
         else if (beta != T(0))
-            acc = W::fma(W::set(beta), W::load_masked(c, mask), acc);
+            acc = W::fma(W::set(beta), W::load_masked(d, mask), acc);
         W::store_masked(c, mask, acc);
     }
 };
@@ -73,8 +73,8 @@ struct Epilogue {
 // R rows by V panels (1 or 2) of C at columns [col, col + ncols). The accumulators are named
 // variables, not an array, so that GCC keeps them in registers.
 template <class T, std::size_t R, std::size_t V>
-void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, T* const* c, std::size_t col,
-            std::size_t ncols, const Epilogue<T>& e) {
+void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, T* const* c, const T* const* d,
+            std::size_t col, std::size_t ncols, const Epilogue<T>& e) {
     using W = Vec<T>;
     using Vr = typename W::V;
     constexpr std::size_t w = W::width;
@@ -119,10 +119,10 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
 #undef LOOM_ROW
     }
     const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
-#define LOOM_STORE(r)                                               \
-    if constexpr (R > r) {                                          \
-        e.store(c[r] + col, m0, c##r##_0);                          \
-        if constexpr (V > 1) e.store(c[r] + col + w, m1, c##r##_1); \
+#define LOOM_STORE(r)                                                               \
+    if constexpr (R > r) {                                                          \
+        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                              \
+        if constexpr (V > 1) e.store(c[r] + col + w, d[r] + col + w, m1, c##r##_1); \
     }
     LOOM_STORE(0)
     LOOM_STORE(1)
@@ -140,8 +140,8 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
 }
 
 template <class T>
-using Kernel = void (*)(std::size_t, const T* const*, const T*, const T*, T* const*, std::size_t, std::size_t,
-                        const Epilogue<T>&);
+using Kernel = void (*)(std::size_t, const T* const*, const T*, const T*, T* const*, const T* const*, std::size_t,
+                        std::size_t, const Epilogue<T>&);
 
 template <class T, std::size_t V>
 constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, V>, kernel<T, 2, V>,  kernel<T, 3, V>,
@@ -150,8 +150,8 @@ constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, V>, k
                                              kernel<T, 12, V>};
 
 template <class T>
-void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c, T alpha,
-          T beta) {
+void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
+          const T* const* d, T alpha, T beta) {
     constexpr std::size_t w = Vec<T>::width;
     const Epilogue<T> e{alpha, beta};
     // Rows in blocks of nearly equal size (32 = 11 + 11 + 10), so no block runs with too few
@@ -164,7 +164,7 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
         const T* panel1 = nc > w ? panel0 + w * k : panel0;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            (nc > w ? by_rows<T, 2> : by_rows<T, 1>)[r](k, a + start, panel0, panel1, c + start, col, nc, e);
+            (nc > w ? by_rows<T, 2> : by_rows<T, 1>)[r](k, a + start, panel0, panel1, c + start, d + start, col, nc, e);
             start += r;
         }
     }
@@ -179,8 +179,8 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
 // spilled an accumulator to the stack at every k.
 template <class T, std::size_t V>
 __attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::size_t rows, const T* panel0,
-                                             const T* panel1, T* const* c, std::size_t col, std::size_t ncols,
-                                             const Epilogue<T>& e) {
+                                             const T* panel1, T* const* c, const T* const* d, std::size_t col,
+                                             std::size_t ncols, const Epilogue<T>& e) {
     using W = Vec<T>;
     using Vr = typename W::V;
     constexpr std::size_t w = W::width;
@@ -211,10 +211,10 @@ __attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::siz
 #undef LOOM_ROW
     }
     const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
-#define LOOM_STORE(r)                                               \
-    if (rows > r) {                                                 \
-        e.store(c[r] + col, m0, c##r##_0);                          \
-        if constexpr (V > 1) e.store(c[r] + col + w, m1, c##r##_1); \
+#define LOOM_STORE(r)                                                               \
+    if (rows > r) {                                                                 \
+        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                              \
+        if constexpr (V > 1) e.store(c[r] + col + w, d[r] + col + w, m1, c##r##_1); \
     }
     LOOM_STORE(0)
     LOOM_STORE(1)
@@ -232,8 +232,8 @@ __attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::siz
 }
 
 template <class T>
-void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* packed, T* const* c, T alpha,
-                 T beta) {
+void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* packed, T* const* c,
+                 const T* const* d, T alpha, T beta) {
     constexpr std::size_t w = Vec<T>::width;
     const Epilogue<T> e{alpha, beta};
     for (std::size_t col = 0; col < n; col += 2 * w) {
@@ -244,9 +244,9 @@ void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const 
             const std::size_t r = m - start < max_rows ? m - start : max_rows;
             const T* block = a + start * k;
             if (nc > w)
-                kernel_packed<T, 2>(k, block, r, panel0, panel1, c + start, col, nc, e);
+                kernel_packed<T, 2>(k, block, r, panel0, panel1, c + start, d + start, col, nc, e);
             else
-                kernel_packed<T, 1>(k, block, r, panel0, panel1, c + start, col, nc, e);
+                kernel_packed<T, 1>(k, block, r, panel0, panel1, c + start, d + start, col, nc, e);
         }
     }
 }
@@ -254,21 +254,21 @@ void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const 
 }  // namespace
 
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,
-                        float* const* c, float alpha, float beta) {
-    rows_packed<float>(m, n, k, a, packed, c, alpha, beta);
+                        float* const* c, const float* const* d, float alpha, float beta) {
+    rows_packed<float>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const double* a, const double* packed,
-                        double* const* c, double alpha, double beta) {
-    rows_packed<double>(m, n, k, a, packed, c, alpha, beta);
+                        double* const* c, const double* const* d, double alpha, double beta) {
+    rows_packed<double>(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const float* packed,
-                 float* const* c, float alpha, float beta) {
-    rows<float>(m, n, k, a, packed, c, alpha, beta);
+                 float* const* c, const float* const* d, float alpha, float beta) {
+    rows<float>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
-                 double* const* c, double alpha, double beta) {
-    rows<double>(m, n, k, a, packed, c, alpha, beta);
+                 double* const* c, const double* const* d, double alpha, double beta) {
+    rows<double>(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 }  // namespace loom::kernels

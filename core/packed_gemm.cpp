@@ -16,7 +16,7 @@ using detail::panel_width;
 // Portable fallback with the same packed layout.
 template <class T>
 void rows_portable(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
-                   T alpha, T beta) {
+                   const T* const* d, T alpha, T beta) {
     constexpr std::size_t nr = panel_width<T>;
     for (std::size_t col = 0; col < n; col += nr) {
         const T* panel = packed + col * k;
@@ -26,9 +26,10 @@ void rows_portable(std::size_t m, std::size_t n, std::size_t k, const T* const* 
             for (std::size_t p = 0; p < k; ++p)
                 for (std::size_t j = 0; j < nr; ++j) s[j] += a[r][p] * panel[p * nr + j];
             T* out = c[r] + col;
+            const T* in = d[r] + col;
             for (std::size_t j = 0; j < nc; ++j) {
                 const T v = alpha * s[j];
-                out[j] = beta == T(0) ? v : v + beta * out[j];
+                out[j] = beta == T(0) ? v : v + beta * in[j];
             }
         }
     }
@@ -36,13 +37,13 @@ void rows_portable(std::size_t m, std::size_t n, std::size_t k, const T* const* 
 
 template <class T>
 void rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
-          T alpha, T beta) {
+          const T* const* d, T alpha, T beta) {
 #if defined(__x86_64__)
-    if (isa == Isa::avx512) return kernels::rows_avx512(m, n, k, a, packed, c, alpha, beta);
-    if (isa == Isa::avx2) return kernels::rows_avx2(m, n, k, a, packed, c, alpha, beta);
+    if (isa == Isa::avx512) return kernels::rows_avx512(m, n, k, a, packed, c, d, alpha, beta);
+    if (isa == Isa::avx2) return kernels::rows_avx2(m, n, k, a, packed, c, d, alpha, beta);
 #endif
     (void)isa;
-    rows_portable(m, n, k, a, packed, c, alpha, beta);
+    rows_portable(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 }  // namespace
@@ -63,14 +64,15 @@ void pack_right(bool transposed, std::size_t k, std::size_t n, const T* b, std::
 
 template <class T>
 void gemm_rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
-               T* const* c_rows, T alpha, T beta) {
+               T* const* c_rows, T alpha, T beta, const T* const* d_rows) {
     if (m == 0 || n == 0) return;
+    if (!d_rows) d_rows = c_rows;
     if (k == 0) {
         for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == T(0) ? T(0) : beta * c_rows[i][j];
+            for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == T(0) ? T(0) : beta * d_rows[i][j];
         return;
     }
-    rows(isa, m, n, k, a_rows, packed, c_rows, alpha, beta);
+    rows(isa, m, n, k, a_rows, packed, c_rows, d_rows, alpha, beta);
 }
 
 template <class T>
@@ -78,6 +80,13 @@ void gemm_rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a_ro
                bool accumulate) {
     GemmTimer timer;
     gemm_rows<T>(active_isa(), m, n, k, a_rows, packed, c_rows, T(1), accumulate ? T(1) : T(0));
+}
+
+template <class T>
+void gemm_rows_add(std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
+                   const T* const* d_rows, T* const* c_rows) {
+    GemmTimer timer;
+    gemm_rows<T>(active_isa(), m, n, k, a_rows, packed, c_rows, T(1), T(1), d_rows);
 }
 
 template std::size_t packed_size<float>(std::size_t, std::size_t);
@@ -88,8 +97,12 @@ template void gemm_rows(std::size_t, std::size_t, std::size_t, const float* cons
 template void gemm_rows(std::size_t, std::size_t, std::size_t, const double* const*, const double*, double* const*,
                         bool);
 template void gemm_rows(Isa, std::size_t, std::size_t, std::size_t, const float* const*, const float*, float* const*,
-                        float, float);
+                        float, float, const float* const*);
 template void gemm_rows(Isa, std::size_t, std::size_t, std::size_t, const double* const*, const double*, double* const*,
-                        double, double);
+                        double, double, const double* const*);
+template void gemm_rows_add(std::size_t, std::size_t, std::size_t, const float* const*, const float*,
+                            const float* const*, float* const*);
+template void gemm_rows_add(std::size_t, std::size_t, std::size_t, const double* const*, const double*,
+                            const double* const*, double* const*);
 
 }  // namespace loom

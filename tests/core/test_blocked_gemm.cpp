@@ -194,3 +194,40 @@ TEST_CASE("gemm_blocked_rows_tn multiplies the transpose of scattered rows by sc
         }
     }
 }
+
+TEST_CASE("gemm_blocked_rows adds a bias row to every row without reading the result rows") {
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    // k = 300 crosses a block of k: the bias goes in with the first block only.
+    for (bool tb : {false, true}) {
+        const Shape3 s{37, 70, 300};
+        std::vector<float> a(s.m * s.k), b(s.k * s.n), bias(s.n);
+        for (float& v : a) v = static_cast<float>(u(rng));
+        for (float& v : b) v = static_cast<float>(u(rng));
+        for (float& v : bias) v = static_cast<float>(u(rng));
+        std::vector<float> c(s.m * s.n, std::numeric_limits<float>::quiet_NaN()), copied(s.m * s.n);
+        std::vector<const float*> a_rows(s.m), bias_rows(s.m, bias.data());
+        std::vector<float*> c_rows(s.m), copied_rows(s.m);
+        for (std::size_t i = 0; i < s.m; ++i) {
+            a_rows[i] = a.data() + i * s.k;
+            c_rows[i] = c.data() + i * s.n;
+            copied_rows[i] = copied.data() + i * s.n;
+            std::copy_n(bias.data(), s.n, copied_rows[i]);
+        }
+        const std::size_t ldb = tb ? s.k : s.n;
+        loom::gemm_blocked_rows<float>(tb, s.m, s.n, s.k, 1.0f, a_rows.data(), b.data(), ldb, 1.0f, c_rows.data(),
+                                       bias_rows.data());
+        loom::gemm_blocked_rows<float>(tb, s.m, s.n, s.k, 1.0f, a_rows.data(), b.data(), ldb, 1.0f, copied_rows.data());
+        double worst = 0;
+        for (std::size_t i = 0; i < s.m; ++i)
+            for (std::size_t j = 0; j < s.n; ++j) {
+                long double dot = bias[j];
+                for (std::size_t p = 0; p < s.k; ++p)
+                    dot += static_cast<long double>(a[i * s.k + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                worst = std::max(worst, static_cast<double>(std::abs(c[i * s.n + j] - dot)));
+            }
+        INFO("tb " << tb);
+        CHECK(worst < 6e-7 * static_cast<double>(s.k + 4));
+        CHECK(c == copied);  // the same sums as copying the bias in first
+    }
+}
