@@ -6,6 +6,7 @@
 // Haswell kernels and 12 % with the Prescott ones it falls back to on CPUs it does not know
 // (bench/README.md).
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/gemm.hpp"
@@ -57,6 +58,14 @@ void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, std::size_t 
                 for (std::size_t r = rows; r < mr; ++r) out[p * mr + r] = T(0);
             }
         } else {
+#if defined(__x86_64__)
+            if constexpr (std::is_same_v<T, float>) {  // only reached on AVX-512 (rows_packed_avx512)
+                const float* src[mr];
+                for (std::size_t r = 0; r < rows; ++r) src[r] = a_row(ic + r0 + r) + pc;
+                kernels::pack_rows_interleaved_avx512(rows, kc, src, out);
+                continue;
+            }
+#endif
             for (std::size_t r = 0; r < rows; ++r) {
                 const T* src = a_row(ic + r0 + r) + pc;
                 for (std::size_t p = 0; p < kc; ++p) out[p * mr + r] = src[p];

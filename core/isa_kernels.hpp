@@ -32,6 +32,9 @@ void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float
                         float* const* c, const float* const* d, float alpha, float beta);
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const double* a, const double* packed,
                         double* const* c, const double* const* d, double alpha, double beta);
+// out[p * kPackedRows + r] = src[r][p] for p < k and r < rows (at most kPackedRows), zeros for
+// the rows past them: a block of A interleaved for rows_packed_avx512.
+void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out);
 #endif
 
 inline constexpr std::size_t kPackedRows = 12;

@@ -170,7 +170,7 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
     }
 }
 
-// The same product with A packed for the kernel (pack_rows_interleaved: per block of 12 rows,
+// The same product with A packed for the kernel (pack_rows_interleaved_avx512: per block of 12 rows,
 // a[p][r] for p < k, the block padded with zero rows): one pointer to A instead of twelve, so
 // the loop needs no more integer registers than x86-64 has. With twelve row pointers GCC moved
 // three of them through vector registers at every k, on the port the FMAs need (80 % of the peak,
@@ -251,7 +251,63 @@ void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const 
     }
 }
 
+// The unmasked forms of these intrinsics pass GCC 12 an undefined vector, which it then reports as
+// maybe uninitialized (-Wmaybe-uninitialized); with every lane selected the masked forms are the
+// same instructions.
+inline __m512 unpacklo_ps(__m512 a, __m512 b) { return _mm512_mask_unpacklo_ps(_mm512_setzero_ps(), 0xffff, a, b); }
+inline __m512 unpackhi_ps(__m512 a, __m512 b) { return _mm512_mask_unpackhi_ps(_mm512_setzero_ps(), 0xffff, a, b); }
+inline __m512d unpacklo_pd(__m512d a, __m512d b) { return _mm512_mask_unpacklo_pd(_mm512_setzero_pd(), 0xff, a, b); }
+inline __m512d unpackhi_pd(__m512d a, __m512d b) { return _mm512_mask_unpackhi_pd(_mm512_setzero_pd(), 0xff, a, b); }
+// 128-bit lanes 0 and 2 of a, then of b (0x88); lanes 1 and 3 (0xdd).
+inline __m512 lanes_0x88(__m512 a, __m512 b) {
+    return _mm512_mask_shuffle_f32x4(_mm512_setzero_ps(), 0xffff, a, b, 0x88);
+}
+inline __m512 lanes_0xdd(__m512 a, __m512 b) {
+    return _mm512_mask_shuffle_f32x4(_mm512_setzero_ps(), 0xffff, a, b, 0xdd);
+}
+
 }  // namespace
+
+// out[p * kPackedRows + r] = src[r][p] for p < k: rows r < `rows` (at most 12) of A interleaved
+// for kernel_packed, zeros for the rows past them. Sixteen values of each row at a time, turned
+// by a 16 x 16 transpose in registers (rows 12-15 are zeros and are not stored): about a quarter
+// of the instructions of copying one float at a time.
+void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out) {
+    constexpr std::size_t mr = max_rows;
+    const __mmask16 twelve = 0x0fff;
+    std::size_t p0 = 0;
+    for (; p0 + 16 <= k; p0 += 16) {
+        __m512 r[16];
+        for (std::size_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(src[i] + p0) : _mm512_setzero_ps();
+        // Pairs of rows interleaved, then pairs of pairs: r[4q + s] holds, in its 128-bit lane L,
+        // column 4L + s of rows 4q .. 4q + 3.
+        __m512 t[16];
+        for (std::size_t i = 0; i < 16; i += 2) {
+            t[i] = unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (std::size_t q = 0; q < 16; q += 4) {
+            const __m512d a = _mm512_castps_pd(t[q]), b = _mm512_castps_pd(t[q + 1]), c = _mm512_castps_pd(t[q + 2]),
+                          d = _mm512_castps_pd(t[q + 3]);
+            r[q] = _mm512_castpd_ps(unpacklo_pd(a, c));
+            r[q + 1] = _mm512_castpd_ps(unpackhi_pd(a, c));
+            r[q + 2] = _mm512_castpd_ps(unpacklo_pd(b, d));
+            r[q + 3] = _mm512_castpd_ps(unpackhi_pd(b, d));
+        }
+        // Then the 128-bit lanes: column j of all sixteen rows, for j = s, 4 + s, 8 + s, 12 + s.
+        for (std::size_t s = 0; s < 4; ++s) {
+            const __m512 lo_even = lanes_0x88(r[s], r[4 + s]), lo_odd = lanes_0xdd(r[s], r[4 + s]),
+                         hi_even = lanes_0x88(r[8 + s], r[12 + s]), hi_odd = lanes_0xdd(r[8 + s], r[12 + s]);
+            float* o = out + (p0 + s) * mr;
+            _mm512_mask_storeu_ps(o, twelve, lanes_0x88(lo_even, hi_even));
+            _mm512_mask_storeu_ps(o + 8 * mr, twelve, lanes_0xdd(lo_even, hi_even));
+            _mm512_mask_storeu_ps(o + 4 * mr, twelve, lanes_0x88(lo_odd, hi_odd));
+            _mm512_mask_storeu_ps(o + 12 * mr, twelve, lanes_0xdd(lo_odd, hi_odd));
+        }
+    }
+    for (; p0 < k; ++p0)
+        for (std::size_t i = 0; i < mr; ++i) out[p0 * mr + i] = i < rows ? src[i][p0] : 0.0f;
+}
 
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,
                         float* const* c, const float* const* d, float alpha, float beta) {

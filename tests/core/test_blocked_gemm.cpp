@@ -11,6 +11,7 @@
 
 #include "core/cpu.hpp"
 #include "core/gemm.hpp"
+#include "core/isa_kernels.hpp"
 #include "core/packed_gemm.hpp"
 
 namespace {
@@ -231,3 +232,34 @@ TEST_CASE("gemm_blocked_rows adds a bias row to every row without reading the re
         CHECK(c == copied);  // the same sums as copying the bias in first
     }
 }
+
+#if defined(__x86_64__)
+TEST_CASE("the AVX-512 interleaving of A blocks puts every value where the packed kernel reads it") {
+    if (!loom::cpu_supports(loom::Isa::avx512)) return;
+    constexpr std::size_t mr = loom::kernels::kPackedRows;
+    int checked = 0;
+    for (std::size_t rows = 1; rows <= mr; ++rows)
+        for (std::size_t k : {1, 15, 16, 17, 40, 256}) {
+            // Row r holds 1000 r + p + 1 (never 0), rows 3 apart in memory.
+            std::vector<float> a(3 * mr * k);
+            std::vector<const float*> src(rows);
+            for (std::size_t r = 0; r < rows; ++r) {
+                src[r] = a.data() + 3 * r * k;
+                for (std::size_t p = 0; p < k; ++p) a[3 * r * k + p] = static_cast<float>(1000 * r + p + 1);
+            }
+            std::vector<float> out(mr * k + 16, -1.0f);
+            loom::kernels::pack_rows_interleaved_avx512(rows, k, src.data(), out.data());
+            bool placed = true;
+            for (std::size_t p = 0; p < k; ++p)
+                for (std::size_t r = 0; r < mr; ++r)
+                    placed &= out[p * mr + r] == (r < rows ? static_cast<float>(1000 * r + p + 1) : 0.0f);
+            bool beyond_untouched = true;
+            for (std::size_t e = mr * k; e < out.size(); ++e) beyond_untouched &= out[e] == -1.0f;
+            INFO("rows " << rows << " k " << k);
+            CHECK(placed);
+            CHECK(beyond_untouched);
+            ++checked;
+        }
+    CHECK(checked == 12 * 6);
+}
+#endif
