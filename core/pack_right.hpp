@@ -4,6 +4,7 @@
 // row pointers (the real rows of a padded sequence, read where they lie).
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 namespace loom::detail {
 
@@ -25,6 +26,8 @@ void pack_right_from(bool transposed, std::size_t k, std::size_t n, Row row, T* 
             for (std::size_t j = 0; j < nc; ++j) src[j] = row(col + j);
             for (std::size_t p = 0; p < k; ++p)
                 for (std::size_t j = 0; j < nc; ++j) panel[p * nr + j] = src[j][p];
+        } else if (nc == nr) {  // a whole panel row is 64 bytes: a fixed-size copy, not a memmove call
+            for (std::size_t p = 0; p < k; ++p) std::memcpy(panel + p * nr, row(p) + col, nr * sizeof(T));
         } else {
             for (std::size_t p = 0; p < k; ++p) std::copy_n(row(p) + col, nc, panel + p * nr);
         }
