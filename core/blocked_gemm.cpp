@@ -6,6 +6,7 @@
 // Haswell kernels and 12 % with the Prescott ones it falls back to on CPUs it does not know
 // (bench/README.md).
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -54,6 +55,10 @@ void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, std::size_t 
         if (trans_a) {  // stored row p holds op(A)'s column p: the block's rows side by side
             for (std::size_t p = 0; p < kc; ++p) {
                 const T* src = a_row(pc + p) + ic + r0;
+                if (rows == mr) {  // a fixed-size copy the compiler inlines as vector moves
+                    std::memcpy(out + p * mr, src, mr * sizeof(T));
+                    continue;
+                }
                 for (std::size_t r = 0; r < rows; ++r) out[p * mr + r] = src[r];
                 for (std::size_t r = rows; r < mr; ++r) out[p * mr + r] = T(0);
             }
