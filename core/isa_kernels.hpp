@@ -35,6 +35,8 @@ void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const doubl
 // out[p * kPackedRows + r] = src[r][p] for p < k and r < rows (at most kPackedRows), zeros for
 // the rows past them: a block of A interleaved for rows_packed_avx512.
 void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out);
+// panel[p * 16 + j] = src[j][p] for p < k and j < 16: one whole panel of pack_right(transposed).
+void pack_panel_transposed_avx512(std::size_t k, const float* const* src, float* panel);
 #endif
 
 inline constexpr std::size_t kPackedRows = 12;

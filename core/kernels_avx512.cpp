@@ -266,6 +266,33 @@ inline __m512 lanes_0xdd(__m512 a, __m512 b) {
     return _mm512_mask_shuffle_f32x4(_mm512_setzero_ps(), 0xffff, a, b, 0xdd);
 }
 
+// The columns of a 16 x 16 block of floats: col[j] lane i = row[i] lane j. Pairs of rows
+// interleaved, then pairs of pairs, so that r[4q + s] holds in its 128-bit lane L column 4L + s of
+// rows 4q .. 4q + 3; then the 128-bit lanes are gathered: columns s, 4 + s, 8 + s and 12 + s.
+void transpose16(__m512 (&r)[16], __m512 (&col)[16]) {
+    __m512 t[16];
+    for (std::size_t i = 0; i < 16; i += 2) {
+        t[i] = unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (std::size_t q = 0; q < 16; q += 4) {
+        const __m512d a = _mm512_castps_pd(t[q]), b = _mm512_castps_pd(t[q + 1]), c = _mm512_castps_pd(t[q + 2]),
+                      d = _mm512_castps_pd(t[q + 3]);
+        r[q] = _mm512_castpd_ps(unpacklo_pd(a, c));
+        r[q + 1] = _mm512_castpd_ps(unpackhi_pd(a, c));
+        r[q + 2] = _mm512_castpd_ps(unpacklo_pd(b, d));
+        r[q + 3] = _mm512_castpd_ps(unpackhi_pd(b, d));
+    }
+    for (std::size_t s = 0; s < 4; ++s) {
+        const __m512 lo_even = lanes_0x88(r[s], r[4 + s]), lo_odd = lanes_0xdd(r[s], r[4 + s]),
+                     hi_even = lanes_0x88(r[8 + s], r[12 + s]), hi_odd = lanes_0xdd(r[8 + s], r[12 + s]);
+        col[s] = lanes_0x88(lo_even, hi_even);
+        col[8 + s] = lanes_0xdd(lo_even, hi_even);
+        col[4 + s] = lanes_0x88(lo_odd, hi_odd);
+        col[12 + s] = lanes_0xdd(lo_odd, hi_odd);
+    }
+}
+
 }  // namespace
 
 // out[p * kPackedRows + r] = src[r][p] for p < k: rows r < `rows` (at most 12) of A interleaved
@@ -274,39 +301,29 @@ inline __m512 lanes_0xdd(__m512 a, __m512 b) {
 // of the instructions of copying one float at a time.
 void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out) {
     constexpr std::size_t mr = max_rows;
-    const __mmask16 twelve = 0x0fff;
     std::size_t p0 = 0;
     for (; p0 + 16 <= k; p0 += 16) {
-        __m512 r[16];
+        __m512 r[16], col[16];
         for (std::size_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(src[i] + p0) : _mm512_setzero_ps();
-        // Pairs of rows interleaved, then pairs of pairs: r[4q + s] holds, in its 128-bit lane L,
-        // column 4L + s of rows 4q .. 4q + 3.
-        __m512 t[16];
-        for (std::size_t i = 0; i < 16; i += 2) {
-            t[i] = unpacklo_ps(r[i], r[i + 1]);
-            t[i + 1] = unpackhi_ps(r[i], r[i + 1]);
-        }
-        for (std::size_t q = 0; q < 16; q += 4) {
-            const __m512d a = _mm512_castps_pd(t[q]), b = _mm512_castps_pd(t[q + 1]), c = _mm512_castps_pd(t[q + 2]),
-                          d = _mm512_castps_pd(t[q + 3]);
-            r[q] = _mm512_castpd_ps(unpacklo_pd(a, c));
-            r[q + 1] = _mm512_castpd_ps(unpackhi_pd(a, c));
-            r[q + 2] = _mm512_castpd_ps(unpacklo_pd(b, d));
-            r[q + 3] = _mm512_castpd_ps(unpackhi_pd(b, d));
-        }
-        // Then the 128-bit lanes: column j of all sixteen rows, for j = s, 4 + s, 8 + s, 12 + s.
-        for (std::size_t s = 0; s < 4; ++s) {
-            const __m512 lo_even = lanes_0x88(r[s], r[4 + s]), lo_odd = lanes_0xdd(r[s], r[4 + s]),
-                         hi_even = lanes_0x88(r[8 + s], r[12 + s]), hi_odd = lanes_0xdd(r[8 + s], r[12 + s]);
-            float* o = out + (p0 + s) * mr;
-            _mm512_mask_storeu_ps(o, twelve, lanes_0x88(lo_even, hi_even));
-            _mm512_mask_storeu_ps(o + 8 * mr, twelve, lanes_0xdd(lo_even, hi_even));
-            _mm512_mask_storeu_ps(o + 4 * mr, twelve, lanes_0x88(lo_odd, hi_odd));
-            _mm512_mask_storeu_ps(o + 12 * mr, twelve, lanes_0xdd(lo_odd, hi_odd));
-        }
+        transpose16(r, col);
+        for (std::size_t j = 0; j < 16; ++j) _mm512_mask_storeu_ps(out + (p0 + j) * mr, 0x0fff, col[j]);
     }
     for (; p0 < k; ++p0)
         for (std::size_t i = 0; i < mr; ++i) out[p0 * mr + i] = i < rows ? src[i][p0] : 0.0f;
+}
+
+// panel[p * 16 + j] = src[j][p] for p < k, j < 16: one whole panel of a transposed right operand
+// (its 16 columns are rows of the stored matrix), by the same transposes.
+void pack_panel_transposed_avx512(std::size_t k, const float* const* src, float* panel) {
+    std::size_t p0 = 0;
+    for (; p0 + 16 <= k; p0 += 16) {
+        __m512 r[16], col[16];
+        for (std::size_t j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src[j] + p0);
+        transpose16(r, col);
+        for (std::size_t p = 0; p < 16; ++p) _mm512_storeu_ps(panel + (p0 + p) * 16, col[p]);
+    }
+    for (; p0 < k; ++p0)
+        for (std::size_t j = 0; j < 16; ++j) panel[p0 * 16 + j] = src[j][p0];
 }
 
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,

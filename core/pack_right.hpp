@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
+
+#include "core/cpu.hpp"
+#include "core/isa_kernels.hpp"
 
 namespace loom::detail {
 
@@ -24,6 +28,13 @@ void pack_right_from(bool transposed, std::size_t k, std::size_t n, Row row, T* 
         if (transposed) {  // column j of B is row j of b: read the panel's rows side by side
             const T* src[panel_width<T>];
             for (std::size_t j = 0; j < nc; ++j) src[j] = row(col + j);
+#if defined(__x86_64__)
+            if constexpr (std::is_same_v<T, float>)
+                if (nc == nr && active_isa() == Isa::avx512) {
+                    kernels::pack_panel_transposed_avx512(k, src, panel);
+                    continue;
+                }
+#endif
             for (std::size_t p = 0; p < k; ++p)
                 for (std::size_t j = 0; j < nc; ++j) panel[p * nr + j] = src[j][p];
         } else if (nc == nr) {  // a whole panel row is 64 bytes: a fixed-size copy, not a memmove call

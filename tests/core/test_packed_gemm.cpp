@@ -163,3 +163,34 @@ TEST_CASE("gemm_rows adds addend rows that lie apart from the result in every ke
                     }
     CHECK(checked == 4 * 2 * 2 * 2 * static_cast<int>(loom::supported_isas().size()));
 }
+
+// pack_right of a transposed operand turns whole panels by 16 x 16 transposes on AVX-512 and
+// copies one float at a time otherwise: every value must land at the same place either way.
+TEST_CASE("pack_right of a transposed operand puts every value in its panel for every kernel variant") {
+    const loom::Isa before = loom::active_isa();
+    int checked = 0;
+    for (loom::Isa isa : loom::supported_isas()) {
+        loom::set_active_isa(isa);
+        for (std::size_t n : {16, 32, 40})
+            for (std::size_t k : {1, 15, 16, 17, 300}) {
+                // b [n, k] with a row stride of k + 5; b[j][p] = 1000 j + p + 1.
+                const std::size_t ldb = k + 5, width = 16;
+                std::vector<float> b(n * ldb, -7.0f);
+                for (std::size_t j = 0; j < n; ++j)
+                    for (std::size_t p = 0; p < k; ++p) b[j * ldb + p] = static_cast<float>(1000 * j + p + 1);
+                std::vector<float> packed(loom::packed_size<float>(k, n), -1.0f);
+                loom::pack_right(true, k, n, b.data(), ldb, packed.data());
+                bool placed = true;
+                for (std::size_t j = 0; j < (n + width - 1) / width * width; ++j)
+                    for (std::size_t p = 0; p < k; ++p) {
+                        const float want = j < n ? static_cast<float>(1000 * j + p + 1) : 0.0f;
+                        placed &= packed[(j / width) * width * k + p * width + j % width] == want;
+                    }
+                INFO(loom::isa_name(isa) << " n " << n << " k " << k);
+                CHECK(placed);
+                ++checked;
+            }
+    }
+    loom::set_active_isa(before);
+    CHECK(checked == 3 * 5 * static_cast<int>(loom::supported_isas().size()));
+}
