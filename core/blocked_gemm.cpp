@@ -6,10 +6,13 @@
 // Haswell kernels and 12 % with the Prescott ones it falls back to on CPUs it does not know
 // (bench/README.md).
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/gemm.hpp"
 #include "core/isa_kernels.hpp"
+#include "core/pack_right.hpp"
 #include "core/packed_gemm.hpp"
 
 namespace loom {
@@ -29,6 +32,7 @@ struct Buffers {
     std::vector<T> b, a;
     std::vector<const T*> a_rows;
     std::vector<T*> c_rows;
+    std::vector<const T*> d_rows;
 };
 
 template <class T>
@@ -41,19 +45,32 @@ std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to *
 
 // Rows [ic, ic + mc) of op(A), columns [pc, pc + kc), in blocks of kPackedRows rows stored
 // [kc][kPackedRows], the last block padded with zero rows: the AVX-512 kernel's layout.
+// `a_row(r)` is row r of A as stored: of op(A), or of A itself (a column of op(A)) when trans_a.
 template <class T, class ARow>
-void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, const T* a, std::size_t lda, std::size_t pc,
-                      std::size_t ic, ARow a_row, T* out) {
+void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, std::size_t pc, std::size_t ic, ARow a_row,
+                      T* out) {
     constexpr std::size_t mr = kernels::kPackedRows;
     for (std::size_t r0 = 0; r0 < mc; r0 += mr, out += mr * kc) {
         const std::size_t rows = std::min(mr, mc - r0);
-        if (trans_a) {  // row p of a holds op(A)'s column p: the block's rows side by side
+        if (trans_a) {  // stored row p holds op(A)'s column p: the block's rows side by side
             for (std::size_t p = 0; p < kc; ++p) {
-                const T* src = a + (pc + p) * lda + ic + r0;
+                const T* src = a_row(pc + p) + ic + r0;
+                if (rows == mr) {  // a fixed-size copy the compiler inlines as vector moves
+                    std::memcpy(out + p * mr, src, mr * sizeof(T));
+                    continue;
+                }
                 for (std::size_t r = 0; r < rows; ++r) out[p * mr + r] = src[r];
                 for (std::size_t r = rows; r < mr; ++r) out[p * mr + r] = T(0);
             }
         } else {
+#if defined(__x86_64__)
+            if constexpr (std::is_same_v<T, float>) {  // only reached on AVX-512 (rows_packed_avx512)
+                const float* src[mr];
+                for (std::size_t r = 0; r < rows; ++r) src[r] = a_row(ic + r0 + r) + pc;
+                kernels::pack_rows_interleaved_avx512(rows, kc, src, out);
+                continue;
+            }
+#endif
             for (std::size_t r = 0; r < rows; ++r) {
                 const T* src = a_row(ic + r0 + r) + pc;
                 for (std::size_t p = 0; p < kc; ++p) out[p * mr + r] = src[p];
@@ -64,15 +81,17 @@ void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, const T* a, 
     }
 }
 
-// The loops of both entry points: A's rows come from `a_row(i, pc)` (row i of op(A) from column pc
-// on, or nullptr to transpose it from `a`), C's rows from c_rows.
-template <class T, class ARow, class CRow>
-void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-             std::size_t lda, const T* b, std::size_t ldb, T beta, ARow a_row, CRow c_row) {
+// The loops of every entry point. Operands come by rows as stored: `a_row(r)` is row r of A (of
+// op(A), or of A [k, m] when trans_a), `b_row(r)` row r of B (B [k, n], or [n, k] when trans_b),
+// `c_row(i)` row i of C, `d_row(i)` the row beta multiplies (C's own, or an addend); rows may lie
+// anywhere.
+template <class T, class ARow, class BRow, class CRow, class DRow>
+void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, ARow a_row,
+             BRow b_row, T beta, CRow c_row, DRow d_row) {
     if (m == 0 || n == 0) return;
     if (k == 0 || alpha == T(0)) {
         for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * c_row(i)[j];
+            for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * d_row(i)[j];
         return;
     }
     using B = Blocking<T>;
@@ -82,34 +101,44 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
     buf.a.resize(round_up(mc_max, kernels::kPackedRows) * kc_max);
     buf.a_rows.resize(mc_max);
     buf.c_rows.resize(mc_max);
+    buf.d_rows.resize(mc_max);
     for (std::size_t jc = 0; jc < n; jc += nc_max) {
         const std::size_t nc = std::min(nc_max, n - jc);
         for (std::size_t pc = 0; pc < k; pc += kc_max) {
             const std::size_t kc = std::min(kc_max, k - pc);
-            pack_right(trans_b, kc, nc, trans_b ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, buf.b.data());
-            // The first block of k applies beta; the later ones add to it.
+            if (trans_b)  // stored rows jc.. are op(B)'s columns
+                detail::pack_right_from(
+                    true, kc, nc, [&](std::size_t j) { return b_row(jc + j) + pc; }, buf.b.data());
+            else
+                detail::pack_right_from(
+                    false, kc, nc, [&](std::size_t p) { return b_row(pc + p) + jc; }, buf.b.data());
+            // The first block of k applies beta to D; the later ones add to C.
             const T beta_here = pc == 0 ? beta : T(1);
             for (std::size_t ic = 0; ic < m; ic += mc_max) {
                 const std::size_t mc = std::min(mc_max, m - ic);
-                for (std::size_t i = 0; i < mc; ++i) buf.c_rows[i] = c_row(ic + i) + jc;
+                for (std::size_t i = 0; i < mc; ++i) {
+                    buf.c_rows[i] = c_row(ic + i) + jc;
+                    buf.d_rows[i] = pc == 0 ? d_row(ic + i) + jc : buf.c_rows[i];
+                }
 #if defined(__x86_64__)
                 if (isa == Isa::avx512) {
-                    pack_interleaved(trans_a, mc, kc, a, lda, pc, ic, a_row, buf.a.data());
-                    kernels::rows_packed_avx512(mc, nc, kc, buf.a.data(), buf.b.data(), buf.c_rows.data(), alpha,
-                                                beta_here);
+                    pack_interleaved<T>(trans_a, mc, kc, pc, ic, a_row, buf.a.data());
+                    kernels::rows_packed_avx512(mc, nc, kc, buf.a.data(), buf.b.data(), buf.c_rows.data(),
+                                                buf.d_rows.data(), alpha, beta_here);
                     continue;
                 }
 #endif
-                if (trans_a) {  // op(A) rows ic.. are columns of a: copy them into rows of kc
+                if (trans_a) {  // op(A) rows ic.. are columns of A: copy them into rows of kc
                     for (std::size_t p = 0; p < kc; ++p) {
-                        const T* src = a + (pc + p) * lda + ic;
+                        const T* src = a_row(pc + p) + ic;
                         for (std::size_t i = 0; i < mc; ++i) buf.a[i * kc + p] = src[i];
                     }
                     for (std::size_t i = 0; i < mc; ++i) buf.a_rows[i] = buf.a.data() + i * kc;
                 } else {
                     for (std::size_t i = 0; i < mc; ++i) buf.a_rows[i] = a_row(ic + i) + pc;
                 }
-                gemm_rows<T>(isa, mc, nc, kc, buf.a_rows.data(), buf.b.data(), buf.c_rows.data(), alpha, beta_here);
+                gemm_rows<T>(isa, mc, nc, kc, buf.a_rows.data(), buf.b.data(), buf.c_rows.data(), alpha, beta_here,
+                             buf.d_rows.data());
             }
         }
     }
@@ -121,17 +150,30 @@ template <class T>
 void gemm_blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
     blocked(
-        isa, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, [&](std::size_t i) { return a + i * lda; },
+        isa, trans_a, trans_b, m, n, k, alpha, [&](std::size_t r) { return a + r * lda; },
+        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c + i * ldc; },
         [&](std::size_t i) { return c + i * ldc; });
 }
 
 template <class T>
 void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
-                       const T* b, std::size_t ldb, T beta, T* const* c_rows) {
+                       const T* b, std::size_t ldb, T beta, T* const* c_rows, const T* const* d_rows) {
+    GemmTimer timer;
+    const T* const* d = d_rows ? d_rows : c_rows;
+    blocked(
+        active_isa(), false, trans_b, m, n, k, alpha, [&](std::size_t i) { return a_rows[i]; },
+        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c_rows[i]; },
+        [&](std::size_t i) { return d[i]; });
+}
+
+template <class T>
+void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
+                          const T* const* b_rows, T beta, T* c, std::size_t ldc) {
     GemmTimer timer;
     blocked(
-        active_isa(), false, trans_b, m, n, k, alpha, static_cast<const T*>(nullptr), 0, b, ldb, beta,
-        [&](std::size_t i) { return a_rows[i]; }, [&](std::size_t i) { return c_rows[i]; });
+        active_isa(), true, false, m, n, k, alpha, [&](std::size_t p) { return a_rows[p]; },
+        [&](std::size_t p) { return b_rows[p]; }, beta, [&](std::size_t i) { return c + i * ldc; },
+        [&](std::size_t i) { return c + i * ldc; });
 }
 
 template void gemm_blocked(Isa, bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
@@ -140,8 +182,12 @@ template void gemm_blocked(Isa, bool, bool, std::size_t, std::size_t, std::size_
                            const double*, std::size_t, double, double*, std::size_t);
 
 template void gemm_blocked_rows(bool, std::size_t, std::size_t, std::size_t, float, const float* const*, const float*,
-                                std::size_t, float, float* const*);
+                                std::size_t, float, float* const*, const float* const*);
 template void gemm_blocked_rows(bool, std::size_t, std::size_t, std::size_t, double, const double* const*,
-                                const double*, std::size_t, double, double* const*);
+                                const double*, std::size_t, double, double* const*, const double* const*);
+template void gemm_blocked_rows_tn(std::size_t, std::size_t, std::size_t, float, const float* const*,
+                                   const float* const*, float, float*, std::size_t);
+template void gemm_blocked_rows_tn(std::size_t, std::size_t, std::size_t, double, const double* const*,
+                                   const double* const*, double, double*, std::size_t);
 
 }  // namespace loom

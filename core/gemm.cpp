@@ -72,6 +72,8 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
                 i(ldc));
 }
 
+bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) { return own_kernels() && own_shape(m, n, k); }
+
 void gemm_timing(bool on) { timing_on = on; }
 double gemm_seconds() { return static_cast<double>(timing_ns.load()) * 1e-9; }
 void gemm_reset_timing() { timing_ns = 0; }

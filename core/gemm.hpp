@@ -14,6 +14,11 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
           std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc);
 
+// True when gemm() runs loom's own blocked kernels on a product of this shape (AVX-512, one
+// OpenBLAS thread, LOOM_GEMM not openblas): gemm_blocked_rows (core/packed_gemm.hpp) then runs
+// the same kernels on rows where they lie, so callers need not gather rows into a block first.
+bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k);
+
 // Counts the time of its scope into gemm_seconds() when timing is on: every GEMM entry point
 // (gemm, gemm_rows) holds one.
 class GemmTimer {

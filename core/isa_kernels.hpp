@@ -3,10 +3,12 @@
 // core/kernels_avx512.cpp, with their own compiler flags). Internal to core/: callers go through
 // gemm_rows() and gemm(), which pick a variant by active_isa() and never call one the CPU cannot run.
 //
-// Each computes, for i < m, c[i][0, n) = alpha * a[i][0, k) * B + beta * c[i][0, n), B packed by
+// Each computes, for i < m, c[i][0, n) = alpha * a[i][0, k) * B + beta * d[i][0, n), B packed by
 // pack_right (panels of 64 bytes: 16 floats or 8 doubles wide, k rows each, the last one padded
-// with zeros). beta == 0 does not read c; alpha == 1 and beta == 1 add the product to c, exactly
-// as the AVX2 and AVX-512 variants both do it (the same FMAs in the same order: equal bits).
+// with zeros); d[i] is c[i] itself, or another row (an addend: a bias, an input projection's row),
+// which saves copying it into c first. beta == 0 does not read d; alpha == 1 and beta == 1 add the
+// product to d, exactly as the AVX2 and AVX-512 variants both do it (the same FMAs in the same
+// order: equal bits).
 //
 // Those files include nothing from the standard library but <cstddef>: an inline function or
 // template instantiated there is compiled for AVX-512, and the linker may keep that copy for the
@@ -17,19 +19,24 @@ namespace loom::kernels {
 
 #if defined(__x86_64__)
 void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const float* packed, float* const* c,
-               float alpha, float beta);
+               const float* const* d, float alpha, float beta);
 void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
-               double* const* c, double alpha, double beta);
+               double* const* c, const double* const* d, double alpha, double beta);
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const float* packed,
-                 float* const* c, float alpha, float beta);
+                 float* const* c, const float* const* d, float alpha, float beta);
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
-                 double* const* c, double alpha, double beta);
+                 double* const* c, const double* const* d, double alpha, double beta);
 // The same with A packed in blocks of kPackedRows rows, each stored [k][kPackedRows] (zero rows
 // past m): what gemm_blocked uses on AVX-512.
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,
-                        float* const* c, float alpha, float beta);
+                        float* const* c, const float* const* d, float alpha, float beta);
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const double* a, const double* packed,
-                        double* const* c, double alpha, double beta);
+                        double* const* c, const double* const* d, double alpha, double beta);
+// out[p * kPackedRows + r] = src[r][p] for p < k and r < rows (at most kPackedRows), zeros for
+// the rows past them: a block of A interleaved for rows_packed_avx512.
+void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out);
+// panel[p * 16 + j] = src[j][p] for p < k and j < 16: one whole panel of pack_right(transposed).
+void pack_panel_transposed_avx512(std::size_t k, const float* const* src, float* panel);
 #endif
 
 inline constexpr std::size_t kPackedRows = 12;

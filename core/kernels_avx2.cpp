@@ -45,8 +45,8 @@ constexpr std::size_t max_rows = 6;
 // R rows of C, columns [col, col + ncols) of one panel. The accumulators are named variables, not
 // an array: GCC kept an array of them in memory and stored all twelve at every k (half the speed).
 template <class T, std::size_t R>
-void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, std::size_t col, std::size_t ncols, T alpha,
-            T beta) {
+void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, const T* const* d, std::size_t col,
+            std::size_t ncols, T alpha, T beta) {
     using W = Vec<T>;
     using V = typename W::V;
     constexpr std::size_t w = W::width;
@@ -91,34 +91,36 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, std::
 #undef LOOM_STORE
     for (std::size_t r = 0; r < R; ++r) {
         T* out = c[r] + col;
+        const T* in = d[r] + col;  // may be out
         if (ncols == 2 * w) {
             for (std::size_t h = 0; h < 2; ++h) {
                 V v = W::load(tile[r] + h * w);
                 if (alpha != T(1)) v = W::mul(v, W::set(alpha));
                 if (beta == T(1))
-                    v = W::add(v, W::load(out + h * w));
+                    v = W::add(v, W::load(in + h * w));
                 else if (beta != T(0))
-                    v = W::fma(W::set(beta), W::load(out + h * w), v);
+                    v = W::fma(W::set(beta), W::load(in + h * w), v);
                 W::store(out + h * w, v);
             }
         } else {
             for (std::size_t j = 0; j < ncols; ++j) {
                 T v = alpha == T(1) ? tile[r][j] : alpha * tile[r][j];
-                out[j] = beta == T(0) ? v : beta == T(1) ? v + out[j] : v + beta * out[j];
+                out[j] = beta == T(0) ? v : beta == T(1) ? v + in[j] : v + beta * in[j];
             }
         }
     }
 }
 
 template <class T>
-using Kernel = void (*)(std::size_t, const T* const*, const T*, T* const*, std::size_t, std::size_t, T, T);
+using Kernel = void (*)(std::size_t, const T* const*, const T*, T* const*, const T* const*, std::size_t, std::size_t, T,
+                        T);
 template <class T>
 constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,      kernel<T, 1>, kernel<T, 2>, kernel<T, 3>,
                                              kernel<T, 4>, kernel<T, 5>, kernel<T, 6>};
 
 template <class T>
-void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c, T alpha,
-          T beta) {
+void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
+          const T* const* d, T alpha, T beta) {
     constexpr std::size_t nr = 2 * Vec<T>::width;
     // Rows in blocks of nearly equal size (32 = 6 + 6 + 5 + 5 + 5 + 5), so no block runs with
     // too few accumulators to hide the FMA latency. Each panel (k x nr) is read from memory once
@@ -129,7 +131,7 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
         const std::size_t nc = n - col < nr ? n - col : nr;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            by_rows<T>[r](k, a + start, panel, c + start, col, nc, alpha, beta);
+            by_rows<T>[r](k, a + start, panel, c + start, d + start, col, nc, alpha, beta);
             start += r;
         }
     }
@@ -138,12 +140,12 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
 }  // namespace
 
 void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const float* packed, float* const* c,
-               float alpha, float beta) {
-    rows<float>(m, n, k, a, packed, c, alpha, beta);
+               const float* const* d, float alpha, float beta) {
+    rows<float>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
-               double* const* c, double alpha, double beta) {
-    rows<double>(m, n, k, a, packed, c, alpha, beta);
+               double* const* c, const double* const* d, double alpha, double beta) {
+    rows<double>(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 }  // namespace loom::kernels

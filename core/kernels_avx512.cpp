@@ -58,14 +58,14 @@ typename Vec<T>::Mask lanes(std::size_t count) {
 template <class T>
 struct Epilogue {
     T alpha, beta;
-    // c = alpha * acc + beta * c over the lanes in mask.
-    void store(T* c, typename Vec<T>::Mask mask, typename Vec<T>::V acc) const {
+    // c = alpha * acc + beta * d over the lanes in mask (d may be c).
+    void store(T* c, const T* d, typename Vec<T>::Mask mask, typename Vec<T>::V acc) const {
         using W = Vec<T>;
         if (alpha != T(1)) acc = W::mul(acc, W::set(alpha));
         if (beta == T(1))
-            acc = W::add(acc, W::load_masked(c, mask));
+            acc = W::add(acc, W::load_masked(d, mask));
         else if (beta != T(0))
-            acc = W::fma(W::set(beta), W::load_masked(c, mask), acc);
+            acc = W::fma(W::set(beta), W::load_masked(d, mask), acc);
         W::store_masked(c, mask, acc);
     }
 };
@@ -73,8 +73,8 @@ struct Epilogue {
 // R rows by V panels (1 or 2) of C at columns [col, col + ncols). The accumulators are named
 // variables, not an array, so that GCC keeps them in registers.
 template <class T, std::size_t R, std::size_t V>
-void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, T* const* c, std::size_t col,
-            std::size_t ncols, const Epilogue<T>& e) {
+void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, T* const* c, const T* const* d,
+            std::size_t col, std::size_t ncols, const Epilogue<T>& e) {
     using W = Vec<T>;
     using Vr = typename W::V;
     constexpr std::size_t w = W::width;
@@ -119,10 +119,10 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
 #undef LOOM_ROW
     }
     const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
-#define LOOM_STORE(r)                                               \
-    if constexpr (R > r) {                                          \
-        e.store(c[r] + col, m0, c##r##_0);                          \
-        if constexpr (V > 1) e.store(c[r] + col + w, m1, c##r##_1); \
+#define LOOM_STORE(r)                                                               \
+    if constexpr (R > r) {                                                          \
+        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                              \
+        if constexpr (V > 1) e.store(c[r] + col + w, d[r] + col + w, m1, c##r##_1); \
     }
     LOOM_STORE(0)
     LOOM_STORE(1)
@@ -140,8 +140,8 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
 }
 
 template <class T>
-using Kernel = void (*)(std::size_t, const T* const*, const T*, const T*, T* const*, std::size_t, std::size_t,
-                        const Epilogue<T>&);
+using Kernel = void (*)(std::size_t, const T* const*, const T*, const T*, T* const*, const T* const*, std::size_t,
+                        std::size_t, const Epilogue<T>&);
 
 template <class T, std::size_t V>
 constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, V>, kernel<T, 2, V>,  kernel<T, 3, V>,
@@ -150,8 +150,8 @@ constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, V>, k
                                              kernel<T, 12, V>};
 
 template <class T>
-void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c, T alpha,
-          T beta) {
+void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
+          const T* const* d, T alpha, T beta) {
     constexpr std::size_t w = Vec<T>::width;
     const Epilogue<T> e{alpha, beta};
     // Rows in blocks of nearly equal size (32 = 11 + 11 + 10), so no block runs with too few
@@ -164,13 +164,13 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
         const T* panel1 = nc > w ? panel0 + w * k : panel0;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            (nc > w ? by_rows<T, 2> : by_rows<T, 1>)[r](k, a + start, panel0, panel1, c + start, col, nc, e);
+            (nc > w ? by_rows<T, 2> : by_rows<T, 1>)[r](k, a + start, panel0, panel1, c + start, d + start, col, nc, e);
             start += r;
         }
     }
 }
 
-// The same product with A packed for the kernel (pack_rows_interleaved: per block of 12 rows,
+// The same product with A packed for the kernel (pack_rows_interleaved_avx512: per block of 12 rows,
 // a[p][r] for p < k, the block padded with zero rows): one pointer to A instead of twelve, so
 // the loop needs no more integer registers than x86-64 has. With twelve row pointers GCC moved
 // three of them through vector registers at every k, on the port the FMAs need (80 % of the peak,
@@ -179,8 +179,8 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
 // spilled an accumulator to the stack at every k.
 template <class T, std::size_t V>
 __attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::size_t rows, const T* panel0,
-                                             const T* panel1, T* const* c, std::size_t col, std::size_t ncols,
-                                             const Epilogue<T>& e) {
+                                             const T* panel1, T* const* c, const T* const* d, std::size_t col,
+                                             std::size_t ncols, const Epilogue<T>& e) {
     using W = Vec<T>;
     using Vr = typename W::V;
     constexpr std::size_t w = W::width;
@@ -211,10 +211,10 @@ __attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::siz
 #undef LOOM_ROW
     }
     const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
-#define LOOM_STORE(r)                                               \
-    if (rows > r) {                                                 \
-        e.store(c[r] + col, m0, c##r##_0);                          \
-        if constexpr (V > 1) e.store(c[r] + col + w, m1, c##r##_1); \
+#define LOOM_STORE(r)                                                               \
+    if (rows > r) {                                                                 \
+        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                              \
+        if constexpr (V > 1) e.store(c[r] + col + w, d[r] + col + w, m1, c##r##_1); \
     }
     LOOM_STORE(0)
     LOOM_STORE(1)
@@ -232,8 +232,8 @@ __attribute__((noinline)) void kernel_packed(std::size_t k, const T* a, std::siz
 }
 
 template <class T>
-void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* packed, T* const* c, T alpha,
-                 T beta) {
+void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const T* packed, T* const* c,
+                 const T* const* d, T alpha, T beta) {
     constexpr std::size_t w = Vec<T>::width;
     const Epilogue<T> e{alpha, beta};
     for (std::size_t col = 0; col < n; col += 2 * w) {
@@ -244,31 +244,104 @@ void rows_packed(std::size_t m, std::size_t n, std::size_t k, const T* a, const 
             const std::size_t r = m - start < max_rows ? m - start : max_rows;
             const T* block = a + start * k;
             if (nc > w)
-                kernel_packed<T, 2>(k, block, r, panel0, panel1, c + start, col, nc, e);
+                kernel_packed<T, 2>(k, block, r, panel0, panel1, c + start, d + start, col, nc, e);
             else
-                kernel_packed<T, 1>(k, block, r, panel0, panel1, c + start, col, nc, e);
+                kernel_packed<T, 1>(k, block, r, panel0, panel1, c + start, d + start, col, nc, e);
         }
+    }
+}
+
+// The unmasked forms of these intrinsics pass GCC 12 an undefined vector, which it then reports as
+// maybe uninitialized (-Wmaybe-uninitialized); with every lane selected the masked forms are the
+// same instructions.
+inline __m512 unpacklo_ps(__m512 a, __m512 b) { return _mm512_mask_unpacklo_ps(_mm512_setzero_ps(), 0xffff, a, b); }
+inline __m512 unpackhi_ps(__m512 a, __m512 b) { return _mm512_mask_unpackhi_ps(_mm512_setzero_ps(), 0xffff, a, b); }
+inline __m512d unpacklo_pd(__m512d a, __m512d b) { return _mm512_mask_unpacklo_pd(_mm512_setzero_pd(), 0xff, a, b); }
+inline __m512d unpackhi_pd(__m512d a, __m512d b) { return _mm512_mask_unpackhi_pd(_mm512_setzero_pd(), 0xff, a, b); }
+// 128-bit lanes 0 and 2 of a, then of b (0x88); lanes 1 and 3 (0xdd).
+inline __m512 lanes_0x88(__m512 a, __m512 b) {
+    return _mm512_mask_shuffle_f32x4(_mm512_setzero_ps(), 0xffff, a, b, 0x88);
+}
+inline __m512 lanes_0xdd(__m512 a, __m512 b) {
+    return _mm512_mask_shuffle_f32x4(_mm512_setzero_ps(), 0xffff, a, b, 0xdd);
+}
+
+// The columns of a 16 x 16 block of floats: col[j] lane i = row[i] lane j. Pairs of rows
+// interleaved, then pairs of pairs, so that r[4q + s] holds in its 128-bit lane L column 4L + s of
+// rows 4q .. 4q + 3; then the 128-bit lanes are gathered: columns s, 4 + s, 8 + s and 12 + s.
+void transpose16(__m512 (&r)[16], __m512 (&col)[16]) {
+    __m512 t[16];
+    for (std::size_t i = 0; i < 16; i += 2) {
+        t[i] = unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (std::size_t q = 0; q < 16; q += 4) {
+        const __m512d a = _mm512_castps_pd(t[q]), b = _mm512_castps_pd(t[q + 1]), c = _mm512_castps_pd(t[q + 2]),
+                      d = _mm512_castps_pd(t[q + 3]);
+        r[q] = _mm512_castpd_ps(unpacklo_pd(a, c));
+        r[q + 1] = _mm512_castpd_ps(unpackhi_pd(a, c));
+        r[q + 2] = _mm512_castpd_ps(unpacklo_pd(b, d));
+        r[q + 3] = _mm512_castpd_ps(unpackhi_pd(b, d));
+    }
+    for (std::size_t s = 0; s < 4; ++s) {
+        const __m512 lo_even = lanes_0x88(r[s], r[4 + s]), lo_odd = lanes_0xdd(r[s], r[4 + s]),
+                     hi_even = lanes_0x88(r[8 + s], r[12 + s]), hi_odd = lanes_0xdd(r[8 + s], r[12 + s]);
+        col[s] = lanes_0x88(lo_even, hi_even);
+        col[8 + s] = lanes_0xdd(lo_even, hi_even);
+        col[4 + s] = lanes_0x88(lo_odd, hi_odd);
+        col[12 + s] = lanes_0xdd(lo_odd, hi_odd);
     }
 }
 
 }  // namespace
 
+// out[p * kPackedRows + r] = src[r][p] for p < k: rows r < `rows` (at most 12) of A interleaved
+// for kernel_packed, zeros for the rows past them. Sixteen values of each row at a time, turned
+// by a 16 x 16 transpose in registers (rows 12-15 are zeros and are not stored): about a quarter
+// of the instructions of copying one float at a time.
+void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out) {
+    constexpr std::size_t mr = max_rows;
+    std::size_t p0 = 0;
+    for (; p0 + 16 <= k; p0 += 16) {
+        __m512 r[16], col[16];
+        for (std::size_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(src[i] + p0) : _mm512_setzero_ps();
+        transpose16(r, col);
+        for (std::size_t j = 0; j < 16; ++j) _mm512_mask_storeu_ps(out + (p0 + j) * mr, 0x0fff, col[j]);
+    }
+    for (; p0 < k; ++p0)
+        for (std::size_t i = 0; i < mr; ++i) out[p0 * mr + i] = i < rows ? src[i][p0] : 0.0f;
+}
+
+// panel[p * 16 + j] = src[j][p] for p < k, j < 16: one whole panel of a transposed right operand
+// (its 16 columns are rows of the stored matrix), by the same transposes.
+void pack_panel_transposed_avx512(std::size_t k, const float* const* src, float* panel) {
+    std::size_t p0 = 0;
+    for (; p0 + 16 <= k; p0 += 16) {
+        __m512 r[16], col[16];
+        for (std::size_t j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src[j] + p0);
+        transpose16(r, col);
+        for (std::size_t p = 0; p < 16; ++p) _mm512_storeu_ps(panel + (p0 + p) * 16, col[p]);
+    }
+    for (; p0 < k; ++p0)
+        for (std::size_t j = 0; j < 16; ++j) panel[p0 * 16 + j] = src[j][p0];
+}
+
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const float* a, const float* packed,
-                        float* const* c, float alpha, float beta) {
-    rows_packed<float>(m, n, k, a, packed, c, alpha, beta);
+                        float* const* c, const float* const* d, float alpha, float beta) {
+    rows_packed<float>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const double* a, const double* packed,
-                        double* const* c, double alpha, double beta) {
-    rows_packed<double>(m, n, k, a, packed, c, alpha, beta);
+                        double* const* c, const double* const* d, double alpha, double beta) {
+    rows_packed<double>(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const float* packed,
-                 float* const* c, float alpha, float beta) {
-    rows<float>(m, n, k, a, packed, c, alpha, beta);
+                 float* const* c, const float* const* d, float alpha, float beta) {
+    rows<float>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
-                 double* const* c, double alpha, double beta) {
-    rows<double>(m, n, k, a, packed, c, alpha, beta);
+                 double* const* c, const double* const* d, double alpha, double beta) {
+    rows<double>(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 }  // namespace loom::kernels

@@ -5,19 +5,18 @@
 
 #include "core/gemm.hpp"
 #include "core/isa_kernels.hpp"
+#include "core/pack_right.hpp"
 
 namespace loom {
 
 namespace {
 
-// A panel is 64 bytes wide: 16 floats or 8 doubles (one AVX-512 vector, two AVX2 vectors).
-template <class T>
-constexpr std::size_t panel_width = 64 / sizeof(T);
+using detail::panel_width;
 
 // Portable fallback with the same packed layout.
 template <class T>
 void rows_portable(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
-                   T alpha, T beta) {
+                   const T* const* d, T alpha, T beta) {
     constexpr std::size_t nr = panel_width<T>;
     for (std::size_t col = 0; col < n; col += nr) {
         const T* panel = packed + col * k;
@@ -27,9 +26,10 @@ void rows_portable(std::size_t m, std::size_t n, std::size_t k, const T* const* 
             for (std::size_t p = 0; p < k; ++p)
                 for (std::size_t j = 0; j < nr; ++j) s[j] += a[r][p] * panel[p * nr + j];
             T* out = c[r] + col;
+            const T* in = d[r] + col;
             for (std::size_t j = 0; j < nc; ++j) {
                 const T v = alpha * s[j];
-                out[j] = beta == T(0) ? v : v + beta * out[j];
+                out[j] = beta == T(0) ? v : v + beta * in[j];
             }
         }
     }
@@ -37,13 +37,13 @@ void rows_portable(std::size_t m, std::size_t n, std::size_t k, const T* const* 
 
 template <class T>
 void rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
-          T alpha, T beta) {
+          const T* const* d, T alpha, T beta) {
 #if defined(__x86_64__)
-    if (isa == Isa::avx512) return kernels::rows_avx512(m, n, k, a, packed, c, alpha, beta);
-    if (isa == Isa::avx2) return kernels::rows_avx2(m, n, k, a, packed, c, alpha, beta);
+    if (isa == Isa::avx512) return kernels::rows_avx512(m, n, k, a, packed, c, d, alpha, beta);
+    if (isa == Isa::avx2) return kernels::rows_avx2(m, n, k, a, packed, c, d, alpha, beta);
 #endif
     (void)isa;
-    rows_portable(m, n, k, a, packed, c, alpha, beta);
+    rows_portable(m, n, k, a, packed, c, d, alpha, beta);
 }
 
 }  // namespace
@@ -58,33 +58,21 @@ std::size_t packed_size(std::size_t k, std::size_t n) {
 
 template <class T>
 void pack_right(bool transposed, std::size_t k, std::size_t n, const T* b, std::size_t ldb, T* packed) {
-    constexpr std::size_t nr = panel_width<T>;
-    for (std::size_t col = 0; col < n; col += nr) {
-        const std::size_t nc = std::min(nr, n - col);
-        T* panel = packed + col * k;
-        if (transposed) {  // column j of B is row j of b: read the panel's rows side by side
-            const T* src[panel_width<T>];
-            for (std::size_t j = 0; j < nc; ++j) src[j] = b + (col + j) * ldb;
-            for (std::size_t p = 0; p < k; ++p)
-                for (std::size_t j = 0; j < nc; ++j) panel[p * nr + j] = src[j][p];
-        } else {
-            for (std::size_t p = 0; p < k; ++p) std::copy_n(b + p * ldb + col, nc, panel + p * nr);
-        }
-        if (nc < nr)  // the last panel's missing columns multiply to zeros that are never stored
-            for (std::size_t p = 0; p < k; ++p) std::fill(panel + p * nr + nc, panel + (p + 1) * nr, T(0));
-    }
+    detail::pack_right_from(
+        transposed, k, n, [&](std::size_t r) { return b + r * ldb; }, packed);
 }
 
 template <class T>
 void gemm_rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
-               T* const* c_rows, T alpha, T beta) {
+               T* const* c_rows, T alpha, T beta, const T* const* d_rows) {
     if (m == 0 || n == 0) return;
+    if (!d_rows) d_rows = c_rows;
     if (k == 0) {
         for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == T(0) ? T(0) : beta * c_rows[i][j];
+            for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == T(0) ? T(0) : beta * d_rows[i][j];
         return;
     }
-    rows(isa, m, n, k, a_rows, packed, c_rows, alpha, beta);
+    rows(isa, m, n, k, a_rows, packed, c_rows, d_rows, alpha, beta);
 }
 
 template <class T>
@@ -92,6 +80,13 @@ void gemm_rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a_ro
                bool accumulate) {
     GemmTimer timer;
     gemm_rows<T>(active_isa(), m, n, k, a_rows, packed, c_rows, T(1), accumulate ? T(1) : T(0));
+}
+
+template <class T>
+void gemm_rows_add(std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
+                   const T* const* d_rows, T* const* c_rows) {
+    GemmTimer timer;
+    gemm_rows<T>(active_isa(), m, n, k, a_rows, packed, c_rows, T(1), T(1), d_rows);
 }
 
 template std::size_t packed_size<float>(std::size_t, std::size_t);
@@ -102,8 +97,12 @@ template void gemm_rows(std::size_t, std::size_t, std::size_t, const float* cons
 template void gemm_rows(std::size_t, std::size_t, std::size_t, const double* const*, const double*, double* const*,
                         bool);
 template void gemm_rows(Isa, std::size_t, std::size_t, std::size_t, const float* const*, const float*, float* const*,
-                        float, float);
+                        float, float, const float* const*);
 template void gemm_rows(Isa, std::size_t, std::size_t, std::size_t, const double* const*, const double*, double* const*,
-                        double, double);
+                        double, double, const double* const*);
+template void gemm_rows_add(std::size_t, std::size_t, std::size_t, const float* const*, const float*,
+                            const float* const*, float* const*);
+template void gemm_rows_add(std::size_t, std::size_t, std::size_t, const double* const*, const double*,
+                            const double* const*, double* const*);
 
 }  // namespace loom

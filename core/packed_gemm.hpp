@@ -47,11 +47,19 @@ template <class T>
 void gemm_rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed, T* const* c_rows,
                bool accumulate);
 
+// For i < m: c_rows[i][0, n) = d_rows[i][0, n) + a_rows[i][0, k) * B: the product added to
+// other rows than the result's (an addend such as a bias or an input projection, which then need
+// not be copied into the result first). d_rows[i] may be c_rows[i] or shared by several rows.
+template <class T>
+void gemm_rows_add(std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
+                   const T* const* d_rows, T* const* c_rows);
+
 // The same through the kernel of `isa` (tests run every variant the CPU supports), computing
-// c_rows[i] = alpha * a_rows[i] * B + beta * c_rows[i]; beta == 0 does not read c_rows.
+// c_rows[i] = alpha * a_rows[i] * B + beta * d_rows[i], d_rows = c_rows when null; beta == 0 does
+// not read d_rows.
 template <class T>
 void gemm_rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* const* a_rows, const T* packed,
-               T* const* c_rows, T alpha, T beta);
+               T* const* c_rows, T alpha, T beta, const T* const* d_rows = nullptr);
 
 // Row-major C [m, n] = alpha * op(A) [m, k] * op(B) [k, n] + beta * C, as loom::gemm, through the
 // packed kernels of `isa`: B packed by blocks of k that stay in L2, A read in place (or transposed
@@ -62,11 +70,19 @@ void gemm_blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
 // The same with the rows of A and C where they lie (not overlapping): c_rows[i] = alpha *
-// a_rows[i] [0, k) * op(B) + beta * c_rows[i], B [k, n] = op(b) as in pack_right, through the
-// active kernels. For products over the real rows of a padded sequence without gathering them
-// into a block and scattering the result back.
+// a_rows[i] [0, k) * op(B) + beta * d_rows[i], B [k, n] = op(b) as in pack_right, d_rows = c_rows
+// when null (a bias row for every row saves copying it into C first), through the active
+// kernels. For products over the real rows of a padded sequence without gathering them into a
+// block and scattering the result back.
 template <class T>
 void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
-                       const T* b, std::size_t ldb, T beta, T* const* c_rows);
+                       const T* b, std::size_t ldb, T beta, T* const* c_rows, const T* const* d_rows = nullptr);
+
+// C [m, n] = alpha * A^T B + beta * C (row stride ldc), the k rows of A [k, m] and B [k, n] where
+// they lie (a_rows[p], b_rows[p]), through the active kernels: a weight's gradient X^T dY over the
+// real rows of a padded sequence, without gathering them.
+template <class T>
+void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
+                          const T* const* b_rows, T beta, T* c, std::size_t ldc);
 
 }  // namespace loom

@@ -51,17 +51,25 @@ public:
     void fwd(const OpCall<T>& c) const {
         if (StepRows<T>* r = step_rows(c)) {
             const T* w = packed_weight(c, false, *r);
-            start_output(c);
-            gemm_rows<T>(r->x.size(), r->n, r->k, r->x.data(), w, r->y.data(), true);
+            if (!addend_) {
+                gemm_rows<T>(r->x.size(), r->n, r->k, r->x.data(), w, r->y.data(), false);
+            } else if (addend_by_rows(c, r->n)) {  // the kernel adds each row's addend where it lies
+                gemm_rows_add<T>(r->x.size(), r->n, r->k, r->x.data(), w, r->d.data(), r->y.data());
+            } else {
+                start_output(c);
+                gemm_rows<T>(r->x.size(), r->n, r->k, r->x.data(), w, r->y.data(), true);
+            }
             return;
         }
         if (Packed<T> p; pack(c, p)) {
+            const bool bias = addend_ && c.in[2].dyn == 0 && c.in[2].size() == p.n;
+            if ((bias || !addend_) && gemm_own_kernels(p.rows, p.n, p.k)) return forward_in_place(c, p, bias);
+            take_buffer(c, p);
             T *xp = p.buffer, *yp = p.buffer + p.rows * p.k;
             gather(p, c.in[0].data, xp, p.k);
             // A bias [n] goes into the packed rows before the GEMM adds to them, and the rows are
             // then copied out: the padding rows are left to the executor, which zeroes them after
             // every forward. Any other addend is broadcast over the whole output first.
-            const bool bias = addend_ && c.in[2].dyn == 0 && c.in[2].size() == p.n;
             if (bias)
                 for (std::size_t r = 0; r < p.rows; ++r) std::copy_n(c.in[2].data, p.n, yp + r * p.n);
             gemm(false, transpose_, p.rows, p.n, p.k, T(1), xp, p.k, c.in[1].data, transpose_ ? p.k : p.n,
@@ -91,6 +99,8 @@ public:
             return;
         }
         if (Packed<T> p; pack(c, p)) {
+            if (gemm_own_kernels(p.rows, p.n, p.k)) return backward_in_place(c, p);
+            take_buffer(c, p);
             T *xp = p.buffer, *gp = p.buffer + p.rows * p.k;
             gather(p, c.out_grad.data, gp, p.n);
             if (gx) {  // dX = dY W^T on the real rows, reusing xp as scratch
@@ -170,9 +180,17 @@ private:
     struct StepRows {
         std::size_t k = 0, n = 0;
         // Per real row: forward, its input and output rows; backward, its output and input gradients'.
-        std::vector<const T*> x, gy;
+        std::vector<const T*> x, gy, d;  // d: forward, each row's addend (addend_by_rows)
         std::vector<T*> y, gx;
     };
+
+    // An addend given per output row ([N, ...] as the output at a step) or one bias row [n] for all.
+    template <class T>
+    bool addend_by_rows(const OpCall<T>& c, std::size_t n) const {
+        if (!addend_) return false;
+        const View<const T>& b = c.in[2];
+        return (b.dyn == c.out.dyn && b.sample_size() == c.out.sample_size()) || (b.dyn == 0 && b.size() == n);
+    }
 
     // The rows of this step, or nullptr where the packed path does not apply. The lists are the
     // calling thread's, reused from step to step: nothing is allocated per step once warm.
@@ -185,10 +203,13 @@ private:
         r.y.clear();
         r.gy.clear();
         r.gx.clear();
+        r.d.clear();
         r.k = x.dims[x.dims.rank - 1];
         r.n = w.sample_size() / r.k;
         const std::size_t per_seq = x.sample_size() / r.k;
         const bool backward = static_cast<bool>(c.out_grad);
+        const bool rows_of_addend = !backward && addend_by_rows(c, r.n);
+        const bool one_bias = rows_of_addend && c.in[2].dyn == 0;
         c.for_each_row([&](std::size_t s) {
             for (std::size_t i = s * per_seq; i < (s + 1) * per_seq; ++i) {
                 if (backward) {
@@ -197,6 +218,7 @@ private:
                 } else {
                     r.x.push_back(x.data + i * r.k);
                     r.y.push_back(c.out.data + i * r.n);
+                    if (rows_of_addend) r.d.push_back(c.in[2].data + (one_bias ? 0 : i * r.n));
                 }
             }
         });
@@ -236,8 +258,54 @@ private:
         for (std::size_t b = 0; b < c.rows.size(); ++b) blocks[b] = c.rows[b] * p.rows_per_block;
         p.blocks = &blocks;
         p.rows = blocks.size() * p.rows_per_block;
-        p.buffer = c.work->get(p.rows * (p.k + std::max(p.k, p.n)));
         return true;
+    }
+    template <class T>
+    static void take_buffer(const OpCall<T>& c, Packed<T>& p) {
+        p.buffer = c.work->get(p.rows * (p.k + std::max(p.k, p.n)));
+    }
+
+    // The real rows of a padded operand of row width `width`, where they lie, in the packed order.
+    template <class T, class P>
+    static void real_rows(const Packed<T>& p, P* base, std::size_t width, std::vector<P*>& out) {
+        out.clear();
+        for (std::size_t b : *p.blocks)
+            for (std::size_t r = 0; r < p.rows_per_block; ++r) out.push_back(base + (b + r) * width);
+    }
+
+    // The same products as through the packed block, when gemm() runs loom's own kernels: those
+    // read and write the real rows where they lie (gemm_blocked_rows), so nothing is gathered or
+    // scattered. The kernel adds the bias row where the packed path copied it into the rows first:
+    // the same sums. In backward dX is added into the input's gradient as the blocks of the product
+    // are (as the unpadded path does), not after the whole product.
+    template <class T>
+    void forward_in_place(const OpCall<T>& c, const Packed<T>& p, bool bias) const {
+        thread_local std::vector<const T*> xs, biases;
+        thread_local std::vector<T*> ys;
+        real_rows(p, c.in[0].data, p.k, xs);
+        real_rows(p, c.out.data, p.n, ys);
+        if (bias) biases.assign(p.rows, c.in[2].data);  // the kernel adds the bias row to every row
+        gemm_blocked_rows<T>(transpose_, p.rows, p.n, p.k, T(1), xs.data(), c.in[1].data, transpose_ ? p.k : p.n,
+                             bias ? T(1) : T(0), ys.data(), bias ? biases.data() : nullptr);
+    }
+    template <class T>
+    void backward_in_place(const OpCall<T>& c, const Packed<T>& p) const {
+        const View<T>&gx = c.in_grad[0], &gw = c.in_grad[1];
+        thread_local std::vector<const T*> gys, xs;
+        thread_local std::vector<T*> gxs;
+        real_rows(p, c.out_grad.data, p.n, gys);
+        if (gx) {  // dX += dY W^T
+            real_rows(p, gx.data, p.k, gxs);
+            gemm_blocked_rows<T>(!transpose_, p.rows, p.k, p.n, T(1), gys.data(), c.in[1].data, transpose_ ? p.k : p.n,
+                                 T(1), gxs.data());
+        }
+        if (gw) {  // dW += X^T dY, or dY^T X when W is stored transposed
+            real_rows(p, c.in[0].data, p.k, xs);
+            if (transpose_)
+                gemm_blocked_rows_tn<T>(p.n, p.k, p.rows, T(1), gys.data(), xs.data(), T(1), gw.data, p.k);
+            else
+                gemm_blocked_rows_tn<T>(p.k, p.n, p.rows, T(1), xs.data(), gys.data(), T(1), gw.data, p.n);
+        }
     }
 
     // Packed rows <- the real blocks of `from` (row width `width`), and back, adding.

@@ -11,6 +11,7 @@
 
 #include "core/cpu.hpp"
 #include "core/gemm.hpp"
+#include "core/isa_kernels.hpp"
 #include "core/packed_gemm.hpp"
 
 namespace {
@@ -155,3 +156,110 @@ TEST_CASE("gemm_blocked_rows multiplies scattered rows and leaves the rows betwe
             CHECK(untouched);
         }
 }
+
+TEST_CASE("gemm_blocked_rows_tn multiplies the transpose of scattered rows by scattered rows") {
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    // k crosses the blocks of k (256), m the blocks of rows (240); C rows wider than n (ldc).
+    for (const Shape3 s : {Shape3{7, 40, 300}, Shape3{250, 17, 5}, Shape3{33, 1, 12}}) {
+        // A [k, m] and B [k, n] stored one row apart and in reverse order.
+        std::vector<double> a(2 * s.k * s.m), b(2 * s.k * s.n);
+        for (double& v : a) v = u(rng);
+        for (double& v : b) v = u(rng);
+        std::vector<const double*> a_rows(s.k), b_rows(s.k);
+        for (std::size_t p = 0; p < s.k; ++p) {
+            a_rows[p] = a.data() + 2 * (s.k - 1 - p) * s.m;
+            b_rows[p] = b.data() + 2 * (s.k - 1 - p) * s.n;
+        }
+        const std::size_t ldc = s.n + 2;
+        std::vector<double> c0(s.m * ldc);
+        for (double& v : c0) v = u(rng);
+        for (double beta : {0.0, 1.0}) {
+            std::vector<double> c = c0;
+            loom::gemm_blocked_rows_tn<double>(s.m, s.n, s.k, -0.5, a_rows.data(), b_rows.data(), beta, c.data(), ldc);
+            double worst = 0;
+            bool padding_kept = true;
+            for (std::size_t i = 0; i < s.m; ++i) {
+                for (std::size_t j = 0; j < s.n; ++j) {
+                    long double dot = 0;
+                    for (std::size_t p = 0; p < s.k; ++p)
+                        dot += static_cast<long double>(a_rows[p][i]) * static_cast<long double>(b_rows[p][j]);
+                    const long double want = -0.5L * dot + beta * static_cast<long double>(c0[i * ldc + j]);
+                    worst = std::max(worst, static_cast<double>(std::abs(c[i * ldc + j] - want)));
+                }
+                for (std::size_t j = s.n; j < ldc; ++j) padding_kept &= c[i * ldc + j] == c0[i * ldc + j];
+            }
+            INFO("m " << s.m << " n " << s.n << " k " << s.k << " beta " << beta);
+            CHECK(worst < 1e-15 * static_cast<double>(s.k + 4));
+            CHECK(padding_kept);
+        }
+    }
+}
+
+TEST_CASE("gemm_blocked_rows adds a bias row to every row without reading the result rows") {
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    // k = 300 crosses a block of k: the bias goes in with the first block only.
+    for (bool tb : {false, true}) {
+        const Shape3 s{37, 70, 300};
+        std::vector<float> a(s.m * s.k), b(s.k * s.n), bias(s.n);
+        for (float& v : a) v = static_cast<float>(u(rng));
+        for (float& v : b) v = static_cast<float>(u(rng));
+        for (float& v : bias) v = static_cast<float>(u(rng));
+        std::vector<float> c(s.m * s.n, std::numeric_limits<float>::quiet_NaN()), copied(s.m * s.n);
+        std::vector<const float*> a_rows(s.m), bias_rows(s.m, bias.data());
+        std::vector<float*> c_rows(s.m), copied_rows(s.m);
+        for (std::size_t i = 0; i < s.m; ++i) {
+            a_rows[i] = a.data() + i * s.k;
+            c_rows[i] = c.data() + i * s.n;
+            copied_rows[i] = copied.data() + i * s.n;
+            std::copy_n(bias.data(), s.n, copied_rows[i]);
+        }
+        const std::size_t ldb = tb ? s.k : s.n;
+        loom::gemm_blocked_rows<float>(tb, s.m, s.n, s.k, 1.0f, a_rows.data(), b.data(), ldb, 1.0f, c_rows.data(),
+                                       bias_rows.data());
+        loom::gemm_blocked_rows<float>(tb, s.m, s.n, s.k, 1.0f, a_rows.data(), b.data(), ldb, 1.0f, copied_rows.data());
+        double worst = 0;
+        for (std::size_t i = 0; i < s.m; ++i)
+            for (std::size_t j = 0; j < s.n; ++j) {
+                long double dot = bias[j];
+                for (std::size_t p = 0; p < s.k; ++p)
+                    dot += static_cast<long double>(a[i * s.k + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                worst = std::max(worst, static_cast<double>(std::abs(c[i * s.n + j] - dot)));
+            }
+        INFO("tb " << tb);
+        CHECK(worst < 6e-7 * static_cast<double>(s.k + 4));
+        CHECK(c == copied);  // the same sums as copying the bias in first
+    }
+}
+
+#if defined(__x86_64__)
+TEST_CASE("the AVX-512 interleaving of A blocks puts every value where the packed kernel reads it") {
+    if (!loom::cpu_supports(loom::Isa::avx512)) return;
+    constexpr std::size_t mr = loom::kernels::kPackedRows;
+    int checked = 0;
+    for (std::size_t rows = 1; rows <= mr; ++rows)
+        for (std::size_t k : {1, 15, 16, 17, 40, 256}) {
+            // Row r holds 1000 r + p + 1 (never 0), rows 3 apart in memory.
+            std::vector<float> a(3 * mr * k);
+            std::vector<const float*> src(rows);
+            for (std::size_t r = 0; r < rows; ++r) {
+                src[r] = a.data() + 3 * r * k;
+                for (std::size_t p = 0; p < k; ++p) a[3 * r * k + p] = static_cast<float>(1000 * r + p + 1);
+            }
+            std::vector<float> out(mr * k + 16, -1.0f);
+            loom::kernels::pack_rows_interleaved_avx512(rows, k, src.data(), out.data());
+            bool placed = true;
+            for (std::size_t p = 0; p < k; ++p)
+                for (std::size_t r = 0; r < mr; ++r)
+                    placed &= out[p * mr + r] == (r < rows ? static_cast<float>(1000 * r + p + 1) : 0.0f);
+            bool beyond_untouched = true;
+            for (std::size_t e = mr * k; e < out.size(); ++e) beyond_untouched &= out[e] == -1.0f;
+            INFO("rows " << rows << " k " << k);
+            CHECK(placed);
+            CHECK(beyond_untouched);
+            ++checked;
+        }
+    CHECK(checked == 12 * 6);
+}
+#endif

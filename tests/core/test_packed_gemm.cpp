@@ -3,6 +3,7 @@
 // partial last panels and panel pairs, k = 1, scattered rows, both packings and alpha / beta.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -114,4 +115,82 @@ TEST_CASE("gemm_rows with k = 0 writes zeros or leaves the rows") {
     loom::gemm_rows<float>(1, 5, 0, a_rows, packed.data(), rows, false);
     CHECK(c[0] == 0.0f);
     CHECK(c[4] == 0.0f);
+}
+
+// The addend rows (d_rows) the AVX2 / AVX-512 kernels read instead of C's own: the result never
+// reads C (NaN there), equals the product plus the addend, and has the bits of copying the addend
+// into C first and adding the product to it (what Times did before the kernels took addends).
+TEST_CASE("gemm_rows adds addend rows that lie apart from the result in every kernel variant") {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    int checked = 0;
+    for (loom::Isa isa : loom::supported_isas())
+        for (std::size_t m : {1, 5, 13, 32})
+            for (std::size_t n : {17, 40})
+                for (std::size_t k : {3, 33})
+                    for (bool one_bias : {false, true}) {
+                        std::vector<float> b(k * n), a(m * k), d(m * n), packed(loom::packed_size<float>(k, n));
+                        for (float& v : b) v = static_cast<float>(u(rng));
+                        for (float& v : a) v = static_cast<float>(u(rng));
+                        for (float& v : d) v = static_cast<float>(u(rng));
+                        loom::pack_right(false, k, n, b.data(), n, packed.data());
+                        std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN()), copied(m * n);
+                        std::vector<const float*> a_rows(m), d_rows(m);
+                        std::vector<float*> c_rows(m), copied_rows(m);
+                        for (std::size_t i = 0; i < m; ++i) {
+                            a_rows[i] = a.data() + i * k;
+                            d_rows[i] = d.data() + (one_bias ? 0 : i * n);
+                            c_rows[i] = c.data() + i * n;
+                            copied_rows[i] = copied.data() + i * n;
+                            std::copy_n(d_rows[i], n, copied_rows[i]);
+                        }
+                        loom::gemm_rows<float>(isa, m, n, k, a_rows.data(), packed.data(), c_rows.data(), 1.0f, 1.0f,
+                                               d_rows.data());
+                        loom::gemm_rows<float>(isa, m, n, k, a_rows.data(), packed.data(), copied_rows.data(), 1.0f,
+                                               1.0f);
+                        double worst = 0;
+                        for (std::size_t i = 0; i < m; ++i)
+                            for (std::size_t j = 0; j < n; ++j) {
+                                long double dot = d_rows[i][j];
+                                for (std::size_t p = 0; p < k; ++p)
+                                    dot += static_cast<long double>(a[i * k + p]) * b[p * n + j];
+                                worst = std::max(worst, static_cast<double>(std::abs(c[i * n + j] - dot)));
+                            }
+                        INFO(loom::isa_name(isa) << " m " << m << " n " << n << " k " << k << " one bias " << one_bias);
+                        CHECK(worst < 6e-7 * static_cast<double>(k + 4));
+                        CHECK(c == copied);
+                        ++checked;
+                    }
+    CHECK(checked == 4 * 2 * 2 * 2 * static_cast<int>(loom::supported_isas().size()));
+}
+
+// pack_right of a transposed operand turns whole panels by 16 x 16 transposes on AVX-512 and
+// copies one float at a time otherwise: every value must land at the same place either way.
+TEST_CASE("pack_right of a transposed operand puts every value in its panel for every kernel variant") {
+    const loom::Isa before = loom::active_isa();
+    int checked = 0;
+    for (loom::Isa isa : loom::supported_isas()) {
+        loom::set_active_isa(isa);
+        for (std::size_t n : {16, 32, 40})
+            for (std::size_t k : {1, 15, 16, 17, 300}) {
+                // b [n, k] with a row stride of k + 5; b[j][p] = 1000 j + p + 1.
+                const std::size_t ldb = k + 5, width = 16;
+                std::vector<float> b(n * ldb, -7.0f);
+                for (std::size_t j = 0; j < n; ++j)
+                    for (std::size_t p = 0; p < k; ++p) b[j * ldb + p] = static_cast<float>(1000 * j + p + 1);
+                std::vector<float> packed(loom::packed_size<float>(k, n), -1.0f);
+                loom::pack_right(true, k, n, b.data(), ldb, packed.data());
+                bool placed = true;
+                for (std::size_t j = 0; j < (n + width - 1) / width * width; ++j)
+                    for (std::size_t p = 0; p < k; ++p) {
+                        const float want = j < n ? static_cast<float>(1000 * j + p + 1) : 0.0f;
+                        placed &= packed[(j / width) * width * k + p * width + j % width] == want;
+                    }
+                INFO(loom::isa_name(isa) << " n " << n << " k " << k);
+                CHECK(placed);
+                ++checked;
+            }
+    }
+    loom::set_active_isa(before);
+    CHECK(checked == 3 * 5 * static_cast<int>(loom::supported_isas().size()));
 }
