@@ -119,6 +119,19 @@ Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) co
     return g;
 }
 
+bool Learner::open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite) {
+    const double norm = std::sqrt(square_sum) * std::abs(gradient_scale);
+    if (only_if_finite && !std::isfinite(norm)) {
+        last_norm_ = norm;
+        return false;
+    }
+    double scale = gradient_scale;
+    const double limit = options_.gradient_clipping_norm;
+    if (limit > 0 && norm > limit) scale *= limit / norm;
+    open_update(scale, std::abs(gradient_scale));  // the norm reported is the unclipped gradient's
+    return true;
+}
+
 bool Learner::update(const Session& session, double gradient_scale, bool only_if_finite) {
     const bool clipping = options_.gradient_clipping_norm > 0;
     if (!clipping && !only_if_finite) {  // each parameter's gradient is read and applied in one go
@@ -132,14 +145,7 @@ bool Learner::update(const Session& session, double gradient_scale, bool only_if
         grads.push_back(gradient_of(session, i));
         sq += grads.back().square_sum;
     }
-    const double norm = std::sqrt(sq) * std::abs(gradient_scale);
-    if (only_if_finite && !std::isfinite(norm)) {
-        last_norm_ = norm;
-        return false;
-    }
-    double scale = gradient_scale;
-    if (clipping && norm > options_.gradient_clipping_norm) scale *= options_.gradient_clipping_norm / norm;
-    open_update(scale, std::abs(gradient_scale));  // the norm reported is the unclipped gradient's
+    if (!open_clipped_update(sq, gradient_scale, only_if_finite)) return false;
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         pending_[i] = grads[i];
         done_[i] = deferred;
@@ -163,15 +169,7 @@ bool Learner::update_share(const Session& session, const std::vector<char>& mine
     // As update(): the same sum in the same order, so the same norm, clipping and decision.
     double sq = 0.0;
     for (double v : square_sums) sq += v;
-    const double norm = std::sqrt(sq) * std::abs(gradient_scale);
-    if (only_if_finite && !std::isfinite(norm)) {
-        last_norm_ = norm;
-        return false;
-    }
-    double scale = gradient_scale;
-    if (options_.gradient_clipping_norm > 0 && norm > options_.gradient_clipping_norm)
-        scale *= options_.gradient_clipping_norm / norm;
-    open_update(scale, std::abs(gradient_scale));
+    if (!open_clipped_update(sq, gradient_scale, only_if_finite)) return false;
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         if (mine[i]) {
             pending_[i] = grads[i];

@@ -204,6 +204,9 @@ private:
     // begin_update with the scale the gradients get and the one the reported norm gets (they
     // differ after clipping).
     void open_update(double gradient_scale, double norm_scale);
+    // From the squared global norm: false (nothing opened) when `only_if_finite` and the norm is not
+    // finite; else opens the update with the scale clipping asks for.
+    bool open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite);
     // The open update: its scale and rate, and per parameter its squared norm, how far it is and
     // the gradient it waits with when deferred.
     enum Part : char { waiting, deferred, applied };

@@ -110,4 +110,18 @@ inline double relative_difference(const std::vector<loom::Parameter>& a, const s
     return worst;
 }
 
+// Global minibatches over 64 pairs: 4 of 32 (batch s takes pairs (s * step + k * stride) % 64, a
+// different cut each time), then the given `tail` batches.
+inline std::vector<std::vector<std::size_t>> cut_batches(std::size_t step, std::size_t stride,
+                                                         const std::vector<std::vector<std::size_t>>& tail) {
+    std::vector<std::vector<std::size_t>> all;
+    for (std::size_t s = 0; s < 4; ++s) {
+        std::vector<std::size_t> b;
+        for (std::size_t k = 0; k < 32; ++k) b.push_back((s * step + k * stride) % 64);
+        all.push_back(b);
+    }
+    all.insert(all.end(), tail.begin(), tail.end());
+    return all;
+}
+
 }  // namespace mpi_test

@@ -16,17 +16,7 @@ namespace {
 
 // The global minibatches of the tests: 4 of 32 pairs (a different cut of the 64 each time), then
 // 2 pairs and 1 pair, fewer than 3 processes.
-std::vector<std::vector<std::size_t>> global_batches() {
-    std::vector<std::vector<std::size_t>> batches;
-    for (std::size_t s = 0; s < 4; ++s) {
-        std::vector<std::size_t> b;
-        for (std::size_t k = 0; k < 32; ++k) b.push_back((s * 17 + k * 5) % 64);
-        batches.push_back(b);
-    }
-    batches.push_back({5, 40});
-    batches.push_back({23});
-    return batches;
-}
+std::vector<std::vector<std::size_t>> global_batches() { return cut_batches(17, 5, {{5, 40}, {23}}); }
 
 // This process's share of a global batch, as ShardedBatcher cuts it (a stand-in when empty).
 std::vector<std::size_t> share(dist::DataParallel& parallel, const std::vector<std::size_t>& global) {

@@ -18,16 +18,7 @@ namespace dist = loom::distributed;
 namespace {
 
 // 4 global batches of 32 pairs (each a different cut of the 64), then one of 5.
-std::vector<std::vector<std::size_t>> batches() {
-    std::vector<std::vector<std::size_t>> all;
-    for (std::size_t s = 0; s < 4; ++s) {
-        std::vector<std::size_t> b;
-        for (std::size_t k = 0; k < 32; ++k) b.push_back((s * 11 + k * 3) % 64);
-        all.push_back(b);
-    }
-    all.push_back({7, 9, 30, 41, 63});
-    return all;
-}
+std::vector<std::vector<std::size_t>> batches() { return cut_batches(11, 3, {{7, 9, 30, 41, 63}}); }
 
 // One process's gradients of a share: dense, or the rows of a table kept by rows.
 struct Gradients {
