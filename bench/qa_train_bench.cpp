@@ -52,7 +52,6 @@ struct Options {
     std::string batches_from;
     std::string parallel = "steps";
     std::string update = "sharded";  // qa_dist_bench: DataParallelOptions::shard_update
-    std::string share = "tokens";    // qa_dist_bench: how a global batch is cut (ShardedBatcher)
     bool lazy_adam = false;
 };
 
@@ -102,26 +101,17 @@ int run(const Options& o) {
     std::vector<Bindings> inputs;
     for (std::size_t i = 0; i < needed; ++i) {
         bench::Batch b = batches[i];
-#ifdef LOOM_DISTRIBUTED
-        if (ranks > 1) {  // this process's share, as ShardedBatcher cuts it: by tokens, or by pairs
-            std::vector<std::size_t> all(b.labels.size());
-            std::vector<double> tokens(all.size());
-            for (std::size_t k = 0; k < all.size(); ++k) {
-                all[k] = k;
-                tokens[k] = double(b.questions[k].size() + b.answers[k].size());
-            }
-            const std::vector<std::size_t> mine = o.share == "tokens"
-                                                      ? distributed::share_by_cost(all, tokens, rank, ranks)
-                                                      : distributed::share_of(all, rank, ranks);
-            if (mine.empty()) throw UserError("qa_dist_bench: --batch is smaller than the number of processes");
+        if (ranks > 1) {  // this process's share: pairs [n r / P, n (r + 1) / P)
+            const std::size_t n = b.labels.size(), lo = n * std::size_t(rank) / std::size_t(ranks),
+                              hi = n * std::size_t(rank + 1) / std::size_t(ranks);
+            if (lo == hi) throw UserError("qa_dist_bench: --batch is smaller than the number of processes");
             auto cut = [&](auto& v) {
-                v = std::vector(v.begin() + std::ptrdiff_t(mine.front()), v.begin() + std::ptrdiff_t(mine.back() + 1));
+                v = std::vector(v.begin() + std::ptrdiff_t(lo), v.begin() + std::ptrdiff_t(hi));
             };
             cut(b.questions);
             cut(b.answers);
             cut(b.labels);
         }
-#endif
         xt::xarray<float> labels = xt::zeros<float>({b.labels.size(), std::size_t{1}});
         for (std::size_t k = 0; k < b.labels.size(); ++k) labels(k, 0) = b.labels[k];
         inputs.push_back(Bindings{{model.question, Value::index_sequences(b.questions)},
@@ -228,8 +218,7 @@ int run(const Options& o) {
         "\"rss_before_training_mib\": %.1f, \"peak_rss_before_training_mib\": %.1f, "
         "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
         "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu, "
-        "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f, \"update\": \"%s\", \"share\": \"%s\", "
-        "\"sent_parameter_bytes\": %zu, "
+        "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f, \"update\": \"%s\", \"sent_parameter_bytes\": %zu, "
         "\"phase_ms_median_by_rank\": %s}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
@@ -240,7 +229,7 @@ int run(const Options& o) {
         double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
         3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes,
         finish_ms.empty() ? 0.0 : bench::median(finish_ms), cpu_ms / o.steps, ranks > 1 ? o.update.c_str() : "",
-        ranks > 1 ? o.share.c_str() : "", parameter_bytes, phases.c_str());
+        parameter_bytes, phases.c_str());
     return 0;
 }
 
@@ -275,11 +264,6 @@ int main(int argc, char** argv) {
                    "them (ZeRO stage 1), every process steps the embedding tables; sharded-tables = the tables "
                    "too; replicated = every process steps all of them")
         ->check(CLI::IsMember({"sharded", "sharded-tables", "replicated"}))
-        ->capture_default_str();
-    app.add_option("--share", o.share,
-                   "qa_dist_bench: tokens = each process's pairs hold nearly equal tokens (ShardedBatcher's "
-                   "default); pairs = nearly equal numbers of pairs")
-        ->check(CLI::IsMember({"tokens", "pairs"}))
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     return bench::report_errors([&] { return run(o); });

@@ -47,8 +47,6 @@ public:
     Batcher(std::vector<ItemLengths> lengths, BatchingOptions options);
 
     std::size_t num_items() const { return lengths_.size(); }
-    // Item i's lengths, as given (i < num_items()).
-    const ItemLengths& lengths(std::size_t i) const { return lengths_.at(i); }
     std::size_t batches_per_epoch() const;
     const BatchingOptions& options() const { return options_; }
 

@@ -2,9 +2,8 @@
 // Each process's share of every global minibatch, so that together they train on exactly the
 // minibatches one process would: the global batches come from a Batcher, whose order is a pure
 // function of (seed, epoch), the same on every process; process r takes the r-th of `size`
-// contiguous parts, cut so that the parts hold nearly equal numbers of tokens (processes that
-// must meet every step wait for the slowest; a share's time follows its tokens, not its pairs).
-// Resuming from a DataPosition continues exactly, as with the Batcher alone.
+// contiguous, nearly equal parts (sizes differ by at most one). Resuming from a DataPosition
+// continues exactly, as with the Batcher alone.
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -17,21 +16,12 @@ namespace loom::distributed {
 // Items [n * rank / size, n * (rank + 1) / size) of `global`: empty when n < size for some ranks.
 std::vector<std::size_t> share_of(const std::vector<std::size_t>& global, int rank, int size);
 
-// The r-th of `size` contiguous parts of `global` whose sums of `costs` (one per item of `global`,
-// each >= 0) are as near equal as contiguous cuts allow: cut c falls at the item boundary nearest
-// to c / size of the total (the earlier one on a tie), and no part is empty while `global` has at
-// least `size` items. The same on every process for the same arguments.
-std::vector<std::size_t> share_by_cost(const std::vector<std::size_t>& global, const std::vector<double>& costs,
-                                       int rank, int size);
-
 class ShardedBatcher {
 public:
     // `parallel` is told when this process's share is empty (a global batch smaller than the number
     // of processes): next() then returns the global batch's first item as a stand-in, whose loss and
     // gradient the reduction leaves out.
-    // `by_tokens`: parts of equal tokens (question + answer lengths, as the Batcher knows them);
-    // false: of equal numbers of items (share_of).
-    ShardedBatcher(Batcher global, std::shared_ptr<DataParallel> parallel, bool by_tokens = true);
+    ShardedBatcher(Batcher global, std::shared_ptr<DataParallel> parallel);
 
     // This process's share of the next global minibatch; every process calls it once per step.
     std::vector<std::size_t> next();
@@ -45,7 +35,6 @@ public:
 private:
     Batcher batcher_;
     std::shared_ptr<DataParallel> parallel_;
-    bool by_tokens_;
     std::vector<std::size_t> global_batch_;
 };
 

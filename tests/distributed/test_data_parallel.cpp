@@ -75,56 +75,6 @@ TEST_CASE("mpi: share_of cuts contiguous parts whose sizes differ by at most one
     CHECK_THROWS_AS(dist::share_of({1, 2}, 2, 2), UserError);
 }
 
-TEST_CASE("mpi: share_by_cost cuts contiguous parts of near equal cost") {
-    auto parts = [](const std::vector<double>& costs, int p) {
-        std::vector<std::size_t> global(costs.size());
-        for (std::size_t k = 0; k < global.size(); ++k) global[k] = 10 + k;
-        std::vector<std::vector<std::size_t>> out;
-        for (int r = 0; r < p; ++r) out.push_back(dist::share_by_cost(global, costs, r, p));
-        return out;
-    };
-    using V = std::vector<std::vector<std::size_t>>;
-    // Total 8, half 4: the cut after the fourth item leaves 4 and 4 (share_of would give 2 and 3 items: 2 and 6).
-    CHECK(parts({1, 1, 1, 1, 4}, 2) == V{{10, 11, 12, 13}, {14}});
-    // Total 6, thirds at 2 and 4: costs 2 | 1 + 1 | 2.
-    CHECK(parts({2, 1, 1, 2}, 3) == V{{10}, {11, 12}, {13}});
-    // The first item alone is over a third, yet every part gets one.
-    CHECK(parts({100, 1, 1}, 3) == V{{10}, {11}, {12}});
-    // Equal costs, 5 items in 2: the half (2.5) is as near 2 as 3, the earlier cut wins.
-    CHECK(parts({1, 1, 1, 1, 1}, 2) == V{{10, 11}, {12, 13, 14}});
-    // Fewer items than parts: as share_of (the first parts empty).
-    CHECK(parts({1, 1}, 3) == V{{}, {10}, {11}});
-    // Zero costs are allowed; every part still gets an item.
-    CHECK(parts({0, 0, 0, 0}, 2) == V{{10}, {11, 12, 13}});
-    // Any costs: the parts in rank order are the batch, none empty, and no single move of an item
-    // across a cut would bring that cut nearer its share of the total.
-    for (std::size_t n = 2; n <= 12; ++n)
-        for (int p = 2; p <= 4 && std::size_t(p) <= n; ++p) {
-            std::vector<double> costs(n);
-            for (std::size_t k = 0; k < n; ++k) costs[k] = double((k * 7 + n * 3) % 11);
-            const V got = parts(costs, p);
-            std::vector<std::size_t> joined;
-            double before = 0, total = 0;
-            for (double c : costs) total += c;
-            for (int r = 0; r < p; ++r) {
-                CHECK(!got[std::size_t(r)].empty());
-                joined.insert(joined.end(), got[std::size_t(r)].begin(), got[std::size_t(r)].end());
-                if (r + 1 == p) break;
-                for (std::size_t i : got[std::size_t(r)]) before += costs[i - 10];
-                const double target = total * (r + 1) / p, last = costs[got[std::size_t(r)].back() - 10],
-                             next = costs[got[std::size_t(r) + 1].front() - 10];
-                if (got[std::size_t(r)].size() > 1)
-                    CHECK(std::abs(before - target) <= std::abs(before - last - target));
-                if (got[std::size_t(r) + 1].size() > 1)
-                    CHECK(std::abs(before - target) <= std::abs(before + next - target));
-            }
-            CHECK(joined.size() == n);
-        }
-    CHECK_THROWS_AS(dist::share_by_cost({1, 2}, {1.0}, 0, 2), UserError);
-    CHECK_THROWS_AS(dist::share_by_cost({1, 2}, {1.0, -1.0}, 0, 2), UserError);
-    CHECK_THROWS_AS(dist::share_by_cost({1, 2}, {1.0, 1.0}, 2, 2), UserError);
-}
-
 TEST_CASE("mpi: synchronize sums in rank order and a failing process stops the others with its message") {
     dist::Context& mpi = dist::Context::current();
     const double p = mpi.size(), r = mpi.rank();
