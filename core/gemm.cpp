@@ -1,6 +1,7 @@
 #include "core/gemm.hpp"
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -25,18 +26,35 @@ long long now_ns() {
 // 0 until set_blas_threads is called: OpenBLAS then runs with its own default.
 std::atomic<int> blas_threads{0};
 
-// loom's own blocked GEMM (core/blocked_gemm.cpp) on AVX-512, where it beats OpenBLAS 0.3.21 by
-// 2x or more (bench/README.md), unless OpenBLAS is to run several threads inside each GEMM or
-// LOOM_GEMM=openblas asks for it. Shapes whose n is under one panel (a matrix times a vector) or
-// that are tiny stay with OpenBLAS: packing would cost more than it saves.
-bool own_kernels() {
-    static const bool allowed = [] {
+// loom's own blocked GEMM (core/blocked_gemm.cpp) on AVX-512 when OpenBLAS has no AVX-512 kernels
+// for this CPU (0.3.21 gives a 2024 Xeon its Prescott kernels: loom's run the QA shapes 2-5x faster,
+// bench/README.md), unless OpenBLAS is to run several threads inside each GEMM. Where OpenBLAS picks
+// AVX-512 kernels (Cooperlake on AMD Zen 5) they beat loom's by ~20 % at these shapes, and OpenBLAS
+// runs the products. LOOM_GEMM=loom or LOOM_GEMM=openblas overrides the choice. Shapes whose n is
+// under one panel (a matrix times a vector) or that are tiny stay with OpenBLAS: packing would cost
+// more than it saves.
+enum class GemmChoice { automatic, loom, openblas };
+
+GemmChoice gemm_choice() {
+    static const GemmChoice choice = [] {
         const char* env = std::getenv("LOOM_GEMM");
-        if (!env || !*env || std::strcmp(env, "loom") == 0) return true;
-        if (std::strcmp(env, "openblas") == 0) return false;
-        throw UserError(std::string("LOOM_GEMM=") + env + ": expected loom or openblas");
+        if (!env || !*env || std::strcmp(env, "auto") == 0) return GemmChoice::automatic;
+        if (std::strcmp(env, "loom") == 0) return GemmChoice::loom;
+        if (std::strcmp(env, "openblas") == 0) return GemmChoice::openblas;
+        throw UserError(std::string("LOOM_GEMM=") + env + ": expected auto, loom or openblas");
     }();
-    return allowed && active_isa() == Isa::avx512 && blas_threads.load(std::memory_order_relaxed) <= 1;
+    return choice;
+}
+
+bool own_kernels() {
+    if (active_isa() != Isa::avx512 || blas_threads.load(std::memory_order_relaxed) > 1) return false;
+    switch (gemm_choice()) {
+    case GemmChoice::loom: return true;
+    case GemmChoice::openblas: return false;
+    case GemmChoice::automatic: break;
+    }
+    static const bool blas_has_avx512 = openblas_core_has_avx512(openblas_get_corename());
+    return !blas_has_avx512;
 }
 
 bool own_shape(std::size_t m, std::size_t n, std::size_t k) { return n >= 16 && m * n * k >= (std::size_t{1} << 15); }
@@ -73,6 +91,19 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 }
 
 bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) { return own_kernels() && own_shape(m, n, k); }
+
+bool openblas_core_has_avx512(std::string_view core) {
+    // OpenBLAS 0.3.21's DYNAMIC_ARCH cores with AVX-512 GEMM kernels (later releases map Zen 4 and
+    // newer to these too).
+    for (std::string_view name : {"skylakex", "cooperlake", "sapphirerapids"}) {
+        if (core.size() != name.size()) continue;
+        bool same = true;
+        for (std::size_t j = 0; j < name.size(); ++j)
+            same = same && std::tolower(static_cast<unsigned char>(core[j])) == name[j];
+        if (same) return true;
+    }
+    return false;
+}
 
 void gemm_timing(bool on) { timing_on = on; }
 double gemm_seconds() { return static_cast<double>(timing_ns.load()) * 1e-9; }

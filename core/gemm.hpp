@@ -1,11 +1,14 @@
 #pragma once
 // Row-major GEMM on contiguous buffers:
 //   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
-// On AVX-512 CPUs through loom's own blocked kernels (core/packed_gemm.hpp), elsewhere, or when
+// On AVX-512 CPUs for which OpenBLAS has no AVX-512 kernels, through loom's own blocked kernels
+// (core/packed_gemm.hpp); elsewhere, where OpenBLAS has them (openblas_core_has_avx512), when
 // OpenBLAS runs several threads per GEMM (set_blas_threads(n > 1)), or with the environment
-// variable LOOM_GEMM=openblas, straight to OpenBLAS.
+// variable LOOM_GEMM=openblas, straight to OpenBLAS. LOOM_GEMM=loom asks for loom's kernels
+// wherever AVX-512 is active; LOOM_GEMM=auto (or unset) is the choice above.
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace loom {
 
@@ -37,6 +40,10 @@ private:
 void gemm_timing(bool on);
 double gemm_seconds();
 void gemm_reset_timing();
+
+// True for the OpenBLAS core types (openblas_get_corename(), case-insensitive) whose GEMM kernels
+// use AVX-512: SkylakeX, Cooperlake, SapphireRapids.
+bool openblas_core_has_avx512(std::string_view core);
 
 // OpenBLAS's thread count, set once by the program (benchmarks, samples).
 void set_blas_threads(int n);

@@ -1,6 +1,8 @@
 // Run-time choice of the kernels' instruction set (core/cpu.hpp).
 #include <doctest/doctest.h>
 
+#include <cblas.h>
+
 #include "core/cpu.hpp"
 #include "core/gemm.hpp"
 #include "core/packed_gemm.hpp"
@@ -25,11 +27,20 @@ TEST_CASE("the active instruction set is one the CPU supports and can be lowered
         loom::set_active_isa(isa);
         CHECK(loom::active_isa() == isa);
         CHECK(loom::packed_gemm_vectorized() == (isa != loom::Isa::portable));
-        // gemm() uses loom's own kernels exactly when AVX-512 is active (no LOOM_GEMM in tests).
-        CHECK((loom::gemm_kernels() == "loom-avx512") == (isa == loom::Isa::avx512));
+        // gemm() uses loom's own kernels exactly when AVX-512 is active and OpenBLAS has no AVX-512
+        // kernels for this CPU (no LOOM_GEMM in tests).
+        CHECK((loom::gemm_kernels() == "loom-avx512") ==
+              (isa == loom::Isa::avx512 && !loom::openblas_core_has_avx512(openblas_get_corename())));
     }
     for (loom::Isa isa : {loom::Isa::avx2, loom::Isa::avx512})
         if (!loom::cpu_supports(isa))
             loom::testing::expect_user_error([isa] { loom::set_active_isa(isa); }, {"cannot run"});
     loom::set_active_isa(before);
+}
+
+TEST_CASE("OpenBLAS core types with AVX-512 GEMM kernels are recognised by name, in any case") {
+    for (const char* name : {"SkylakeX", "Cooperlake", "SapphireRapids", "SKYLAKEX", "cooperlake"})
+        CHECK(loom::openblas_core_has_avx512(name));
+    for (const char* name : {"Haswell", "Prescott", "Zen", "SandyBridge", "", "Cooperlake2", "Skylake"})
+        CHECK_FALSE(loom::openblas_core_has_avx512(name));
 }
