@@ -101,7 +101,10 @@ public:
             // Best fit, but not a block many times too large: a [T, N, 1] value holding a gate
             // buffer's 6 MiB for the rest of the pass kept that memory from the value it was
             // sized for (a new small block is cheap; the big one stays free for a big request).
-            if (best != free_.end() && best->capacity() > 2 * n + small_block) return fresh(n);
+            // Up to max_oversize times the request is served: at 2x, requests of 0.3-0.5 of a
+            // free block each mapped new memory while that block sat idle, which raised the QA
+            // step's peak RSS (bench/README.md, "Peak RSS at 2 threads").
+            if (best != free_.end() && best->capacity() > max_oversize * n + small_block) return fresh(n);
             if (best == free_.end() && !free_.empty()) {
                 // None is large enough: the largest free one is given up for a new one, so the pool
                 // never holds more buffers than were ever live at once.
@@ -145,6 +148,7 @@ public:
 
 private:
     static constexpr std::size_t small_block = 4096 / sizeof(T);
+    static constexpr std::size_t max_oversize = 4;
     // Sizes vary a little from minibatch to minibatch (sequence lengths): some headroom lets a
     // buffer serve the next one too.
     static Buffer<T> fresh(std::size_t n) {

@@ -18,7 +18,7 @@ TEST_CASE("buffer pool: best fit, no giant block for a small request, largest gi
     Buffer<float> a = pool.take(60000);
     CHECK(a.data() == mid_data);
     CHECK(a.size() == 60000);
-    // 1,000 elements: the only free buffer holds 1 Mi elements, far more than twice as many: new memory.
+    // 1,000 elements: the only free buffer holds 1 Mi elements, far more than four times as many: new memory.
     Buffer<float> small = pool.take(1000);
     CHECK(small.data() != big_data);
     CHECK(small.capacity() < 2000);
@@ -33,4 +33,27 @@ TEST_CASE("buffer pool: best fit, no giant block for a small request, largest gi
     Buffer<float> huge = pool.take(1 << 21);
     CHECK(huge.size() == std::size_t{1} << 21);
     CHECK(pool.free_bytes() < 2000 * sizeof(float));
+}
+
+TEST_CASE("buffer pool: a free buffer up to four times the request serves it, a larger one does not") {
+    BufferPool<float> pool;
+    Buffer<float> block = pool.take(300000);
+    const float* block_data = block.data();
+    const std::size_t capacity = block.capacity();  // 300,000 and some headroom
+    pool.give(std::move(block));
+    // A third of the block: served by it, no new memory.
+    Buffer<float> third = pool.take(capacity / 3);
+    CHECK(third.data() == block_data);
+    CHECK(third.size() == capacity / 3);
+    CHECK(pool.free_bytes() == 0);
+    pool.give(std::move(third));
+    // Just over a quarter: still served by it.
+    Buffer<float> quarter = pool.take(capacity / 4 + 1);
+    CHECK(quarter.data() == block_data);
+    pool.give(std::move(quarter));
+    // A fifth: the block is more than four times too large; it stays free and new memory serves.
+    Buffer<float> fifth = pool.take(capacity / 5);
+    CHECK(fifth.data() != block_data);
+    CHECK(fifth.capacity() < capacity / 4);
+    CHECK(pool.free_bytes() == capacity * sizeof(float));
 }
