@@ -101,9 +101,9 @@ public:
             // Best fit, but not a block many times too large: a [T, N, 1] value holding a gate
             // buffer's 6 MiB for the rest of the pass kept that memory from the value it was
             // sized for (a new small block is cheap; the big one stays free for a big request).
-            // Up to max_oversize times the request is served: at 2x, requests of 0.3-0.5 of a
-            // free block each mapped new memory while that block sat idle, which raised the QA
-            // step's peak RSS (bench/README.md, "Peak RSS at 2 threads").
+            // Up to max_oversize times the request is served: at 2x, a request for a third of a
+            // free block mapped new memory while that block sat idle; 4x lowered the QA step's
+            // peak RSS by 3-9 MiB (bench/README.md, session 9).
             if (best != free_.end() && best->capacity() > max_oversize * n + small_block) return fresh(n);
             if (best == free_.end() && !free_.empty()) {
                 // None is large enough: the largest free one is given up for a new one, so the pool

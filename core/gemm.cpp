@@ -27,7 +27,7 @@ long long now_ns() {
 std::atomic<int> blas_threads{0};
 
 // loom's own blocked GEMM (core/blocked_gemm.cpp) on AVX-512 when OpenBLAS has no AVX-512 kernels
-// for this CPU (0.3.21 gives a 2024 Xeon its Prescott kernels: loom's run the QA shapes 2-5x faster,
+// for this CPU (0.3.21 gave the Xeon of sessions 5-8 its Prescott kernels: loom's ran the QA shapes 5x faster,
 // bench/README.md), unless OpenBLAS is to run several threads inside each GEMM. Where OpenBLAS picks
 // AVX-512 kernels (Cooperlake on AMD Zen 5) they beat loom's by ~20 % at these shapes, and OpenBLAS
 // runs the products. LOOM_GEMM=loom or LOOM_GEMM=openblas overrides the choice. Shapes whose n is
@@ -49,9 +49,12 @@ GemmChoice gemm_choice() {
 bool own_kernels() {
     if (active_isa() != Isa::avx512 || blas_threads.load(std::memory_order_relaxed) > 1) return false;
     switch (gemm_choice()) {
-    case GemmChoice::loom: return true;
-    case GemmChoice::openblas: return false;
-    case GemmChoice::automatic: break;
+        case GemmChoice::loom:
+            return true;
+        case GemmChoice::openblas:
+            return false;
+        case GemmChoice::automatic:
+            break;
     }
     static const bool blas_has_avx512 = openblas_core_has_avx512(openblas_get_corename());
     return !blas_has_avx512;
@@ -93,8 +96,7 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) { return own_kernels() && own_shape(m, n, k); }
 
 bool openblas_core_has_avx512(std::string_view core) {
-    // OpenBLAS 0.3.21's DYNAMIC_ARCH cores with AVX-512 GEMM kernels (later releases map Zen 4 and
-    // newer to these too).
+    // OpenBLAS 0.3.21's DYNAMIC_ARCH cores with AVX-512 GEMM kernels (it gives AMD Zen 5 Cooperlake).
     for (std::string_view name : {"skylakex", "cooperlake", "sapphirerapids"}) {
         if (core.size() != name.size()) continue;
         bool same = true;
