@@ -118,7 +118,6 @@ MinibatchResult DataParallel::combine(const MinibatchResult& local) {
     std::fill(ready_.begin(), ready_.end(), 0);
     std::fill(started_.begin(), started_.end(), 0);
     by_rows_.clear();
-    dense_rows_.clear();
     owned_.clear();
     dense_bytes_ = row_bytes_ = parameter_bytes_ = 0;
     MinibatchResult r;
@@ -131,7 +130,7 @@ MinibatchResult DataParallel::combine(const MinibatchResult& local) {
 
 void DataParallel::failed(const std::string& what) { context_.fail(what); }
 
-void DataParallel::ready(const Session& session, std::size_t parameter) {
+void DataParallel::ready(Session& session, std::size_t parameter) {
     const std::lock_guard lock(mutex_);
     const std::size_t n = session.parameters().size();
     if (ready_.size() != n) {
@@ -148,11 +147,11 @@ void DataParallel::ready(const Session& session, std::size_t parameter) {
     progress();
 }
 
-void DataParallel::start_ready(const Session& session) {
+void DataParallel::start_ready(Session& session) {
     while (next_ < order_.size() && ready_[order_[next_]]) start(session, order_[next_++]);
 }
 
-void DataParallel::start(const Session& session, std::size_t i) {
+void DataParallel::start(Session& session, std::size_t i) {
     if (session.precision() == Precision::f64)
         start_as<double>(session, i);
     else
@@ -160,18 +159,16 @@ void DataParallel::start(const Session& session, std::size_t i) {
 }
 
 template <class T>
-void DataParallel::start_as(const Session& session, std::size_t i) {
+void DataParallel::start_as(Session& session, std::size_t i) {
     started_[i] = 1;
     if (session.gradient_by_rows<T>(i)) {
         by_rows_.push_back(i);
         return;
     }
-    // The session hands gradients out read-only (learners only read them); the memory is its own
-    // mutable buffer, summed here in place before any learner reads it.
-    const std::span<const T> g = session.gradient<T>(i);
-    T* data = const_cast<T*>(g.data());
+    // Summed in place in the session's buffer, before any learner reads it.
+    const std::span<T> g = session.mutable_gradient<T>(i);
+    T* data = g.data();
     if (stand_in_) std::fill(data, data + g.size(), T(0));
-    if (session.gradient_rows(i)) dense_rows_.push_back(i);
     const int count = checked_count(g.size(), session.parameters()[i].label());
     if (!sharded()) {
         MPI_Request request = MPI_REQUEST_NULL;
@@ -204,11 +201,12 @@ void DataParallel::start_as(const Session& session, std::size_t i) {
 }
 
 template <class T>
-void DataParallel::add_incoming(const Session& session, std::size_t i) {
+void DataParallel::add_incoming(Session& session, std::size_t i) {
     // g_0 + g_1 + ... in rank order, this process's own part at its rank: for two processes the
     // allreduce's a + b, for more one fixed grouping (MPI's own sum groups as it likes).
-    T* own = const_cast<T*>(session.gradient<T>(i).data());
-    const std::size_t n = session.gradient<T>(i).size();
+    const std::span<T> mine = session.mutable_gradient<T>(i);
+    T* own = mine.data();
+    const std::size_t n = mine.size();
     T* parts = incoming_[i].template as<T>().data();
     auto part = [&](int r) { return r == context_.rank() ? own : parts + std::size_t(r - (r > context_.rank())) * n; };
     T* sum = part(0);
@@ -229,7 +227,7 @@ void DataParallel::progress() {
     if (done) pending.clear();
 }
 
-void DataParallel::finish(const Session& session) {
+void DataParallel::finish(Session& session) {
     const std::lock_guard lock(mutex_);
     const auto began = std::chrono::steady_clock::now();
     moments_.finish_began = began;
@@ -252,19 +250,6 @@ void DataParallel::finish(const Session& session) {
         else
             gather_rows<float>(session, i);
     }
-    std::sort(dense_rows_.begin(), dense_rows_.end());
-    for (std::size_t i : dense_rows_) {
-        // The dense sum is done; which rows can be non-zero is now the union of every process's.
-        auto* rows = const_cast<std::vector<std::size_t>*>(session.gradient_rows(i));
-        std::vector<std::uint64_t> mine;
-        if (!stand_in_) mine.assign(rows->begin(), rows->end());
-        std::vector<int> counts;
-        std::vector<std::uint64_t> all = gather_all(mine, MPI_UINT64_T, context_.size(), counts, "row ids");
-        std::sort(all.begin(), all.end());
-        all.erase(std::unique(all.begin(), all.end()), all.end());
-        rows->assign(all.begin(), all.end());
-        row_bytes_ += mine.size() * sizeof(std::uint64_t);
-    }
     next_ = 0;
     context_.set_in_flight(false);
     moments_.finished = std::chrono::steady_clock::now();
@@ -272,8 +257,8 @@ void DataParallel::finish(const Session& session) {
 }
 
 template <class T>
-void DataParallel::gather_rows(const Session& session, std::size_t i) {
-    auto& g = const_cast<RowGradient<T>&>(*session.gradient_by_rows<T>(i));
+void DataParallel::gather_rows(Session& session, std::size_t i) {
+    RowGradient<T>& g = *session.mutable_gradient_by_rows<T>(i);
     const std::string label = session.parameters()[i].label();
     const std::size_t width = g.width;
     std::vector<std::uint64_t> ids;
@@ -306,6 +291,7 @@ void DataParallel::gather_rows(const Session& session, std::size_t i) {
     }
     g.rows.assign(rows.begin(), rows.end());
     g.data = std::move(summed);
+    g.finish();  // Session::gradient_rows lists the union, not this process's rows
 }
 
 bool DataParallel::update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {

@@ -87,8 +87,8 @@ public:
     const Moments& moments() const { return moments_; }
 
     MinibatchResult combine(const MinibatchResult& local) override;
-    void ready(const Session& session, std::size_t parameter) override;
-    void finish(const Session& session) override;
+    void ready(Session& session, std::size_t parameter) override;
+    void finish(Session& session) override;
     void failed(const std::string& what) override;
     bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) override;
     // False after a sharded step until gather_state brought the state to this process (rank 0).
@@ -97,17 +97,17 @@ public:
 private:
     // Starts the sums of the parameters whose turn has come, in one fixed order on every process
     // (MPI needs collectives in the same order everywhere; workers report gradients in any order).
-    void start_ready(const Session& session);
-    void start(const Session& session, std::size_t i);
+    void start_ready(Session& session);
+    void start(Session& session, std::size_t i);
     template <class T>  // the session's precision
-    void start_as(const Session& session, std::size_t i);
+    void start_as(Session& session, std::size_t i);
     void progress();
     template <class T>
-    void gather_rows(const Session& session, std::size_t i);
+    void gather_rows(Session& session, std::size_t i);
     void assign_owners(const Session& session);
     bool sharded() const { return options_.shard_update && context_.size() > 1; }
     template <class T>
-    void add_incoming(const Session& session, std::size_t i);
+    void add_incoming(Session& session, std::size_t i);
     template <class T>
     void send_parameters(const Learner& learner);
 
@@ -118,7 +118,7 @@ private:
     std::vector<char> ready_, started_;
     std::vector<std::size_t> order_;                 // the order sums start in
     std::size_t next_ = 0;                           // position in order_
-    std::vector<std::size_t> by_rows_, dense_rows_;  // gathered after backward
+    std::vector<std::size_t> by_rows_;  // gathered after backward
     struct Requests;                                 // MPI_Requests: the header needs no mpi.h
     std::unique_ptr<Requests> requests_;
     std::size_t dense_bytes_ = 0, row_bytes_ = 0, parameter_bytes_ = 0;

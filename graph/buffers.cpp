@@ -174,6 +174,18 @@ const RowGradient<T>* Buffers<T>::row_gradient(int i) const {
 }
 
 template <class T>
+std::span<T> Buffers<T>::mutable_dense_gradient(int i) {
+    Slot& s = (*this)[i];
+    if (!needs_gradient(i) || s.by_rows) return {};
+    return s.grad;
+}
+
+template <class T>
+RowGradient<T>* Buffers<T>::mutable_row_gradient(int i) {
+    return needs_gradient(i) ? (*this)[i].by_rows.get() : nullptr;
+}
+
+template <class T>
 void Buffers<T>::release_gradient(int i) {
     Slot& s = (*this)[i];
     if (!s.by_rows) pool_.give(std::move(s.grad));

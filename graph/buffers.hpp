@@ -82,6 +82,10 @@ public:
     void finish_gradient(int i);
     std::span<const T> dense_gradient(int i) const;
     const RowGradient<T>* row_gradient(int i) const;
+    // The same memory, to change in place (a reduction summing over processes): node i's dense
+    // gradient buffer (empty when it is kept by rows or was released), its row form or nullptr.
+    std::span<T> mutable_dense_gradient(int i);
+    RowGradient<T>* mutable_row_gradient(int i);
     void release_gradient(int i);
 
     Value to_value(int i, const T* from) const;

@@ -66,6 +66,9 @@ public:
     void release_gradient(int i) { buffers_.release_gradient(i); }
     // The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
     const RowGradient<T>* gradient_by_rows(int i) const { return buffers_.row_gradient(i); }
+    // The same gradients, to change in place (Session::mutable_gradient).
+    std::span<T> mutable_gradient_buffer(int i) { return buffers_.mutable_dense_gradient(i); }
+    RowGradient<T>* mutable_gradient_by_rows(int i) { return buffers_.mutable_row_gradient(i); }
     // Bytes held: live values and gradients, free buffers kept for reuse, and the states a loop
     // run in segments saved for its backward.
     std::size_t bytes_held() const { return buffers_.bytes_held() + runner_.bytes_held(); }

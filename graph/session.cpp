@@ -232,6 +232,34 @@ const RowGradient<T>* Session::gradient_by_rows(std::size_t i) const {
     return param_nodes_[i] < 0 ? nullptr : ex.gradient_by_rows(param_nodes_[i]);
 }
 
+template <class T>
+std::span<T> Session::mutable_gradient(std::size_t i) {
+    Execution<T>& ex = execution<T>("mutable_gradient");
+    if (i >= parameters_.size()) throw UserError("Session::mutable_gradient: parameter index out of range");
+    const std::string label = parameters_[i].label();
+    if (param_nodes_[i] < 0)
+        throw UserError("Session::mutable_gradient: the loss does not use " + label + ": its gradient is zero");
+    if (ex.gradient_by_rows(param_nodes_[i]))
+        throw UserError("Session::mutable_gradient: " + label +
+                        "'s gradient is kept by rows; change it through mutable_gradient_by_rows");
+    std::span<T> g = ex.mutable_gradient_buffer(param_nodes_[i]);
+    if (g.size() != parameters_[i].shape().size())
+        throw UserError("Session::mutable_gradient: no gradient for " + label +
+                        " (backward has not run since the session was created or the gradient released)");
+    return g;
+}
+
+template <class T>
+RowGradient<T>* Session::mutable_gradient_by_rows(std::size_t i) {
+    Execution<T>& ex = execution<T>("mutable_gradient_by_rows");
+    if (i >= parameters_.size()) throw UserError("Session::mutable_gradient_by_rows: parameter index out of range");
+    return param_nodes_[i] < 0 ? nullptr : ex.mutable_gradient_by_rows(param_nodes_[i]);
+}
+
+template std::span<float> Session::mutable_gradient<float>(std::size_t);
+template std::span<double> Session::mutable_gradient<double>(std::size_t);
+template RowGradient<float>* Session::mutable_gradient_by_rows<float>(std::size_t);
+template RowGradient<double>* Session::mutable_gradient_by_rows<double>(std::size_t);
 template std::span<const float> Session::gradient<float>(std::size_t) const;
 template std::span<const double> Session::gradient<double>(std::size_t) const;
 template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/value.hpp"
@@ -73,6 +74,15 @@ public:
     GradientViewOf<T> gradient_view(const Parameter& p) const {
         return gradient_view<T>(index_of(p, "gradient_view"));
     }
+    // For a GradientReduction (distributed/: the sum over processes), between backward and the
+    // learner's update: parameter i's gradient, to change in place, the same memory the accessors
+    // above read. mutable_gradient: a dense gradient; a UserError for one kept by rows, released, or
+    // of a parameter the loss does not use. mutable_gradient_by_rows: the row form, else nullptr; a
+    // reduction that changes its rows calls RowGradient::finish, so that gradient_rows lists them.
+    template <class T = float>
+    std::span<T> mutable_gradient(std::size_t i);
+    template <class T = float>
+    RowGradient<T>* mutable_gradient_by_rows(std::size_t i);
     // Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
     // this after each update): the next pass's values then reuse it instead of new memory. Until
     // the next backward, gradient(i) then throws.
@@ -99,6 +109,10 @@ private:
     // The execution, when T is the session's precision; else a UserError naming `what`.
     template <class T>
     const Execution<T>& execution(const char* what) const;
+    template <class T>
+    Execution<T>& execution(const char* what) {
+        return const_cast<Execution<T>&>(std::as_const(*this).execution<T>(what));  // the session's own
+    }
     // f(execution) for the session's one execution, float or double.
     template <class F>
     decltype(auto) visit(F&& f) const {
@@ -129,5 +143,9 @@ extern template const RowGradient<float>* Session::gradient_by_rows<float>(std::
 extern template const RowGradient<double>* Session::gradient_by_rows<double>(std::size_t) const;
 extern template Session::GradientViewOf<float> Session::gradient_view<float>(std::size_t) const;
 extern template Session::GradientViewOf<double> Session::gradient_view<double>(std::size_t) const;
+extern template std::span<float> Session::mutable_gradient<float>(std::size_t);
+extern template std::span<double> Session::mutable_gradient<double>(std::size_t);
+extern template RowGradient<float>* Session::mutable_gradient_by_rows<float>(std::size_t);
+extern template RowGradient<double>* Session::mutable_gradient_by_rows<double>(std::size_t);
 
 }  // namespace loom

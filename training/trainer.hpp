@@ -36,13 +36,14 @@ enum class NonFiniteAction { skip, stop, ignore };
 // (possibly on a worker thread, so communication overlaps the rest of backward), then finish (the
 // step's communication ends: every gradient in the session is the sum over processes; also called
 // when a non-finite global loss skips backward). When forward throws, failed(what) instead of
-// combine, and the error is rethrown. Every process then applies the same update.
+// combine, and the error is rethrown. Every process then applies the same update. ready and finish
+// get the session to change its gradients in place (Session::mutable_gradient).
 class GradientReduction {
 public:
     virtual ~GradientReduction() = default;
     virtual MinibatchResult combine(const MinibatchResult& local) = 0;
-    virtual void ready(const Session& session, std::size_t parameter) = 0;
-    virtual void finish(const Session& session) = 0;
+    virtual void ready(Session& session, std::size_t parameter) = 0;
+    virtual void finish(Session& session) = 0;
     virtual void failed(const std::string& what) = 0;
     // The learner's step, once finish made every gradient the global sum; returns what
     // Learner::update returns. By default every process steps every parameter alike; a reduction

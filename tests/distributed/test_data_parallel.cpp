@@ -145,6 +145,38 @@ TEST_CASE("mpi: data-parallel training equals one process on the same global min
     CHECK(row_bytes == (question_ids.size() + answer_ids.size()) * (8 + 4 * 6));
 }
 
+TEST_CASE("mpi: after the sums a table's gradient lists the rows of the whole global minibatch") {
+    // The reduction replaces each table's row gradient by the union of every process's rows;
+    // Session::gradient_rows and the dense spread must then say the same as one process given the
+    // whole global minibatch (before session 10 gradient_rows kept this process's own rows).
+    dist::Context& mpi = dist::Context::current();
+    const Pairs pairs = make_pairs(toy_options().vocab);
+    qa::Model one = make_model();
+    Session whole({one.squared_loss}, one.parameters());
+    qa::Model many = make_model();
+    auto parallel = dist::data_parallel(mpi);
+    TrainerOptions options;
+    options.reduction = parallel;
+    Trainer trainer(many.squared_loss, Variable(), adam(many.parameters(), 0.01), options);
+    const std::vector<std::size_t> global = global_batches().front();
+    whole.forward(bindings(one, pairs, global));
+    whole.backward();
+    trainer.train_minibatch(bindings(many, pairs, share(*parallel, global)));
+    const Session& mine = trainer.session();
+    std::size_t tables = 0;
+    for (std::size_t i = 0; i < one.parameters().size(); ++i) {
+        if (!whole.gradient_by_rows(i)) continue;
+        ++tables;
+        REQUIRE(mine.gradient_by_rows(i));
+        REQUIRE(mine.gradient_rows(i));
+        CHECK(*mine.gradient_rows(i) == *whole.gradient_rows(i));
+        std::vector<std::size_t> listed = mine.gradient_by_rows(i)->rows;
+        std::sort(listed.begin(), listed.end());
+        CHECK(listed == *whole.gradient_rows(i));
+    }
+    CHECK(tables == 2);
+}
+
 TEST_CASE("mpi: every process holds the same parameters after every step also with 2 inter-op threads") {
     dist::Context& mpi = dist::Context::current();
     const Pairs pairs = make_pairs(toy_options().vocab);
@@ -213,7 +245,7 @@ TEST_CASE("mpi: with two processes the update is exactly the one of the shares' 
         session.backward();
         for (std::size_t i = 0; i < held.size(); ++i) {
             if (held[i].by_rows) {
-                auto& g = const_cast<RowGradient<float>&>(*session.gradient_by_rows(i));
+                RowGradient<float>& g = *session.mutable_gradient_by_rows(i);
                 std::map<std::size_t, std::vector<float>> sum;  // sorted rows
                 for (std::size_t k = 0; k < held[i].rows.size(); ++k) {
                     auto& row = sum.try_emplace(held[i].rows[k], g.width, 0.0f).first->second;
@@ -231,10 +263,10 @@ TEST_CASE("mpi: with two processes the update is exactly the one of the shares' 
                     g.rows.push_back(r);
                     g.data.insert(g.data.end(), values.begin(), values.end());
                 }
+                g.finish();
             } else {
-                const auto d = session.gradient(i);
-                float* to = const_cast<float*>(d.data());
-                for (std::size_t k = 0; k < d.size(); ++k) to[k] = held[i].dense[k] + to[k];
+                const std::span<float> to = session.mutable_gradient(i);
+                for (std::size_t k = 0; k < to.size(); ++k) to[k] = held[i].dense[k] + to[k];
             }
         }
         REQUIRE(learner->update(session, 1.0 / static_cast<double>(count0 + count1), true));

@@ -60,8 +60,8 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
         shares.push_back(gradients_of(session, n));
     }
     for (std::size_t i = 0; i < n; ++i) {
-        if (const RowGradient<float>* held = session.gradient_by_rows(i)) {
-            auto& g = const_cast<RowGradient<float>&>(*held);
+        if (RowGradient<float>* held = session.mutable_gradient_by_rows(i)) {
+            RowGradient<float>& g = *held;
             std::map<std::size_t, std::vector<float>> sum;
             for (const Gradients& share : shares)
                 for (const auto& [row, values] : share.rows[i]) {
@@ -76,10 +76,10 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
                 g.rows.push_back(row);
                 g.data.insert(g.data.end(), values.begin(), values.end());
             }
+            g.finish();
         } else {
-            const auto d = session.gradient(i);
-            float* to = const_cast<float*>(d.data());
-            for (std::size_t k = 0; k < d.size(); ++k) {
+            const std::span<float> to = session.mutable_gradient(i);
+            for (std::size_t k = 0; k < to.size(); ++k) {
                 float s = shares[0].dense[i][k];
                 for (std::size_t r = 1; r < shares.size(); ++r) s += shares[r].dense[i][k];
                 to[k] = s;

@@ -46,6 +46,45 @@ TEST_CASE("an embedding table's gradient lists its rows and is re-zeroed row by 
         }
 }
 
+TEST_CASE("a reduction changes gradients in place through the session's mutable accessors") {
+    // What distributed/ does to sum over processes: a dense gradient doubled in place, a table's
+    // rows replaced; the read accessors and a learner then see the changed gradients.
+    Lookup m(table_init());
+    Parameter scale = parameter(xt::xarray<float>{3.0f}, "scale");
+    Variable loss = m.loss * scale;
+    Session s({loss}, {m.table, scale});
+    s.forward({{m.ids, Value::index_sequences({{4, 1, 4}, {2}})}});
+    s.backward();
+    // d(scale * L)/d scale = L = sum over uses of (j + 1) w^2.
+    const auto w = m.table.value();
+    double l = 0;
+    for (std::size_t r : {4, 1, 4, 2})
+        for (std::size_t j = 0; j < 2; ++j) l += double(j + 1) * double(w(r, j)) * double(w(r, j));
+    REQUIRE(s.gradient(scale)[0] == doctest::Approx(l).epsilon(1e-6));
+    for (float& v : s.mutable_gradient(1)) v *= 2;
+    CHECK(s.gradient(scale)[0] == doctest::Approx(2 * l).epsilon(1e-6));
+    CHECK_FALSE(s.mutable_gradient_by_rows(1));
+    CHECK_THROWS_WITH_AS(s.mutable_gradient(0), doctest::Contains("kept by rows"), UserError);
+
+    RowGradient<float>* g = s.mutable_gradient_by_rows(0);
+    REQUIRE(g);
+    // Replace the rows {4, 1, 2} by {0, 2} (as the union over processes would), then finish.
+    for (std::size_t r : g->rows) g->index[r] = -1;
+    g->rows = {0, 2};
+    g->data = {1.0f, 2.0f, 3.0f, 4.0f};
+    g->index[0] = 0;
+    g->index[2] = 1;
+    g->finish();
+    CHECK(*s.gradient_rows(m.table) == std::vector<std::size_t>{0, 2});
+    const auto dense = s.gradient(m.table);
+    const std::vector<float> expected{1, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0};
+    CHECK(std::vector<float>(dense.begin(), dense.end()) == expected);
+
+    s.release_gradient(1);
+    CHECK_THROWS_WITH_AS(s.mutable_gradient(1), doctest::Contains("no gradient for parameter 'scale'"), UserError);
+    CHECK_THROWS_AS(s.mutable_gradient(2), UserError);  // out of range
+}
+
 namespace {
 // The same table trained through `embedding` (its gradient kept by rows) and through one-hot rows
 // times the table (a dense gradient), with the given learner: the weights must agree.

@@ -24,13 +24,11 @@ struct Twin final : GradientReduction {
         r.loss_sum *= 2, r.loss_count *= 2, r.metric_sum *= 2, r.metric_count *= 2;
         return r;
     }
-    void ready(const Session& session, std::size_t i) override {
+    void ready(Session& session, std::size_t i) override {
         reported.push_back(i);
-        const auto g = session.gradient(i);
-        float* data = const_cast<float*>(g.data());
-        for (std::size_t k = 0; k < g.size(); ++k) data[k] *= 2;
+        for (float& v : session.mutable_gradient(i)) v *= 2;
     }
-    void finish(const Session&) override { ++finishes; }
+    void finish(Session&) override { ++finishes; }
     void failed(const std::string& what) override {
         ++failures;
         failure = what;
@@ -98,8 +96,8 @@ namespace {
 struct SteppingTwin final : GradientReduction {
     int updates = 0;
     MinibatchResult combine(const MinibatchResult& local) override { return local; }
-    void ready(const Session&, std::size_t) override {}
-    void finish(const Session&) override {}
+    void ready(Session&, std::size_t) override {}
+    void finish(Session&) override {}
     void failed(const std::string&) override {}
     bool update(Learner& learner, const Session& session, double scale, bool only_if_finite) override {
         ++updates;
