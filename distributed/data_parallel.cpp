@@ -276,22 +276,16 @@ void DataParallel::gather_rows(Session& session, std::size_t i) {
     std::vector<std::uint64_t> rows = all_ids;
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    for (std::size_t r : g.rows) g.index[r] = -1;
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-        if (rows[k] >= g.index.size())
-            throw InternalError("loom::distributed: row " + std::to_string(rows[k]) + " of " + label +
+    for (std::uint64_t r : rows)
+        if (r >= g.index.size())
+            throw InternalError("loom::distributed: row " + std::to_string(r) + " of " + label +
                                 "'s gradient is outside its " + std::to_string(g.index.size()) + " rows");
-        g.index[rows[k]] = static_cast<std::int32_t>(k);
-    }
-    std::vector<T> summed(rows.size() * width, T(0));
+    g.replace(std::vector<std::size_t>(rows.begin(), rows.end()), std::vector<T>(rows.size() * width, T(0)));
     for (std::size_t j = 0; j < all_ids.size(); ++j) {
-        T* to = summed.data() + static_cast<std::size_t>(g.index[all_ids[j]]) * width;
+        T* to = g.row(all_ids[j]);
         const T* from = all_values.data() + j * width;
         for (std::size_t e = 0; e < width; ++e) to[e] += from[e];
     }
-    g.rows.assign(rows.begin(), rows.end());
-    g.data = std::move(summed);
-    g.finish();  // Session::gradient_rows lists the union, not this process's rows
 }
 
 bool DataParallel::update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {

@@ -116,10 +116,10 @@ private:
     bool stand_in_ = false;
     std::mutex mutex_;
     std::vector<char> ready_, started_;
-    std::vector<std::size_t> order_;                 // the order sums start in
-    std::size_t next_ = 0;                           // position in order_
+    std::vector<std::size_t> order_;    // the order sums start in
+    std::size_t next_ = 0;              // position in order_
     std::vector<std::size_t> by_rows_;  // gathered after backward
-    struct Requests;                                 // MPI_Requests: the header needs no mpi.h
+    struct Requests;                    // MPI_Requests: the header needs no mpi.h
     std::unique_ptr<Requests> requests_;
     std::size_t dense_bytes_ = 0, row_bytes_ = 0, parameter_bytes_ = 0;
     // Sharded update: owner of each parameter; the others' gradients of this process's parameters

@@ -86,6 +86,16 @@ struct RowGradient {
         sorted = rows;
         std::sort(sorted.begin(), sorted.end());
     }
+    // The gradient becomes `new_rows` (distinct, each below the table's row count) with their
+    // values `new_data` (new_rows.size() * width), finished: what a reduction over processes does
+    // with the union of every process's rows.
+    void replace(std::vector<std::size_t> new_rows, std::vector<T> new_data) {
+        for (std::size_t r : rows) index[r] = -1;
+        rows = std::move(new_rows);
+        data = std::move(new_data);
+        for (std::size_t k = 0; k < rows.size(); ++k) index[rows[k]] = static_cast<std::int32_t>(k);
+        finish();
+    }
 };
 
 // Everything one forward or backward call sees.

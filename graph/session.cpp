@@ -164,27 +164,25 @@ const Execution<T>& Session::execution(const char* what) const {
 template <class T>
 std::span<const T> Session::gradient(std::size_t i) const {
     const Execution<T>& ex = execution<T>("gradient");
-    if (i >= parameters_.size()) throw UserError("Session::gradient: parameter index out of range");
-    if (param_nodes_[i] < 0) {
+    const int node = param_node(i, "gradient");
+    if (node < 0) {
         if constexpr (std::is_same_v<T, double>)
             return {zeros64_.data(), zero_sizes_[i]};
         else
             return {zeros_.data(), zero_sizes_[i]};
     }
-    std::span<const T> g = ex.gradient_buffer(param_nodes_[i]);
-    if (g.size() != parameters_[i].shape().size())
-        throw UserError("Session::gradient: no gradient for " + parameters_[i].label() +
-                        " (backward has not run since the session was created or the gradient released)");
+    std::span<const T> g = ex.gradient_buffer(node);
+    if (g.size() != parameters_[i].shape().size()) no_gradient(i, "gradient");
     return g;
 }
 
 void Session::release_gradient(std::size_t i) {
-    if (i >= parameters_.size()) throw UserError("Session::release_gradient: parameter index out of range");
-    if (param_nodes_[i] < 0) return;
+    const int node = param_node(i, "release_gradient");
+    if (node < 0) return;
     if (ex_)
-        ex_->release_gradient(param_nodes_[i]);
+        ex_->release_gradient(node);
     else
-        ex64_->release_gradient(param_nodes_[i]);
+        ex64_->release_gradient(node);
 }
 
 void Session::release_gradients() {
@@ -192,10 +190,10 @@ void Session::release_gradients() {
 }
 
 const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {
-    if (i >= parameters_.size()) throw UserError("Session::gradient_rows: parameter index out of range");
-    if (param_nodes_[i] < 0) return &no_rows_;
+    const int node = param_node(i, "gradient_rows");
+    if (node < 0) return &no_rows_;
     return visit([&](auto& ex) -> const std::vector<std::size_t>* {
-        const auto* rows = ex.gradient_by_rows(param_nodes_[i]);
+        const auto* rows = ex.gradient_by_rows(node);
         return rows ? &rows->sorted : nullptr;
     });
 }
@@ -204,6 +202,16 @@ template <class T>
 Session::GradientViewOf<T> Session::gradient_view(std::size_t i) const {
     if (const RowGradient<T>* rows = gradient_by_rows<T>(i)) return {{}, rows};
     return {gradient<T>(i), nullptr};
+}
+
+int Session::param_node(std::size_t i, const char* what) const {
+    if (i >= parameters_.size()) throw UserError(std::string("Session::") + what + ": parameter index out of range");
+    return param_nodes_[i];
+}
+
+void Session::no_gradient(std::size_t i, const char* what) const {
+    throw UserError(std::string("Session::") + what + ": no gradient for " + parameters_[i].label() +
+                    " (backward has not run since the session was created or the gradient released)");
 }
 
 std::size_t Session::index_of(const Parameter& p, const char* what) const {
@@ -228,32 +236,30 @@ std::size_t Session::bytes_held() const {
 template <class T>
 const RowGradient<T>* Session::gradient_by_rows(std::size_t i) const {
     const Execution<T>& ex = execution<T>("gradient_by_rows");
-    if (i >= parameters_.size()) throw UserError("Session::gradient_by_rows: parameter index out of range");
-    return param_nodes_[i] < 0 ? nullptr : ex.gradient_by_rows(param_nodes_[i]);
+    const int node = param_node(i, "gradient_by_rows");
+    return node < 0 ? nullptr : ex.gradient_by_rows(node);
 }
 
 template <class T>
 std::span<T> Session::mutable_gradient(std::size_t i) {
     Execution<T>& ex = execution<T>("mutable_gradient");
-    if (i >= parameters_.size()) throw UserError("Session::mutable_gradient: parameter index out of range");
+    const int node = param_node(i, "mutable_gradient");
     const std::string label = parameters_[i].label();
-    if (param_nodes_[i] < 0)
+    if (node < 0)
         throw UserError("Session::mutable_gradient: the loss does not use " + label + ": its gradient is zero");
-    if (ex.gradient_by_rows(param_nodes_[i]))
+    if (ex.gradient_by_rows(node))
         throw UserError("Session::mutable_gradient: " + label +
                         "'s gradient is kept by rows; change it through mutable_gradient_by_rows");
-    std::span<T> g = ex.mutable_gradient_buffer(param_nodes_[i]);
-    if (g.size() != parameters_[i].shape().size())
-        throw UserError("Session::mutable_gradient: no gradient for " + label +
-                        " (backward has not run since the session was created or the gradient released)");
+    std::span<T> g = ex.mutable_gradient_buffer(node);
+    if (g.size() != parameters_[i].shape().size()) no_gradient(i, "mutable_gradient");
     return g;
 }
 
 template <class T>
 RowGradient<T>* Session::mutable_gradient_by_rows(std::size_t i) {
     Execution<T>& ex = execution<T>("mutable_gradient_by_rows");
-    if (i >= parameters_.size()) throw UserError("Session::mutable_gradient_by_rows: parameter index out of range");
-    return param_nodes_[i] < 0 ? nullptr : ex.mutable_gradient_by_rows(param_nodes_[i]);
+    const int node = param_node(i, "mutable_gradient_by_rows");
+    return node < 0 ? nullptr : ex.mutable_gradient_by_rows(node);
 }
 
 template std::span<float> Session::mutable_gradient<float>(std::size_t);

@@ -78,7 +78,7 @@ public:
     // learner's update: parameter i's gradient, to change in place, the same memory the accessors
     // above read. mutable_gradient: a dense gradient; a UserError for one kept by rows, released, or
     // of a parameter the loss does not use. mutable_gradient_by_rows: the row form, else nullptr; a
-    // reduction that changes its rows calls RowGradient::finish, so that gradient_rows lists them.
+    // reduction replaces its rows with RowGradient::replace, so that gradient_rows lists the new ones.
     template <class T = float>
     std::span<T> mutable_gradient(std::size_t i);
     template <class T = float>
@@ -106,6 +106,11 @@ public:
 private:
     int output_index(const Variable& v) const;
     std::size_t index_of(const Parameter& p, const char* what) const;  // throws naming `what`
+    // param_nodes_[i] (-1: the loss does not use parameter i); a UserError naming `what` when i is
+    // out of range.
+    int param_node(std::size_t i, const char* what) const;
+    // A UserError naming `what`: parameter i has no gradient until the next backward.
+    [[noreturn]] void no_gradient(std::size_t i, const char* what) const;
     // The execution, when T is the session's precision; else a UserError naming `what`.
     template <class T>
     const Execution<T>& execution(const char* what) const;

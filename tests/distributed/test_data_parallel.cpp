@@ -255,15 +255,13 @@ TEST_CASE("mpi: with two processes the update is exactly the one of the shares' 
                     auto& row = sum.try_emplace(g.rows[k], g.width, 0.0f).first->second;
                     for (std::size_t e = 0; e < g.width; ++e) row[e] += g.data[k * g.width + e];
                 }
-                for (std::size_t r : g.rows) g.index[r] = -1;
-                g.rows.clear();
-                g.data.clear();
+                std::vector<std::size_t> rows;
+                std::vector<float> data;
                 for (const auto& [r, values] : sum) {
-                    g.index[r] = static_cast<std::int32_t>(g.rows.size());
-                    g.rows.push_back(r);
-                    g.data.insert(g.data.end(), values.begin(), values.end());
+                    rows.push_back(r);
+                    data.insert(data.end(), values.begin(), values.end());
                 }
-                g.finish();
+                g.replace(std::move(rows), std::move(data));
             } else {
                 const std::span<float> to = session.mutable_gradient(i);
                 for (std::size_t k = 0; k < to.size(); ++k) to[k] = held[i].dense[k] + to[k];

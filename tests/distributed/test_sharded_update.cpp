@@ -68,15 +68,13 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
                     auto& to = sum.try_emplace(row, g.width, 0.0f).first->second;
                     for (std::size_t e = 0; e < g.width; ++e) to[e] += values[e];
                 }
-            for (std::size_t r : g.rows) g.index[r] = -1;
-            g.rows.clear();
-            g.data.clear();
+            std::vector<std::size_t> rows;
+            std::vector<float> data;
             for (const auto& [row, values] : sum) {
-                g.index[row] = static_cast<std::int32_t>(g.rows.size());
-                g.rows.push_back(row);
-                g.data.insert(g.data.end(), values.begin(), values.end());
+                rows.push_back(row);
+                data.insert(data.end(), values.begin(), values.end());
             }
-            g.finish();
+            g.replace(std::move(rows), std::move(data));
         } else {
             const std::span<float> to = session.mutable_gradient(i);
             for (std::size_t k = 0; k < to.size(); ++k) {

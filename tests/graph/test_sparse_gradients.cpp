@@ -68,14 +68,11 @@ TEST_CASE("a reduction changes gradients in place through the session's mutable 
 
     RowGradient<float>* g = s.mutable_gradient_by_rows(0);
     REQUIRE(g);
-    // Replace the rows {4, 1, 2} by {0, 2} (as the union over processes would), then finish.
-    for (std::size_t r : g->rows) g->index[r] = -1;
-    g->rows = {0, 2};
-    g->data = {1.0f, 2.0f, 3.0f, 4.0f};
-    g->index[0] = 0;
-    g->index[2] = 1;
-    g->finish();
+    // Replace the rows {4, 1, 2} by {0, 2}, as the union over processes would.
+    g->replace({0, 2}, {1.0f, 2.0f, 3.0f, 4.0f});
     CHECK(*s.gradient_rows(m.table) == std::vector<std::size_t>{0, 2});
+    CHECK(g->find(1) == nullptr);  // a row it held before is zero again
+    CHECK(g->find(4) == nullptr);
     const auto dense = s.gradient(m.table);
     const std::vector<float> expected{1, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0};
     CHECK(std::vector<float>(dense.begin(), dense.end()) == expected);
