@@ -1,5 +1,7 @@
 #include "graph/step_runner.hpp"
 
+#include <algorithm>
+
 #include "core/errors.hpp"
 
 namespace loom {
@@ -11,6 +13,8 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     const PlanNode& first = plan_.nodes[static_cast<std::size_t>(step.members.front())];
     const LayoutPtr layout = layouts_.find(first.type.axis.id);
     if (!layout) throw InternalError("executor: no layout for the loop at " + first.node->label());
+    const std::vector<Shape> shapes = member_shapes(step);
+    for (std::size_t mi = 0; mi < step.members.size(); ++mi) buffers_[step.members[mi]].sample = shapes[mi];
     Segments& seg = segments_[s];
     for (Buffer<T>& b : seg.saved) buffers_.pool().give(std::move(b));
     seg.active = false;  // until planned: plan_segments may throw (a budget too small)
@@ -18,13 +22,69 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
         const int m = step.members[mi];
         const bool whole = !seg.active || seg.full_value[mi];
-        buffers_.allocate(m, layout, plan_.nodes[static_cast<std::size_t>(m)].type.shape, whole);
+        buffers_.allocate(m, layout, shapes[mi], whole);
         if (!whole) buffers_.pool().give(std::move(buffers_[m].value));
     }
     if (seg.active)
         run_loop_segments(s, work);
     else
         run_loop(step, work);
+}
+
+namespace {
+
+// A run-time size nothing could settle would size a buffer for 0 elements: refused, naming the node.
+void check_settled(const PlanNode& pn, const Shape& sample) {
+    for (std::size_t k = 0; k < sample.rank(); ++k)
+        if (sample[k] == 0)
+            throw UserError("executor: " + pn.node->label() + " has sample shape " + sample.str() +
+                            " at run time: a size known only at run time (sequence::unpack's T_max) did not reach "
+                            "this node through its inputs");
+}
+
+}  // namespace
+
+template <class T>
+std::vector<Shape> StepRunner<T>::member_shapes(const PlanStep& step) const {
+    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
+    std::vector<Shape> shapes;
+    bool runtime = false;
+    for (int m : step.members) {
+        const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(m)];
+        shapes.push_back(pn.type.shape);
+        for (int j : pn.inputs) {
+            const PlanNode& in = plan_.nodes[static_cast<std::size_t>(j)];
+            runtime |= in.loop != loop && !(buffers_[j].sample == in.type.shape);
+        }
+    }
+    if (!runtime) return shapes;
+    // An input from outside the loop has a size known only now (unpack's T_max, or anything made
+    // from it): the members' shape rules run again on the inputs' run-time shapes. Sizes flow
+    // along the loop's edges, through its delays too, so as many passes as members settle it.
+    auto member = [&](int j) {
+        return static_cast<std::size_t>(std::find(step.members.begin(), step.members.end(), j) - step.members.begin());
+    };
+    for (std::size_t pass = 0; pass <= step.members.size(); ++pass) {
+        bool changed = false;
+        for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
+            const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(step.members[mi])];
+            if (pn.node->kind != NodeKind::Op) continue;
+            std::vector<TypeInfo> types;
+            for (int j : pn.inputs) {
+                const PlanNode& in = plan_.nodes[static_cast<std::size_t>(j)];
+                types.push_back({in.loop == loop ? shapes[member(j)] : buffers_[j].sample, in.type.axis});
+            }
+            Shape shape = pn.node->op->infer(types).shape;
+            if (!(shape == shapes[mi])) {
+                shapes[mi] = std::move(shape);
+                changed = true;
+            }
+        }
+        if (!changed) break;
+    }
+    for (std::size_t mi = 0; mi < step.members.size(); ++mi)
+        check_settled(plan_.nodes[static_cast<std::size_t>(step.members[mi])], shapes[mi]);
+    return shapes;
 }
 
 template <class T>
@@ -150,6 +210,7 @@ void StepRunner<T>::run_node(int i, Workspace<T>& work) {
         for (int j : pn.inputs)
             types.push_back({buffers_[j].sample, plan_.nodes[static_cast<std::size_t>(j)].type.axis});
         sample = pn.node->op->infer(types).shape;
+        check_settled(pn, sample);
     }
     buffers_.allocate(i, layout, sample);
     set_layout(c, layout.get());

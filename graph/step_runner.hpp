@@ -58,6 +58,8 @@ private:
 
     // A whole-tensor call's output layout and the real rows it gives (OpCall::rows).
     static void set_layout(OpCall<T>& c, const SequenceLayout* layout);
+    // Each loop member's sample shape in this run (its plan shape unless a run-time size reaches it).
+    std::vector<Shape> member_shapes(const PlanStep& step) const;
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
     void back_node(int i, Workspace<T>& work);

@@ -41,7 +41,7 @@ bool StepRunner<T>::plan_segments(const PlanStep& step, const SequenceLayout& la
     for (std::size_t mi = 0; mi < k; ++mi) {
         const auto m = static_cast<std::size_t>(step.members[mi]);
         member_of[m] = static_cast<int>(mi);
-        row[mi] = n_seq * plan_.nodes[m].type.shape.size();
+        row[mi] = n_seq * buffers_[static_cast<int>(m)].sample.size();  // set by forward: run-time sizes
         plain += steps * row[mi] * (pass_->needs_grad[m] ? 2 : 1);
     }
     if (plain * sizeof(T) <= budget_) return false;
