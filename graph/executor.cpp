@@ -61,9 +61,13 @@ template <class T>
 void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
                               std::unordered_map<std::uint64_t, const Node*>& axis_owner) {
     const Node& n = *plan_->nodes[static_cast<std::size_t>(i)].node;
-    if (v.sample_shape() != n.type.shape)
-        throw UserError("evaluate: " + n.label() + " has sample shape " + n.type.shape.str() + " but was bound to a " +
-                        v.describe());
+    const Shape sample = v.sample_shape();
+    bool fits = sample.rank() == n.type.shape.rank();
+    for (std::size_t k = 0; fits && k < sample.rank(); ++k)
+        fits = n.type.shape[k] == 0 || n.type.shape[k] == sample[k];  // 0: any_size, set by this binding
+    if (!fits)
+        throw UserError("evaluate: " + n.label() + " has sample shape " + n.type.shape.str() +
+                        (n.type.shape.size() == 0 ? " (0: any size)" : std::string()) + " but was bound to a " + v.describe());
     const bool want_seq = n.type.axis.is_sequence();
     if (want_seq && v.kind() != Value::Kind::Sequence)
         throw UserError("evaluate: " + n.label() + " is a sequence input but was bound to a " + v.describe() +
@@ -88,12 +92,12 @@ void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
                             before->str() + ")");
         axis_owner.emplace(n.type.axis.id, &n);
     }
-    buffers_.allocate(i, layout, n.type.shape);
+    buffers_.allocate(i, layout, sample);
     if (v.dtype() == DType::f32)
         buffers_.fill(i, std::span<const float>(v.data<float>().data(), v.data<float>().size()));
     else
         buffers_.fill(i, std::span<const double>(v.data<double>().data(), v.data<double>().size()));
-    if (layout) zero_padding(buffers_[i].value.data(), *layout, n.type.shape.size());
+    if (layout) zero_padding(buffers_[i].value.data(), *layout, sample.size());
 }
 
 template <class T>

@@ -177,8 +177,22 @@ void to_precision(const std::vector<Parameter>& parameters, Precision precision)
     }
 }
 
+namespace {
+
+// An input's node: its any_size dimensions are checked as 1, then kept as 0 (a run-time size).
+NodePtr input_node(const Shape& shape, const std::string& name, Axis axis) {
+    std::vector<std::size_t> checked(shape.begin(), shape.end()), stored = checked;
+    for (std::size_t k = 0; k < checked.size(); ++k)
+        if (checked[k] == any_size) checked[k] = 1, stored[k] = 0;
+    NodePtr n = make_node(NodeKind::Input, name, {Shape(checked), axis});
+    n->type.shape = Shape(stored);
+    return n;
+}
+
+}  // namespace
+
 Variable input_variable(const Shape& shape, const std::string& name) {
-    return Variable(make_node(NodeKind::Input, name, {shape, Axis::batch()}));
+    return Variable(input_node(shape, name, Axis::batch()));
 }
 
 Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name, Precision precision) {
@@ -217,10 +231,10 @@ Variable placeholder() { return Variable(make_node(NodeKind::Placeholder, {}, {S
 
 namespace sequence {
 Variable input_variable(const Shape& shape, const std::string& name) {
-    return Variable(make_node(NodeKind::Input, name, {shape, Axis::sequence(Axis::new_sequence_id())}));
+    return Variable(input_node(shape, name, Axis::sequence(Axis::new_sequence_id())));
 }
 Variable input_variable(const Shape& shape, const std::string& name, const SequenceAxis& axis) {
-    return Variable(make_node(NodeKind::Input, name, {shape, Axis::sequence(axis.id())}));
+    return Variable(input_node(shape, name, Axis::sequence(axis.id())));
 }
 }  // namespace sequence
 

@@ -92,6 +92,12 @@ private:
     std::uint64_t id_;
 };
 
+// A dimension of an input's sample shape whose size each binding sets (the bound Value's own size
+// there), as sequence::unpack's T_max is set by each batch: input_variable({any_size, 256}) takes a
+// block of any number of rows of 256 per item, e.g. an encoder's states fed to a decoder step.
+// Inside the graph such a dimension shows as 0 in shape(), as unpack's T_max does.
+inline constexpr std::size_t any_size = static_cast<std::size_t>(-1);
+
 Variable input_variable(const Shape& shape, const std::string& name = {});
 // The initializer's values (drawn in double) are stored in `precision`: f32 or f64.
 Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name = {},

@@ -55,6 +55,24 @@ Attention attend_steps(const Variable& query, const Variable& keys, Variable sco
     return {times(selector, sequence::broadcast_as(all_contexts, query)), weights, scores};
 }
 
+// Over a memory: padded keys masked to -inf, a softmax over the block's axis, the context one
+// product per item ([T_max] x [T_max, dv]).
+Attention attend_memory(const Variable& scores, const AttentionMemory& m) {
+    Variable masked = element_select(m.mask, scores, constant(-std::numeric_limits<double>::infinity()));
+    Variable weights = softmax(masked);
+    return {times(weights, m.values), weights, masked};
+}
+
+void check_memory(const std::string& who, const Variable& query, const AttentionMemory& m) {
+    for (const Variable& v : m.list())
+        if (!v || v.axis().kind != Axis::Kind::Batch)
+            throw UserError(who + ": every field of the attention memory must be a batch value (from attention_memory "
+                            "or attention_memory_inputs); " +
+                            (v ? v.label() + " is on the " + v.axis().str() : std::string("one is empty")));
+    if (query.axis().kind == Axis::Kind::None)
+        throw UserError(who + ": the query " + query.label() + " has no dynamic axis");
+}
+
 void check_query(const std::string& who, const Variable& query, const Variable& keys, const Variable& values) {
     if (!keys.axis().is_sequence() || !(keys.axis() == values.axis()))
         throw UserError(who + ": keys " + keys.label() + " and values " + values.label() +
@@ -100,6 +118,37 @@ Attention dot_product_attention(const Variable& query, const Variable& keys, con
     const std::size_t d = last_dim("dot_product_attention", keys);
     Variable scores = times(unpack_queries(query, keys), reshape(keys, Shape{d, 1}));  // [Tq, 1]
     return attend_steps(query, keys, scale_by(scores, scale), values, causal);
+}
+
+AttentionMemory AttentionMemory::from_list(const std::vector<Variable>& list) {
+    if (list.size() != 5)
+        throw UserError("AttentionMemory::from_list: expects 5 variables (keys, values, mask, positions, length), got " +
+                        std::to_string(list.size()));
+    return {list[0], list[1], list[2], list[3], list[4]};
+}
+
+AttentionMemory attention_memory(const Variable& keys, const Variable& values_in) {
+    const Variable values = values_in ? values_in : keys;
+    if (!keys.axis().is_sequence() || !(keys.axis() == values.axis()))
+        throw UserError("attention_memory: keys " + keys.label() + " and values " + values.label() +
+                        " must be sequences on one axis");
+    const auto k = sequence::unpack(keys);
+    return {k.data, sequence::unpack(values).data, k.mask,
+            times(sequence::unpack(sequence_positions(keys)).data, constant(xt::xarray<double>{1.0})),  // [T_max]
+            sequence::length(keys)};
+}
+
+AttentionMemory attention_memory_inputs(std::size_t key_dim, std::size_t value_dim, const std::string& name) {
+    return {input_variable({any_size, key_dim}, name + ".keys"), input_variable({any_size, value_dim}, name + ".values"),
+            input_variable({any_size}, name + ".mask"), input_variable({any_size}, name + ".positions"),
+            input_variable({1}, name + ".length")};
+}
+
+Attention dot_product_attention(const Variable& query, const AttentionMemory& memory, bool scaled) {
+    check_memory("dot_product_attention", query, memory);
+    const double scale =
+        scaled ? 1.0 / std::sqrt(static_cast<double>(last_dim("dot_product_attention", memory.keys))) : 1.0;
+    return attend_memory(scale_by(times_transpose(query, memory.keys), scale), memory);  // [T_max]
 }
 
 Attention self_attention(const Variable& x, bool scaled, bool causal) {
@@ -189,6 +238,17 @@ Attention AdditiveAttention::operator()(const Variable& query, const Variable& k
     return attend_steps(query, keys, times(hidden, reshape(s.v, Shape{s.dim, 1})), values, false);  // [Tq, 1]
 }
 
+Attention AdditiveAttention::operator()(const Variable& query, const AttentionMemory& memory) const {
+    State& s = *state_;
+    check_memory(s.name, query, memory);
+    if (!s.w_k) {
+        s.w_k = parameter(Shape{last_dim(s.name, memory.keys), s.dim}, glorot_uniform(), s.name + ".W_k");
+        s.w_q = parameter(Shape{last_dim(s.name, query), s.dim}, glorot_uniform(), s.name + ".W_q");
+    }
+    Variable hidden = tanh(times(memory.keys, s.w_k) + times(query, s.w_q));  // [T_max, a] + [a]
+    return attend_memory(times_transpose(s.v, hidden), memory);               // [T_max]
+}
+
 std::vector<Parameter> AdditiveAttention::parameters() const {
     std::vector<Parameter> p;
     if (state_->w_k) p.insert(p.end(), {state_->w_k, state_->w_q});
@@ -210,6 +270,14 @@ Attention GeneralAttention::operator()(const Variable& query, const Variable& ke
     check_query(s.name, query, keys, values);
     if (!s.w) s.w = parameter(Shape{last_dim(s.name, query), last_dim(s.name, keys)}, glorot_uniform(), s.name + ".W");
     return dot_product_attention(times(query, s.w), keys, values);
+}
+
+Attention GeneralAttention::operator()(const Variable& query, const AttentionMemory& memory) const {
+    State& s = *state_;
+    check_memory(s.name, query, memory);
+    if (!s.w)
+        s.w = parameter(Shape{last_dim(s.name, query), last_dim(s.name, memory.keys)}, glorot_uniform(), s.name + ".W");
+    return dot_product_attention(times(query, s.w), memory);
 }
 
 std::vector<Parameter> GeneralAttention::parameters() const {
@@ -250,6 +318,21 @@ Attention LocalAttention::operator()(const Variable& target, const Variable& sou
     const double sigma = s.half_window / 2.0;
     Variable weights = align * exp(square(distance) * constant(-1.0 / (2.0 * sigma * sigma)));
     return {sequence::reduce_sum(weights * source), weights, scores};
+}
+
+Attention LocalAttention::operator()(const Variable& target, const AttentionMemory& memory) const {
+    State& s = *state_;
+    check_memory(s.name, target, memory);
+    const std::size_t h = last_dim(s.name, memory.values);
+    if (!s.w_p) {
+        s.w_p = parameter(Shape{last_dim(s.name, target), h}, glorot_uniform(), s.name + ".W_p");
+        s.v_p = parameter(Shape{h}, glorot_uniform(), s.name + ".v_p");
+    }
+    s.p_t = memory.length * sigmoid(reduce_sum(tanh(times(target, s.w_p)) * s.v_p, -1));  // [1]
+    Attention a = attend_memory(times_transpose(target, memory.values), memory);          // the dot alignment
+    const double sigma = s.half_window / 2.0;
+    Variable weights = a.weights * exp(square(memory.positions - s.p_t) * constant(-1.0 / (2.0 * sigma * sigma)));
+    return {times(weights, memory.values), weights, a.scores};
 }
 
 Variable LocalAttention::aligned_position() const { return state_->p_t; }

@@ -6,6 +6,11 @@
 //   sequence of keys: everything stays on the keys' sequence axis. The scores are a sequence of [1],
 //   normalized by sequence::softmax (which only sees each sequence's real steps, so padding needs no
 //   mask), and the context is sequence::reduce_sum(weights * values).
+// - A query on another axis than the keys, inside its own recurrence (a decoder step attending over
+//   its encoder, seeds 001 and 002): the keys and values are unpacked ONCE per item, outside the
+//   loop, into an AttentionMemory (batch values [T_max, d] and a mask); each step reads that block
+//   in place (no copy per step), scores it with one small product per item, and normalizes with a
+//   softmax over the block's axis whose padded keys are masked to -inf.
 // - A query that is itself a sequence (self-attention, or every decoder step at once): the queries
 //   are unpacked (sequence::unpack) and broadcast onto the keys' axis, the scores [Tq, 1] are
 //   normalized by sequence::softmax along the keys (padding skipped, numerically stable; causal
@@ -22,9 +27,31 @@ namespace loom::layers {
 
 struct Attention {
     Variable context;  // [dv], on the query's dynamic axes
-    Variable weights;  // on the keys' axis: [1] for a batch query, [Tq, 1] for a sequence query
-    Variable scores;   // the weights before the softmax (scaled; -inf where masked)
+    // On the keys' axis: [1] for a batch query, [Tq, 1] for a sequence query; over a memory [T_max]
+    // on the query's axis (0 on padded keys).
+    Variable weights;
+    Variable scores;  // the weights before the softmax (scaled; -inf where masked)
 };
+
+// A sequence of keys and values unpacked per item, for queries on another axis (inside a loop).
+// Every field is a batch value; T_max is the batch's longest key sequence (a run-time size, 0 in
+// shape()).
+struct AttentionMemory {
+    Variable keys;       // [T_max, dk]
+    Variable values;     // [T_max, dv]
+    Variable mask;       // [T_max]: 1 on the item's real steps, 0 on its padding
+    Variable positions;  // [T_max]: 0, 1, 2, ... (local-p's source positions)
+    Variable length;     // [1]: the item's number of keys (local-p's S)
+
+    // The five as a list, in the order above, and back (a decoder's memory inputs, layers/decoder.hpp).
+    std::vector<Variable> list() const { return {keys, values, mask, positions, length}; }
+    static AttentionMemory from_list(const std::vector<Variable>& list);
+};
+// The memory of keys and values that are sequences on one axis (values = keys when omitted).
+AttentionMemory attention_memory(const Variable& keys, const Variable& values = {});
+// The same memory as batch inputs of any T_max (input_variable's any_size), to bind to the values
+// of an attention_memory evaluated once: what a generating decoder's step reads.
+AttentionMemory attention_memory_inputs(std::size_t key_dim, std::size_t value_dim, const std::string& name = "memory");
 
 // Seed 000: softmax over each sequence of `scores` (a sequence of [1]) written as a cumulative
 // log-sum-exp recurrence; exp(z - broadcast_as(last(lse), z)). Equals sequence::softmax(scores).
@@ -44,6 +71,10 @@ inline Attention scaled_dot_product_attention(const Variable& query, const Varia
     return dot_product_attention(query, keys, values, true, causal);
 }
 
+// Over a memory: score_s = q . k_s (times 1/sqrt(dk) when `scaled`), for a query on any axis (a
+// decoder step inside its loop).
+Attention dot_product_attention(const Variable& query, const AttentionMemory& memory, bool scaled = false);
+
 // Self-attention of a sequence over itself (seeds 003 and 004): bidirectional, or causal (each step
 // sees itself and the steps before it).
 Attention self_attention(const Variable& x, bool scaled = true, bool causal = false);
@@ -62,6 +93,9 @@ class AdditiveAttention {
 public:
     explicit AdditiveAttention(std::size_t attention_dim, const std::string& name = "AdditiveAttention");
     Attention operator()(const Variable& query, const Variable& keys, const Variable& values) const;
+    // Over a memory (a decoder step, Bahdanau's query h_{t-1}): k_s W_k is computed once per item,
+    // outside the loop; each step adds q W_q.
+    Attention operator()(const Variable& query, const AttentionMemory& memory) const;
     std::vector<Parameter> parameters() const;
 
 private:
@@ -74,6 +108,7 @@ class GeneralAttention {
 public:
     explicit GeneralAttention(const std::string& name = "GeneralAttention");
     Attention operator()(const Variable& query, const Variable& keys, const Variable& values) const;
+    Attention operator()(const Variable& query, const AttentionMemory& memory) const;
     std::vector<Parameter> parameters() const;
 
 private:
@@ -90,6 +125,9 @@ class LocalAttention {
 public:
     explicit LocalAttention(double half_window, const std::string& name = "LocalAttention");
     Attention operator()(const Variable& target, const Variable& source) const;
+    // Over a memory (its values are the source states h̄_s), for a target state on any axis: inside
+    // a decoder's loop p_t follows the decoder state step by step.
+    Attention operator()(const Variable& target, const AttentionMemory& memory) const;
     // p_t of the last call (a batch value [1]), for inspection and tests.
     Variable aligned_position() const;
     std::vector<Parameter> parameters() const;

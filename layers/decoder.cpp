@@ -1,0 +1,267 @@
+#include "layers/decoder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/errors.hpp"
+#include "graph/ops.hpp"
+#include "graph/session.hpp"
+
+namespace loom::layers {
+
+Decoder::Decoder(DecoderStep step, std::vector<Shape> state_shapes)
+    : step_(std::move(step)), state_shapes_(std::move(state_shapes)) {
+    if (!step_) throw UserError("Decoder: the step function is empty");
+}
+
+DecoderOutput Decoder::unfold(const Variable& previous_symbols, const std::vector<Variable>& memory,
+                              const std::vector<Variable>& initial_states) const {
+    if (!initial_states.empty() && initial_states.size() != state_shapes_.size())
+        throw UserError("Decoder::unfold: " + std::to_string(initial_states.size()) + " initial states for " +
+                        std::to_string(state_shapes_.size()) + " states");
+    std::vector<Variable> holders, delayed;
+    for (std::size_t i = 0; i < state_shapes_.size(); ++i) {
+        holders.push_back(placeholder(state_shapes_[i], "decoder_state_" + std::to_string(i)));
+        delayed.push_back(past_value(holders.back(), initial_states.empty() ? Variable(0.0) : initial_states[i]));
+    }
+    DecoderOutput out = step_(previous_symbols, delayed, memory);
+    if (out.states.size() != state_shapes_.size())
+        throw UserError("Decoder::unfold: the step returned " + std::to_string(out.states.size()) +
+                        " states, the decoder has " + std::to_string(state_shapes_.size()));
+    std::vector<std::pair<Variable, Variable>> closing;
+    for (std::size_t i = 0; i < holders.size(); ++i) closing.emplace_back(holders[i], out.states[i]);
+    out.logits.replace_placeholders(closing);
+    return out;
+}
+
+// ---- generation ----
+
+namespace {
+
+// Rows `rows` of a batch Value (any sample shape), in that order, as a new batch Value.
+template <class T>
+Value gather_rows(const Value& v, const std::vector<std::size_t>& rows) {
+    const auto& data = v.data<T>();
+    const std::size_t width = v.sample_shape().size();
+    std::vector<std::size_t> dims{rows.size()};
+    dims.insert(dims.end(), v.sample_shape().begin(), v.sample_shape().end());
+    xt::xarray<T> out = xt::zeros<T>(dims);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+        std::copy_n(data.data() + rows[r] * width, width, out.data() + r * width);
+    return Value::batch(out);
+}
+
+Value gather(const Value& v, const std::vector<std::size_t>& rows) {
+    return v.dtype() == DType::f32 ? gather_rows<float>(v, rows) : gather_rows<double>(v, rows);
+}
+
+double element(const Value& v, std::size_t i) {
+    return v.dtype() == DType::f32 ? static_cast<double>(v.data<float>().data()[i]) : v.data<double>().data()[i];
+}
+
+// A hypothesis still growing: its symbols, summed log-probability and its row in the last step.
+struct Live {
+    std::vector<std::size_t> symbols;
+    double log_probability = 0;
+    std::size_t row = 0;
+};
+
+struct Beam {
+    std::vector<Live> live;
+    std::vector<Hypothesis> ended;
+    bool done = false;
+};
+
+struct Candidate {
+    double log_probability;
+    std::size_t hypothesis, symbol;
+};
+
+void sort_best_first(std::vector<Hypothesis>& h) {
+    std::stable_sort(h.begin(), h.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+}
+
+}  // namespace
+
+struct Generator::State {
+    Variable previous;
+    std::vector<Variable> states, memory;
+    Variable log_probs;
+    std::vector<Variable> next_states;
+    std::unique_ptr<Session> session;
+    std::size_t vocabulary = 0;
+};
+
+Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs)
+    : state_(std::make_unique<State>()) {
+    State& s = *state_;
+    for (const Variable& m : memory_inputs)
+        if (!m || !m.is_input() || m.axis().kind != Axis::Kind::Batch)
+            throw UserError("Generator: every memory input must be a batch input_variable; " +
+                            (m ? m.label() + " is not" : std::string("one is empty")));
+    s.previous = input_variable({1}, "previous_symbol");
+    for (std::size_t i = 0; i < decoder.state_shapes().size(); ++i)
+        s.states.push_back(input_variable(decoder.state_shapes()[i], "decoder_state_" + std::to_string(i)));
+    s.memory = memory_inputs;
+    DecoderOutput out = decoder.step()(s.previous, s.states, s.memory);
+    if (out.states.size() != s.states.size())
+        throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
+                        " states, the decoder has " + std::to_string(s.states.size()));
+    const Shape& logits = out.logits.shape();
+    if (logits.rank() != 1)
+        throw UserError("Generator: the step's logits must have sample shape [V], not " + logits.str());
+    s.vocabulary = logits[0];
+    s.log_probs = log_softmax(out.logits);
+    s.next_states = out.states;
+    std::vector<Variable> outputs{s.log_probs};
+    outputs.insert(outputs.end(), s.next_states.begin(), s.next_states.end());
+    s.session = std::make_unique<Session>(outputs);  // no parameters of its own: it scores only
+}
+
+Generator::~Generator() = default;
+Generator::Generator(Generator&&) noexcept = default;
+Generator& Generator::operator=(Generator&&) noexcept = default;
+
+std::size_t Generator::vocabulary() const { return state_->vocabulary; }
+
+Generated Generator::generate(const std::vector<Value>& memory, const GenerateOptions& o,
+                              const std::vector<Value>& initial_states) {
+    State& s = *state_;
+    const std::string who = "Generator::generate: ";
+    if (o.beam_width == 0) throw UserError(who + "beam_width must be at least 1");
+    if (o.max_length == 0) throw UserError(who + "max_length must be at least 1");
+    for (auto [what, id] : {std::pair{"start_symbol", o.start_symbol}, std::pair{"end_symbol", o.end_symbol}})
+        if (id >= s.vocabulary)
+            throw UserError(who + what + " " + std::to_string(id) + " is outside the vocabulary of " +
+                            std::to_string(s.vocabulary) + " symbols");
+    if (memory.size() != s.memory.size())
+        throw UserError(who + std::to_string(memory.size()) + " memory values for " + std::to_string(s.memory.size()) +
+                        " memory inputs");
+    if (!initial_states.empty() && initial_states.size() != s.states.size())
+        throw UserError(who + std::to_string(initial_states.size()) + " initial states for " +
+                        std::to_string(s.states.size()) + " states");
+    std::size_t items = 0;
+    for (const Value& v : memory) {
+        if (v.kind() != Value::Kind::Batch)
+            throw UserError(who + "every memory value must be a batch value, not a " + v.describe());
+        if (items != 0 && v.num_items() != items)
+            throw UserError(who + "the memory values have different numbers of items (" + std::to_string(items) +
+                            " and " + std::to_string(v.num_items()) + ")");
+        items = v.num_items();
+    }
+    if (memory.empty()) {
+        if (initial_states.empty()) throw UserError(who + "with no memory, give the initial states (their items)");
+        items = initial_states.front().num_items();
+    }
+    const std::size_t k = o.beam_width;
+
+    std::vector<Beam> beams(items);
+    // The rows of the last step: which item each row belongs to, and the states it produced.
+    std::vector<std::size_t> row_item;
+    std::vector<Value> states;
+    for (std::size_t n = 0; n < items; ++n) {
+        beams[n].live.push_back({{}, 0.0, n});
+        row_item.push_back(n);
+    }
+    for (std::size_t i = 0; i < s.states.size(); ++i) {
+        if (!initial_states.empty()) {
+            states.push_back(initial_states[i]);
+            continue;
+        }
+        std::vector<std::size_t> dims{items};
+        const Shape& shape = s.states[i].shape();
+        dims.insert(dims.end(), shape.begin(), shape.end());
+        states.push_back(Value::batch(xt::xarray<float>(xt::zeros<float>(dims))));
+    }
+
+    for (std::size_t t = 0; t < o.max_length; ++t) {
+        // This step's rows: every live hypothesis of every item still going.
+        std::vector<std::size_t> parents, items_of_rows;
+        std::vector<float> ids;
+        for (std::size_t n = 0; n < items; ++n) {
+            if (beams[n].done) continue;
+            for (Live& h : beams[n].live) {
+                parents.push_back(h.row);
+                items_of_rows.push_back(n);
+                ids.push_back(static_cast<float>(h.symbols.empty() ? o.start_symbol : h.symbols.back()));
+                h.row = parents.size() - 1;
+            }
+        }
+        if (parents.empty()) break;
+        xt::xarray<float> previous = xt::zeros<float>({ids.size(), std::size_t{1}});
+        std::copy(ids.begin(), ids.end(), previous.begin());
+        Bindings in{{s.previous, Value::batch(previous)}};
+        for (std::size_t i = 0; i < s.states.size(); ++i) in.emplace(s.states[i], gather(states[i], parents));
+        for (std::size_t m = 0; m < s.memory.size(); ++m) in.emplace(s.memory[m], gather(memory[m], items_of_rows));
+        s.session->forward(in);
+        const Value lp = s.session->value(s.log_probs);
+        states.clear();
+        for (const Variable& v : s.next_states) states.push_back(s.session->value(v));
+
+        const bool last = t + 1 == o.max_length;
+        const std::size_t v_size = s.vocabulary;
+        for (std::size_t n = 0; n < items; ++n) {
+            Beam& b = beams[n];
+            if (b.done) continue;
+            // The best continuations over the item's live hypotheses: the top K for greedy, else the
+            // top 2K, so that K live ones remain when some of the best end here.
+            std::vector<Candidate> cands;
+            for (std::size_t h = 0; h < b.live.size(); ++h)
+                for (std::size_t v = 0; v < v_size; ++v)
+                    cands.push_back({b.live[h].log_probability + element(lp, b.live[h].row * v_size + v), h, v});
+            const std::size_t keep = std::min(cands.size(), k == 1 ? std::size_t{1} : 2 * k);
+            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
+                              [](const Candidate& a, const Candidate& c) { return a.log_probability > c.log_probability; });
+            std::vector<Live> next;
+            for (std::size_t c = 0; c < keep && next.size() < k; ++c) {
+                const Live& parent = b.live[cands[c].hypothesis];
+                const double emitted = static_cast<double>(parent.symbols.size() + 1);
+                if (cands[c].symbol == o.end_symbol) {
+                    if (c < k) b.ended.push_back({parent.symbols, cands[c].log_probability,
+                                                  cands[c].log_probability / emitted, true});
+                    continue;
+                }
+                Live child{parent.symbols, cands[c].log_probability, parent.row};
+                child.symbols.push_back(cands[c].symbol);
+                if (last) {  // max_length reached without the end symbol
+                    b.ended.push_back({child.symbols, child.log_probability, child.log_probability / emitted, false});
+                } else {
+                    next.push_back(std::move(child));
+                }
+            }
+            b.live = std::move(next);
+            sort_best_first(b.ended);
+            // Done when K hypotheses ended and none alive scores better so far (a hypothesis can only
+            // lose log-probability; its length normalization may still change, so this is the usual
+            // heuristic of beam search, as in CNTK's and fairseq's), or when nothing is alive.
+            double best_live = -std::numeric_limits<double>::infinity();
+            for (const Live& h : b.live)
+                best_live = std::max(best_live, h.log_probability / static_cast<double>(h.symbols.size() + 1));
+            b.done = b.live.empty() || (b.ended.size() >= k && b.ended[k - 1].score >= best_live);
+        }
+    }
+
+    Generated g;
+    for (Beam& b : beams) {
+        sort_best_first(b.ended);
+        if (b.ended.size() > k) b.ended.resize(k);
+        if (b.ended.empty() || !b.ended.front().ended) ++g.unfinished;
+        g.items.push_back(std::move(b.ended));
+    }
+    return g;
+}
+
+Value Generated::best_sequences(std::size_t end_symbol) const {
+    std::vector<std::vector<std::size_t>> ids;
+    for (const auto& item : items) {
+        if (item.empty()) throw UserError("Generated::best_sequences: an item has no hypothesis");
+        ids.push_back(item.front().symbols);
+        if (item.front().ended) ids.back().push_back(end_symbol);
+        if (ids.back().empty()) ids.back().push_back(end_symbol);
+    }
+    return Value::index_sequences(ids);
+}
+
+}  // namespace loom::layers
