@@ -15,6 +15,7 @@
 #include "data/metrics.hpp"
 #include "data/minibatch.hpp"
 #include "data/overlap.hpp"
+#include "data/pronunciations.hpp"
 #include "data/qa.hpp"
 #include "data/svg_plot.hpp"
 #include "data/synthetic_qa.hpp"
