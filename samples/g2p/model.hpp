@@ -1,0 +1,63 @@
+#pragma once
+// The spelling -> pronunciation model of the g2p sample (CNTK's sequence-to-sequence tutorial 204):
+// letters -> embedding -> BiLSTM encoder; an LSTM decoder that attends (Luong's general score) over
+// the encoder states inside its loop and feeds h~_t = tanh(W_c [c_t; h_t]) into its next step; the
+// phoneme scores from h~_t. The decoder is written once (Model::step) and serves teacher-forced
+// training (Decoder::unfold) and beam search (Generator). A library, so the bench measures the
+// same model.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <loom.hpp>
+
+namespace g2p {
+
+// Letters: "'-.abcdefghijklmnopqrstuvwxyz" (ids 0..28). Phonemes: 0 </s>, 1 <s>, then the 39 of
+// loom::arpabet_phonemes() (ids 2..40).
+inline constexpr std::size_t end_symbol = 0, start_symbol = 1;
+std::size_t letter_count();
+std::size_t phoneme_count();
+// A UserError naming the word and the character for anything outside the letters.
+std::vector<std::size_t> letter_ids(const std::string& word);
+std::vector<std::size_t> phoneme_ids(const loom::Pronunciation& p);
+loom::Pronunciation phonemes_of(const std::vector<std::size_t>& ids);
+
+struct Sizes {
+    std::size_t embed = 64, encoder = 128, decoder = 256;
+};
+
+class Model {
+    struct Parts;
+    std::shared_ptr<Parts> parts_;  // the layers; first, as the decoder's step holds them
+
+public:
+    explicit Model(Sizes sizes);
+
+    Sizes sizes;
+    loom::Variable letters;                 // a sequence of letter ids [1]
+    loom::Variable previous, targets;       // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
+    loom::layers::AttentionMemory memory;   // the encoder states, per word
+    loom::layers::Decoder decoder;          // one step, used by both graphs below
+    loom::Variable loss;                    // per word: the summed cross entropy of its phonemes
+    loom::Variable alignment;               // the attention weights of each decoder step [T_max letters]
+
+    std::vector<loom::Parameter> parameters() const;
+    // Teacher forcing: letters, previous and targets for these (word, pronunciation) id lists.
+    loom::Bindings bind(const std::vector<std::vector<std::size_t>>& words,
+                        const std::vector<std::vector<std::size_t>>& pronunciations) const;
+
+    // Beam search (width 1: greedy) for a batch of words: each word's best phoneme ids.
+    struct Prediction {
+        std::vector<std::vector<std::size_t>> phonemes;
+        std::size_t unfinished = 0;  // words that reached max_length without </s>
+    };
+    Prediction predict(const std::vector<std::vector<std::size_t>>& words, std::size_t beam, std::size_t max_length);
+
+private:
+    std::unique_ptr<loom::layers::Generator> generator_;
+    std::unique_ptr<loom::Session> encoder_;
+};
+
+}  // namespace g2p
