@@ -1,6 +1,7 @@
 #include "data/svg_plot.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -111,6 +112,50 @@ std::string heat_rows(const std::vector<HeatRow>& rows) {
                 << "' font-size='9' text-anchor='middle' fill='" << (v > 0.6 ? "white" : "#333") << "'>"
                 << number("%.2f", r.values[i]) << "</text>\n<text transform='translate(" << x + 18 << "," << y + 36
                 << ") rotate(60)'>" << escaped(r.labels[i]) << "</text>\n";
+        }
+    }
+    svg << "</svg>\n";
+    return svg.str();
+}
+
+std::string heat_map(const std::string& title, const std::vector<std::string>& row_labels,
+                     const std::vector<std::string>& column_labels, const std::vector<std::vector<double>>& values) {
+    if (values.size() != row_labels.size())
+        throw UserError("svg::heat_map '" + title + "': " + std::to_string(row_labels.size()) + " row labels for " +
+                        std::to_string(values.size()) + " rows");
+    double hi = 0;
+    for (std::size_t r = 0; r < values.size(); ++r) {
+        if (values[r].size() != column_labels.size())
+            throw UserError("svg::heat_map '" + title + "': row " + std::to_string(r) + " has " +
+                            std::to_string(values[r].size()) + " values for " + std::to_string(column_labels.size()) +
+                            " columns");
+        for (double v : values[r]) {
+            if (!(v >= 0) || !std::isfinite(v))
+                throw UserError("svg::heat_map '" + title + "': values must be finite and at least 0, not " +
+                                number("%g", v));
+            hi = std::max(hi, v);
+        }
+    }
+    const double cell = 30, left = 60, top = 56;
+    std::ostringstream svg;
+    svg << open(std::max(left + cell * static_cast<double>(column_labels.size()) + 20, 8.0 * double(title.size()) + 20),
+                top + cell * static_cast<double>(row_labels.size()) + 10);
+    svg << "<text x='10' y='20' font-weight='bold'>" << escaped(title) << "</text>\n";
+    for (std::size_t c = 0; c < column_labels.size(); ++c)
+        svg << "<text x='" << left + cell * (double(c) + 0.5) << "' y='" << top - 8 << "' text-anchor='middle'>"
+            << escaped(column_labels[c]) << "</text>\n";
+    for (std::size_t r = 0; r < row_labels.size(); ++r) {
+        const double y = top + cell * static_cast<double>(r);
+        svg << "<text x='" << left - 6 << "' y='" << y + 19 << "' text-anchor='end'>" << escaped(row_labels[r])
+            << "</text>\n";
+        for (std::size_t c = 0; c < column_labels.size(); ++c) {
+            const double v = hi > 0 ? values[r][c] / hi : 0;
+            const int red = static_cast<int>(255 - 220 * v), green = static_cast<int>(255 - 150 * v);
+            const double x = left + cell * static_cast<double>(c);
+            svg << "<rect x='" << x << "' y='" << y << "' width='" << cell - 2 << "' height='" << cell - 2
+                << "' stroke='#ccc' fill='rgb(" << red << "," << green << ",255)'/>\n<text x='" << x + 14 << "' y='"
+                << y + 18 << "' font-size='9' text-anchor='middle' fill='" << (v > 0.6 ? "white" : "#333") << "'>"
+                << number("%.2f", values[r][c]) << "</text>\n";
         }
     }
     svg << "</svg>\n";

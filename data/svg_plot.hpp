@@ -29,4 +29,11 @@ struct HeatRow {
 // largest (dark blue) and showing its value. Throws UserError when labels and values differ in number.
 std::string heat_rows(const std::vector<HeatRow>& rows);
 
+// A matrix of cells: values[r][c] at row r (labelled row_labels[r], on the left) and column c
+// (column_labels[c], on top), shaded from 0 (white) to the largest value (dark blue), e.g. an
+// attention alignment (a row per output step, a column per input). Throws UserError when the
+// numbers of labels and values disagree or a value is negative or not finite.
+std::string heat_map(const std::string& title, const std::vector<std::string>& row_labels,
+                     const std::vector<std::string>& column_labels, const std::vector<std::vector<double>>& values);
+
 }  // namespace loom::svg

@@ -109,29 +109,28 @@ std::unique_ptr<g2p::Model> load_model(const std::string& path) {
     return m;
 }
 
-// One picture per word: a row per emitted phoneme (and </s>), a cell per letter, shaded by the
-// attention weight that step gave the letter.
+// One picture per word: a row per emitted phoneme (and </s>), a column per letter, shaded by the
+// attention weight that decoder step gave the letter.
 void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const std::string& dir) {
-    std::vector<std::vector<std::size_t>> words, emitted;
-    for (std::size_t i = 0; i < std::min<std::size_t>(4, dict.size()); ++i)
-        words.push_back(g2p::letter_ids(dict.words()[i]));
-    emitted = m.predict(words, 5, 30).phonemes;
+    std::vector<std::vector<std::size_t>> words;
+    for (std::size_t i = 0; i < std::min<std::size_t>(4, dict.size()); ++i) words.push_back(g2p::letter_ids(dict.words()[i]));
+    const auto emitted = m.predict(words, 5, 30).phonemes;
     Session s({m.alignment});
     s.forward(m.bind(words, emitted));
     const Value a = s.value(m.alignment);
     for (std::size_t n = 0; n < words.size(); ++n) {
         const std::string& word = dict.words()[n];
         const auto w = a.sequence(n);  // [steps, T_max]
-        std::vector<svg::HeatRow> rows;
-        Pronunciation names = g2p::phonemes_of(emitted[n]);
-        names.push_back("</s>");
-        for (std::size_t t = 0; t < names.size(); ++t) {
-            svg::HeatRow r{t == 0 ? "'" + word + "': attention over its letters at each phoneme, " + names[t] : names[t],
-                           {}, {}};
-            for (std::size_t j = 0; j < word.size(); ++j) r.labels.push_back(std::string(1, word[j])), r.values.push_back(w(t, j));
-            rows.push_back(std::move(r));
-        }
-        data_text::write_text_atomically(dir + "/alignment_" + std::to_string(n + 1) + ".svg", svg::heat_rows(rows));
+        Pronunciation rows = g2p::phonemes_of(emitted[n]);
+        rows.push_back("</s>");
+        std::vector<std::string> letters;
+        std::vector<std::vector<double>> weights(rows.size());
+        for (char ch : word) letters.push_back(std::string(1, ch));
+        for (std::size_t t = 0; t < rows.size(); ++t)
+            for (std::size_t j = 0; j < word.size(); ++j) weights[t].push_back(w(t, j));
+        data_text::write_text_atomically(dir + "/alignment_" + std::to_string(n + 1) + ".svg",
+                                         svg::heat_map("'" + word + "': attention over the letters at each phoneme",
+                                                       rows, letters, weights));
     }
 }
 

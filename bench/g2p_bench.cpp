@@ -1,0 +1,87 @@
+// g2p_bench: the g2p sample's model (samples/g2p/model.hpp) on CMUdict, timed as bench/torch_g2p.py
+// times its PyTorch peer: teacher-forced training steps (forward, backward, Adam) on consecutive
+// chunks of the training file, and beam-search decoding of the dev words. Prints one JSON object.
+//
+//   g2p_bench --train cmudict-train.dict --dev cmudict-dev.dict [--threads N] [--mode train|decode|both]
+#include <sys/resource.h>
+
+#include <cstdio>
+
+#include "bench_common.hpp"
+#include "model.hpp"
+
+using namespace loom;
+
+int main(int argc, char** argv) {
+    std::string train_file, dev_file, mode = "both";
+    std::size_t threads = 1, batch = 64, steps = 30, warmup = 3, decode_words = 0, decode_batch = 128, beam = 5,
+                max_length = 30;
+    g2p::Sizes sizes;
+    CLI::App app{"Time the g2p model: training steps and beam-search decoding (JSON on stdout)"};
+    app.add_option("--train", train_file, "CMUdict-format training file")->required()->check(CLI::ExistingFile);
+    app.add_option("--dev", dev_file, "CMUdict-format file whose words are decoded")->required()->check(CLI::ExistingFile);
+    app.add_option("--mode", mode, "train, decode or both")->check(CLI::IsMember({"train", "decode", "both"}));
+    app.add_option("--threads", threads, "inter-op threads (BLAS single-threaded)")->check(CLI::Range(1, 64));
+    app.add_option("--batch", batch, "pronunciations per training step")->check(CLI::Range(1, 100000));
+    app.add_option("--steps", steps, "timed training steps")->check(CLI::Range(1, 100000));
+    app.add_option("--warmup", warmup, "untimed training steps first");
+    app.add_option("--decode-words", decode_words, "dev words decoded (0: all)");
+    app.add_option("--decode-batch", decode_batch, "words per beam search")->check(CLI::Range(1, 100000));
+    app.add_option("--beam", beam, "beam width")->check(CLI::Range(1, 1000));
+    app.add_option("--max-len", max_length, "phonemes per word at most")->check(CLI::Range(1, 1000));
+    app.add_option("--embed", sizes.embed)->check(CLI::Range(1, 4096));
+    app.add_option("--encoder", sizes.encoder)->check(CLI::Range(1, 4096));
+    app.add_option("--decoder", sizes.decoder)->check(CLI::Range(1, 4096));
+    CLI11_PARSE(app, argc, argv);
+    return bench::report_errors([&] {
+        set_blas_threads(1);
+        set_inter_op_threads(static_cast<int>(threads));
+        set_seed(1);
+        g2p::Model m(sizes);
+        double train_seconds = 0, tokens = 0;
+        if (mode != "decode") {
+            // Consecutive chunks of the file's pronunciations, in file order (variants after their word).
+            const PronunciationDictionary train = read_pronunciations(train_file);
+            std::vector<std::vector<std::size_t>> words, prons;
+            for (std::size_t i = 0; i < train.size() && words.size() < (warmup + steps) * batch; ++i)
+                for (const auto& p : train.pronunciations()[i])
+                    words.push_back(g2p::letter_ids(train.words()[i])), prons.push_back(g2p::phoneme_ids(p));
+            if (words.size() < (warmup + steps) * batch) throw UserError("g2p_bench: --train has too few entries");
+            Trainer trainer(m.loss, Variable(), adam(m.parameters(), 2e-3));
+            for (std::size_t s = 0; s < warmup + steps; ++s) {
+                const std::vector<std::vector<std::size_t>> w(words.begin() + s * batch, words.begin() + (s + 1) * batch),
+                    p(prons.begin() + s * batch, prons.begin() + (s + 1) * batch);
+                const double t0 = bench::wall_seconds();
+                trainer.train_minibatch(m.bind(w, p));
+                if (s < warmup) continue;
+                train_seconds += bench::wall_seconds() - t0;
+                for (std::size_t k = 0; k < batch; ++k) tokens += double(w[k].size() + p[k].size() + 1);
+            }
+        }
+        double decode_seconds = 0;
+        std::size_t decoded = 0;
+        if (mode != "train") {
+            const PronunciationDictionary dev = read_pronunciations(dev_file);
+            const std::size_t n = decode_words == 0 ? dev.size() : std::min(decode_words, dev.size());
+            for (std::size_t start = 0; start < n; start += decode_batch) {
+                std::vector<std::vector<std::size_t>> words;
+                for (std::size_t i = start; i < std::min(start + decode_batch, n); ++i)
+                    words.push_back(g2p::letter_ids(dev.words()[i]));
+                const double t0 = bench::wall_seconds();
+                m.predict(words, beam, max_length);
+                decode_seconds += bench::wall_seconds() - t0;
+            }
+            decoded = n;
+        }
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        std::printf("{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
+                    "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
+                    "\"decode_words\": %zu, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": %zu, \"decoder\": %zu}\n",
+                    threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
+                    train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
+                    decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded, double(usage.ru_maxrss) / 1024,
+                    sizes.embed, sizes.encoder, sizes.decoder);
+        return 0;
+    });
+}
