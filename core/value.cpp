@@ -83,18 +83,20 @@ Value Value::index_sequences(const std::vector<std::vector<std::size_t>>& ids) {
 }
 
 template <class T>
-Value Value::make_batch(const xt::xarray<T>& rows) {
+Value Value::make_batch(xt::xarray<T> rows) {
     if (rows.dimension() < 1) throw UserError("Value::batch: rows must be an array [N, sample...], got a scalar");
     if (rows.shape()[0] == 0) throw UserError("Value::batch: a batch needs at least one row");
     Value v;
     v.kind_ = Kind::Batch;
     v.sample_ = shape_after(std::vector<std::size_t>(rows.shape().begin(), rows.shape().end()), 1);
-    v.data_ = xt::xarray<T>(rows);
+    v.data_ = std::move(rows);
     return v;
 }
 
 Value Value::batch(const xt::xarray<float>& rows) { return make_batch(rows); }
 Value Value::batch(const xt::xarray<double>& rows) { return make_batch(rows); }
+Value Value::batch(xt::xarray<float>&& rows) { return make_batch(std::move(rows)); }
+Value Value::batch(xt::xarray<double>&& rows) { return make_batch(std::move(rows)); }
 
 Value Value::tensor(xt::xarray<float> data) {
     Value v;

@@ -44,6 +44,9 @@ public:
     // Rows [N, sample...].
     static Value batch(const xt::xarray<float>& rows);
     static Value batch(const xt::xarray<double>& rows);
+    // The same, taking the array's storage instead of copying it.
+    static Value batch(xt::xarray<float>&& rows);
+    static Value batch(xt::xarray<double>&& rows);
     // A tensor with no dynamic axis.
     static Value tensor(xt::xarray<float> data);
     static Value tensor(xt::xarray<double> data);
@@ -108,7 +111,7 @@ private:
     template <class T>
     static Value make_sequences(const std::vector<xt::xarray<T>>& seqs);
     template <class T>
-    static Value make_batch(const xt::xarray<T>& rows);
+    static Value make_batch(xt::xarray<T> rows);
 
     Kind kind_ = Kind::Static;
     Shape sample_;

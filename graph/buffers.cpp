@@ -195,10 +195,10 @@ template <class T>
 Value Buffers<T>::to_value(int i, const T* from) const {
     const Slot& s = (*this)[i];
     std::vector<std::size_t> shape(s.dims.begin(), s.dims.end());
-    xt::xarray<T> a = xt::zeros<T>(shape);
+    auto a = xt::xarray<T>::from_shape(shape);
     std::copy_n(from, s.dims.size(), a.data());
     if (s.dyn == 2) return Value::padded(std::move(a), s.layout);
-    if (s.dyn == 1) return Value::batch(a);
+    if (s.dyn == 1) return Value::batch(std::move(a));
     return Value::tensor(std::move(a));
 }
 

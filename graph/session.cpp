@@ -131,6 +131,13 @@ Value Session::value(const Variable& output) const {
     return visit([&](auto& ex) { return ex.value(i); });
 }
 
+template <class T>
+std::span<const T> Session::value_data(const Variable& output) const {
+    return execution<T>("value_data").value_buffer(output_index(output));
+}
+template std::span<const float> Session::value_data<float>(const Variable&) const;
+template std::span<const double> Session::value_data<double>(const Variable&) const;
+
 double Session::sum(const Variable& output) const {
     const int i = output_index(output);
     return visit([&](auto& ex) {

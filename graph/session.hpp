@@ -33,6 +33,10 @@ public:
 
     // In the session's precision (Value::dtype).
     Value value(const Variable& output) const;
+    // The same values in place, without a copy: flat in the layout of value(output)'s data, valid
+    // until the next forward. T must be the session's precision, else a UserError.
+    template <class T = float>
+    std::span<const T> value_data(const Variable& output) const;
     // Sum of an output over all real (unpadded) positions, and how many items it has.
     double sum(const Variable& output) const;
     std::size_t count(const Variable& output) const;

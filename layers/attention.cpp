@@ -133,13 +133,15 @@ AttentionMemory attention_memory(const Variable& keys, const Variable& values_in
         throw UserError("attention_memory: keys " + keys.label() + " and values " + values.label() +
                         " must be sequences on one axis");
     const auto k = sequence::unpack(keys);
-    return {k.data, sequence::unpack(values).data, k.mask,
+    // Keys that are also the values are unpacked once: one block per item to read (and to bind).
+    return {k.data, values_in ? sequence::unpack(values).data : k.data, k.mask,
             times(sequence::unpack(sequence_positions(keys)).data, constant(xt::xarray<double>{1.0})),  // [T_max]
             sequence::length(keys)};
 }
 
 AttentionMemory attention_memory_inputs(std::size_t key_dim, std::size_t value_dim, const std::string& name) {
-    return {input_variable({any_size, key_dim}, name + ".keys"), input_variable({any_size, value_dim}, name + ".values"),
+    Variable keys = input_variable({any_size, key_dim}, name + ".keys");
+    return {keys, value_dim == 0 ? keys : input_variable({any_size, value_dim}, name + ".values"),
             input_variable({any_size}, name + ".mask"), input_variable({any_size}, name + ".positions"),
             input_variable({1}, name + ".length")};
 }

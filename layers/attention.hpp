@@ -47,11 +47,14 @@ struct AttentionMemory {
     std::vector<Variable> list() const { return {keys, values, mask, positions, length}; }
     static AttentionMemory from_list(const std::vector<Variable>& list);
 };
-// The memory of keys and values that are sequences on one axis (values = keys when omitted).
+// The memory of keys and values that are sequences on one axis. Without values the keys are the
+// values, and the two fields are one Variable (one block per item).
 AttentionMemory attention_memory(const Variable& keys, const Variable& values = {});
 // The same memory as batch inputs of any T_max (input_variable's any_size), to bind to the values
-// of an attention_memory evaluated once: what a generating decoder's step reads.
-AttentionMemory attention_memory_inputs(std::size_t key_dim, std::size_t value_dim, const std::string& name = "memory");
+// of an attention_memory evaluated once: what a generating decoder's step reads. value_dim 0: the
+// keys are the values (one input, as attention_memory(keys) makes it).
+AttentionMemory attention_memory_inputs(std::size_t key_dim, std::size_t value_dim = 0,
+                                        const std::string& name = "memory");
 
 // Seed 000: softmax over each sequence of `scores` (a sequence of [1]) written as a cumulative
 // log-sum-exp recurrence; exp(z - broadcast_as(last(lse), z)). Equals sequence::softmax(scores).

@@ -47,18 +47,14 @@ Value gather_rows(const Value& v, const std::vector<std::size_t>& rows) {
     const std::size_t width = v.sample_shape().size();
     std::vector<std::size_t> dims{rows.size()};
     dims.insert(dims.end(), v.sample_shape().begin(), v.sample_shape().end());
-    xt::xarray<T> out = xt::zeros<T>(dims);
+    auto out = xt::xarray<T>::from_shape(dims);  // every element is written below
     for (std::size_t r = 0; r < rows.size(); ++r)
         std::copy_n(data.data() + rows[r] * width, width, out.data() + r * width);
-    return Value::batch(out);
+    return Value::batch(std::move(out));
 }
 
 Value gather(const Value& v, const std::vector<std::size_t>& rows) {
     return v.dtype() == DType::f32 ? gather_rows<float>(v, rows) : gather_rows<double>(v, rows);
-}
-
-double element(const Value& v, std::size_t i) {
-    return v.dtype() == DType::f32 ? static_cast<double>(v.data<float>().data()[i]) : v.data<double>().data()[i];
 }
 
 // A hypothesis still growing: its symbols, summed log-probability and its row in the last step.
@@ -83,29 +79,79 @@ void sort_best_first(std::vector<Hypothesis>& h) {
     std::stable_sort(h.begin(), h.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
 }
 
+// Extends beam b by one step from its rows' log-probabilities lp ([rows, v_size]); see generate.
+template <class T>
+void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, bool last) {
+    const std::size_t k = o.beam_width;
+    // The best continuations over the item's live hypotheses: the top K for greedy, else the top
+    // 2K, so that K live ones remain when some of the best end here.
+    std::vector<Candidate> cands;
+    cands.reserve(b.live.size() * v_size);
+    for (std::size_t h = 0; h < b.live.size(); ++h)
+        for (std::size_t v = 0; v < v_size; ++v)
+            cands.push_back({b.live[h].log_probability + static_cast<double>(lp[b.live[h].row * v_size + v]), h, v});
+    const std::size_t keep = std::min(cands.size(), k == 1 ? std::size_t{1} : 2 * k);
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
+                      [](const Candidate& a, const Candidate& c) { return a.log_probability > c.log_probability; });
+    std::vector<Live> next;
+    for (std::size_t c = 0; c < keep && next.size() < k; ++c) {
+        const Live& parent = b.live[cands[c].hypothesis];
+        const double emitted = static_cast<double>(parent.symbols.size() + 1);
+        if (cands[c].symbol == o.end_symbol) {
+            if (c < k)
+                b.ended.push_back({parent.symbols, cands[c].log_probability, cands[c].log_probability / emitted, true});
+            continue;
+        }
+        Live child{parent.symbols, cands[c].log_probability, parent.row};
+        child.symbols.push_back(cands[c].symbol);
+        if (last) {  // max_length reached without the end symbol
+            b.ended.push_back({child.symbols, child.log_probability, child.log_probability / emitted, false});
+        } else {
+            next.push_back(std::move(child));
+        }
+    }
+    b.live = std::move(next);
+    sort_best_first(b.ended);
+    // Done when K hypotheses ended and none alive scores better so far (a hypothesis can only lose
+    // log-probability; its length normalization may still change, so this is the usual heuristic
+    // of beam search, as in CNTK's and fairseq's), or when nothing is alive.
+    double best_live = -std::numeric_limits<double>::infinity();
+    for (const Live& h : b.live)
+        best_live = std::max(best_live, h.log_probability / static_cast<double>(h.symbols.size() + 1));
+    b.done = b.live.empty() || (b.ended.size() >= k && b.ended[k - 1].score >= best_live);
+}
+
 }  // namespace
 
 struct Generator::State {
     Variable previous;
-    std::vector<Variable> states, memory;
+    std::vector<Variable> states, memory;  // memory: each distinct input once
+    std::vector<std::size_t> memory_slot;  // per memory input given: its position in `memory`
     Variable log_probs;
     std::vector<Variable> next_states;
     std::unique_ptr<Session> session;
     std::size_t vocabulary = 0;
+
+    template <class T>
+    Generated run(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                  const std::vector<Value>& initial_states, std::size_t items);
 };
 
 Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs)
     : state_(std::make_unique<State>()) {
     State& s = *state_;
-    for (const Variable& m : memory_inputs)
+    for (const Variable& m : memory_inputs) {
         if (!m || !m.is_input() || m.axis().kind != Axis::Kind::Batch)
             throw UserError("Generator: every memory input must be a batch input_variable; " +
                             (m ? m.label() + " is not" : std::string("one is empty")));
+        const auto at = std::find(s.memory.begin(), s.memory.end(), m);
+        s.memory_slot.push_back(static_cast<std::size_t>(at - s.memory.begin()));
+        if (at == s.memory.end()) s.memory.push_back(m);
+    }
     s.previous = input_variable({1}, "previous_symbol");
     for (std::size_t i = 0; i < decoder.state_shapes().size(); ++i)
         s.states.push_back(input_variable(decoder.state_shapes()[i], "decoder_state_" + std::to_string(i)));
-    s.memory = memory_inputs;
-    DecoderOutput out = decoder.step()(s.previous, s.states, s.memory);
+    DecoderOutput out = decoder.step()(s.previous, s.states, memory_inputs);
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
                         " states, the decoder has " + std::to_string(s.states.size()));
@@ -136,9 +182,9 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
         if (id >= s.vocabulary)
             throw UserError(who + what + " " + std::to_string(id) + " is outside the vocabulary of " +
                             std::to_string(s.vocabulary) + " symbols");
-    if (memory.size() != s.memory.size())
-        throw UserError(who + std::to_string(memory.size()) + " memory values for " + std::to_string(s.memory.size()) +
-                        " memory inputs");
+    if (memory.size() != s.memory_slot.size())
+        throw UserError(who + std::to_string(memory.size()) + " memory values for " +
+                        std::to_string(s.memory_slot.size()) + " memory inputs");
     if (!initial_states.empty() && initial_states.size() != s.states.size())
         throw UserError(who + std::to_string(initial_states.size()) + " initial states for " +
                         std::to_string(s.states.size()) + " states");
@@ -151,102 +197,103 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
                             " and " + std::to_string(v.num_items()) + ")");
         items = v.num_items();
     }
-    if (memory.empty()) {
-        if (initial_states.empty()) throw UserError(who + "with no memory, give the initial states (their items)");
-        items = initial_states.front().num_items();
+    for (std::size_t i = 0; i < initial_states.size(); ++i) {
+        const Value& v = initial_states[i];
+        if (v.kind() != Value::Kind::Batch || !(v.sample_shape() == s.states[i].shape()) ||
+            (items != 0 && v.num_items() != items))
+            throw UserError(who + "initial state " + std::to_string(i) + " must be a batch value of sample shape " +
+                            s.states[i].shape().str() + (items ? " with " + std::to_string(items) + " items" : "") +
+                            ", not a " + v.describe());
+        items = v.num_items();
     }
-    const std::size_t k = o.beam_width;
+    if (items == 0) throw UserError(who + "with no memory, give the initial states (their items)");
+    // Distinct memory inputs bound once each.
+    std::vector<Value> distinct(s.memory.size());
+    for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
+    return s.session->precision() == Precision::f64 ? s.run<double>(distinct, o, initial_states, items)
+                                                     : s.run<float>(distinct, o, initial_states, items);
+}
 
+// One session pass per output step over every live hypothesis of every item still going (its
+// rows), the chosen symbols fed back. Buffers go around: the states' arrays are moved into the
+// bindings and taken back after each pass, the memory's rows are gathered again only when the rows'
+// items change (an item ends, or its beam narrows), and the outputs are read in place.
+template <class T>
+Generated Generator::State::run(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                                const std::vector<Value>& initial_states, std::size_t items) {
     std::vector<Beam> beams(items);
-    // The rows of the last step: which item each row belongs to, and the states it produced.
-    std::vector<std::size_t> row_item;
-    std::vector<Value> states;
-    for (std::size_t n = 0; n < items; ++n) {
-        beams[n].live.push_back({{}, 0.0, n});
-        row_item.push_back(n);
-    }
-    for (std::size_t i = 0; i < s.states.size(); ++i) {
-        if (!initial_states.empty()) {
-            states.push_back(initial_states[i]);
-            continue;
-        }
+    for (std::size_t n = 0; n < items; ++n) beams[n].live.push_back({{}, 0.0, n});
+    // The states each row of the last pass produced (its outputs, or the initial states).
+    std::vector<xt::xarray<T>> initial;
+    std::vector<const T*> produced;
+    for (std::size_t i = 0; i < states.size(); ++i) {
         std::vector<std::size_t> dims{items};
-        const Shape& shape = s.states[i].shape();
-        dims.insert(dims.end(), shape.begin(), shape.end());
-        states.push_back(Value::batch(xt::xarray<float>(xt::zeros<float>(dims))));
+        dims.insert(dims.end(), states[i].shape().begin(), states[i].shape().end());
+        xt::xarray<T> a = xt::zeros<T>(dims);
+        if (!initial_states.empty()) {
+            const Value& v = initial_states[i];
+            if (v.dtype() == DType::f32)
+                std::copy(v.data<float>().begin(), v.data<float>().end(), a.begin());
+            else
+                std::copy(v.data<double>().begin(), v.data<double>().end(), a.begin());
+        }
+        initial.push_back(std::move(a));
+        produced.push_back(initial.back().data());
     }
+    std::vector<xt::xarray<T>> state_rows(states.size());
+    std::vector<Value> memory_rows(memory.size());
+    std::vector<std::size_t> memory_items;  // the item of each row memory_rows holds
 
     for (std::size_t t = 0; t < o.max_length; ++t) {
-        // This step's rows: every live hypothesis of every item still going.
         std::vector<std::size_t> parents, items_of_rows;
-        std::vector<float> ids;
         for (std::size_t n = 0; n < items; ++n) {
             if (beams[n].done) continue;
             for (Live& h : beams[n].live) {
                 parents.push_back(h.row);
                 items_of_rows.push_back(n);
-                ids.push_back(static_cast<float>(h.symbols.empty() ? o.start_symbol : h.symbols.back()));
                 h.row = parents.size() - 1;
             }
         }
         if (parents.empty()) break;
-        xt::xarray<float> previous = xt::zeros<float>({ids.size(), std::size_t{1}});
-        std::copy(ids.begin(), ids.end(), previous.begin());
-        Bindings in{{s.previous, Value::batch(previous)}};
-        for (std::size_t i = 0; i < s.states.size(); ++i) in.emplace(s.states[i], gather(states[i], parents));
-        for (std::size_t m = 0; m < s.memory.size(); ++m) in.emplace(s.memory[m], gather(memory[m], items_of_rows));
-        s.session->forward(in);
-        const Value lp = s.session->value(s.log_probs);
-        states.clear();
-        for (const Variable& v : s.next_states) states.push_back(s.session->value(v));
-
-        const bool last = t + 1 == o.max_length;
-        const std::size_t v_size = s.vocabulary;
-        for (std::size_t n = 0; n < items; ++n) {
-            Beam& b = beams[n];
-            if (b.done) continue;
-            // The best continuations over the item's live hypotheses: the top K for greedy, else the
-            // top 2K, so that K live ones remain when some of the best end here.
-            std::vector<Candidate> cands;
-            for (std::size_t h = 0; h < b.live.size(); ++h)
-                for (std::size_t v = 0; v < v_size; ++v)
-                    cands.push_back({b.live[h].log_probability + element(lp, b.live[h].row * v_size + v), h, v});
-            const std::size_t keep = std::min(cands.size(), k == 1 ? std::size_t{1} : 2 * k);
-            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
-                              [](const Candidate& a, const Candidate& c) { return a.log_probability > c.log_probability; });
-            std::vector<Live> next;
-            for (std::size_t c = 0; c < keep && next.size() < k; ++c) {
-                const Live& parent = b.live[cands[c].hypothesis];
-                const double emitted = static_cast<double>(parent.symbols.size() + 1);
-                if (cands[c].symbol == o.end_symbol) {
-                    if (c < k) b.ended.push_back({parent.symbols, cands[c].log_probability,
-                                                  cands[c].log_probability / emitted, true});
-                    continue;
-                }
-                Live child{parent.symbols, cands[c].log_probability, parent.row};
-                child.symbols.push_back(cands[c].symbol);
-                if (last) {  // max_length reached without the end symbol
-                    b.ended.push_back({child.symbols, child.log_probability, child.log_probability / emitted, false});
-                } else {
-                    next.push_back(std::move(child));
-                }
+        const std::size_t rows = parents.size();
+        xt::xarray<float> ids = xt::xarray<float>::from_shape({rows, std::size_t{1}});
+        for (std::size_t n = 0, r = 0; n < items; ++n)
+            if (!beams[n].done)
+                for (const Live& h : beams[n].live)
+                    ids(r++, 0) = static_cast<float>(h.symbols.empty() ? o.start_symbol : h.symbols.back());
+        Bindings in{{previous, Value::batch(std::move(ids))}};
+        for (std::size_t i = 0; i < states.size(); ++i) {
+            const std::size_t width = states[i].shape().size();
+            xt::xarray<T>& a = state_rows[i];
+            if (a.size() != rows * width) {
+                std::vector<std::size_t> dims{rows};
+                dims.insert(dims.end(), states[i].shape().begin(), states[i].shape().end());
+                a = xt::xarray<T>::from_shape(dims);
             }
-            b.live = std::move(next);
-            sort_best_first(b.ended);
-            // Done when K hypotheses ended and none alive scores better so far (a hypothesis can only
-            // lose log-probability; its length normalization may still change, so this is the usual
-            // heuristic of beam search, as in CNTK's and fairseq's), or when nothing is alive.
-            double best_live = -std::numeric_limits<double>::infinity();
-            for (const Live& h : b.live)
-                best_live = std::max(best_live, h.log_probability / static_cast<double>(h.symbols.size() + 1));
-            b.done = b.live.empty() || (b.ended.size() >= k && b.ended[k - 1].score >= best_live);
+            for (std::size_t r = 0; r < rows; ++r)
+                std::copy_n(produced[i] + parents[r] * width, width, a.data() + r * width);
+            in.emplace(states[i], Value::batch(std::move(a)));
         }
+        if (items_of_rows != memory_items) {
+            for (std::size_t m = 0; m < memory.size(); ++m) memory_rows[m] = gather(memory_values[m], items_of_rows);
+            memory_items = items_of_rows;
+        }
+        for (std::size_t m = 0; m < memory.size(); ++m) in.emplace(memory[m], std::move(memory_rows[m]));
+        session->forward(in);
+        for (std::size_t i = 0; i < states.size(); ++i) {  // the arrays go round to the next pass
+            state_rows[i] = std::move(in.at(states[i]).template data<T>());
+            produced[i] = session->value_data<T>(next_states[i]).data();
+        }
+        for (std::size_t m = 0; m < memory.size(); ++m) memory_rows[m] = std::move(in.at(memory[m]));
+        const T* lp = session->value_data<T>(log_probs).data();
+        for (Beam& b : beams)
+            if (!b.done) extend(b, lp, vocabulary, o, t + 1 == o.max_length);
     }
 
     Generated g;
     for (Beam& b : beams) {
         sort_best_first(b.ended);
-        if (b.ended.size() > k) b.ended.resize(k);
+        if (b.ended.size() > o.beam_width) b.ended.resize(o.beam_width);
         if (b.ended.empty() || !b.ended.front().ended) ++g.unfinished;
         g.items.push_back(std::move(b.ended));
     }

@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
             throw UserError("--predict WORDS and --model FILE go together (prediction builds nothing else)");
         if (!o.model_file.empty() && (!o.train_file.empty() || !o.save.empty() || !o.plot_dir.empty()))
             throw UserError("--model FILE predicts only: --train, --save and --plot do not go with it");
-        std::cout << std::unitbuf;
+        std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a line at a time, also into a file: progress shows
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(o.threads));
         set_seed(o.seed);

@@ -125,7 +125,7 @@ Model::Prediction Model::predict(const std::vector<std::vector<std::size_t>>& wo
                                  std::size_t max_length) {
     if (!generator_) {  // the same step over batch inputs; the parameters are read in place
         generator_ = std::make_unique<layers::Generator>(
-            decoder, layers::attention_memory_inputs(2 * sizes.encoder, 2 * sizes.encoder).list());
+            decoder, layers::attention_memory_inputs(2 * sizes.encoder).list());
         encoder_ = std::make_unique<Session>(memory.list());
     }
     encoder_->forward({{letters, Value::index_sequences(words)}});
