@@ -129,7 +129,7 @@ void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const s
         for (std::size_t t = 0; t < rows.size(); ++t)
             for (std::size_t j = 0; j < word.size(); ++j) weights[t].push_back(w(t, j));
         data_text::write_text_atomically(dir + "/alignment_" + std::to_string(n + 1) + ".svg",
-                                         svg::heat_map("'" + word + "': attention over the letters at each phoneme",
+                                         svg::heat_map("\"" + word + "\": attention over the letters at each phoneme",
                                                        rows, letters, weights));
     }
 }
