@@ -13,13 +13,15 @@
 using namespace loom;
 
 int main(int argc, char** argv) {
-    std::string train_file, dev_file, mode = "both";
+    std::string train_file, dev_file, model_file, mode = "both";
     std::size_t threads = 1, batch = 64, steps = 30, warmup = 3, decode_words = 0, decode_batch = 128, beam = 5,
                 max_length = 30;
     g2p::Sizes sizes;
     CLI::App app{"Time the g2p model: training steps and beam-search decoding (JSON on stdout)"};
     app.add_option("--train", train_file, "CMUdict-format training file")->required()->check(CLI::ExistingFile);
     app.add_option("--dev", dev_file, "CMUdict-format file whose words are decoded")->required()->check(CLI::ExistingFile);
+    app.add_option("--model", model_file, "decode with these trained parameters (g2p --save; its sizes)")
+        ->check(CLI::ExistingFile);
     app.add_option("--mode", mode, "train, decode or both")->check(CLI::IsMember({"train", "decode", "both"}));
     app.add_option("--threads", threads, "inter-op threads (BLAS single-threaded)")->check(CLI::Range(1, 64));
     app.add_option("--batch", batch, "pronunciations per training step")->check(CLI::Range(1, 100000));
@@ -37,7 +39,14 @@ int main(int argc, char** argv) {
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(threads));
         set_seed(1);
+        std::unique_ptr<ModelFile> trained;
+        if (!model_file.empty()) {  // decoding a trained model: hypotheses as long as real ones
+            trained = std::make_unique<ModelFile>(read_model_file(model_file, "g2p"));
+            sizes = {std::size_t(trained->setting("embed")), std::size_t(trained->setting("encoder")),
+                     std::size_t(trained->setting("decoder"))};
+        }
         g2p::Model m(sizes);
+        if (trained) assign_parameters(*trained, m.parameters());
         double train_seconds = 0, tokens = 0;
         if (mode != "decode") {
             // Consecutive chunks of the file's pronunciations, in file order (variants after their word).
@@ -63,6 +72,11 @@ int main(int argc, char** argv) {
         if (mode != "train") {
             const PronunciationDictionary dev = read_pronunciations(dev_file);
             const std::size_t n = decode_words == 0 ? dev.size() : std::min(decode_words, dev.size());
+            {  // warm-up, untimed (as the peer's): the step's graph is compiled at the first call
+                std::vector<std::vector<std::size_t>> words;
+                for (std::size_t i = 0; i < std::min(decode_batch, n); ++i) words.push_back(g2p::letter_ids(dev.words()[i]));
+                m.predict(words, beam, max_length);
+            }
             for (std::size_t start = 0; start < n; start += decode_batch) {
                 std::vector<std::vector<std::size_t>> words;
                 for (std::size_t i = start; i < std::min(start + decode_batch, n); ++i)

@@ -1,0 +1,438 @@
+#!/usr/bin/python3
+"""PyTorch peer of loom's grapheme-to-phoneme (G2P) sample: an attention seq2seq model that reads
+a word's spelling and writes its pronunciation (CMUdict, ARPAbet without stress). It measures
+
+  * training: forward + backward + Adam of one batch (words/s, ms/step), and
+  * decoding: batched beam search under torch.no_grad() (words/s),
+
+at --threads N (intra-op; inter-op 1), plus the process's peak RSS (getrusage ru_maxrss).
+
+    env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_g2p.py --threads 1 [--json]
+        [--mode train|decode|both] [--batch 64] [--steps 30] [--warmup 3]
+        [--decode-batch 128] [--decode-words 6336] [--beam 5] [--max-len 30]
+    env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_g2p.py --threads 2 --train-minutes 3
+
+How the loom side matches it:
+
+  * Data: /work/shared/data/cmudict/cmudict-{train,dev}.dict (never copied into the project).
+    A trailing `# comment` is dropped, a word's `(n)` variant suffix is dropped, stress digits are
+    dropped from phonemes (AH0 -> AH).
+  * Vocabularies (fixed ids): letters 0..28 = "'-.abcdefghijklmnopqrstuvwxyz" (any other
+    character is an error); phonemes 0 = </s>, 1 = <s>, 2..40 = AA AE AH AO AW AY B CH D DH EH ER
+    EY F G HH IH IY JH K L M N NG OW OY P R S SH T TH UH UW V W Y Z ZH.
+  * Model (sizes are options): letter embedding E=64 -> bidirectional LSTM, H=128 per direction
+    -> encoder states hbar [T, 2H=256] (ragged lengths, packed). Decoder: phoneme embedding E=64,
+    LSTMCell D=256 whose input is [emb(y_{t-1}); htilde_{t-1}] (input feeding); h, c, htilde start
+    at zero, y_0 = <s>. Luong "general" attention: keys = W_a hbar (W_a 256x256, no bias, once per
+    word), score_s = h_t . key_s, softmax over the word's real letters only, c_t = sum_s a_s hbar_s.
+    htilde_t = tanh(W_c [c_t; h_t]) (512 -> 256, no bias); logits = W_o htilde_t + b_o (256 -> 41).
+    Initialisation is PyTorch's default (it does not matter for speed).
+  * Loss: cross-entropy summed over every real target step (the phonemes, then </s>), divided by
+    the number of words in the batch. Adam, lr 2e-3, betas (0.9, 0.999), eps 1e-8, no clipping.
+    The decoder runs max-target-length steps for the whole padded batch; padded steps are left out
+    of the loss. The output projection and the loss are computed once after the step loop, over
+    the stacked htilde (the same arithmetic as per step).
+  * Training batches: every line of cmudict-train.dict in file order (variants included), cut in
+    consecutive chunks of --batch; step k uses chunk k (k = 0 .. warmup+steps-1), the first
+    --warmup steps untimed. Input tensors are built before timing.
+  * Decoding: the distinct words of cmudict-dev.dict in file order (the first --decode-words), in
+    consecutive batches of --decode-batch, beam width K = --beam, at most --max-len tokens
+    (</s> included). The first batch is decoded once untimed (warm-up), then all batches are timed.
+    The beam rule is in beam_search()'s docstring.
+"""
+import argparse
+import json
+import os
+import random
+import resource
+import sys
+import time
+
+DATA = "/work/shared/data/cmudict"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (inter-op: 1)")
+    p.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: --threads)")
+    p.add_argument("--mode", choices=["train", "decode", "both"], default="both")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--embed", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=128, help="encoder LSTM hidden per direction")
+    p.add_argument("--dec-hidden", type=int, default=256)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--decode-batch", type=int, default=128)
+    p.add_argument("--decode-words", type=int, default=None, help="default: all distinct dev words")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--max-len", type=int, default=30)
+    p.add_argument("--fixed-steps", action="store_true",
+                   help="beam search always runs --max-len steps (equal work whatever the weights)")
+    p.add_argument("--train-minutes", type=float, default=None,
+                   help="sanity mode: train this long on shuffled chunks, then report dev WER/PER")
+    p.add_argument("--save-state", default=None,
+                   help="after --train-minutes: write the trained weights here (torch.save of the state dict)")
+    p.add_argument("--load-state", default=None,
+                   help="decode with these trained weights (from --save-state): hypotheses as long as real ones")
+    p.add_argument("--data", default=DATA)
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()
+    # Size the thread pools before torch loads OpenMP and OpenBLAS (the pthread build, whose own
+    # pool would otherwise take every core whatever torch.set_num_threads says), as
+    # /work/shared/peer/torch_qa.py does.
+    ARGS.blas_threads = ARGS.blas_threads or ARGS.threads
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(ARGS.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.blas_threads)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+LETTERS = "'-.abcdefghijklmnopqrstuvwxyz"
+PHONEMES = ["</s>", "<s>"] + ("AA AE AH AO AW AY B CH D DH EH ER EY F G HH IH IY JH K L M N NG OW OY "
+                              "P R S SH T TH UH UW V W Y Z ZH").split()
+EOS, BOS = 0, 1
+LETTER_ID = {ch: i for i, ch in enumerate(LETTERS)}
+PHONEME_ID = {p: i for i, p in enumerate(PHONEMES)}
+assert len(LETTERS) == 29 and len(PHONEMES) == 41
+
+
+# ----------------------------------------------------------------------------------------- data
+
+def read_dict(path):
+    """[(word, [phoneme ids])] for every line of a CMUdict file, in file order."""
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].split()
+            if not line:
+                continue
+            word, phones = line[0], line[1:]
+            if word.endswith(")"):
+                word = word[:word.rindex("(")]
+            for ch in word:
+                if ch not in LETTER_ID:
+                    raise ValueError("%s:%d: character %r is not in the letter vocabulary" % (path, lineno, ch))
+            ids = []
+            for p in phones:
+                p = p.rstrip("012")
+                if p not in PHONEME_ID or PHONEME_ID[p] < 2:
+                    raise ValueError("%s:%d: unknown phoneme %r" % (path, lineno, p))
+                ids.append(PHONEME_ID[p])
+            entries.append((word, ids))
+    return entries
+
+
+def letter_tensor(words):
+    """Padded letter ids [B, Tmax] (pad 0, masked out) and lengths [B]."""
+    lengths = torch.tensor([len(w) for w in words], dtype=torch.long)
+    letters = torch.zeros(len(words), int(lengths.max()), dtype=torch.long)
+    for i, w in enumerate(words):
+        letters[i, :len(w)] = torch.tensor([LETTER_ID[ch] for ch in w])
+    return letters, lengths
+
+
+def make_batch(entries):
+    """Tensors of one training batch: letters, lengths, decoder inputs [<s>, p1..pn] and targets
+    [p1..pn, </s>] (both [B, Umax], targets padded with -100 = ignored)."""
+    letters, lengths = letter_tensor([w for w, _ in entries])
+    umax = max(len(p) for _, p in entries) + 1
+    y_in = torch.full((len(entries), umax), EOS, dtype=torch.long)
+    y_out = torch.full((len(entries), umax), -100, dtype=torch.long)
+    for i, (_, p) in enumerate(entries):
+        y_in[i, :len(p) + 1] = torch.tensor([BOS] + p)
+        y_out[i, :len(p) + 1] = torch.tensor(p + [EOS])
+    return dict(letters=letters, lengths=lengths, y_in=y_in, y_out=y_out, words=len(entries),
+                letter_tokens=int(lengths.sum()), target_tokens=sum(len(p) + 1 for _, p in entries))
+
+
+def dev_references(entries):
+    """The distinct words in file order and each word's list of reference pronunciations."""
+    refs = {}
+    for w, p in entries:
+        refs.setdefault(w, []).append(p)
+    return list(refs), refs
+
+
+# ---------------------------------------------------------------------------------------- model
+
+class G2P(nn.Module):
+    def __init__(self, embed=64, hidden=128, dec_hidden=256):
+        super().__init__()
+        self.letter_emb = nn.Embedding(len(LETTERS), embed)
+        self.encoder = nn.LSTM(embed, hidden, batch_first=True, bidirectional=True)
+        enc = 2 * hidden
+        self.phone_emb = nn.Embedding(len(PHONEMES), embed)
+        self.cell = nn.LSTMCell(embed + dec_hidden, dec_hidden)
+        self.W_a = nn.Linear(enc, dec_hidden, bias=False)
+        self.W_c = nn.Linear(enc + dec_hidden, dec_hidden, bias=False)
+        self.out = nn.Linear(dec_hidden, len(PHONEMES))
+        self.dec_hidden = dec_hidden
+
+    def encode(self, letters, lengths):
+        """hbar [B, T, 2H] (zeros past each word's end), keys = W_a hbar, mask [B, T] of real letters."""
+        packed = nn.utils.rnn.pack_padded_sequence(self.letter_emb(letters), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        hbar, _ = self.encoder(packed)
+        hbar, _ = nn.utils.rnn.pad_packed_sequence(hbar, batch_first=True, total_length=letters.size(1))
+        mask = torch.arange(letters.size(1))[None, :] < lengths[:, None]
+        return hbar, self.W_a(hbar), mask
+
+    def initial_state(self, rows):
+        z = torch.zeros(rows, self.dec_hidden)
+        return z, z, z  # h, c, htilde
+
+    def step(self, y_emb, state, hbar, keys, mask):
+        """One decoder step: the new (h, c, htilde)."""
+        h, c, htilde = state
+        h, c = self.cell(torch.cat([y_emb, htilde], 1), (h, c))
+        scores = torch.bmm(keys, h.unsqueeze(2)).squeeze(2).masked_fill(~mask, float("-inf"))
+        context = torch.bmm(torch.softmax(scores, 1).unsqueeze(1), hbar).squeeze(1)
+        htilde = torch.tanh(self.W_c(torch.cat([context, h], 1)))
+        return h, c, htilde
+
+    def loss(self, b):
+        """Cross-entropy summed over the real target steps, divided by the number of words."""
+        hbar, keys, mask = self.encode(b["letters"], b["lengths"])
+        y_emb = self.phone_emb(b["y_in"])  # [B, U, E]
+        state = self.initial_state(b["words"])
+        htildes = []
+        for t in range(y_emb.size(1)):
+            state = self.step(y_emb[:, t], state, hbar, keys, mask)
+            htildes.append(state[2])
+        logits = self.out(torch.stack(htildes, 1))  # [B, U, 41]
+        return F.cross_entropy(logits.flatten(0, 1), b["y_out"].flatten(), ignore_index=-100,
+                               reduction="sum") / b["words"]
+
+
+@torch.no_grad()
+def beam_search(model, letters, lengths, beam, max_len, fixed_steps=False):
+    """Best pronunciation (list of phoneme ids, no </s>) of each word, and the decoder steps run.
+
+    Batched over words: rows = words x K (word-major: row b*K + k). At the start only hypothesis
+    0 of each word is alive (score 0, the others -inf). Each step: log_softmax of the logits;
+    candidate score = hypothesis raw score (sum of log p) + log p(token); the top K of the word's
+    K x 41 candidates (torch.topk) become its new beam; h, c, htilde, lengths and token
+    histories are reordered by the back-pointers (candidate index // 41).
+
+    A hypothesis that emits </s> has ended. It keeps its slot in the beam with its raw score
+    frozen: its only continuation is </s> again at log p = 0, so it competes with the live ones
+    on raw score and is pushed out only by better ones. When a hypothesis ends its length-
+    normalized score, (sum of log p including </s>) / (tokens including </s>), is compared with
+    the word's best so far, kept if strictly greater (earlier wins ties; within one step the lower
+    beam slot). At step max-len the hypotheses still alive count as ended there, normalized by
+    max-len. The best finished hypothesis is the output.
+
+    Stopping rule: the batch stops when every hypothesis in every word's beam has ended, or after
+    max-len steps (with fixed_steps: always max-len steps). Words that stopped earlier stay in the
+    batch (frozen, computed and ignored); rows are never compacted.
+    """
+    B, K, V = letters.size(0), beam, len(PHONEMES)
+    N = B * K
+    hbar, keys, mask = model.encode(letters, lengths)
+    hbar, keys, mask = (x.repeat_interleave(K, 0) for x in (hbar, keys, mask))
+    state = model.initial_state(N)
+    y = torch.full((N,), BOS, dtype=torch.long)
+    score = torch.full((B, K), float("-inf"))
+    score[:, 0] = 0.0
+    ended = torch.zeros(N, dtype=torch.bool)
+    length = torch.zeros(N, dtype=torch.long)  # tokens emitted, </s> included
+    history = torch.zeros(N, 0, dtype=torch.long)
+    frozen = torch.full((V,), float("-inf"))
+    frozen[EOS] = 0.0
+    best_score = torch.full((B,), float("-inf"))
+    best_tokens = torch.zeros(B, max_len, dtype=torch.long)
+    best_phones = torch.zeros(B, dtype=torch.long)  # phonemes in the best (no </s>)
+    base = (torch.arange(B) * K)[:, None]
+    steps = 0
+    for t in range(max_len):
+        steps += 1
+        state = model.step(model.phone_emb(y), state, hbar, keys, mask)
+        logp = torch.log_softmax(model.out(state[2]), 1)
+        logp = torch.where(ended[:, None], frozen, logp)
+        score, index = (score.view(N, 1) + logp).view(B, K * V).topk(K, 1)
+        rows = (base + torch.div(index, V, rounding_mode="floor")).view(N)
+        y = (index % V).view(N)
+        state = tuple(s[rows] for s in state)
+        was_ended = ended[rows]
+        length = length[rows] + (~was_ended).long()
+        history = torch.cat([history[rows], y[:, None]], 1)
+        newly = ~was_ended & (y == EOS)
+        ended = was_ended | newly
+        final = newly | ~ended if t == max_len - 1 else newly
+        if final.any():
+            normalized = torch.where(final, score.view(N) / length.clamp(min=1), torch.tensor(float("-inf")))
+            value, slot = normalized.view(B, K).max(1)
+            better = value > best_score
+            if better.any():
+                pick = (base.view(B) + slot)[better]
+                best_score[better] = value[better]
+                best_tokens[better, :t + 1] = history[pick]
+                best_phones[better] = length[pick] - ended[pick].long()
+        if not fixed_steps and bool(ended.all()):
+            break
+    return [best_tokens[b, :int(best_phones[b])].tolist() for b in range(B)], steps
+
+
+# ---------------------------------------------------------------------------------- measurements
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def train_step(model, opt, b):
+    opt.zero_grad(set_to_none=True)
+    loss = model.loss(b)
+    loss.backward()
+    opt.step()
+    return float(loss)
+
+
+def bench_train(a, model, opt, train):
+    n = a.warmup + a.steps
+    if n * a.batch > len(train):
+        raise SystemExit("torch_g2p: %d steps of %d words need more than the %d training entries"
+                         % (n, a.batch, len(train)))
+    batches = [make_batch(train[k * a.batch:(k + 1) * a.batch]) for k in range(n)]
+    model.train()
+    for b in batches[:a.warmup]:
+        train_step(model, opt, b)
+    timed = batches[a.warmup:]
+    start = time.perf_counter()
+    losses = [train_step(model, opt, b) for b in timed]
+    elapsed = time.perf_counter() - start
+    return {
+        "train_words_per_s": round(a.steps * a.batch / elapsed, 1),
+        "train_ms_per_step": round(1e3 * elapsed / a.steps, 3),
+        "train_letters_per_step": round(sum(b["letter_tokens"] for b in timed) / a.steps, 2),
+        "train_target_steps_per_step": round(sum(b["target_tokens"] for b in timed) / a.steps, 2),
+        "train_first_loss": round(losses[0], 4),
+        "train_last_loss": round(losses[-1], 4),
+    }
+
+
+def decode_batches(a, words):
+    """Letter tensors of consecutive batches of --decode-batch words."""
+    return [letter_tensor(words[i:i + a.decode_batch]) for i in range(0, len(words), a.decode_batch)]
+
+
+def bench_decode(a, model, dev_words):
+    words = dev_words[:a.decode_words]
+    batches = decode_batches(a, words)
+    model.eval()
+    beam_search(model, *batches[0], a.beam, a.max_len, a.fixed_steps)  # warm-up, untimed
+    steps, phones = 0, 0
+    start = time.perf_counter()
+    for letters, lengths in batches:
+        out, s = beam_search(model, letters, lengths, a.beam, a.max_len, a.fixed_steps)
+        steps += s
+        phones += sum(len(p) for p in out)
+    elapsed = time.perf_counter() - start
+    return {
+        "decode_words_per_s": round(len(words) / elapsed, 1),
+        "decode_s": round(elapsed, 3),
+        "decode_words": len(words),
+        "decode_batches": len(batches),
+        "decode_steps": steps,  # decoder steps summed over batches (work depends on the weights)
+        "decode_ms_per_step": round(1e3 * elapsed / steps, 3),
+        "decode_mean_phonemes": round(phones / len(words), 3),
+    }
+
+
+def edit_distance(a, b):
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def sanity(a, model, opt, train, dev_words, refs):
+    """Train --train-minutes on shuffled chunks of the training file, then score dev (beam search)."""
+    rng = random.Random(a.seed)
+    model.train()
+    deadline = time.perf_counter() + 60.0 * a.train_minutes
+    step, epoch, recent = 0, 0, []
+    while time.perf_counter() < deadline:
+        order = list(range(len(train)))
+        rng.shuffle(order)
+        for i in range(0, len(order) - a.batch + 1, a.batch):
+            recent.append(train_step(model, opt, make_batch([train[j] for j in order[i:i + a.batch]])))
+            step += 1
+            if step % 200 == 0:
+                print("step %d epoch %d loss/word %.3f" % (step, epoch, sum(recent) / len(recent)),
+                      file=sys.stderr, flush=True)
+                recent = []
+            if time.perf_counter() >= deadline:
+                break
+        epoch += 1
+    model.eval()
+    errors, edits, ref_len, done = 0, 0, 0, 0
+    start = time.perf_counter()
+    for letters, lengths in decode_batches(a, dev_words):
+        out, _ = beam_search(model, letters, lengths, a.beam, a.max_len)
+        for pred in out:
+            word_refs = refs[dev_words[done]]
+            done += 1
+            errors += pred not in word_refs
+            dist, ref = min((edit_distance(pred, r), len(r)) for r in word_refs)
+            edits += dist
+            ref_len += ref
+    return {
+        "sanity_train_minutes": a.train_minutes, "sanity_train_steps": step,
+        "sanity_epochs": round(step * a.batch / len(train), 3),
+        "dev_words": done, "dev_wer_percent": round(100.0 * errors / done, 2),
+        "dev_per_percent": round(100.0 * edits / ref_len, 2),
+        "dev_decode_s": round(time.perf_counter() - start, 2),
+    }
+
+
+def main():
+    a = ARGS
+    torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(a.seed)
+    train = read_dict(os.path.join(a.data, "cmudict-train.dict"))
+    dev_words, refs = dev_references(read_dict(os.path.join(a.data, "cmudict-dev.dict")))
+    if a.decode_words is None:
+        a.decode_words = len(dev_words)
+    model = G2P(a.embed, a.hidden, a.dec_hidden)
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    result = {
+        "engine": "pytorch", "torch": torch.__version__, "threads": a.threads, "blas_threads": a.blas_threads, "batch": a.batch,
+        "warmup": a.warmup, "steps": a.steps, "embed": a.embed, "hidden": a.hidden,
+        "dec_hidden": a.dec_hidden, "letters": len(LETTERS),
+        "phonemes": len(PHONEMES), "parameters": sum(p.numel() for p in model.parameters()),
+        "decode_batch": a.decode_batch, "beam": a.beam, "max_len": a.max_len,
+        "fixed_steps": a.fixed_steps, "seed": a.seed, "mode": a.mode,
+    }
+    if a.load_state is not None:
+        model.load_state_dict(torch.load(a.load_state))
+    if a.train_minutes is not None:
+        result.update(sanity(a, model, opt, train, dev_words, refs))
+        if a.save_state is not None:
+            torch.save(model.state_dict(), a.save_state)
+    else:
+        if a.mode in ("train", "both"):
+            result.update(bench_train(a, model, opt, train))
+        if a.mode in ("decode", "both"):
+            result.update(bench_decode(a, model, dev_words))
+    result["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    result["openblas_coretype_env"] = os.environ.get("OPENBLAS_CORETYPE", "")
+    if a.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print("%-30s %s" % (k, v))
+
+
+if __name__ == "__main__":
+    main()
