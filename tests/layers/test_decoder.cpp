@@ -361,3 +361,29 @@ TEST_CASE("teacher-forced seq2seq decoder: gradients in double on ragged batches
     INFO(report.str());
     CHECK(report.ok);
 }
+
+TEST_CASE("beam search is batch invariant: each item's hypotheses alone equal those inside the batch") {
+    Seq2Seq model;
+    const auto decoder = model.decoder();
+    Variable source = sequence::input_variable({d}, "source");
+    const auto mem = layers::attention_memory(source).list();
+    layers::Generator gen(decoder, layers::attention_memory_inputs(d).list());
+    const auto src = random_sequences({d}, {5, 1, 3, 2}, 51, -2, 2);
+    auto generate = [&](const std::vector<Matrix>& items) {
+        auto values = evaluate(mem, {{source, Value::sequences(items)}});
+        std::vector<Value> memory_values;
+        for (const auto& v : mem) memory_values.push_back(values[v]);
+        return gen.generate(memory_values, {3, 6, 1, 0});
+    };
+    const auto batch = generate(src);
+    REQUIRE(batch.items.size() == 4);
+    for (std::size_t n = 0; n < src.size(); ++n) {
+        const auto alone = generate({src[n]});
+        REQUIRE(alone.items[0].size() == batch.items[n].size());
+        for (std::size_t k = 0; k < alone.items[0].size(); ++k) {
+            CHECK(alone.items[0][k].symbols == batch.items[n][k].symbols);
+            CHECK(alone.items[0][k].ended == batch.items[n][k].ended);
+            CHECK(alone.items[0][k].score == doctest::Approx(batch.items[n][k].score).epsilon(1e-5));
+        }
+    }
+}
