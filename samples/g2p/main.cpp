@@ -3,6 +3,7 @@
 //   g2p                                             built-in synthetic words, a short run
 //   g2p --train cmudict-train.dict --eval cmudict-dev.dict --minutes 30 --save M.loom
 //   g2p --model M.loom --predict word other ...      word<TAB>PH1 PH2 ... per word, on stdout
+//   g2p --model M.loom --eval cmudict-dev.dict      WER and PER of a saved model
 //   g2p ... --plot DIR                               attention alignments (letters x phonemes), SVG
 //
 // A BiLSTM reads the letters; an LSTM decoder attends over them inside its loop (Luong's general
@@ -138,7 +139,7 @@ int predict(const Options& o) {
     auto m = load_model(o.model_file);
     std::vector<std::vector<std::size_t>> words;
     for (const std::string& w : o.predict) words.push_back(g2p::letter_ids(w));
-    const auto p = m->predict(words, o.beam, o.max_length);
+    const auto p = words.empty() ? g2p::Model::Prediction{} : m->predict(words, o.beam, o.max_length);
     for (std::size_t i = 0; i < words.size(); ++i) {
         std::string line = o.predict[i] + "\t";
         for (const std::string& ph : g2p::phonemes_of(p.phonemes[i])) line += (line.back() == '\t' ? "" : " ") + ph;
@@ -146,6 +147,12 @@ int predict(const Options& o) {
     }
     if (p.unfinished > 0)
         std::cerr << p.unfinished << " word(s) reached " << o.max_length << " phonemes without ending\n";
+    if (!o.eval_file.empty()) {  // a saved model scored on a dictionary
+        const PronunciationDictionary eval = read_pronunciations(o.eval_file);
+        const Scored s = predict_all(*m, eval, o.beam, o.max_length);
+        std::printf("%s, %zu words, beam %zu: WER %.2f %%, PER %.2f %%\n", eval.source().c_str(), eval.size(), o.beam,
+                    100 * s.score.wer(), 100 * s.score.per());
+    }
     return 0;
 }
 
@@ -242,7 +249,7 @@ int main(int argc, char** argv) {
     app.add_option("--eval", o.eval_file, "dictionary to report WER and PER on")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
     app.add_option("--model", o.model_file, "a model file written by --save (with --predict)")->check(CLI::ExistingFile);
-    app.add_option("--predict", o.predict, "words to pronounce, with --model");
+    app.add_option("--predict", o.predict, "words to pronounce, with --model (with --eval: WER and PER)");
     app.add_option("--plot", o.plot_dir, "write attention alignments of a few --eval words (SVG) here");
     app.add_option("--minutes", o.minutes, "training time at most; 0: no limit")->capture_default_str()->check(CLI::Range(0.0, 1e6));
     app.add_option("--epochs", o.epochs, "epochs at most")->capture_default_str()->check(CLI::Range(1, 100000));
@@ -258,8 +265,8 @@ int main(int argc, char** argv) {
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
     CLI11_PARSE(app, argc, argv);
     try {
-        if (o.predict.empty() != o.model_file.empty())
-            throw UserError("--predict WORDS and --model FILE go together (prediction builds nothing else)");
+        if (o.model_file.empty() ? !o.predict.empty() : o.predict.empty() && o.eval_file.empty())
+            throw UserError("--model FILE goes with --predict WORDS or --eval FILE (prediction builds nothing else)");
         if (!o.model_file.empty() && (!o.train_file.empty() || !o.save.empty() || !o.plot_dir.empty()))
             throw UserError("--model FILE predicts only: --train, --save and --plot do not go with it");
         std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a line at a time, also into a file: progress shows
