@@ -1,12 +1,12 @@
 #include "core/serialization.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -160,18 +160,28 @@ void write_checked_file(const std::string& path, const std::string& payload) {
     write_file_atomically(path, {header_for(payload), payload});
 }
 
-std::string unpack_checked_bytes(const std::string& all, const std::string& path) {
-    if (all.empty()) throw DataError("'" + path + "' is empty (0 bytes), not a loom file");
-    if (all.size() < header_size || std::memcmp(all.data(), magic, sizeof magic) != 0)
+namespace {
+// Checks a header against the size of the whole file (`total` bytes, header included) and returns
+// the payload's checksum. Run before reading the payload, so a header that claims another size
+// stops the read instead of a file (or a device) being read to its end first.
+std::uint64_t check_header(std::string_view header, std::uint64_t total, const std::string& path) {
+    if (total == 0) throw DataError("'" + path + "' is empty (0 bytes), not a loom file");
+    if (total < header_size || header.size() < header_size || std::memcmp(header.data(), magic, sizeof magic) != 0)
         throw DataError("'" + path + "' is not a loom file (bad or missing header)");
-    const char* h = all.data() + sizeof magic;
+    const char* h = header.data() + sizeof magic;
     if (get_u64(h) != format_version)
         throw DataError("'" + path + "' has format version " + std::to_string(get_u64(h)) + "; this build reads " +
                         std::to_string(format_version));
-    const std::uint64_t size = get_u64(h + 8), sum = get_u64(h + 16);
-    if (all.size() - header_size != size)
+    const std::uint64_t size = get_u64(h + 8);
+    if (total - header_size != size)
         throw DataError("'" + path + "' is truncated or padded: header says " + std::to_string(size) +
-                        " payload bytes, file has " + std::to_string(all.size() - header_size));
+                        " payload bytes, file has " + std::to_string(total - header_size));
+    return get_u64(h + 16);
+}
+}  // namespace
+
+std::string unpack_checked_bytes(const std::string& all, const std::string& path) {
+    const std::uint64_t sum = check_header(all, all.size(), path);
     std::string payload = all.substr(header_size);
     if (fnv1a64(payload.data(), payload.size()) != sum)
         throw DataError("'" + path + "' is corrupted: checksum mismatch");
@@ -179,15 +189,27 @@ std::string unpack_checked_bytes(const std::string& all, const std::string& path
 }
 
 std::string read_checked_file(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw DataError("'" + path + "' is a directory; give the path of a file loom saved");
+    // Asked by name before opening: opening a FIFO blocks until a writer comes, and a device
+    // (/dev/zero) never ends.
+    struct stat st = {};
+    if (::stat(path.c_str(), &st) != 0) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw DataError("'" + path + "' is a directory; give the path of a file loom saved");
+    if (!S_ISREG(st.st_mode))
+        throw DataError("'" + path +
+                        "' is not a regular file (a device, FIFO or socket); give the path of a file loom saved");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw DataError("error while reading '" + path + "'");
-    return unpack_checked_bytes(ss.str(), path);
+    const auto total = static_cast<std::uint64_t>(st.st_size);
+    std::string all(std::min<std::uint64_t>(total, header_size), '\0');
+    in.read(all.data(), static_cast<std::streamsize>(all.size()));
+    if (in.gcount() != static_cast<std::streamsize>(all.size())) throw DataError("error while reading '" + path + "'");
+    check_header(all, total, path);
+    all.resize(total);
+    in.read(all.data() + header_size, static_cast<std::streamsize>(total - header_size));
+    // A file that shrank while being read ends early; one that grew has bytes left.
+    if (in.gcount() != static_cast<std::streamsize>(total - header_size) || in.peek() != std::char_traits<char>::eof())
+        throw DataError("'" + path + "' changed size while being read");
+    return unpack_checked_bytes(all, path);
 }
 
 void ByteWriter::u64(std::uint64_t v) { put_u64(bytes_, v); }

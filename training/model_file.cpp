@@ -1,6 +1,9 @@
 #include "training/model_file.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -22,22 +25,65 @@ std::string join(const std::vector<std::string>& items) {
     return out;
 }
 
+// A number for messages, shortly: 1e+308, -1, 2.5 (std::to_string writes 1e308 in 309 digits).
+std::string number_text(double x) {
+    std::ostringstream out;
+    out << x;
+    return out.str();
+}
+
 std::string shape_str(const std::vector<std::size_t>& dims) { return Shape(dims).str(); }
 
+std::string dims_str(const std::vector<std::size_t>& dims) {
+    std::string out;
+    for (std::size_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
+    return "[" + out + "]";
+}
+
+// The values of a parameter of shape `dims`. The shape is checked before anything is allocated:
+// its element count must fit in the bytes left (no product may overflow on the way), and so must
+// the strides xtensor computes (signed) from the non-zero dimensions.
 template <class T>
 xt::xarray<T> read_values(ByteReader& r, const std::string& path, const std::string& name,
                           const std::vector<std::size_t>& dims) {
+    const std::uint64_t available = r.remaining() / sizeof(T);
+    std::uint64_t count = 1, strides = 1;
+    bool fits = true;
+    for (std::size_t d : dims) {
+        const std::uint64_t nonzero = std::max<std::uint64_t>(d, 1);
+        if (strides > static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) / nonzero) fits = false;
+        strides = fits ? strides * nonzero : strides;
+        if (d != 0 && count > available / d) fits = false;
+        count = fits ? count * d : count;
+    }
+    if (!fits)
+        throw DataError(path + ": parameter " + quoted_field(name) + " of shape " + dims_str(dims) +
+                        " has more elements than the " + std::to_string(r.remaining()) +
+                        " bytes left in the file hold");
     std::vector<T> values;
     if constexpr (std::is_same_v<T, double>)
         values = r.doubles();
     else
         values = r.floats();
-    if (values.size() != Shape(dims).size())
-        throw DataError(path + ": parameter '" + name + "' of shape " + shape_str(dims) + " holds " +
+    if (values.size() != count)
+        throw DataError(path + ": parameter " + quoted_field(name) + " of shape " + dims_str(dims) + " holds " +
                         std::to_string(values.size()) + " values");
+    if (const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
+        bad != values.end())
+        throw DataError(path + ": parameter " + quoted_field(name) + " holds " + std::to_string(*bad) + " at element " +
+                        std::to_string(bad - values.begin()) + "; a model file holds finite values only");
     xt::xarray<T> v = xt::zeros<T>(dims);
     std::copy(values.begin(), values.end(), v.begin());
     return v;
+}
+
+template <class T>
+void check_finite(const std::string& path, const Parameter& p, const xt::xarray<T>& data) {
+    const auto bad = std::find_if(data.begin(), data.end(), [](T v) { return !std::isfinite(v); });
+    if (bad != data.end())
+        throw UserError("save_model_file " + path + ": parameter '" + p.name() + "' " + p.shape().str() + " holds " +
+                        std::to_string(*bad) + " at element " + std::to_string(bad - data.begin()) +
+                        "; a non-finite value is never saved");
 }
 
 // Calls f with the file's value of `name`, in whichever precision it was saved; false if none.
@@ -65,6 +111,10 @@ void save_model_file(const std::string& path, const std::string& kind, const std
                             " has no name; parameters are stored by name");
         if (!names.insert(p.name()).second)
             throw UserError("save_model_file " + path + ": two parameters are named '" + p.name() + "'");
+        if (p.precision() == Precision::f64)
+            check_finite(path, p, p.data<double>());
+        else
+            check_finite(path, p, p.data<float>());
     }
     ByteWriter w;
     w.str(magic);
@@ -111,17 +161,19 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
     for (std::uint64_t n = r.u64(), i = 0; i < n; ++i) {
         const std::string name = r.str();
         const std::uint64_t rank = r.u64();
-        if (rank > max_rank) throw DataError(path + ": parameter '" + name + "' has rank " + std::to_string(rank));
+        if (rank > max_rank)
+            throw DataError(path + ": parameter " + quoted_field(name) + " has rank " + std::to_string(rank));
         std::vector<std::size_t> dims;
         for (std::uint64_t k = 0; k < rank; ++k) dims.push_back(r.u64());
         const std::uint64_t precision = tag == magic ? r.u64() : 0;
-        if (precision > 1) throw DataError(path + ": parameter '" + name + "' has an unknown precision tag");
+        if (precision > 1)
+            throw DataError(path + ": parameter " + quoted_field(name) + " has an unknown precision tag");
         const bool fresh = f.parameters.count(name) == 0 && f.parameters_f64.count(name) == 0;
         if (precision == 1)
             f.parameters_f64.emplace(name, read_values<double>(r, path, name, dims));
         else
             f.parameters.emplace(name, read_values<float>(r, path, name, dims));
-        if (!fresh) throw DataError(path + ": parameter '" + name + "' appears twice");
+        if (!fresh) throw DataError(path + ": parameter " + quoted_field(name) + " appears twice");
     }
     if (!r.done()) throw DataError(path + ": unexpected bytes after the last parameter");
     return f;
@@ -140,10 +192,28 @@ double ModelFile::setting(const std::string& name) const {
         double x = 0;
         const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), x);
         if (error != std::errc() || end != value.data() + value.size())
-            throw DataError(path + ": setting '" + name + "' is '" + value + "', not a number");
+            throw DataError(path + ": setting '" + name + "' is " + quoted_field(value) + ", not a number");
+        if (!std::isfinite(x)) throw DataError(path + ": setting '" + name + "' is " + value + ", not a finite number");
         return x;
     }
     throw DataError(path + ": its settings lack '" + name + "'");
+}
+
+double ModelFile::setting(const std::string& name, double min, double max) const {
+    const double x = setting(name);
+    if (!(x >= min && x <= max))
+        throw DataError(path + ": setting '" + name + "' is " + number_text(x) + ", outside [" + number_text(min) +
+                        ", " + number_text(max) + "]");
+    return x;
+}
+
+std::size_t ModelFile::whole_setting(const std::string& name, std::size_t min, std::size_t max) const {
+    const double x = setting(name);
+    // Compared as doubles before the conversion: a double beyond size_t's range converts to UB.
+    if (!(x >= double(min) && x <= double(max) && x == std::floor(x)))
+        throw DataError(path + ": setting '" + name + "' is " + number_text(x) + ", not a whole number from " +
+                        std::to_string(min) + " to " + std::to_string(max));
+    return static_cast<std::size_t>(x);
 }
 
 std::string settings_record(const std::map<std::string, double>& settings) {
@@ -152,6 +222,9 @@ std::string settings_record(const std::map<std::string, double>& settings) {
     for (const auto& [name, value] : settings) {
         if (name.empty() || name.find_first_of(" \t\n") != std::string::npos)
             throw UserError("settings_record: the name '" + name + "' is empty or holds white space");
+        if (!std::isfinite(value))
+            throw UserError("settings_record: setting '" + name + "' is " + number_text(value) +
+                            "; a non-finite value is never saved");
         out << (out.tellp() > 0 ? " " : "") << name << " " << value;
     }
     return out.str();

@@ -30,20 +30,31 @@ struct ModelFile {
     // The record `key`; a DataError naming the file and the key when it has none.
     const std::string& record(const std::string& key) const;
     // A number of the "settings" record (written by settings_record); a DataError naming the file
-    // and the name when the record or the name is missing, or its value is not a number.
+    // and the name when the record or the name is missing, or its value is not a number,
+    // and when it is not finite (nan, inf).
     double setting(const std::string& name) const;
+    // The same, a DataError naming the file and the setting unless min <= value <= max.
+    double setting(const std::string& name, double min, double max) const;
+    // A size or a count: a DataError unless a whole number from min to max (never a double
+    // converted to size_t out of range, which is undefined: -1, nan, 1e30).
+    std::size_t whole_setting(const std::string& name, std::size_t min, std::size_t max) const;
 };
 
 // Numbers a program needs to rebuild its graph (sizes, weights), as the text of a "settings"
 // record: "name value" pairs, each value with 17 significant digits (a double read back exactly).
+// Throws UserError naming a setting that is not finite.
 std::string settings_record(const std::map<std::string, double>& settings);
 
 // Throws UserError for parameters without a name or with the same name twice (they could not be
-// told apart on loading), and for a file that cannot be written.
+// told apart on loading), for a NaN or infinite value (naming the parameter and element; nothing
+// is written), and for a file that cannot be written. The file is written atomically (a temporary
+// renamed into place), so a failed save leaves the previous file.
 void save_model_file(const std::string& path, const std::string& kind, const std::vector<Parameter>& parameters,
                      const std::map<std::string, std::string>& records = {});
 
-// Throws DataError for a missing, truncated or corrupted file, or one that is not a model file;
+// Throws DataError for a missing, truncated or corrupted file, one that is not a model file, one
+// that is not a regular file (a FIFO, a device: refused by name, before opening), a parameter
+// whose shape holds more elements than the file, or a NaN or infinite value;
 // UserError when `expected_kind` is not empty and the file holds another kind of model.
 ModelFile read_model_file(const std::string& path, const std::string& expected_kind = "");
 

@@ -69,6 +69,8 @@ PronunciationDictionary synthetic_words(std::size_t count, std::uint64_t seed) {
     return dict;
 }
 
+constexpr std::size_t alignment_plots = 4;  // words drawn by --plot: alignment_1.svg ...
+
 struct Scored {
     G2PScore score;
     std::vector<Pronunciation> predictions;
@@ -99,12 +101,7 @@ void save_model(const std::string& path, const g2p::Model& m) {
 
 std::unique_ptr<g2p::Model> load_model(const std::string& path) {
     const ModelFile f = read_model_file(path, "g2p");
-    auto size = [&](const char* name) {
-        const double v = f.setting(name);
-        if (!(v >= 1 && v <= 4096 && v == std::floor(v)))
-            throw DataError(path + ": setting '" + name + "' must be a whole number from 1 to 4096");
-        return static_cast<std::size_t>(v);
-    };
+    auto size = [&](const char* name) { return f.whole_setting(name, 1, 4096); };
     auto m = std::make_unique<g2p::Model>(g2p::Sizes{size("embed"), size("encoder"), size("decoder")});
     assign_parameters(f, m->parameters());
     return m;
@@ -114,7 +111,7 @@ std::unique_ptr<g2p::Model> load_model(const std::string& path) {
 // attention weight that decoder step gave the letter.
 void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const std::string& dir) {
     std::vector<std::vector<std::size_t>> words;
-    for (std::size_t i = 0; i < std::min<std::size_t>(4, dict.size()); ++i) words.push_back(g2p::letter_ids(dict.words()[i]));
+    for (std::size_t i = 0; i < std::min(alignment_plots, dict.size()); ++i) words.push_back(g2p::letter_ids(dict.words()[i]));
     const auto emitted = m.predict(words, 5, 30).phonemes;
     Session s({m.alignment});
     s.forward(m.bind(words, emitted));
@@ -157,10 +154,12 @@ int predict(const Options& o) {
 }
 
 int train(const Options& o) {
-    // Output files must be writable before minutes of training, not after.
+    // Every file this run writes is checked before minutes of training, not after (data/text.hpp).
+    std::vector<data_text::FileOption> outputs{{o.save, "--save"}};
+    for (std::size_t n = 1; !o.plot_dir.empty() && n <= alignment_plots; ++n)
+        outputs.push_back({o.plot_dir + "/alignment_" + std::to_string(n) + ".svg", "--plot", true});
+    data_text::check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
-    for (const auto& [path, option] : {std::pair{o.save, "--save"}, {o.plot_dir.empty() ? "" : o.plot_dir + "/x", "--plot"}})
-        if (!path.empty()) data_text::check_writable(path, option);
     PronunciationDictionary train = o.train_file.empty() ? synthetic_words(o.words, o.seed) : read_pronunciations(o.train_file);
     PronunciationDictionary eval =
         o.train_file.empty() ? synthetic_words(o.words / 5, o.seed + 1000) : PronunciationDictionary("no --eval");

@@ -104,11 +104,12 @@ void save_model(const std::string& path, const qa::Model& m, const Text& t) {
 // Reads a model file and rebuilds its network: nothing else is built.
 std::unique_ptr<qa::Model> load_model(const std::string& path, Text& t) {
     const ModelFile f = read_model_file(path, "qa_similarity");
+    // Training picks lambda among 0 and a few weights up to 3 (significant_weight).
     t = {Vocabulary::parse(f.record("vocabulary"), path + " (vocabulary)"),
-         IdfTable::parse(f.record("idf"), path + " (idf)"), f.setting("lambda")};
+         IdfTable::parse(f.record("idf"), path + " (idf)"), f.setting("lambda", 0, 1000)};
     qa::ModelOptions mo = Options{}.model;
-    mo.vocab = t.vocabulary.size(), mo.embed = std::size_t(f.setting("embed"));
-    mo.hidden = std::size_t(f.setting("hidden")), mo.dense = std::size_t(f.setting("dense"));
+    mo.vocab = t.vocabulary.size(), mo.embed = f.whole_setting("embed", 1, 4096);
+    mo.hidden = f.whole_setting("hidden", 1, 4096), mo.dense = f.whole_setting("dense", 1, 4096);
     auto model = std::make_unique<qa::Model>(mo);
     assign_parameters(f, model->parameters());
     return model;
@@ -127,11 +128,13 @@ int score(const Options& o) {
 
 int train(Options o) {
     if (o.rank > 0) o.save = o.graph_file = o.plot_dir = "";  // rank 0 alone writes files
-    // Output files must be writable before minutes of training, not after.
+    // Every file this run writes is checked before minutes of training, not after (data/text.hpp).
+    std::vector<data_text::FileOption> outputs{{o.save, "--save"}, {o.graph_file, "--graph"}};
+    if (!o.plot_dir.empty())
+        for (const char* name : {"training.svg", "attention_1.svg", "attention_2.svg", "attention_3.svg"})
+            outputs.push_back({o.plot_dir + "/" + name, "--plot", true});
+    data_text::check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
-    const std::string plot_probe = o.plot_dir.empty() ? "" : o.plot_dir + "/x";
-    for (const auto& [path, option] : {std::pair{o.save, "--save"}, {o.graph_file, "--graph"}, {plot_probe, "--plot"}})
-        if (!path.empty()) data_text::check_writable(path, option);
     QaData train, eval;
     if (o.train_file.empty()) {
         train = make_synthetic_qa({.questions = o.questions, .vocab = 2000, .copy = 0, .seed = o.seed});
@@ -218,11 +221,11 @@ int train(Options o) {
         std::printf("  %-36s %.4f  %.4f  %+.4f (%+.4f .. %+.4f)\n", name.c_str(), x.map, x.mrr, d.mean, d.low, d.high);
     }
     if (o.plot_dir.empty()) return 0;
-    data_text::write_text_atomically(
-        o.plot_dir + "/training.svg",
-        svg::line_charts(
-            {{"training loss (listwise)", "epoch", {{"loss", r.epoch_losses}}},
-             {"MAP at each evaluation", "evaluation", {{"held-out questions", held_maps}, {"dev", dev_maps}}}}));
+    std::vector<svg::Chart> charts{{"training loss (listwise)", "epoch", {{"loss", r.epoch_losses}}}};
+    if (!held_maps.empty())  // nothing was held out (fewer than 10 questions): no evaluations to draw
+        charts.push_back(
+            {"MAP at each evaluation", "evaluation", {{"held-out questions", held_maps}, {"dev", dev_maps}}});
+    data_text::write_text_atomically(o.plot_dir + "/training.svg", svg::line_charts(charts));
     for (std::size_t i = 0; i + 1 < attention.size(); i += 2)
         data_text::write_text_atomically(o.plot_dir + "/attention_" + std::to_string(i / 2 + 1) + ".svg",
                                          svg::heat_rows({attention[i], attention[i + 1]}));
@@ -243,11 +246,20 @@ int main(int argc, char** argv) {
     app.add_option("--score", o.score_file, "print final_score<TAB>network_score per pair")->check(CLI::ExistingFile);
     app.add_option("--plot", o.plot_dir, "write the training curve and attention heatmaps (SVG) here");
     app.add_option("--graph", o.graph_file, "write the model's graph as Graphviz DOT");
-    app.add_option("--epochs", o.epochs, "training epochs at most")->capture_default_str();
-    app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str();
-    app.add_option("--hidden", o.model.hidden, "LSTM size per direction")->capture_default_str();
-    app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")->capture_default_str();
-    app.add_option("--questions", o.questions, "synthetic data: training questions")->capture_default_str();
+    // Every count and size has a range: CLI11 would read -1 into a size_t as 2^64 - 1.
+    app.add_option("--epochs", o.epochs, "training epochs at most")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str()->check(CLI::Range(1, 4096));
+    app.add_option("--hidden", o.model.hidden, "LSTM size per direction")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--questions", o.questions, "synthetic data: training questions")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10000000));
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
 #ifdef LOOM_DISTRIBUTED
@@ -262,6 +274,8 @@ int main(int argc, char** argv) {
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         if (o.score_file.empty() != o.model_file.empty())
             throw UserError("--score FILE and --model FILE go together (scoring builds nothing else)");
+        if (!o.model_file.empty() && !(o.train_file + o.eval_file + o.save + o.plot_dir + o.graph_file).empty())
+            throw UserError("--model FILE scores only: --train, --eval, --save, --plot and --graph do not go with it");
         std::cout << std::unitbuf;
         set_blas_threads(1);  // independent steps run side by side instead (bench/README.md)
         set_inter_op_threads(static_cast<int>(o.threads));

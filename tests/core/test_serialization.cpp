@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +90,24 @@ TEST_CASE("serialization: a directory or a missing file is named as such") {
     TempDir dir("names");
     CHECK_THROWS_WITH_AS(read_checked_file(dir.path.string()), doctest::Contains("is a directory"), DataError);
     CHECK_THROWS_WITH_AS(read_checked_file(dir.file("missing")), doctest::Contains("No such file"), DataError);
+}
+
+TEST_CASE("serialization: a FIFO or a device is refused by name, and the size is checked before the payload is read") {
+    TempDir dir("not_regular");
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // Opening the FIFO would block until a writer came (checkpoints share this reader).
+    CHECK_THROWS_WITH_AS(read_checked_file(fifo), doctest::Contains(("'" + fifo + "' is not a regular file").c_str()),
+                         DataError);
+    CHECK_THROWS_WITH_AS(read_checked_file("/dev/zero"), doctest::Contains("is not a regular file"), DataError);
+    // A header claiming more than the file has: named from the header and the file's size.
+    const std::string path = dir.file("f");
+    write_checked_file(path, "payload");
+    std::ofstream(path, std::ios::binary | std::ios::app) << "padding";
+    CHECK_THROWS_WITH_AS(read_checked_file(path), doctest::Contains("header says 7 payload bytes, file has 14"),
+                         DataError);
+    write_bytes(path, "short");
+    CHECK_THROWS_WITH_AS(read_checked_file(path), doctest::Contains("not a loom file"), DataError);
 }
 
 TEST_CASE("serialization: fields from a file are quoted short and without control bytes") {

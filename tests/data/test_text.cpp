@@ -4,9 +4,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <sys/stat.h>
 
 #include "core/errors.hpp"
 #include "data/text.hpp"
@@ -94,16 +98,66 @@ TEST_CASE("data text: lines drop a leading byte-order mark and CR / checks by ki
     CHECK(line.size() == 3);
 }
 
-TEST_CASE("data text: check_writable passes where a file can be made and leaves nothing behind") {
+TEST_CASE("data text: check_writable passes where a file can be made and writes nothing") {
     testing::TempDir dir("check_writable");
     const std::string model = (dir.path / "m.loom").string();
     CHECK_NOTHROW(check_writable(model, "--save"));
-    CHECK(std::filesystem::is_empty(dir.path));  // the probe is removed again
+    CHECK(std::filesystem::is_empty(dir.path));
     const std::string missing = (dir.path / "no_such_folder" / "m.loom").string();
     try {
         check_writable(missing, "--save");
         FAIL("a path in a missing folder was accepted");
     } catch (const UserError& e) {
-        CHECK(std::string(e.what()) == "--save " + missing + ": cannot write there");
+        CHECK(std::string(e.what()) == "--save " + missing + ": cannot write there: directory '" +
+                                           (dir.path / "no_such_folder").string() + "' does not exist");
     }
+}
+
+namespace {
+
+// The message of the UserError check_outputs throws, or "accepted".
+std::string refusal(const std::vector<FileOption>& outputs, const std::vector<FileOption>& inputs = {}) {
+    try {
+        check_outputs(outputs, inputs);
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("data text: check_outputs refuses inputs, twice-written paths, directories and devices, by option") {
+    testing::TempDir dir("check_outputs");
+    const std::string data = dir.file("d.tsv"), model = dir.file("m.loom"), plots = dir.file("plots");
+    std::ofstream(data) << "q\ta\t1\n";
+    CHECK(refusal({{model, "--save"}, {dir.file("g.dot"), "--graph"}, {"", "--plot"}}, {{data, "--train"}}) ==
+          "accepted");
+    // The training data as the model: the same file, also by another spelling of its path.
+    CHECK(refusal({{data, "--save"}}, {{data, "--train"}}) ==
+          "--save " + data + ": is also the input of --train " + data + "; refusing to write it");
+    const std::string other_spelling = (dir.path / "." / "d.tsv").string();
+    CHECK(refusal({{other_spelling, "--save"}}, {{data, "--train"}})
+              .starts_with("--save " + other_spelling + ": is also the input"));
+    // Two outputs on one path, existing or not; an output that is the directory of another.
+    CHECK(refusal({{model, "--save"}, {model, "--graph"}}) ==
+          "--graph " + model + ": is also the output of --save " + model + "; refusing to write it");
+    CHECK(refusal({{model, "--save"}, {model + "/training.svg", "--plot", true}})
+              .starts_with("--save " + model + ": is the directory --plot writes"));
+    // What a rename would replace or cannot: a directory, a device, a FIFO.
+    std::filesystem::create_directories(plots + "/training.svg");
+    CHECK(refusal({{dir.path.string(), "--save"}}) ==
+          "--save " + dir.path.string() + ": is a directory; refusing to write it");
+    CHECK(refusal({{plots + "/training.svg", "--plot", true}})
+              .starts_with("--plot " + plots + "/training.svg: is a directory"));
+    CHECK(refusal({{"/dev/null", "--graph"}}) == "--graph /dev/null: is a device; refusing to write it");
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(refusal({{fifo, "--save"}}) == "--save " + fifo + ": is a FIFO; refusing to write it");
+    // A missing directory: refused, unless the program makes it (--plot); above a file, refused.
+    CHECK(refusal({{dir.file("new/m.loom"), "--save"}}).find("cannot write there") != std::string::npos);
+    CHECK(refusal({{dir.file("new/deeper/a.svg"), "--plot", true}}) == "accepted");
+    CHECK(refusal({{data + "/a.svg", "--plot", true}}).find("is not a directory") != std::string::npos);
+    CHECK(std::filesystem::exists(data));
+    CHECK(dir.names() == std::vector<std::string>{"d.tsv", "fifo", "plots"});  // nothing was written
 }

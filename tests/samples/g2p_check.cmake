@@ -3,7 +3,9 @@
 # "word<TAB>PH1 PH2 ..." line per word on stdout (ARPAbet without stress digits), alignments must be
 # SVG files, and bad input must fail with a message and nothing on stdout: a word outside the
 # letters, a model file cut in half, --predict without --model, --model with --train, --save into a
-# missing directory (before any training), a beam width of 0.
+# missing directory (before any training), a beam width of 0. Outputs are checked before any work,
+# with nothing written and the input unchanged: the training dictionary as --save, a device as
+# --save, --save into the --plot directory, a directory where --plot writes alignment_1.svg.
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
@@ -65,4 +67,23 @@ expect_failure("--model alone" "goes with" --model ${dir}/m.loom)
 expect_failure("--model with --train" "predicts only" --model ${dir}/m.loom --predict cat --train ${dir}/m.loom)
 expect_failure("--save into a missing directory" "--save .*cannot write" ${tiny} --save ${dir}/no/such/dir/m.loom)
 expect_failure("beam width 0" "beam" --model ${dir}/m.loom --predict cat --beam 0)
+
+file(WRITE ${dir}/d.dict "cat K AE1 T\ndog D AO1 G\n")
+file(SHA256 ${dir}/d.dict data_sum)
+expect_failure("--save over the training data" "--save .*d.dict: is also the input of --train"
+  ${tiny} --train ${dir}/d.dict --save ${dir}/d.dict)
+file(SHA256 ${dir}/d.dict sum)
+if(NOT sum STREQUAL data_sum)
+  message(FATAL_ERROR "--save over the training data changed it")
+endif()
+expect_failure("a device as --save" "--save /dev/null: is a device" ${tiny} --save /dev/null)
+expect_failure("--save into the --plot directory" "--save .*/X: is the directory --plot writes"
+  ${tiny} --save ${dir}/X --plot ${dir}/X)
+file(MAKE_DIRECTORY ${dir}/PD/alignment_1.svg)
+expect_failure("--plot where alignment_1.svg is a directory" "--plot .*PD/alignment_1.svg: is a directory"
+  ${tiny} --plot ${dir}/PD)
+if(EXISTS ${dir}/X)
+  message(FATAL_ERROR "a refused run wrote a file")
+endif()
+expect_failure("--model with --train" "predicts only" --model ${dir}/m.loom --predict cat --train ${dir}/d.dict)
 file(REMOVE_RECURSE ${dir})

@@ -3,7 +3,11 @@
 # pair without a label), and require exactly one "final<TAB>network" line per pair on stdout with
 # the network's cosine in [-1, 1]; then a truncated model file and a non-model file must each fail
 # with a message naming the file and a non-zero exit, and --save into a missing directory must fail
-# before any training.
+# before any training. Every output is checked before any work (nothing on stdout, nothing written,
+# the input unchanged): the training data as --save, --save and --graph on one path, a device as
+# --graph, a directory as --save, a directory where --plot writes training.svg, --save into the
+# --plot directory; a FIFO or /dev/zero as --model fails at once; counts out of range (--epochs -1)
+# and --train with --score are refused; --plot works with fewer than 10 questions (nothing held out).
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
@@ -52,4 +56,51 @@ expect_failure("truncated model" "cut.loom" --model ${dir}/cut.loom --score ${di
 expect_failure("not a model" "error: .*pairs.tsv" --model ${dir}/pairs.tsv --score ${dir}/pairs.tsv)
 expect_failure("--save into a missing directory" "--save .*cannot write" ${tiny} --save ${dir}/no/such/dir/m.loom)
 expect_failure("--score without --model" "go together" --score ${dir}/pairs.tsv)
+
+# Outputs: refused by option and path before training, and nothing the user owns changes.
+file(WRITE ${dir}/d.tsv "")
+foreach(q RANGE 11)
+  file(APPEND ${dir}/d.tsv "what is thing${q} ?\tthing${q} is a word of note .\t1\nwhat is thing${q} ?\tthe sky is blue .\t0\n")
+endforeach()
+file(SHA256 ${dir}/d.tsv data_sum)
+set(small --epochs 1 --embed 8 --hidden 6 --dense 5)
+expect_failure("--save over the training data" "--save .*d.tsv: is also the input of --train"
+  ${small} --train ${dir}/d.tsv --save ${dir}/d.tsv)
+file(SHA256 ${dir}/d.tsv sum)
+if(NOT sum STREQUAL data_sum)
+  message(FATAL_ERROR "--save over the training data changed it")
+endif()
+expect_failure("--save and --graph on one path" "--graph .*/P: is also the output of --save"
+  ${tiny} --save ${dir}/P --graph ${dir}/P)
+expect_failure("a device as --graph" "--graph /dev/null: is a device" ${tiny} --graph /dev/null)
+file(MAKE_DIRECTORY ${dir}/D ${dir}/PD/training.svg)
+expect_failure("a directory as --save" "--save .*/D: is a directory" ${tiny} --save ${dir}/D)
+expect_failure("--plot where training.svg is a directory" "--plot .*PD/training.svg: is a directory"
+  ${tiny} --plot ${dir}/PD)
+expect_failure("--save into the --plot directory" "--save .*/X: is the directory --plot writes"
+  ${tiny} --save ${dir}/X --plot ${dir}/X)
+if(EXISTS ${dir}/P OR EXISTS ${dir}/X OR NOT IS_DIRECTORY ${dir}/D)
+  message(FATAL_ERROR "a refused run wrote a file")
+endif()
+execute_process(COMMAND stat -c %F /dev/null OUTPUT_VARIABLE kind)
+if(NOT kind MATCHES "character special")
+  message(FATAL_ERROR "/dev/null was replaced: ${kind}")
+endif()
+execute_process(COMMAND mkfifo ${dir}/fifo RESULT_VARIABLE rc)
+if(rc EQUAL 0)  # opening a FIFO would block until a writer came: a hang, cut by the timeout
+  execute_process(COMMAND ${SAMPLE} --model ${dir}/fifo --score ${dir}/pairs.tsv TIMEOUT 30
+    RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "fifo' is not a regular file")
+    message(FATAL_ERROR "a FIFO as --model: expected a refusal, got ${rc}: '${err}'")
+  endif()
+endif()
+expect_failure("/dev/zero as --model" "'/dev/zero' is not a regular file" --model /dev/zero --score ${dir}/pairs.tsv)
+expect_failure("--epochs -1" "--epochs" ${tiny} --epochs -1)
+expect_failure("--embed 0" "--embed" ${tiny} --embed 0)
+expect_failure("--score with --train" "scores only" --model ${dir}/m.loom --score ${dir}/pairs.tsv --train ${dir}/d.tsv)
+execute_process(COMMAND ${SAMPLE} --questions 9 ${small} --plot ${dir}/few RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${dir}/few/training.svg)
+  message(FATAL_ERROR "--plot with 9 questions (none held out) failed (${rc}): ${err}")
+endif()
 file(REMOVE_RECURSE ${dir})

@@ -1,12 +1,18 @@
 // Model files: a round trip by name (parameters created in another order still load), the records,
 // every damaged-file case (missing, truncated, one flipped byte, a checkpoint, another model's
 // kind) an error that changes nothing, and missing / extra / mis-shaped names all listed at once.
+// Hostile files too: shapes beyond the bytes (or 64 bits), NaN and infinite values and settings,
+// FIFOs and devices, each a DataError naming the file and what is wrong.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <sstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <loom.hpp>
@@ -132,4 +138,112 @@ TEST_CASE("model file: settings come back exactly and a missing or bad one names
     bad.records["settings"] = "hidden sixty-four";
     CHECK(message([&] { bad.setting("hidden"); }) == path + ": setting 'hidden' is 'sixty-four', not a number");
     CHECK_THROWS_AS(settings_record({{"two words", 1.0}}), UserError);
+}
+
+namespace {
+
+// A model file of one float parameter `name` of shape `dims` holding `values`, written as
+// save_model_file would, but with whatever shape and values a damaged or hostile file may hold.
+void write_model(const std::string& path, const std::vector<std::uint64_t>& dims, const std::vector<float>& values,
+                 const std::string& settings = "") {
+    ByteWriter w;
+    w.str("loom-model-file 2");
+    w.str("test_model");
+    w.u64(settings.empty() ? 0 : 1);
+    if (!settings.empty()) w.str("settings"), w.str(settings);
+    w.u64(1);
+    w.str("w");
+    w.u64(dims.size());
+    for (std::uint64_t d : dims) w.u64(d);
+    w.u64(0);
+    w.floats(values);
+    write_checked_file(path, w.bytes());
+}
+
+std::string data_error(const std::function<void()>& call) {
+    try {
+        call();
+    } catch (const DataError& e) {
+        return e.what();
+    }
+    return "no DataError";
+}
+
+}  // namespace
+
+TEST_CASE("model file: a shape with more elements than the file holds is refused before allocating") {
+    TempDir dir("huge_shape");
+    const std::string path = dir.file("m.loom");
+    constexpr std::uint64_t big = std::uint64_t{1} << 32;
+    // 2^32 x 2^32 wraps to 0 elements in 64 bits, which matched the 0 values given; the strides
+    // xtensor then computed overflowed (undefined behaviour).
+    write_model(path, {big, big}, {});
+    CHECK(data_error([&] { read_model_file(path); }).find("parameter 'w' of shape [4294967296, 4294967296] has more") !=
+          std::string::npos);
+    // Zero elements, but strides past 2^63.
+    write_model(path, {0, std::uint64_t{1} << 62, 4}, {});
+    CHECK(data_error([&] { read_model_file(path); }).find(path + ": parameter 'w' of shape [0, ") != std::string::npos);
+    // A plausible count, but more than the bytes left.
+    write_model(path, {1000}, {1.0f, 2.0f});
+    CHECK(data_error([&] { read_model_file(path); }).find("has more elements than the") != std::string::npos);
+    write_model(path, {3}, {1.0f, 2.0f});
+    CHECK(data_error([&] { read_model_file(path); }).find("'w' of shape [3] holds 2 values") != std::string::npos);
+    write_model(path, {0, 5}, {});  // an empty parameter still reads
+    CHECK(read_model_file(path).parameters.at("w").shape(1) == 5);
+}
+
+TEST_CASE("model file: NaN and infinite values are refused when saving and when reading") {
+    TempDir dir("non_finite");
+    const std::string path = dir.file("m.loom");
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (float bad : {nan, inf, -inf}) {
+        CAPTURE(bad);
+        xt::xarray<float> v = w_value;
+        v(1, 2) = bad;
+        CHECK_THROWS_WITH_AS(save_model_file(path, "m", {parameter(b_value, "b"), parameter(v, "w")}),
+                             doctest::Contains("parameter 'w' [2, 3] holds"), UserError);
+        Parameter d = parameter(xt::xarray<float>{1.0f, 2.0f}, "d");
+        to_precision({d}, Precision::f64);
+        d.set_value(xt::xarray<double>{1.0, double(bad)});
+        CHECK_THROWS_WITH_AS(save_model_file(path, "m", {d}), doctest::Contains("'d' [2] holds"), UserError);
+        CHECK_FALSE(fs::exists(path));
+        write_model(path, {2}, {1.0f, bad});
+        CHECK(data_error([&] { read_model_file(path); }).find(path + ": parameter 'w' holds") != std::string::npos);
+        fs::remove(path);
+    }
+}
+
+TEST_CASE("model file: settings are finite, and sizes whole numbers in range") {
+    TempDir dir("setting_ranges");
+    const std::string path = dir.file("m.loom");
+    CHECK_THROWS_WITH_AS(settings_record({{"lambda", std::nan("")}}), doctest::Contains("setting 'lambda' is"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(settings_record({{"lambda", HUGE_VAL}}), doctest::Contains("setting 'lambda' is"), UserError);
+    for (const char* text : {"nan", "inf", "-inf"}) {
+        write_model(path, {1}, {1.0f}, std::string("lambda ") + text);
+        CHECK(data_error([&] { read_model_file(path).setting("lambda"); }) ==
+              path + ": setting 'lambda' is " + text + ", not a finite number");
+    }
+    write_model(path, {1}, {1.0f}, "lambda 1e308 embed 64");
+    const ModelFile f = read_model_file(path);
+    CHECK(f.setting("lambda") == 1e308);
+    CHECK(data_error([&] { f.setting("lambda", 0, 1000); }).find("setting 'lambda' is") != std::string::npos);
+    CHECK(f.whole_setting("embed", 1, 4096) == 64);
+    for (const char* text : {"-1", "nan", "1e30", "2.5", "0", "4097"}) {
+        write_model(path, {1}, {1.0f}, std::string("embed ") + text);
+        CHECK(data_error([&] {
+                  read_model_file(path).whole_setting("embed", 1, 4096);
+              }).find(path + ": setting 'embed' is") != std::string::npos);
+    }
+}
+
+TEST_CASE("model file: a FIFO or a device is refused by name, without reading it") {
+    TempDir dir("not_regular");
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // Opening the FIFO would block until a writer came: the test would hang.
+    CHECK_THROWS_WITH_AS(read_model_file(fifo), doctest::Contains("not a regular file"), DataError);
+    // /dev/zero would be read until memory runs out.
+    CHECK_THROWS_WITH_AS(read_model_file("/dev/zero"), doctest::Contains("'/dev/zero' is not a regular file"),
+                         DataError);
 }
