@@ -124,10 +124,10 @@ public:
     /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
     /// changes only the rows a gradient kept by rows lists.
     bool updates_rows_lazily() const { return skips_zero_rows(); }
+    /// @{
     /// The rule's state of parameter i, slot k (k < state_slots()), as the raw bytes of the
     /// precision it is kept in: what moves when the processes that step a share of the parameters
     /// bring the whole state to the one that saves it (distributed/).
-    /// @{
     std::size_t state_slots() const { return slots_; }
     std::span<std::byte> state_bytes(std::size_t i, std::size_t k);
     /// @}
