@@ -14,6 +14,11 @@ namespace loom::distributed {
 
 /// Every process calls it at the same step; returns once the file is written, or every process
 /// throws the same UserError when rank 0 could not write it.
+/// \param context  the run's processes
+/// \param trainer  whose parameters, learner state and generators are saved
+/// \param path  the file rank 0 writes
+/// \param position  where training was in its data
+/// \param extras  the caller's own records
 void save_checkpoint(Context& context, const Trainer& trainer, const std::string& path,
                      const TrainingPosition& position = {}, const CheckpointExtras& extras = {});
 

@@ -169,6 +169,10 @@ Variable classification_error(const Variable& z, const Variable& y, const std::s
 /// sample shape, a parameter, or a per-sequence (batch) value. Through a placeholder they close loops.
 /// @{
 /// a at step t - time_step, or initial_state for the first time_step steps of each sequence.
+/// \param a  a sequence, or a placeholder that closes a loop through this delay
+/// \param initial_state  the value where the step falls before the sequence's start
+/// \param time_step  how many steps back (at least 1)
+/// \param name  shown in messages and DOT
 Variable past_value(const Variable& a, const Variable& initial_state = Variable(0.0), std::size_t time_step = 1,
                     const std::string& name = {});
 /// a at step t + time_step, or initial_state for the last time_step steps of each sequence.

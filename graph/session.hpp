@@ -18,7 +18,11 @@ namespace loom {
 /// parameter gradients in place. Parameters are numbered as in parameters().
 class Session {
 public:
-    /// outputs[0] is the loss when gradients are wanted; `parameters` are what backward() differentiates for.
+    /// A session that computes `outputs` and differentiates for `parameters`, compiled now.
+    /// \param outputs  what forward computes; outputs[0] is the loss when gradients are wanted
+    /// \param parameters  what backward() differentiates for, numbered in this order (may be empty:
+    ///        a session that only scores)
+    ///
     /// The session runs in its parameters' precision (those of the graph and those given): double
     /// when they are double, float otherwise. Parameters of both precisions are a UserError naming
     /// them.

@@ -70,6 +70,11 @@ Variable sequence_positions(const Variable& x);
 
 /// Dot-product attention (seeds 002 and 004): score_j = q . k_j, times 1/sqrt(d) when `scaled`.
 /// `causal` (only when query and keys share a sequence axis) masks every key after the query's step.
+/// \param query  a batch value [d] (one query per sequence) or a sequence of queries [d]
+/// \param keys  a sequence of keys [d]
+/// \param values  a sequence of values [dv] on the keys' axis
+/// \param scaled  divide the scores by sqrt(d)
+/// \param causal  hide the keys after each query's step
 Attention dot_product_attention(const Variable& query, const Variable& keys, const Variable& values,
                                 bool scaled = false, bool causal = false);
 /// dot_product_attention with `scaled` set: score_j = q . k_j / sqrt(d).

@@ -45,6 +45,9 @@ public:
     /// memory the batch values the step reads; initial_states empty (zeros) or one per state (a
     /// batch value per item or a static tensor). Returns the logits and states as sequences on
     /// previous_symbols' axis.
+    /// \param previous_symbols  the step's input symbols, a sequence of ids [1]
+    /// \param memory  the batch values the step reads whole at every step
+    /// \param initial_states  empty, or one per state
     DecoderOutput unfold(const Variable& previous_symbols, const std::vector<Variable>& memory,
                          const std::vector<Variable>& initial_states = {}) const;
 
@@ -104,6 +107,10 @@ public:
     /// Every item runs until its beam holds beam_width ended hypotheses that no live one can beat,
     /// or until max_length; items that end stop costing work. Bad options are a UserError before
     /// any step: beam_width 0, max_length 0, a start or end symbol outside the vocabulary.
+    /// \param memory  one batch Value per memory input
+    /// \param options  beam width, length limit, start and end symbols
+    /// \param initial_states  empty, or one batch Value per state
+    /// \return each item's hypotheses, best first.
     Generated generate(const std::vector<Value>& memory, const GenerateOptions& options,
                        const std::vector<Value>& initial_states = {});
     /// \return the size V of the step's logits (the output vocabulary).

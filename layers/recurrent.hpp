@@ -76,6 +76,10 @@ Cell RNNStep(std::size_t n, const Activation& activation = activations::sigmoid,
 /// Runs `cell` over the sequence x: a placeholder per state, past_value (future_value when
 /// go_backwards) of it with `initial_states` (one per state, or a single one for all), the step, and
 /// the loop closed with replace_placeholders. Returns every state's sequence.
+/// \param cell  the step to run
+/// \param x  the input sequence
+/// \param go_backwards  run from each sequence's end (future_value) instead of its start
+/// \param initial_states  one per state, or a single one for all
 std::vector<Variable> recurrence_states(const Cell& cell, const Variable& x, bool go_backwards,
                                         const std::vector<Variable>& initial_states);
 

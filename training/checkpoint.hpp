@@ -38,6 +38,11 @@ struct Checkpoint {
 /// `learner` may be null (parameters only). A parameter (or learner state) holding a NaN or an
 /// infinity is refused with a UserError naming it, before anything is written: a checkpoint is what
 /// a run goes back to, and a non-finite value in it would poison every run resumed from it.
+/// \param path  the file, replaced atomically
+/// \param parameters  saved with their names, shapes and precisions, in this order
+/// \param learner  its state is saved too unless null
+/// \param position  where training was in its data
+/// \param extras  the caller's own records
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
                      const TrainingPosition& position = {}, const CheckpointExtras& extras = {});
 
@@ -47,6 +52,11 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
 /// changed. A truncated or corrupted file throws DataError. `check_extras`, when given, sees the
 /// extras once the rest of the file has been checked and before anything is changed; it throws to
 /// refuse the file (a Trainer checks its own records so).
+/// \param path  a file save_checkpoint wrote
+/// \param parameters  the same parameters, in the same order, as when saved
+/// \param learner  gets its state back unless null
+/// \param check_extras  may refuse the file from its extras (may be empty)
+/// \return the saved position and extras.
 Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner,
                            const std::function<void(const CheckpointExtras&)>& check_extras = {});
 

@@ -92,6 +92,11 @@ struct FitResult {
 };
 
 /// Trains `trainer` on `source` (above) until `options` say stop.
+/// \param trainer  steps each minibatch (its learner, session and checkpoints)
+/// \param source  the minibatches of every epoch
+/// \param options  epochs, evaluations, early stopping, checkpoints and progress
+/// \param evaluate  scores the model, higher is better (may be empty)
+/// \return every evaluation, the epochs' losses, the best evaluation and why fit stopped.
 /// `evaluate` may be empty: then nothing is evaluated, kept or stopped early. It runs in whatever
 /// mode it sets (Trainer::test_minibatch and Session evaluation run in inference mode); a NaN score
 /// never counts as an improvement. A source without minibatches, a checkpoint whose position lies

@@ -89,6 +89,10 @@ public:
     /// `metric` may be a default-constructed Variable (no metric). The learner's parameters are the
     /// ones trained; the loss may have any dynamic axes (its sum over every item is minimized).
     /// Everything runs in the parameters' precision, float or double, also after to_precision.
+    /// \param loss  summed over every item (and step) and minimized
+    /// \param metric  reported beside the loss, never differentiated (may be empty)
+    /// \param learner  the rule and the parameters it trains
+    /// \param options  averaging, the non-finite guard and the data-parallel hook
     Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learner, TrainerOptions options = {});
 
     /// Forward, backward and one learner step, in training mode (dropout active, graph/mode.hpp).
