@@ -53,7 +53,7 @@ private:
     std::vector<std::size_t> real_rows_, running_, step_start_;  // step t's running_: [step_start_[t], [t + 1])
 };
 
-/// A layout shared by the values and nodes that use it.
+/// A layout shared by the values that use it.
 using LayoutPtr = std::shared_ptr<const SequenceLayout>;
 
 /// @{

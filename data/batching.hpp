@@ -28,7 +28,7 @@ struct ItemLengths {
 struct BatchingOptions {
     std::size_t batch_size = 32;  ///< items per batch (the last may be smaller unless drop_last)
     std::size_t sort_window = 20;  ///< batches per sorting window; 0 = keep the (shuffled) order
-    bool shuffle = true;  ///< shuffle the items and the batches each epoch; false keeps the items' order
+    bool shuffle = true;  ///< shuffle the items and the batches each epoch; false: the items' order, sorted within windows
     std::uint64_t seed = 1;  ///< the seed every epoch's order derives from, with the epoch's number
     bool drop_last = false;  ///< drop a final batch smaller than batch_size
 };

@@ -135,7 +135,7 @@ Variable slice(const Variable& a, int axis, int begin, int end, const std::strin
 Variable reshape(const Variable& a, const Shape& shape, const std::string& name = {});
 /// The sample's axes permuted: output axis i is input axis perm[i].
 Variable transpose(const Variable& a, const std::vector<std::size_t>& perm, const std::string& name = {});
-/// ids of sample shape [1] (whole numbers in [0, num_classes)) as rows of num_classes with a single 1.
+/// ids of sample shape [1] (whole numbers in [0, num_classes)) as samples [num_classes] with a single 1.
 Variable one_hot(const Variable& ids, std::size_t num_classes, const std::string& name = {});
 /// What top_k returns.
 struct TopK {

@@ -39,7 +39,8 @@ public:
     /// Prints to `out`; the live bar is drawn only if options.live says so.
     ProgressPrinter(ProgressOptions options, std::ostream& out);
 
-    /// Adds a minibatch to the epoch's totals; prints the every-N line when due and redraws the bar.
+    /// Adds a minibatch to the epoch's totals; prints the every-N line when due and, when live,
+    /// redraws the bar.
     void update(const MinibatchResult& minibatch);
     /// Prints the epoch's line and starts the next epoch. Returns the epoch's totals.
     MinibatchResult end_epoch();
