@@ -33,6 +33,23 @@
 #include "training/model_file.hpp"
 #include "training/training.hpp"
 
+/// \mainpage loom API reference
+/// loom builds symbolic graphs over batches of sequences, runs recurrence loops and computes
+/// reverse-mode gradients. `#include "loom.hpp"` brings in every public header; programs that train
+/// over MPI also include distributed/distributed.hpp and link loom::distributed.
+///
+/// Where to start:
+/// - graph/variable.hpp: inputs, parameters, constants and placeholders (loom::Variable);
+/// - graph/ops.hpp: the ops, loom::sequence and loom::batch included;
+/// - graph/evaluate.hpp and graph/session.hpp: running a graph (loom::evaluate, loom::gradients,
+///   loom::Session);
+/// - layers/layers.hpp: Dense, Embedding, the recurrent cells, attention, the decoder (loom::layers);
+/// - training/training.hpp: learners, loom::Trainer and loom::fit, checkpoints; training/model_file.hpp;
+/// - core/value.hpp: loom::Value, the data a graph is given and gives back;
+/// - data/: readers of CTF and QA files, vocabularies, batching, metrics.
+///
+/// docs/architecture.md in the repository tells how the engine is built.
+
 /// \namespace loom
 /// Everything of loom: values and shapes (core/), data readers (data/), the graph, its ops and the
 /// engine that runs it (graph/), layers (loom::layers) and training (training/).
