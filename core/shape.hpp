@@ -55,7 +55,7 @@ inline constexpr std::size_t max_rank = 8;  ///< the highest rank of a tensor, i
 /// A tensor's full dimensions, dynamic axes first; fixed capacity, no heap.
 struct Dims {
     std::array<std::size_t, max_rank> d{};  ///< the dimensions; only the first `rank` are used
-    std::size_t rank = 0;  ///< how many dimensions are used
+    std::size_t rank = 0;                   ///< how many dimensions are used
 
     Dims() = default;
     /// Dims from a list; a UserError beyond max_rank dimensions.

@@ -21,14 +21,15 @@ namespace loom {
 /// The lengths the Batcher sorts an item by (tokens of its question and of its answer).
 struct ItemLengths {
     std::size_t question = 0;  ///< tokens in the question (or the item's only sequence)
-    std::size_t answer = 0;  ///< tokens in the answer (0 when there is none)
+    std::size_t answer = 0;    ///< tokens in the answer (0 when there is none)
 };
 
 /// How the Batcher cuts an epoch into minibatches (the procedure is above).
 struct BatchingOptions {
-    std::size_t batch_size = 32;  ///< items per batch (the last may be smaller unless drop_last)
+    std::size_t batch_size = 32;   ///< items per batch (the last may be smaller unless drop_last)
     std::size_t sort_window = 20;  ///< batches per sorting window; 0 = keep the (shuffled) order
-    bool shuffle = true;  ///< shuffle the items and the batches each epoch; false: the items' order, sorted within windows
+    /// Shuffle the items and the batches each epoch; false: the items' order, sorted within windows.
+    bool shuffle = true;
     std::uint64_t seed = 1;  ///< the seed every epoch's order derives from, with the epoch's number
     bool drop_last = false;  ///< drop a final batch smaller than batch_size
 };

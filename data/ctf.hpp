@@ -23,7 +23,7 @@ namespace loom {
 
 /// One input stream of a CTF file, as the reader is told to expect it.
 struct CtfStreamConfig {
-    std::string name;  ///< the name after the pipe (`|name`)
+    std::string name;     ///< the name after the pipe (`|name`)
     std::size_t dim = 0;  ///< numbers per dense sample, or the bound on a sparse stream's indices
     bool sparse = false;  ///< sparse (idx:val pairs) rather than dense
 };
@@ -31,7 +31,7 @@ struct CtfStreamConfig {
 /// One idx:val pair of a sparse sample.
 struct CtfSparseEntry {
     std::size_t index = 0;  ///< below the stream's dim
-    float value = 0.0f;  ///< the value at that index
+    float value = 0.0f;     ///< the value at that index
 };
 
 /// The samples of one stream within one sequence.
@@ -53,7 +53,7 @@ class CtfData {
 public:
     std::string source;                   ///< file name used in messages
     std::vector<CtfStreamConfig> config;  ///< the streams, in the order given to the reader
-    std::vector<CtfSequence> sequences;  ///< in file order
+    std::vector<CtfSequence> sequences;   ///< in file order
 
     /// \return the number of sequences.
     std::size_t size() const { return sequences.size(); }

@@ -24,8 +24,8 @@ enum class TieBreak {
 
 /// What ranking_metrics measured over the groups (questions) of candidates.
 struct RankingMetrics {
-    double map = 0.0;  ///< mean average precision over the scored groups
-    double mrr = 0.0;  ///< mean reciprocal rank of each group's first positive
+    double map = 0.0;                       ///< mean average precision over the scored groups
+    double mrr = 0.0;                       ///< mean reciprocal rank of each group's first positive
     std::size_t questions = 0;              ///< groups that were scored
     std::size_t skipped_no_positive = 0;    ///< groups without any positive label
     std::vector<double> average_precision;  ///< per scored group, groups in order of first appearance

@@ -25,9 +25,9 @@ namespace loom {
 struct QaPair {
     std::vector<std::string> question;  ///< the question's tokens
     std::vector<std::string> answer;    ///< the candidate sentence's tokens
-    int label = 0;          ///< 1: the sentence answers the question
-    std::size_t group = 0;  ///< question group id, 0..num_groups-1 in order of first appearance
-    std::size_t line = 0;   ///< 1-based line in the file
+    int label = 0;                      ///< 1: the sentence answers the question
+    std::size_t group = 0;              ///< question group id, 0..num_groups-1 in order of first appearance
+    std::size_t line = 0;               ///< 1-based line in the file
 };
 
 /// How read_qa_tsv treats the text.

@@ -11,9 +11,9 @@
 
 namespace loom {
 
-/// The options of make_synthetic_qa, the generator the PyTorch peer of the benchmarks uses: a question has a hidden topic and draws
-/// half its tokens ("w<id>") from the topic's words; its true answer draws half from the same topic
-/// and repeats `copy` of the question's tokens; wrong answers come from other topics.
+/// The options of make_synthetic_qa, the generator the PyTorch peer of the benchmarks uses: a question has a hidden
+/// topic and draws half its tokens ("w<id>") from the topic's words; its true answer draws half from the same topic and
+/// repeats `copy` of the question's tokens; wrong answers come from other topics.
 struct SyntheticQaOptions {
     /// The number of questions.
     std::size_t questions = 400, candidates = 4, vocab = 10000, topics = 20, topic_words = 50, copy = 3;
@@ -41,9 +41,8 @@ struct SyntheticQaOptions {
 /// \var SyntheticQaOptions::topic_seed
 /// Draws the topics' words: keep it equal for the training and evaluation data.
 
-
-/// Question/answer pairs with a known signal (above), grouped by question. Throws UserError for sizes the generator cannot honour (no vocabulary, fewer than 2 topics or
-/// candidates, a minimum length above its maximum, or of 0).
+/// Question/answer pairs with a known signal (above), grouped by question. Throws UserError for sizes the generator
+/// cannot honour (no vocabulary, fewer than 2 topics or candidates, a minimum length above its maximum, or of 0).
 QaData make_synthetic_qa(const SyntheticQaOptions& options);
 
 }  // namespace loom

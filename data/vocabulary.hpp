@@ -21,8 +21,8 @@ struct VocabularyOptions {
 /// Words and their ids: 0 and 1 are reserved for padding and unknown words, the rest are words.
 class Vocabulary {
 public:
-    static constexpr std::size_t padding_id = 0;  ///< the id of padding (never a word's)
-    static constexpr std::size_t unknown_id = 1;  ///< the id of every word not in the vocabulary
+    static constexpr std::size_t padding_id = 0;             ///< the id of padding (never a word's)
+    static constexpr std::size_t unknown_id = 1;             ///< the id of every word not in the vocabulary
     static inline const std::string padding_word = "<pad>";  ///< the word of padding_id in files
     static inline const std::string unknown_word = "<unk>";  ///< the word of unknown_id in files
 

@@ -37,8 +37,8 @@ struct InvarianceOptions {
     bool gradients = true;              ///< compare the gradients too, not only the values
     /// Empty: every parameter and every bound input the outputs depend on.
     std::vector<Variable> wrt;
-    std::size_t shuffles = 1;  ///< seeded random orders besides the given and the reversed one
-    std::uint64_t seed = 7;    ///< for the shuffles and the output weights
+    std::size_t shuffles = 1;              ///< seeded random orders besides the given and the reversed one
+    std::uint64_t seed = 7;                ///< for the shuffles and the output weights
     Precision precision = Precision::f64;  ///< the precision both evaluations run in
 };
 
@@ -59,7 +59,6 @@ struct InvarianceDifference {
 /// The value (or gradient) of the item evaluated alone, where the largest error is.
 /// \var InvarianceDifference::batched
 /// The same element evaluated in the batch.
-
 
 /// What check_batch_invariance found.
 struct InvarianceReport {
@@ -83,7 +82,6 @@ struct InvarianceReport {
 /// The worst difference of the output values.
 /// \var InvarianceReport::gradients
 /// The worst difference of the gradients.
-
 
 /// Checks that every item of `bindings`' batch gets the same values (and gradients) alone as in the
 /// batch, as described above.

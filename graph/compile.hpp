@@ -15,7 +15,7 @@ namespace loom {
 
 /// One node of a Plan.
 struct PlanNode {
-    Node* node = nullptr;  ///< the graph's node     ///< placeholders never appear: inputs are resolved through them
+    Node* node = nullptr;     ///< the graph's node     ///< placeholders never appear: inputs are resolved through them
     std::vector<int> inputs;  ///< plan indices
     TypeInfo type;            ///< the node's type with every `Any` axis resolved
     int loop = -1;            ///< index into Plan::steps of its loop, or -1
@@ -30,11 +30,11 @@ struct PlanStep {
 
 /// What compile makes of a graph: its nodes in order, with types resolved, and the steps to run.
 struct Plan {
-    std::vector<PlanNode> nodes;  ///< in topological order (a loop's members contiguous)
-    std::vector<PlanStep> steps;  ///< in the order they run forward
-    std::vector<int> outputs;     ///< the plan index of each requested output
+    std::vector<PlanNode> nodes;                 ///< in topological order (a loop's members contiguous)
+    std::vector<PlanStep> steps;                 ///< in the order they run forward
+    std::vector<int> outputs;                    ///< the plan index of each requested output
     std::unordered_map<const Node*, int> index;  ///< plan index of each node (find() reads it)
-    std::vector<NodePtr> keep_alive;  ///< the plan keeps its nodes alive
+    std::vector<NodePtr> keep_alive;             ///< the plan keeps its nodes alive
 
     /// \return n's plan index, or -1 when the plan does not hold it.
     int find(const Node* n) const {

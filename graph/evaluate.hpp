@@ -59,8 +59,8 @@ struct GradientCheckOptions {
     /// |analytic - numeric| <= absolute + relative * max(|analytic|, |numeric|) passes.
     double relative_tolerance = 1e-4;
     double absolute_tolerance = 1e-6;  ///< see relative_tolerance
-    std::size_t max_elements = 400;  ///< per variable; beyond it, a random subset is checked
-    std::uint64_t seed = 7;          ///< for the output weights and the subset
+    std::size_t max_elements = 400;    ///< per variable; beyond it, a random subset is checked
+    std::uint64_t seed = 7;            ///< for the output weights and the subset
     /// Session::set_memory_budget for the checked pass: a loop over it runs in segments, so the
     /// recomputation is checked too. 0: none.
     std::size_t memory_budget = 0;
@@ -68,9 +68,9 @@ struct GradientCheckOptions {
 
 /// What check_gradients found.
 struct GradientReport {
-    bool ok = true;  ///< every checked element within the tolerance
-    std::size_t checked = 0;  ///< elements compared
-    std::string worst_variable;  ///< the label of the variable holding the worst element
+    bool ok = true;               ///< every checked element within the tolerance
+    std::size_t checked = 0;      ///< elements compared
+    std::string worst_variable;   ///< the label of the variable holding the worst element
     std::size_t worst_index = 0;  ///< flat index into the variable's storage (padded for sequences)
     double worst_analytic = 0, worst_numeric = 0, worst_error = 0;  // error relative to the tolerance (<= 1 passes)
     std::size_t loop_bytes_peak = 0;  ///< the most bytes one loop held for backward (Session::loop_bytes_peak)
@@ -84,9 +84,8 @@ struct GradientReport {
 /// \var GradientReport::worst_error
 /// The worst element's |analytic - numeric| relative to the tolerance (<= 1 passes).
 
-
-/// Compares the gradients of `loss` for `wrt` with central differences, in double. The outputs are reduced to a scalar with fixed pseudo-random
-/// weights (not a plain sum), so that errors cannot cancel.
+/// Compares the gradients of `loss` for `wrt` with central differences, in double. The outputs are reduced to a scalar
+/// with fixed pseudo-random weights (not a plain sum), so that errors cannot cancel.
 GradientReport check_gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
                                const GradientCheckOptions& options = {});
 

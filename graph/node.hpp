@@ -26,7 +26,7 @@ struct Axis {
     /// Which dynamic axes (above).
     enum class Kind { None, Batch, Sequence, Any };
     Kind kind = Kind::None;  ///< which dynamic axes
-    std::uint64_t id = 0;  ///< which sequence axis (Kind::Sequence only)
+    std::uint64_t id = 0;    ///< which sequence axis (Kind::Sequence only)
 
     /// \return no dynamic axis (a static value).
     static Axis none() { return {}; }
@@ -64,9 +64,9 @@ enum class NodeKind { Input, Parameter, Constant, Placeholder, Op };
 /// hold is read by compile and the executor.
 struct Node : std::enable_shared_from_this<Node> {
     NodeKind kind = NodeKind::Op;  ///< leaf kind, or an op
-    std::uint64_t id = 0;  ///< unique and increasing: creation order
-    std::string name;      ///< the user's name (may be empty), shown in messages
-    TypeInfo type;         ///< the static type, set when the node is built
+    std::uint64_t id = 0;          ///< unique and increasing: creation order
+    std::string name;              ///< the user's name (may be empty), shown in messages
+    TypeInfo type;                 ///< the static type, set when the node is built
 
     std::shared_ptr<const Op> op;               ///< Kind::Op
     std::vector<std::shared_ptr<Node>> inputs;  ///< Kind::Op

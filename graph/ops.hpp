@@ -151,7 +151,7 @@ TopK top_k(const Variable& a, std::size_t k, const std::string& name = {});
 /// Each reduces the sample to shape [1], per item (or per step of a sequence).
 /// @{
 /// a.b / (|a| |b|): the cosine SIMILARITY, under CNTK's name for it (0 for a zero vector).
-Variable cosine_distance(const Variable& a, const Variable& b, const std::string& name = {});  ///< the cosine SIMILARITY
+Variable cosine_distance(const Variable& a, const Variable& b, const std::string& name = {});  // the cosine SIMILARITY
 /// sum_j (a_j - b_j)^2.
 Variable squared_error(const Variable& a, const Variable& b, const std::string& name = {});
 /// -sum_j (y_j log p_j + (1 - y_j) log(1 - p_j)), p a probability (a sigmoid's output, typically).

@@ -63,8 +63,8 @@ private:
 
 /// How Generator::generate searches.
 struct GenerateOptions {
-    std::size_t beam_width = 1;  ///< 1: greedy decoding
-    std::size_t max_length = 0;  ///< the most symbols a hypothesis emits, the end symbol included; required
+    std::size_t beam_width = 1;    ///< 1: greedy decoding
+    std::size_t max_length = 0;    ///< the most symbols a hypothesis emits, the end symbol included; required
     std::size_t start_symbol = 0;  ///< the id fed as the previous symbol of the first step
     std::size_t end_symbol = 0;    ///< the id that ends a hypothesis
 };

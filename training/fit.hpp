@@ -88,7 +88,7 @@ struct FitResult {
     std::ptrdiff_t best = -1;                ///< index of the best evaluation; -1: none
     FitStop stopped = FitStop::epochs;       ///< why it returned
     bool resumed = false;                    ///< it went on from checkpoint_path
-    double best_score() const;  ///< the best evaluation's score; NaN without one
+    double best_score() const;               ///< the best evaluation's score; NaN without one
 };
 
 /// Trains `trainer` on `source` (above) until `options` say stop.

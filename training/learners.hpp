@@ -166,7 +166,7 @@ protected:
         T* w;              ///< the parameter's values, updated in place
         const T* grad;     ///< its raw gradient (before scale and l2)
         std::size_t size;  ///< the number of elements
-        std::size_t row;  ///< elements per row (last axis), for lazy updates
+        std::size_t row;   ///< elements per row (last axis), for lazy updates
         T scale, l2, lr;
         std::uint64_t t;  ///< 1-based number of this update
         T* s0;            ///< state slots (nullptr when the rule keeps fewer)

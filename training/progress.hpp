@@ -26,7 +26,7 @@ struct ProgressOptions {
     std::uint64_t epoch_size = 0;               ///< samples per epoch, for the bar's fraction and ETA
     std::size_t print_every_n_minibatches = 0;  ///< 0: epoch lines only
     int bar_width = 30;                         ///< characters of the live bar
-    double redraw_seconds = 0.1;  ///< the live bar is redrawn at most this often
+    double redraw_seconds = 0.1;                ///< the live bar is redrawn at most this often
     /// Whether to draw the live bar; unset: only when the stream is std::cout and stdout is a terminal.
     std::optional<bool> live;
 };

@@ -13,10 +13,10 @@ namespace loom {
 
 /// What one minibatch gave: sums over every item (and sequence step) and how many there were.
 struct MinibatchResult {
-    double loss_sum = 0.0;          ///< the loss summed over every item (and step)
-    std::size_t loss_count = 0;     ///< the items (or steps) the loss was summed over
-    double metric_sum = 0.0;        ///< the metric summed likewise (0 without a metric)
-    std::size_t metric_count = 0;   ///< the items (or steps) of the metric
+    double loss_sum = 0.0;         ///< the loss summed over every item (and step)
+    std::size_t loss_count = 0;    ///< the items (or steps) the loss was summed over
+    double metric_sum = 0.0;       ///< the metric summed likewise (0 without a metric)
+    std::size_t metric_count = 0;  ///< the items (or steps) of the metric
     /// 1 when the update was skipped because the loss or the gradient norm was not finite (the sums
     /// above are then those of the forward, NaN or infinite for a non-finite loss).
     std::size_t skipped_updates = 0;
