@@ -284,6 +284,20 @@ void resolve_types(Plan& plan, const PlanStep& step) {
     }
 }
 
+// Gives the nodes built on a placeholder() without a shape (and such placeholders themselves) the
+// types just inferred, so that shape() answers and layers can be stacked on the loop. A type, not
+// traversal state: it is what the node would have had with a shaped placeholder.
+void write_back_inferred_types(const Plan& plan, const Graph& g) {
+    static std::mutex mutex;  // two threads compiling one graph write the same types
+    std::lock_guard lock(mutex);
+    for (const auto& pn : plan.nodes)
+        if (!pn.node->type.shape_known) pn.node->type = pn.type;
+    for (Node* n : g.nodes)
+        for (auto& in : n->inputs)
+            if (in->kind == NodeKind::Placeholder && !in->type.shape_known)
+                in->type.shape = plan.nodes[plan.index.at(resolve(in.get()))].type.shape, in->type.shape_known = true;
+}
+
 std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
     Graph g = collect(outputs);
     auto comps = tarjan(g);
@@ -345,6 +359,7 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
             throw UserError("compile: cannot tell the dynamic axes of " + pn.node->label() +
                             " (it depends only on unbound placeholders)");
 
+    write_back_inferred_types(*plan, g);
     for (Node* n : g.nodes) plan->keep_alive.push_back(n->shared_from_this());
     fuse_scans(*plan);
     return plan;
