@@ -47,7 +47,8 @@ struct Plan {
 /// (an unbound placeholder, a loop without a delay, a shape it cannot infer). Not a pure function:
 /// plans are cached by the list of outputs and the graph's generation (replace_placeholders bumps
 /// it), so asking again returns the same plan; the cache is emptied when a new plan arrives while it
-/// holds more than 64, and each cached plan keeps its nodes, parameters included, alive.
+/// holds more than 64, and each cached plan keeps its nodes, parameters included, alive. Compiling
+/// also writes the sample shapes it inferred into the nodes built on placeholder().
 std::shared_ptr<const Plan> compile(const std::vector<Variable>& outputs);
 
 }  // namespace loom

@@ -147,8 +147,9 @@ Variable constant(const xt::xarray<double>& value, const std::string& name = {})
 /// loop is closed (past_value of a placeholder, then bound to the loop's output).
 Variable placeholder(const Shape& shape, const std::string& name = {});
 /// A placeholder whose sample shape is inferred (CNTK's placeholder()): from what replace_placeholders
-/// binds it to when that is known, else at compile from the loop it closes. Ops built on it have no
-/// shape until then (shape() throws); compile names what it cannot infer.
+/// binds it to when that is known, else at compile from the loop it closes. shape() of an op built
+/// on it compiles the graph to answer (so layers stack on such a loop); while the loop is still open
+/// it throws a UserError with compile's reason.
 Variable placeholder();
 
 namespace sequence {
