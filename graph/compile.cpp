@@ -115,7 +115,7 @@ std::vector<std::vector<int>> tarjan(const Graph& g) {
     return components;
 }
 
-bool is_delay(const Node* n) { return n->kind == NodeKind::Op && n->op->delay_direction() != 0; }
+bool is_delay(const Node* n) { return n->kind == NodeKind::Op && n->op->traits().delay_direction != 0; }
 
 // Orders a loop's members for one time step: edges out of a delay reach into another time step,
 // so without them the component must be acyclic.
@@ -237,7 +237,7 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
             int dir = 0;
             for (int m : comp) {
                 members.push_back(g.nodes[m]);
-                if (const int d = is_delay(g.nodes[m]) ? g.nodes[m]->op->delay_direction() : 0) {
+                if (const int d = is_delay(g.nodes[m]) ? g.nodes[m]->op->traits().delay_direction : 0) {
                     if (dir != 0 && d != dir)
                         throw UserError("compile: a loop mixes past_value and future_value: " + list_nodes(members) +
                                         ". A recurrence runs in one direction; split it into two loops.");
@@ -249,7 +249,7 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
                 throw UserError("compile: a cycle with no past_value/future_value in it: " + list_nodes(members) +
                                 ". Every recurrence must pass through a delay.");
             for (Node* m : members)
-                if (m->kind == NodeKind::Op && !m->op->step_capable())
+                if (m->kind == NodeKind::Op && !m->op->traits().step_capable)
                     throw UserError("compile: " + m->label() + " is inside a recurrence loop (" + list_nodes(members) +
                                     ") but needs whole sequences; move it out of the loop");
             step.direction = dir;

@@ -52,7 +52,7 @@ std::string node_line(const PlanNode& pn, int index, bool is_output) {
             break;
         case NodeKind::Op:
             what = n.op ? n.op->name() : "op";
-            style = n.op && n.op->delay_direction() != 0 ? "shape=box, style=\"rounded,filled\", fillcolor=\"#e8e8e8\""
+            style = n.op && n.op->traits().delay_direction != 0 ? "shape=box, style=\"rounded,filled\", fillcolor=\"#e8e8e8\""
                                                          : "shape=box, style=rounded";
             break;
     }
@@ -90,7 +90,7 @@ std::string to_dot(const std::vector<Variable>& outputs) {
         const Node& n = *plan->nodes[i].node;
         // A delay's first input is the value of the previous (or next) time step: the loop's back
         // edge. Its second is the initial state, an ordinary edge.
-        const bool delay = n.kind == NodeKind::Op && n.op && n.op->delay_direction() != 0;
+        const bool delay = n.kind == NodeKind::Op && n.op && n.op->traits().delay_direction != 0;
         const auto& inputs = plan->nodes[i].inputs;
         for (std::size_t k = 0; k < inputs.size(); ++k)
             out << "  n" << inputs[k] << " -> n" << i << (delay && k == 0 ? " [style=dashed, color=\"#8a5a00\"]" : "")

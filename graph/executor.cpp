@@ -160,7 +160,7 @@ void Execution<T>::release_inputs(int step) {
         const auto ju = static_cast<std::size_t>(j);
         // A loop run in segments copies a dropout mask it made back instead of drawing it again.
         if (keep || (runner_.segmented(static_cast<std::size_t>(steps_.step_of[ju])) &&
-                     plan_->nodes[ju].node->kind == NodeKind::Op && plan_->nodes[ju].node->op->generator()))
+                     plan_->nodes[ju].node->kind == NodeKind::Op && plan_->nodes[ju].node->op->traits().generator))
             held_[ju] = 1;
         if (--readers_left_[ju] == 0 && !needed[ju] && !held_[ju]) buffers_.release_value(j);
     }

@@ -17,10 +17,10 @@ std::vector<int> scan_loop(const Plan& plan, const PlanStep& step, const std::ve
     if (!step.is_loop || step.members.size() != 3) return {};
     int r = -1, sel = -1, d = -1;
     for (int m : step.members) {
-        const Op& op = *plan.nodes[m].node->op;
-        if (op.delay_direction() != 0)
+        const OpTraits op = plan.nodes[m].node->op->traits();
+        if (op.delay_direction != 0)
             d = m;
-        else if (is_element_select(op))
+        else if (op.element_select)
             sel = m;
         else
             r = m;
@@ -29,7 +29,7 @@ std::vector<int> scan_loop(const Plan& plan, const PlanStep& step, const std::ve
     const auto &rn = plan.nodes[r], &sn = plan.nodes[sel], &dn = plan.nodes[d];
     auto outside = [&](int i) { return plan.nodes[i].loop != rn.loop; };
     if (rn.inputs.size() != 2 || rn.inputs[1] != sel || !outside(rn.inputs[0]) || sn.inputs[2] != d ||
-        !outside(sn.inputs[0]) || !outside(sn.inputs[1]) || dn.inputs[0] != r || delay_steps(*dn.node->op) != 1 ||
+        !outside(sn.inputs[0]) || !outside(sn.inputs[1]) || dn.inputs[0] != r || dn.node->op->traits().delay_steps != 1 ||
         !binary_kernels(*rn.node->op))
         return {};
     auto type = [&](int i) { return plan.nodes[i].type; };

@@ -127,7 +127,7 @@ struct OpCall {
     std::span<const std::size_t> rows;
     /// Inside a loop: this op's memory across its calls in one run of the loop (see LoopCache).
     LoopCache<T>* memory = nullptr;
-    /// Only for ops that declare reads_time() (the delay and sequence ops), inside a loop: the step
+    /// Only for ops whose OpTraits::reads_time is set (the delay and sequence ops), inside a loop: the step
     /// computed and the whole [T, N, ...] buffers of the inputs and, backward, of their gradients.
     struct Time {
         std::size_t t = 0;
@@ -150,7 +150,7 @@ struct OpCall {
     View<const T> out_grad;
     std::span<const View<T>> in_grad;
     /// Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
-    /// then has no data); only for inputs writes_gradient_rows (graph/ops/kinds.hpp) names.
+    /// then has no data); only for inputs whose OpTraits::writes_gradient_rows is true.
     std::span<RowGradient<T>* const> in_grad_by_rows;
 
     Workspace<T>* work = nullptr;
@@ -164,27 +164,49 @@ struct Prepared {
     Shape shape;
 };
 
+/// What an op is, as compile, pass planning, the executor and the trainer need to know it: one
+/// value per op (Op::traits), so that nothing outside an op's file casts to its class.
+struct OpTraits {
+    /// May run one time step at a time inside a recurrence loop.
+    bool step_capable = true;
+    /// +1 for past_value, -1 for future_value, 0 for every other op; delay_steps is the delay's
+    /// time_step (0 for every other op).
+    int delay_direction = 0;
+    std::size_t delay_steps = 0;
+    /// Inside a loop it needs the time step and the inputs' whole buffers (OpCall::time): the delay
+    /// ops and the sequence ops that run in loops. Every other op sees rows only.
+    bool reads_time = false;
+    /// element_select(cond, a, b), the select of the fused scan's pattern (graph/fuse_scans.hpp).
+    bool element_select = false;
+    /// The generator the op draws from in forward (dropout's masks), or null. A Trainer's
+    /// checkpoint keeps its state, so that a resumed run draws what the uninterrupted run would have.
+    Rng* generator = nullptr;
+    /// Bit i: input i's gradient is added by whole rows and can be handed over as a RowGradient
+    /// (OpCall::in_grad_by_rows): an embedding's table.
+    std::uint32_t gradient_rows = 0;
+    /// Bit i: input i's gradient is the output gradient itself when their shapes match (an
+    /// affine's addend): the executor may alias the two buffers, the op then adds nothing.
+    std::uint32_t passes_gradient = 0;
+
+    bool writes_gradient_rows(std::size_t input) const { return input < 32 && ((gradient_rows >> input) & 1u); }
+    bool passes_gradient_through(std::size_t input) const {
+        return input < 32 && ((passes_gradient >> input) & 1u);
+    }
+};
+
 class Op {
 public:
     virtual ~Op() = default;
     virtual std::string name() const = 0;
     /// Shape rule: the output type from the inputs' types; throws UserError naming the op and shapes.
     virtual TypeInfo infer(std::span<const TypeInfo> in) const = 0;
-    /// May run one time step at a time inside a recurrence loop.
-    virtual bool step_capable() const { return true; }
-    /// +1 for past_value, -1 for future_value, 0 for every other op.
-    virtual int delay_direction() const { return 0; }
-    /// Inside a loop it needs the time step and the inputs' whole buffers (OpCall::time): the delay
-    /// ops and the sequence ops that run in loops. Every other op sees rows only.
-    virtual bool reads_time() const { return false; }
+    /// What the op is (OpTraits); the defaults for an op that is none of those things.
+    virtual OpTraits traits() const { return {}; }
 
     /// Which values backward reads besides out_grad (default: all). A value no backward reads is
     /// freed as soon as the forward steps using it are done; backward then sees its data as null.
     virtual bool backward_reads_output() const { return true; }
     virtual bool backward_reads_input(std::size_t /*input*/) const { return true; }
-    /// The generator an op draws from in forward (dropout's masks), or null. A Trainer's checkpoint
-    /// keeps its state, so that a resumed run draws what the uninterrupted run would have drawn.
-    virtual Rng* generator() const { return nullptr; }
 
     virtual void prepare(const OpCall<float>&, Prepared&) const {}
     virtual void prepare(const OpCall<double>&, Prepared&) const {}

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "graph/op.hpp"
-#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -40,7 +39,7 @@ bool rows_only(const Plan& plan, std::size_t i, const std::vector<char>& needs) 
     for (const auto& pn : plan.nodes)
         for (std::size_t j = 0; j < pn.inputs.size(); ++j) {
             if (pn.inputs[j] != static_cast<int>(i)) continue;
-            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !writes_gradient_rows(*pn.node->op, j)) return false;
+            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !pn.node->op->traits().writes_gradient_rows(j)) return false;
             any = true;
         }
     return any;
@@ -66,7 +65,7 @@ std::vector<int> gradient_aliases(const Plan& plan, const BackwardPlan& bp) {
     for (std::size_t j = 0; j < n; ++j) {
         if (uses[j] != 1 || !pooled(j) || plan.nodes[j].loop >= 0) continue;
         const auto k = static_cast<std::size_t>(consumer[j]);
-        candidate[j] = pooled(k) && passes_gradient_through(*plan.nodes[k].node->op, position[j]) &&
+        candidate[j] = pooled(k) && plan.nodes[k].node->op->traits().passes_gradient_through(position[j]) &&
                        plan.nodes[j].type.shape == plan.nodes[k].type.shape;
     }
     std::vector<int> alias_of(n, -1);

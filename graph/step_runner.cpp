@@ -115,7 +115,7 @@ template <class T>
 typename StepRunner<T>::Call StepRunner<T>::gather(int m, int loop, std::size_t n_seq, bool grads) {
     Call c;
     c.node = m;
-    c.reads_time = plan_.nodes[static_cast<std::size_t>(m)].node->op->reads_time();
+    c.reads_time = plan_.nodes[static_cast<std::size_t>(m)].node->op->traits().reads_time;
     for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs) {
         const auto& s = buffers_[j];
         const bool in_loop = plan_.nodes[static_cast<std::size_t>(j)].loop == loop;

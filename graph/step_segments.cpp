@@ -8,7 +8,6 @@
 #include <cmath>
 
 #include "core/errors.hpp"
-#include "graph/ops/kinds.hpp"
 #include "graph/step_runner.hpp"
 
 namespace loom {
@@ -54,8 +53,9 @@ bool StepRunner<T>::plan_segments(const PlanStep& step, const SequenceLayout& la
         const auto m = static_cast<std::size_t>(step.members[mi]);
         const PlanNode& pn = plan_.nodes[m];
         const Op& op = *pn.node->op;
-        const std::size_t delay = delay_steps(op);
-        if (op.reads_time() && delay == 0)
+        const OpTraits traits = op.traits();
+        const std::size_t delay = traits.delay_steps;
+        if (traits.reads_time && delay == 0)
             throw UserError("memory budget: the loop at " + pn.node->label() + " contains " + op.name() +
                             ", which reads sequence positions; such a loop cannot run in segments (raise the "
                             "budget to " +
@@ -66,7 +66,7 @@ bool StepRunner<T>::plan_segments(const PlanStep& step, const SequenceLayout& la
             if (source >= 0) seg.carried[static_cast<std::size_t>(source)] = 1;
         }
         // Read whole after the loop, or drawn at random (recomputing would draw anew): kept whole.
-        seg.full_value[mi] |= pass_->readers[m] > 0 || pass_->keep_value[m] || op.generator() != nullptr;
+        seg.full_value[mi] |= pass_->readers[m] > 0 || pass_->keep_value[m] || traits.generator != nullptr;
         if (pass_->needs_grad[m] && (pass_->readers[m] > 0 || pass_->keep_grad[m])) seg.full_grad[mi] = 1;
         // The bulk backward to inputs from outside the loop reads this member's gradient whole and
         // whichever of its values and its inputs' values its backward declares.

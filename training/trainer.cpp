@@ -28,14 +28,14 @@ std::vector<Rng*> generators_of(const std::vector<Variable>& outputs) {
         Node* n = resolve(stack.back());
         stack.pop_back();
         if (!n || !seen.insert(n).second) continue;
-        if (n->op && n->op->generator()) random.push_back(n);
+        if (n->op && n->op->traits().generator) random.push_back(n);
         for (const auto& in : n->inputs) stack.push_back(in.get());
     }
     std::sort(random.begin(), random.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
     std::vector<Rng*> found;
     for (Node* n : random)
-        if (std::find(found.begin(), found.end(), n->op->generator()) == found.end())
-            found.push_back(n->op->generator());
+        if (Rng* g = n->op->traits().generator; std::find(found.begin(), found.end(), g) == found.end())
+            found.push_back(g);
     return found;
 }
 

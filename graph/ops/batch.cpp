@@ -35,7 +35,7 @@ public:
                : kind_ == BatchReduceKind::mean ? "batch::reduce_mean"
                                                 : "batch::reduce_max";
     }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     bool backward_reads_output() const override { return kind_ == BatchReduceKind::max; }
     bool backward_reads_input(std::size_t) const override { return kind_ == BatchReduceKind::max; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -84,7 +84,7 @@ private:
 class BatchSoftmax final : public OpBase<BatchSoftmax> {
 public:
     std::string name() const override { return "batch::softmax"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_batch(name(), in, 0);
@@ -121,7 +121,7 @@ public:
 class BatchBroadcastAs final : public OpBase<BatchBroadcastAs> {
 public:
     std::string name() const override { return "batch::broadcast_as"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {

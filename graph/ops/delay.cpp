@@ -4,7 +4,6 @@
 #include "core/errors.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
-#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -17,9 +16,7 @@ public:
     // Backward only moves gradients across time.
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
-    int delay_direction() const override { return dir_; }
-    std::size_t steps() const { return k_; }
-    bool reads_time() const override { return true; }
+    OpTraits traits() const override { return {.delay_direction = dir_, .delay_steps = k_, .reads_time = true}; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const TypeInfo &x = in[0], &init = in[1];
@@ -111,11 +108,6 @@ Variable delay(int dir, const Variable& a, const Variable& initial_state, std::s
 }
 
 }  // namespace
-
-std::size_t delay_steps(const Op& op) {
-    const auto* d = dynamic_cast<const Delay*>(&op);
-    return d ? d->steps() : 0;
-}
 
 Variable past_value(const Variable& a, const Variable& initial_state, std::size_t time_step, const std::string& name) {
     return delay(+1, a, initial_state, time_step, name);

@@ -267,6 +267,7 @@ Variable binary(const Variable& a, const Variable& b, const std::string& name) {
 class ElementSelect final : public OpBase<ElementSelect> {
 public:
     std::string name() const override { return "element_select"; }
+    OpTraits traits() const override { return {.element_select = true}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         return {broadcast_shapes(name(), in), unify_axes(name(), in)};
     }
@@ -362,7 +363,6 @@ Variable not_equal(const Variable& a, const Variable& b, const std::string& name
     return binary<NotEqual>(a, b, name);
 }
 
-bool is_element_select(const Op& op) { return dynamic_cast<const ElementSelect*>(&op) != nullptr; }
 const BinaryKernels* binary_kernels(const Op& op) {
     const auto* b = dynamic_cast<const HasKernels*>(&op);
     return b ? b->kernels() : nullptr;

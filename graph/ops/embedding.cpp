@@ -6,7 +6,6 @@
 #include "core/errors.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
-#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -15,6 +14,7 @@ namespace {
 class Embedding final : public OpBase<Embedding> {
 public:
     std::string name() const override { return "embedding"; }
+    OpTraits traits() const override { return {.gradient_rows = 1u << 1}; }  // the table's rows
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t input) const override { return input == 0; }  // the ids
 
@@ -72,10 +72,6 @@ private:
 }  // namespace
 
 // Only the table (input 1), whose gradient the backward adds into by rows.
-bool writes_gradient_rows(const Op& op, std::size_t input) {
-    return input == 1 && dynamic_cast<const Embedding*>(&op) != nullptr;
-}
-
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name) {
     static const auto op = std::make_shared<const Embedding>();
     return Variable(apply_op(op, {ids.node(), table.node()}, name));

@@ -9,17 +9,6 @@
 
 namespace loom {
 
-// elementwise.cpp: whether `op` is element_select(cond, a, b).
-bool is_element_select(const Op& op);
-// delay.cpp: the time_step of past_value / future_value (0 for every other op).
-std::size_t delay_steps(const Op& op);
-// embedding.cpp: its backward adds into input `input`'s gradient by whole rows and can be handed
-// a RowGradient for it (OpCall::in_grad_by_rows).
-bool writes_gradient_rows(const Op& op, std::size_t input);
-// linear.cpp: input `input`'s gradient is the output gradient itself when their shapes match (an
-// affine's addend): the executor may alias the two buffers, the op then adds nothing.
-bool passes_gradient_through(const Op& op, std::size_t input);
-
 // A differentiable element-wise binary op z = f(a, b) as plain functions, for code that runs it
 // outside the op (the fused scan).
 template <class T>

@@ -9,7 +9,6 @@
 #include "core/packed_gemm.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/broadcast.hpp"
-#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -22,7 +21,7 @@ public:
     // dX and dW need X and W; the addend's gradient is out_grad itself.
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t i) const override { return i < 2; }
-    bool passes_through(std::size_t i) const { return addend_ && i == 2; }
+    OpTraits traits() const override { return {.passes_gradient = addend_ ? 1u << 2 : 0u}; }  // the addend
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape &x = in[0].shape, &w = in[1].shape;
@@ -361,11 +360,6 @@ private:
 };
 
 }  // namespace
-
-bool passes_gradient_through(const Op& op, std::size_t input) {
-    const auto* t = dynamic_cast<const Times*>(&op);
-    return t && t->passes_through(input);
-}
 
 Variable times(const Variable& x, const Variable& w, const std::string& name) {
     static const auto op = std::make_shared<const Times>(false, false);

@@ -20,7 +20,7 @@ public:
     RandomMask(double rate, std::uint64_t seed) : rate_(rate), rng_(seed) {}
     std::string name() const override { return "dropout_mask"; }
     TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
-    Rng* generator() const override { return &rng_; }
+    OpTraits traits() const override { return {.generator = &rng_}; }
 
     template <class T>
     void fwd(const OpCall<T>& c) const {

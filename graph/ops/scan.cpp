@@ -15,7 +15,7 @@ class SelectDelayScan final : public OpBase<SelectDelayScan> {
 public:
     SelectDelayScan(BinaryKernels f, int direction) : f_(std::move(f)), dir_(direction) {}
     std::string name() const override { return (dir_ > 0 ? "past_scan(" : "future_scan(") + f_.name + ")"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
 
     // Operands: z like r; cond [.., 1] or like r; c and init a scalar, [row] or (init) per sequence.
     TypeInfo infer(std::span<const TypeInfo> in) const override {

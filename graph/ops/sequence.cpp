@@ -22,7 +22,7 @@ class IsEdge final : public OpBase<IsEdge> {
 public:
     explicit IsEdge(bool last) : last_(last) {}
     std::string name() const override { return last_ ? "sequence::is_last" : "sequence::is_first"; }
-    bool reads_time() const override { return true; }
+    OpTraits traits() const override { return {.reads_time = true}; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -55,7 +55,7 @@ public:
     std::string name() const override { return last_ ? "sequence::last" : "sequence::first"; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
         return {in[0].shape, Axis::batch()};
@@ -131,7 +131,7 @@ public:
     // Only max looks at values: which step attained it.
     bool backward_reads_output() const override { return kind_ == TimeReduce::max; }
     bool backward_reads_input(std::size_t) const override { return kind_ == TimeReduce::max; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
         return {in[0].shape, Axis::batch()};
@@ -187,7 +187,7 @@ public:
     std::string name() const override { return "sequence::softmax"; }
     bool backward_reads_output() const override { return true; }
     bool backward_reads_input(std::size_t) const override { return false; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
         return in[0];
@@ -229,7 +229,7 @@ public:
     std::string name() const override { return "sequence::length"; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in);
         return {Shape{1}, Axis::batch()};

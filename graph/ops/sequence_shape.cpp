@@ -29,7 +29,7 @@ class SequenceSlice final : public OpBase<SequenceSlice> {
 public:
     SequenceSlice(int begin, int end, std::uint64_t axis_id) : begin_(begin), end_(end), axis_id_(axis_id) {}
     std::string name() const override { return "sequence::slice"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in, 0);
         return {in[0].shape, Axis::sequence(axis_id_)};
@@ -89,7 +89,7 @@ class SequenceGather final : public OpBase<SequenceGather> {
 public:
     explicit SequenceGather(std::uint64_t axis_id) : axis_id_(axis_id) {}
     std::string name() const override { return "sequence::gather"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in, 0);
         require_sequence(name(), in, 1);
@@ -151,7 +151,7 @@ class Unpack final : public OpBase<Unpack> {
 public:
     Unpack(bool mask, double padding_value) : mask_(mask), padding_(padding_value) {}
     std::string name() const override { return mask_ ? "sequence::unpack (mask)" : "sequence::unpack"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         require_sequence(name(), in, 0);
         return {sample_shape(0, in[0].shape), Axis::batch()};

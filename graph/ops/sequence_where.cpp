@@ -39,7 +39,7 @@ class Where final : public OpBase<Where> {
 public:
     explicit Where(std::uint64_t axis_id) : axis_id_(axis_id) {}
     std::string name() const override { return "sequence::where"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -91,7 +91,7 @@ private:
 class Scatter final : public OpBase<Scatter> {
 public:
     std::string name() const override { return "sequence::scatter"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t i) const override { return i == 1; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -148,7 +148,7 @@ class ToSequence final : public OpBase<ToSequence> {
 public:
     explicit ToSequence(std::uint64_t axis_id) : axis_id_(axis_id) {}
     std::string name() const override { return "to_sequence"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return false; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {

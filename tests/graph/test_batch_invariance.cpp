@@ -25,7 +25,7 @@ namespace {
 class BatchMean final : public OpBase<BatchMean> {
 public:
     std::string name() const override { return "batch_mean"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
     template <class T>
     void fwd(const OpCall<T>& c) const {
@@ -52,7 +52,7 @@ public:
 class PaddedTimeMean final : public OpBase<PaddedTimeMean> {
 public:
     std::string name() const override { return "padded_time_mean"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override { return {in[0].shape, Axis::batch()}; }
     template <class T>
     void fwd(const OpCall<T>& c) const {
@@ -76,7 +76,7 @@ public:
 class LeakyGradient final : public OpBase<LeakyGradient> {
 public:
     std::string name() const override { return "leaky_gradient"; }
-    bool step_capable() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
     template <class T>
     void fwd(const OpCall<T>& c) const {
