@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 
@@ -292,24 +291,6 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
 
 }  // namespace
 
-std::shared_ptr<const Plan> compile(const std::vector<Variable>& outputs) {
-    // Plans are cached per list of outputs and graph generation (replace_placeholders bumps it).
-    // A cached plan keeps its nodes alive, so a key's addresses cannot be reused while cached.
-    static std::mutex mutex;
-    static std::map<std::pair<std::vector<const Node*>, std::uint64_t>, std::shared_ptr<const Plan>> cache;
-    std::vector<const Node*> key;
-    for (const auto& v : outputs) key.push_back(v.node().get());
-    const auto gen = graph_generation();
-    {
-        std::lock_guard lock(mutex);
-        auto it = cache.find({key, gen});
-        if (it != cache.end()) return it->second;
-    }
-    std::shared_ptr<const Plan> plan = build_plan(outputs);
-    std::lock_guard lock(mutex);
-    if (cache.size() > 64) cache.clear();
-    cache[{key, gen}] = plan;
-    return plan;
-}
+std::shared_ptr<const Plan> compile(const std::vector<Variable>& outputs) { return build_plan(outputs); }
 
 }  // namespace loom

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// compile: from requested outputs to a Plan (cached, see compile()). The plan is a topological order of
+/// compile: from requested outputs to a Plan. The plan is a topological order of
 /// steps; a step is one node run once over all time steps, or a recurrence loop (a strongly
 /// connected component, found with Tarjan's algorithm) run one time step at a time. A loop
 /// r = f(z, element_select(cond, c, delay(r))) is rewritten into one node of the fused scan op.
@@ -44,11 +44,10 @@ struct Plan {
 };
 
 /// The plan that computes `outputs`. Throws a UserError naming the node for a graph that cannot run
-/// (an unbound placeholder, a loop without a delay, a shape it cannot infer). Not a pure function:
-/// plans are cached by the list of outputs and the graph's generation (replace_placeholders bumps
-/// it), so asking again returns the same plan; the cache is emptied when a new plan arrives while it
-/// holds more than 64, and each cached plan keeps its nodes, parameters included, alive. Compiling
-/// also writes the sample shapes it inferred into the nodes built on placeholder().
+/// (an unbound placeholder, a loop without a delay, a shape it cannot infer). Each call builds a new
+/// plan and nothing is kept: the plan lives as long as its holder (a Session, or one evaluate call)
+/// and keeps its nodes, parameters included, alive only that long. Compiling also writes the sample
+/// shapes it inferred into the nodes built on placeholder().
 std::shared_ptr<const Plan> compile(const std::vector<Variable>& outputs);
 
 }  // namespace loom

@@ -9,7 +9,6 @@ namespace loom {
 namespace {
 std::atomic<std::uint64_t> next_node_id{1};
 std::atomic<std::uint64_t> next_axis_id{1};
-std::atomic<std::uint64_t> generation{1};
 }  // namespace
 
 std::uint64_t Axis::new_sequence_id() { return next_axis_id++; }
@@ -61,8 +60,6 @@ Node* resolve(Node* n) {
     return n;
 }
 
-std::uint64_t graph_generation() { return generation.load(); }
-void bump_graph_generation() { ++generation; }
 
 NodePtr make_node(NodeKind kind, std::string name, TypeInfo type) {
     auto n = std::make_shared<Node>();

@@ -94,10 +94,6 @@ using NodePtr = std::shared_ptr<Node>;
 /// Returns nullptr for a placeholder that is not bound (or whose binding no longer exists).
 Node* resolve(Node* n);
 
-/// Monotonic counter bumped whenever the graph is rewired, so cached plans can be invalidated.
-std::uint64_t graph_generation();
-/// Increments graph_generation() (replace_placeholders does, when it rewires the graph).
-void bump_graph_generation();
 
 /// \return a new node with a fresh id and no inputs; a leaf's shape is checked (check_shape). The
 /// graph's builders call it (input_variable, parameter, apply_op, ...).

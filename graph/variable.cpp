@@ -95,7 +95,6 @@ Variable Variable::replace_placeholders(const std::vector<std::pair<Variable, Va
         p.is_bound = true;
         if (!reaches(target.node().get(), &p)) p.bound_strong = target.node();
     }
-    bump_graph_generation();
     return *this;
 }
 
