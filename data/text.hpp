@@ -30,7 +30,9 @@ enum class TextCheck {
 
 // A text file line by line, as every reader wants it: numbered lines without the trailing '\r',
 // the UTF-8 byte-order mark some editors put at the start of a file dropped (it is not part of
-// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects.
+// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects,
+// with a hint: how to convert UTF-16 (a byte-order mark FF FE or FE FF, or NUL in every other
+// byte) or Latin-1 / CP1252 text to UTF-8.
 class LineReader {
 public:
     LineReader(std::istream& in, std::string source, TextCheck check);
@@ -62,8 +64,9 @@ NumberStatus parse_index(std::string_view token, std::size_t& out);
 // What is wrong with a float token, for messages: "is not a number", "is too large for ...".
 std::string float_problem(NumberStatus status);
 
+// White space is a space, a tab or a Unicode space (core/utf8.hpp: unicode_space_length).
 bool is_blank(std::string_view s);
-// Splits on spaces and tabs, dropping empty pieces.
+// Splits on white space, dropping empty pieces.
 std::vector<std::string> split_whitespace(std::string_view s);
 // ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.
 std::string ascii_lower(std::string_view s);

@@ -161,3 +161,61 @@ TEST_CASE("data text: check_outputs refuses inputs, twice-written paths, directo
     CHECK(std::filesystem::exists(data));
     CHECK(dir.names() == std::vector<std::string>{"d.tsv", "fifo", "plots"});  // nothing was written
 }
+
+TEST_CASE("data text: Unicode spaces split words and make a line blank") {
+    CHECK(split_whitespace("a\xC2\xA0"
+                           "b\xE2\x80\x8B c\xE3\x80\x80") == std::vector<std::string>{"a", "b", "c"});
+    CHECK(split_whitespace("caf\xC3\xA9") == std::vector<std::string>{"caf\xC3\xA9"});
+    CHECK(is_blank(" \xC2\xA0\t\xE2\x80\x8B"));
+    CHECK_FALSE(is_blank("\xC3\xA0"));
+}
+
+namespace {
+
+// The DataError a LineReader with the UTF-8 check throws on `text`, or "accepted".
+std::string line_error(const std::string& text) {
+    std::istringstream in(text);
+    LineReader lines(in, "mem.txt", TextCheck::utf8);
+    try {
+        for (std::string line; lines.next(line);) {
+        }
+    } catch (const DataError& e) {
+        return e.what();
+    }
+    return "accepted";
+}
+
+// `text` in UTF-16, little-endian (ASCII only).
+std::string utf16le(const std::string& text) {
+    std::string out;
+    for (char c : text) out += std::string{c, '\0'};
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("data text: UTF-16 with or without its byte-order mark is named, with the fix") {
+    const std::string hint = "the file looks like UTF-16; convert it to UTF-8";
+    const std::string with_bom = line_error("\xFF\xFE" + utf16le("q\ta\t1\n"));
+    CHECK(with_bom.starts_with("mem.txt:1: NUL byte at column 4"));
+    CHECK_MESSAGE(with_bom.find(hint) != std::string::npos, with_bom);
+    const std::string big_endian = line_error("\xFE\xFF" + std::string("\0q", 2));
+    CHECK(big_endian.starts_with("mem.txt:1: NUL byte at column 3"));
+    CHECK_MESSAGE(big_endian.find(hint) != std::string::npos, big_endian);
+    // Without a byte-order mark: half the bytes are NUL.
+    const std::string without_bom = line_error(utf16le("question\tsentence\tlabel\n"));
+    CHECK(without_bom.starts_with("mem.txt:1: NUL byte at column 2"));
+    CHECK_MESSAGE(without_bom.find(hint) != std::string::npos, without_bom);
+    // The mark alone before text that has no NUL (CJK characters, say) is named too.
+    const std::string mark_only = line_error("\xFF\xFE\x2d\x4e\x87\x65\n");
+    CHECK(mark_only.starts_with("mem.txt:1: byte 0xff at column 1"));
+    CHECK_MESSAGE(mark_only.find(hint) != std::string::npos, mark_only);
+    // A lone NUL in UTF-8 text is not called UTF-16.
+    const std::string lone = line_error(std::string("question one\tsent\0ence\t1\n", 25));
+    CHECK(lone.starts_with("mem.txt:1: NUL byte at column 18"));
+    CHECK_MESSAGE(lone.find("UTF-16") == std::string::npos, lone);
+    // Overlong forms and CP1252's curly quote are invalid UTF-8, with their column.
+    CHECK(line_error("ok\n\xC0\xAF\n").starts_with("mem.txt:2: byte 0xc0 at column 1 is not valid UTF-8"));
+    CHECK(line_error("x \xE0\x80\xAF\n").starts_with("mem.txt:1: byte 0xe0 at column 3 is not valid UTF-8"));
+    CHECK(line_error("say \x93hi\x94\n").starts_with("mem.txt:1: byte 0x93 at column 5 is not valid UTF-8"));
+}
