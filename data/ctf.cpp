@@ -81,7 +81,8 @@ void parse_dense(const LineContext& at, const std::vector<std::string>& tokens, 
         float v = 0.0f;
         if (const auto status = data_text::parse_float(token, v); status != data_text::NumberStatus::ok)
             fail(at.source, at.line,
-                 "value " + quoted_field(token) + " of input '" + at.stream.name + "' " + data_text::float_problem(status));
+                 "value " + quoted_field(token) + " of input '" + at.stream.name + "' " +
+                     data_text::float_problem(status));
         out.dense_values.push_back(v);
     }
 }
@@ -100,11 +101,13 @@ void parse_sparse(const LineContext& at, const std::vector<std::string>& tokens,
         const auto index_status = data_text::parse_index(index_text, entry.index);
         if (index_status == data_text::NumberStatus::not_a_number)
             fail(at.source, at.line,
-                 "index " + quoted_field(index_text) + " of input '" + at.stream.name + "' is not a non-negative integer");
+                 "index " + quoted_field(index_text) + " of input '" + at.stream.name +
+                     "' is not a non-negative integer");
         if (index_status == data_text::NumberStatus::too_large || entry.index >= at.stream.dim)
             fail(at.source, at.line,
                  "index " +
-                     (index_status == data_text::NumberStatus::ok ? std::to_string(entry.index) : quoted_field(index_text)) +
+                     (index_status == data_text::NumberStatus::ok ? std::to_string(entry.index)
+                                                                  : quoted_field(index_text)) +
                      " of input '" + at.stream.name + "' is out of range: its dim is " + std::to_string(at.stream.dim) +
                      " (indices 0 to " + std::to_string(at.stream.dim - 1) + ")");
         if (const auto status = data_text::parse_float(value_text, entry.value); status != data_text::NumberStatus::ok)
@@ -166,7 +169,8 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
             if (rest.empty()) break;
             if (rest.front() != '|')
                 fail(source, line_no,
-                     "unexpected text " + quoted_field(take_until(rest, " \t|")) + ": values must follow an |input name");
+                     "unexpected text " + quoted_field(take_until(rest, " \t|")) +
+                         ": values must follow an |input name");
             rest.remove_prefix(1);
             if (!rest.empty() && rest.front() == '#') {
                 skip_comment(rest);
@@ -178,8 +182,8 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
             const auto found = by_name.find(name);
             if (found == by_name.end())
                 fail(source, line_no,
-                     "unknown input stream " + quoted_field(name) + " (configured streams: " + configured_names(streams) +
-                         ")");
+                     "unknown input stream " + quoted_field(name) +
+                         " (configured streams: " + configured_names(streams) + ")");
             const std::size_t k = found->second;
             if (seen[k])
                 fail(source, line_no,

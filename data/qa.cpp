@@ -175,6 +175,10 @@ bool is_header(const std::vector<std::string_view>& columns) {
 
 QaData read_qa_text(const std::string& path, bool labels_optional) {
     std::ifstream in = data_text::open_for_reading(path);
+    return parse_qa_text(in, path, labels_optional);
+}
+
+QaData parse_qa_text(std::istream& in, const std::string& path, bool labels_optional) {
     QaData data;
     data.source = path;
     std::unordered_map<std::string, std::size_t> group_of;

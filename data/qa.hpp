@@ -69,5 +69,7 @@ QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOpt
 // (pairs to score). UTF-8 only, as parse_qa_tsv: a byte-order mark is dropped; NUL bytes, UTF-16
 // and invalid UTF-8 are refused at their line and column. Throws DataError "file:line: reason".
 QaData read_qa_text(const std::string& path, bool labels_optional = false);
+// Same, from any stream; `source` names it in error messages.
+QaData parse_qa_text(std::istream& in, const std::string& source, bool labels_optional = false);
 
 }  // namespace loom

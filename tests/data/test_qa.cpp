@@ -230,7 +230,8 @@ TEST_CASE("read_qa_text: an empty label is named, and control bytes in a quoted 
     CHECK(ansi == "1: label '\\x1b[2J\\x1b[31mred' is not 0 or 1");
     CHECK(ansi.find('\x1b') == std::string::npos);
     // Columns are still counted with empty ones: a fourth, empty column is a fourth column.
-    CHECK(raw_text_error("q\ta\t1\t\n") == "1: expected question<TAB>sentence<TAB>label, found 4 tab-separated columns");
+    CHECK(raw_text_error("q\ta\t1\t\n") ==
+          "1: expected question<TAB>sentence<TAB>label, found 4 tab-separated columns");
     // No-break and zero-width spaces separate words in both columns.
     const QaData data = read_raw_text("Who\xC2\xA0wrote?\tShakespeare\xE2\x80\x8Bwrote.\t1\n");
     CHECK(data.pairs[0].question == Tokens{"who", "wrote", "?"});

@@ -258,7 +258,8 @@ TEST_CASE("model file: a newer version is named as such, and names read from a f
     w.u64(0);
     write_checked_file(path, w.bytes());
     CHECK(data_error([&] { read_model_file(path); }) ==
-          path + ": a model file written by a newer loom (version 3); this loom reads versions 1 to 2: use a newer loom");
+          path +
+              ": a model file written by a newer loom (version 3); this loom reads versions 1 to 2: use a newer loom");
     Parameter p = parameter(w_value, "w");
     save_checkpoint(dir.file("c.ckpt"), {p}, nullptr);
     CHECK(data_error([&] { read_model_file(dir.file("c.ckpt")); }).find("not a loom model file but a checkpoint") !=

@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <filesystem>
+#include <limits>
 
 #include <unistd.h>
 
@@ -138,8 +138,9 @@ TEST_CASE("checkpoint fields: NaN or inf values and a newer version are refused 
     for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
         std::string payload = good;
         std::memcpy(payload.data() + values_at + 4, &bad, 4);
-        expect_rejected(payload, {w}, std::string("parameter 'w' [2, 2] holds ") + (std::isnan(bad) ? "nan" : "-inf") +
-                                          " at element 1; a checkpoint holds finite values only");
+        expect_rejected(payload, {w},
+                        std::string("parameter 'w' [2, 2] holds ") + (std::isnan(bad) ? "nan" : "-inf") +
+                            " at element 1; a checkpoint holds finite values only");
     }
     std::string newer = good;
     set_u64(newer, 8 + 15, 3);
