@@ -188,10 +188,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path normalized(const std::string& path) {
+// The absolute path, lexically normalized: where a file of this name is created (a symbolic link
+// is replaced, not followed, by the rename of an atomic write).
+fs::path lexical(const std::string& path) {
     std::error_code ec;
     const fs::path absolute = fs::absolute(path, ec);
     return (ec ? fs::path(path) : absolute).lexically_normal();
+}
+
+// The same with every symbolic link in its existing part resolved (std::filesystem::weakly_canonical):
+// two spellings of one file, through a linked directory too, compare equal although the file does
+// not exist yet.
+fs::path normalized(const std::string& path) {
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(lexical(path), ec);
+    return ec ? lexical(path) : resolved.lexically_normal();
 }
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -224,7 +235,7 @@ std::string not_replaceable(fs::file_status status) {
 }
 
 void check_directory(const std::string& path, const std::string& what, bool may_create) {
-    fs::path dir = normalized(path).parent_path();
+    fs::path dir = lexical(path).parent_path();
     std::error_code ec;
     while (may_create && !fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
     const auto status = fs::status(dir, ec);

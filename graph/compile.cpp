@@ -39,7 +39,8 @@ std::vector<Node*> resolved_inputs(const Node* n) {
     std::vector<Node*> out;
     for (auto& in : n->inputs) {
         Node* r = resolve(in.get());
-        if (!r) throw UserError("compile: " + in->label() + " (an input of " + n->label() + ") " + unresolved(in.get()));
+        if (!r)
+            throw UserError("compile: " + in->label() + " (an input of " + n->label() + ") " + unresolved(in.get()));
         out.push_back(r);
     }
     return out;

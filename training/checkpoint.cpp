@@ -38,7 +38,8 @@ void check_read_finite(const std::string& where, const StoredParameter& s, const
     const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
     if (bad != values.end())
         throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(*bad) +
-                        " at element " + std::to_string(bad - values.begin()) + "; a checkpoint holds finite values only");
+                        " at element " + std::to_string(bad - values.begin()) +
+                        "; a checkpoint holds finite values only");
 }
 
 // The bytes a record needs at the least, to reject an impossible count before allocating for it.

@@ -28,10 +28,11 @@ std::string not_readable(const std::string& path, const std::string& tag) {
         int version = 0;
         const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), version);
         if (error == std::errc() && end == number.data() + number.size() && version > this_version)
-            return path + ": a model file written by a newer loom (version " + number + "); this loom reads versions 1 to " +
-                   std::to_string(this_version) + ": use a newer loom";
+            return path + ": a model file written by a newer loom (version " + number +
+                   "); this loom reads versions 1 to " + std::to_string(this_version) + ": use a newer loom";
     }
-    if (tag == "loom-checkpoint") return path + ": not a loom model file but a checkpoint (load it with load_checkpoint)";
+    if (tag == "loom-checkpoint")
+        return path + ": not a loom model file but a checkpoint (load it with load_checkpoint)";
     return path + ": not a loom model file (a checkpoint or another loom file?)";
 }
 
