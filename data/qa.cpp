@@ -63,6 +63,7 @@ QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOpt
                             ? " (are the columns separated by spaces instead of tabs?)"
                             : ""));
         const std::string_view label = trim(columns[2]);
+        if (label.empty()) lines.fail("the label (third column) is empty; it must be 0 or 1");
         if (label != "0" && label != "1") lines.fail("label must be 0 or 1, found " + quoted_field(label));
         QaPair pair;
         pair.question = tokens_of(columns[0], options.lowercase);

@@ -73,7 +73,7 @@ TEST_CASE("qa tsv: malformed rows name file / line and reason") {
     expect_error("q ?\ta .\t1\t0\n", 1, "found 4");
     expect_error("q ?\ta .\t1\nq ?\tb .\t2\n", 2, "label must be 0 or 1, found '2'");
     expect_error("q ?\ta .\tyes\n", 1, "label must be 0 or 1");
-    expect_error("q ?\ta .\t\n", 1, "label must be 0 or 1");
+    expect_error("q ?\ta .\t\n", 1, "the label (third column) is empty; it must be 0 or 1");
     expect_error("q ?\ta .\t1\n \ta .\t0\n", 2, "empty question");
     expect_error("q ?\t  \t0\n", 1, "empty answer");
     CHECK_THROWS_WITH_AS(read_qa_tsv("/nonexistent/qa.tsv"), doctest::Contains("/nonexistent/qa.tsv"), DataError);
@@ -108,6 +108,11 @@ TEST_CASE("qa tsv: NUL bytes and invalid UTF-8 are errors at their line and colu
     const QaData data = parse_qa_tsv(in, "mem.tsv");
     CHECK(data.pairs[0].question == Tokens{"caf\xC3\xA9", "?"});
     CHECK(data.pairs[0].answer == Tokens{"\xE2\x82\xAC", "5", "."});
+}
+
+TEST_CASE("qa tsv: an empty label is named as empty / an ANSI escape in a label is escaped") {
+    expect_error("q ?\ta .\t1\nq ?\tb .\t\n", 2, "the label (third column) is empty; it must be 0 or 1");
+    expect_error("q ?\ta .\t\x1b[31m1\n", 1, "label must be 0 or 1, found '\\x1b[31m1'");
 }
 
 TEST_CASE("qa tsv: a file without pairs is an error / blank lines of spaces are skipped") {
