@@ -1,6 +1,7 @@
 #pragma once
-// loom: symbolic graphs over batches of sequences, recurrence loops, reverse-mode gradients.
-// The one header a user includes.
+/// \file
+/// loom: symbolic graphs over batches of sequences, recurrence loops, reverse-mode gradients.
+/// The one header a user includes.
 #include "core/errors.hpp"
 #include "core/gemm.hpp"
 #include "core/packed_gemm.hpp"
@@ -31,3 +32,37 @@
 #include "layers/layers.hpp"
 #include "training/model_file.hpp"
 #include "training/training.hpp"
+
+/// \mainpage loom API reference
+/// loom builds symbolic graphs over batches of sequences, runs recurrence loops and computes
+/// reverse-mode gradients. `#include "loom.hpp"` brings in every public header; programs that train
+/// over MPI also include distributed/distributed.hpp and link loom::distributed.
+///
+/// Where to start:
+/// - graph/variable.hpp: inputs, parameters, constants and placeholders (loom::Variable);
+/// - graph/ops.hpp: the ops, loom::sequence and loom::batch included;
+/// - graph/evaluate.hpp and graph/session.hpp: running a graph (loom::evaluate, loom::gradients,
+///   loom::Session);
+/// - layers/layers.hpp: Dense, Embedding, the recurrent cells, attention, the decoder (loom::layers);
+/// - training/training.hpp: learners, loom::Trainer and loom::fit, checkpoints; training/model_file.hpp;
+/// - core/value.hpp: loom::Value, the data a graph is given and gives back;
+/// - data/: readers of CTF and QA files, vocabularies, batching, metrics.
+///
+/// docs/architecture.md in the repository tells how the engine is built.
+
+/// \namespace loom
+/// Everything of loom: values and shapes (core/), data readers (data/), the graph, its ops and the
+/// engine that runs it (graph/), layers (loom::layers) and training (training/).
+/// \namespace loom::sequence
+/// Ops over a sequence axis, as CNTK's C.sequence: first and last steps, reductions over time,
+/// gather, unpack, where, scatter.
+/// \namespace loom::batch
+/// Ops across the items of a batch value: reductions, softmax and broadcast_as.
+/// \namespace loom::layers
+/// Layer factories composed from the public ops, each holding its own parameters.
+/// \namespace loom::svg
+/// SVG charts of training curves and attention weights.
+/// \namespace loom::data_text
+/// The text-file plumbing every reader shares (line reading, number parsing, output checks).
+/// \namespace loom::distributed
+/// Data-parallel training over MPI, in the loom::distributed library (distributed/distributed.hpp).

@@ -103,7 +103,7 @@ public:
             // sized for (a new small block is cheap; the big one stays free for a big request).
             // Up to max_oversize times the request is served: at 2x, a request for a third of a
             // free block mapped new memory while that block sat idle; 4x lowered the QA step's
-            // peak RSS by 3-9 MiB (bench/README.md, session 9).
+            // peak RSS by 3-9 MiB.
             if (best != free_.end() && best->capacity() > max_oversize * n + small_block) return fresh(n);
             if (best == free_.end() && !free_.empty()) {
                 // None is large enough: the largest free one is given up for a new one, so the pool

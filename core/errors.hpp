@@ -1,7 +1,8 @@
 #pragma once
-// One exception hierarchy for the whole library. A UserError is the caller's fault (bad shapes,
-// bad data, a graph that cannot run) and says what, where and how to fix it; an InternalError is
-// ours.
+/// \file
+/// One exception hierarchy for the whole library. A UserError is the caller's fault (bad shapes,
+/// bad data, a graph that cannot run) and says what, where and how to fix it; an InternalError is
+/// ours.
 #include <stdexcept>
 #include <string>
 
@@ -17,7 +18,7 @@ public:
     using Error::Error;
 };
 
-// Malformed data in a file: the message names the file and the line.
+/// Malformed data in a file: the message names the file and the line.
 class DataError : public UserError {
 public:
     using UserError::UserError;

@@ -27,12 +27,12 @@ long long now_ns() {
 std::atomic<int> blas_threads{0};
 
 // loom's own blocked GEMM (core/blocked_gemm.cpp) on AVX-512 when OpenBLAS has no AVX-512 kernels
-// for this CPU (0.3.21 gave the Xeon of sessions 5-8 its Prescott kernels: loom's ran the QA shapes 5x faster,
-// bench/README.md), unless OpenBLAS is to run several threads inside each GEMM. Where OpenBLAS picks
-// AVX-512 kernels (Cooperlake on AMD Zen 5) they beat loom's by ~20 % at these shapes, and OpenBLAS
-// runs the products. LOOM_GEMM=loom or LOOM_GEMM=openblas overrides the choice. Shapes whose n is
-// under one panel (a matrix times a vector) or that are tiny stay with OpenBLAS: packing would cost
-// more than it saves.
+// for this CPU (0.3.21 gives Intel's family 6 model 207 Xeons its Prescott kernels, on which loom's
+// ran the QA shapes 5x faster), unless OpenBLAS is to run several threads inside each GEMM. Where
+// OpenBLAS picks AVX-512 kernels (Cooperlake on AMD Zen 5) they beat loom's by ~20 % at these
+// shapes, and OpenBLAS runs the products. LOOM_GEMM=loom or LOOM_GEMM=openblas overrides the
+// choice. Shapes whose n is under one panel (a matrix times a vector) or that are tiny stay with
+// OpenBLAS: packing would cost more than it saves.
 enum class GemmChoice { automatic, loom, openblas };
 
 GemmChoice gemm_choice() {

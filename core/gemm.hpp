@@ -1,29 +1,38 @@
 #pragma once
-// Row-major GEMM on contiguous buffers:
-//   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
-// On AVX-512 CPUs for which OpenBLAS has no AVX-512 kernels, through loom's own blocked kernels
-// (core/packed_gemm.hpp); elsewhere, where OpenBLAS has them (openblas_core_has_avx512), when
-// OpenBLAS runs several threads per GEMM (set_blas_threads(n > 1)), or with the environment
-// variable LOOM_GEMM=openblas, straight to OpenBLAS. LOOM_GEMM=loom asks for loom's kernels
-// wherever AVX-512 is active; LOOM_GEMM=auto (or unset) is the choice above.
+/// \file
+/// Row-major GEMM on contiguous buffers:
+///   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
+/// On AVX-512 CPUs for which OpenBLAS has no AVX-512 kernels, through loom's own blocked kernels
+/// (core/packed_gemm.hpp); elsewhere, where OpenBLAS has them (openblas_core_has_avx512), when
+/// OpenBLAS runs several threads per GEMM (set_blas_threads(n > 1)), or with the environment
+/// variable LOOM_GEMM=openblas, straight to OpenBLAS. LOOM_GEMM=loom asks for loom's kernels
+/// wherever AVX-512 is active; LOOM_GEMM=auto (or unset) is the choice above.
 #include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace loom {
 
+/// C = alpha * op(A) * op(B) + beta * C on row-major float buffers (the choice of kernels is above).
+/// \param trans_a, trans_b  use A, B transposed (op(X) = X^T)
+/// \param m, n, k  op(A) is [m, k], op(B) is [k, n], C is [m, n]
+/// \param alpha, beta  the scales of the product and of C's old values (beta 0: C is only written)
+/// \param a, lda  A and its row stride in elements
+/// \param b, ldb  B and its row stride
+/// \param c, ldc  C and its row stride
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
+/// The same product in double.
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
           std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc);
 
-// True when gemm() runs loom's own blocked kernels on a product of this shape (AVX-512, one
-// OpenBLAS thread, LOOM_GEMM not openblas): gemm_blocked_rows (core/packed_gemm.hpp) then runs
-// the same kernels on rows where they lie, so callers need not gather rows into a block first.
+/// True when gemm() runs loom's own blocked kernels on a product of this shape (AVX-512, one
+/// OpenBLAS thread, LOOM_GEMM not openblas): gemm_blocked_rows (core/packed_gemm.hpp) then runs
+/// the same kernels on rows where they lie, so callers need not gather rows into a block first.
 bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k);
 
-// Counts the time of its scope into gemm_seconds() when timing is on: every GEMM entry point
-// (gemm, gemm_rows) holds one.
+/// Counts the time of its scope into gemm_seconds() when timing is on: every GEMM entry point
+/// (gemm, gemm_rows) holds one.
 class GemmTimer {
 public:
     GemmTimer();
@@ -36,20 +45,22 @@ private:
     bool on_;
 };
 
-// Seconds spent inside gemm since start (for benchmarks' "share of time in GEMM"); off unless enabled.
+/// Seconds spent inside gemm since start (for benchmarks' "share of time in GEMM"); off unless enabled.
 void gemm_timing(bool on);
+/// \return the seconds counted so far (0 unless gemm_timing(true)).
 double gemm_seconds();
+/// Sets gemm_seconds() back to 0.
 void gemm_reset_timing();
 
-// True for the OpenBLAS core types (openblas_get_corename(), case-insensitive) whose GEMM kernels
-// use AVX-512: SkylakeX, Cooperlake, SapphireRapids.
+/// True for the OpenBLAS core types (openblas_get_corename(), case-insensitive) whose GEMM kernels
+/// use AVX-512: SkylakeX, Cooperlake, SapphireRapids.
 bool openblas_core_has_avx512(std::string_view core);
 
-// OpenBLAS's thread count, set once by the program (benchmarks, samples).
+/// OpenBLAS's thread count, set once by the program (benchmarks, samples).
 void set_blas_threads(int n);
 
-// Which kernels gemm() runs on large shapes now: "loom-avx512", or "openblas-" and OpenBLAS's
-// core name (e.g. "openblas-Haswell"), for benchmarks to report.
+/// Which kernels gemm() runs on large shapes now: "loom-avx512", or "openblas-" and OpenBLAS's
+/// core name (e.g. "openblas-Haswell"), for benchmarks to report.
 std::string gemm_kernels();
 
 }  // namespace loom

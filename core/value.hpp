@@ -1,9 +1,10 @@
 #pragma once
-// Value: data bound to or produced by a graph. A tensor plus what its leading axes mean:
-//   Static    [sample...]                 no dynamic axis (constants, parameters)
-//   Batch     [N, sample...]              one item per batch entry
-//   Sequence  [T_max, N, sample...]       time-major and padded, with a SequenceLayout
-// Storage is float or double; accessors convert on request.
+/// \file
+/// Value: data bound to or produced by a graph. A tensor plus what its leading axes mean:
+///   Static    [sample...]                 no dynamic axis (constants, parameters)
+///   Batch     [N, sample...]              one item per batch entry
+///   Sequence  [T_max, N, sample...]       time-major and padded, with a SequenceLayout
+/// Storage is float or double; accessors convert on request.
 #include <cstddef>
 #include <initializer_list>
 #include <type_traits>
@@ -17,42 +18,56 @@
 
 namespace loom {
 
+/// The element type of a Value's storage: float or double.
 enum class DType { f32, f64 };
 
+/// \return the DType of element type T (float or double only).
 template <class T>
 constexpr DType dtype_of() {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "loom runs in float or double");
     return std::is_same_v<T, float> ? DType::f32 : DType::f64;
 }
 
+/// A tensor bound to a graph's input or produced by it, with what its leading axes mean (above):
+/// a static tensor, a batch of rows, or a padded batch of sequences with its SequenceLayout.
 class Value {
     template <class E>
     using element_of = std::conditional_t<std::is_same_v<typename E::value_type, double>, double, float>;
 
 public:
+    /// Which dynamic axes the storage has: none, [N, ...] or [T_max, N, ...].
     enum class Kind { Static, Batch, Sequence };
 
     Value() = default;
 
-    // Each element is one sequence [T_i, sample...]; all share the sample shape.
+    /// @{
+    /// Each element is one sequence [T_i, sample...]; all share the sample shape.
     static Value sequences(const std::vector<xt::xarray<float>>& seqs);
     static Value sequences(const std::vector<xt::xarray<double>>& seqs);
-    // Token ids, one sequence each: sample shape [1]. Ids are stored as float, exact up to
-    // max_exact_float_id; a larger id is a UserError.
+    /// @}
+    /// The largest token id index_sequences takes: ids are stored as float, exact up to 2^24.
     static constexpr std::size_t max_exact_float_id = std::size_t{1} << 24;
+    /// Token ids, one sequence each (sample shape [1]); a UserError for an id above max_exact_float_id.
     static Value index_sequences(const std::vector<std::vector<std::size_t>>& ids);
-    // Rows [N, sample...].
+    /// @{
+    /// Rows [N, sample...].
     static Value batch(const xt::xarray<float>& rows);
     static Value batch(const xt::xarray<double>& rows);
-    // The same, taking the array's storage instead of copying it.
+    /// @}
+    /// @{
+    /// The same, taking the array's storage instead of copying it.
     static Value batch(xt::xarray<float>&& rows);
     static Value batch(xt::xarray<double>&& rows);
-    // A tensor with no dynamic axis.
+    /// @}
+    /// @{
+    /// A tensor with no dynamic axis.
     static Value tensor(xt::xarray<float> data);
     static Value tensor(xt::xarray<double> data);
-    // The same calls with braced lists and other xtensor arrays, as the contract writes them
-    // (Value::sequences({seq0, seq1}), Value::batch({{1, 2}, {3, 4}})): arrays of double stay double,
-    // any other element type becomes float; braced numbers are float, loom's default.
+    /// @}
+    /// @{
+    /// The same calls with braced lists and other xtensor arrays, as the contract writes them
+    /// (Value::sequences({seq0, seq1}), Value::batch({{1, 2}, {3, 4}})): arrays of double stay double,
+    /// any other element type becomes float; braced numbers are float, loom's default.
     template <class E>
     static Value sequences(std::initializer_list<E> seqs) {
         return sequences(std::vector<xt::xarray<element_of<E>>>(seqs.begin(), seqs.end()));
@@ -71,41 +86,49 @@ public:
     static Value tensor(xt::nested_initializer_list_t<float, 1> data) { return tensor(xt::xarray<float>(data)); }
     static Value tensor(xt::nested_initializer_list_t<float, 2> data) { return tensor(xt::xarray<float>(data)); }
     static Value tensor(xt::nested_initializer_list_t<float, 3> data) { return tensor(xt::xarray<float>(data)); }
-    // Already padded, time-major data [T_max, N, sample...]; whatever is in the padding is ignored.
+    /// @}
+    /// Already padded, time-major data [T_max, N, sample...]; whatever is in the padding is ignored.
     template <class T>
     static Value padded(xt::xarray<T> data, LayoutPtr layout);
-    // Item-major padded data [N, T, sample...] plus each item's length: item n's first lengths[n]
-    // steps become sequence n (the inverse of sequence::unpack's data). A length of 0 or above T,
-    // or a count of lengths other than N, is a UserError.
+    /// Item-major padded data [N, T, sample...] plus each item's length: item n's first lengths[n]
+    /// steps become sequence n (the inverse of sequence::unpack's data). A length of 0 or above T,
+    /// or a count of lengths other than N, is a UserError.
     template <class T>
     static Value from_padded(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths);
 
+    /// \return whether the storage is static, a batch or sequences.
     Kind kind() const { return kind_; }
+    /// \return the element type of the storage.
     DType dtype() const { return data_.index() == 0 ? DType::f32 : DType::f64; }
+    /// \return whether this is a static Value holding no element (as a default-made one).
     bool empty() const {
         return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, data_);
     }
+    /// \return the shape of one sample (without the dynamic axes).
     const Shape& sample_shape() const { return sample_; }
-    std::size_t num_items() const;         // N for Batch and Sequence, 1 for Static
-    const SequenceLayout& layout() const;  // throws unless Kind::Sequence
+    std::size_t num_items() const;         ///< N for Batch and Sequence, 1 for Static
+    const SequenceLayout& layout() const;  ///< throws unless Kind::Sequence
+    /// \return the layout shared with other values (null unless Kind::Sequence).
     const LayoutPtr& layout_ptr() const { return layout_; }
 
-    // One sequence [L_i, sample...] (Sequence only).
+    /// One sequence [L_i, sample...] (Sequence only).
     template <class T = float>
     xt::xarray<T> sequence(std::size_t i) const;
-    // All rows [N, sample...] (Batch only).
+    /// All rows [N, sample...] (Batch only).
     template <class T = float>
     xt::xarray<T> batch() const;
-    // The whole storage: the static tensor, [N, ...] rows, or padded [T_max, N, ...].
+    /// The whole storage: the static tensor, [N, ...] rows, or padded [T_max, N, ...].
     template <class T = float>
     xt::xarray<T> tensor() const;
-    // The storage itself, without conversion; throws if the element type differs.
+    /// @{
+    /// The storage itself, without conversion; throws if the element type differs.
     template <class T>
     const xt::xarray<T>& data() const;
     template <class T>
     xt::xarray<T>& data();
+    /// @}
 
-    std::string describe() const;  // "sequence value, 3 sequences of lengths [...], sample [2]"
+    std::string describe() const;  ///< "sequence value, 3 sequences of lengths [...], sample [2]"
 
 private:
     template <class T>

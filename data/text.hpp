@@ -1,7 +1,8 @@
 #pragma once
-// Small helpers shared by the text data readers (CTF, QA TSV, vocabulary files): reading lines
-// with their numbers, strict number parsing, and errors of the form "file:line: reason" so a user
-// can jump straight to the offending line.
+/// \file
+/// Small helpers shared by the text data readers (CTF, QA TSV, vocabulary files): reading lines
+/// with their numbers, strict number parsing, and errors of the form "file:line: reason" so a user
+/// can jump straight to the offending line.
 #include <cstddef>
 #include <fstream>
 #include <string>
@@ -12,35 +13,40 @@
 
 namespace loom::data_text {
 
-// Throws DataError("path:line: reason").
+/// Throws DataError("path:line: reason").
 [[noreturn]] void fail(const std::string& path, std::size_t line, const std::string& reason);
 
-// Opens a file for reading or throws DataError naming it (and saying so when it is a directory).
+/// Opens a file for reading or throws DataError naming it (and saying so when it is a directory).
 std::ifstream open_for_reading(const std::string& path);
 
-// std::getline that also drops a trailing '\r', so files written on Windows read the same.
+/// std::getline that also drops a trailing carriage return, so files written on Windows read the same.
 bool read_line(std::istream& in, std::string& line);
 
-// What LineReader rejects, beyond what a reader checks itself.
+/// What LineReader rejects, beyond what a reader checks itself.
 enum class TextCheck {
-    none,
-    nul_bytes,  // a binary file, or UTF-16 text
-    utf8,       // NUL bytes and invalid UTF-8 (a Latin-1 file, say)
+    none,       ///< nothing beyond the reader's own checks
+    nul_bytes,  ///< a binary file, or UTF-16 text
+    utf8,       ///< NUL bytes and invalid UTF-8 (a Latin-1 file, say)
 };
 
-// A text file line by line, as every reader wants it: numbered lines without the trailing '\r',
-// the UTF-8 byte-order mark some editors put at the start of a file dropped (it is not part of
-// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects,
-// with a hint: how to convert UTF-16 (a byte-order mark FF FE or FE FF, or NUL in every other
-// byte) or Latin-1 / CP1252 text to UTF-8.
+/// A text file line by line, as every reader wants it: numbered lines without a trailing carriage return,
+/// the UTF-8 byte-order mark some editors put at the start of a file dropped (it is not part of
+/// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects,
+/// with a hint: how to convert UTF-16 (a byte-order mark FF FE or FE FF, or NUL in every other
+/// byte) or Latin-1 / CP1252 text to UTF-8.
 class LineReader {
 public:
+    /// \param in  the text, read from its current position
+    /// \param source  names it in messages (the file's name)
+    /// \param check  what else to reject
     LineReader(std::istream& in, std::string source, TextCheck check);
-    // False at the end of the input; throws DataError when reading fails.
+    /// False at the end of the input; throws DataError when reading fails.
     bool next(std::string& line);
+    /// \return the 1-based number of the line last read (0 before the first).
     std::size_t line_number() const { return line_no_; }
+    /// \return the name given at construction.
     const std::string& source() const { return source_; }
-    // Throws DataError("source:line: reason") for the line last read.
+    /// Throws DataError("source:line: reason") for the line last read.
     [[noreturn]] void fail(const std::string& reason) const;
 
 private:
@@ -50,50 +56,53 @@ private:
     std::size_t line_no_ = 0;
 };
 
-// The UTF-8 checks live in core/utf8.hpp (checkpoints quote names with them too).
+/// The UTF-8 checks live in core/utf8.hpp (checkpoints quote names with them too).
 using loom::invalid_utf8_at;
 using loom::utf8_sequence_length;
 
+/// What parse_float and parse_index found.
 enum class NumberStatus { ok, not_a_number, too_large, not_finite };
-// The whole token must be a decimal number (a leading '+' is allowed). A magnitude too small for
-// a float rounds to zero, as it would in any float arithmetic; one too large is too_large;
-// "inf" and "nan" are not_finite.
+/// The whole token must be a decimal number (a leading '+' is allowed). A magnitude too small for
+/// a float rounds to zero, as it would in any float arithmetic; one too large is too_large;
+/// "inf" and "nan" are not_finite.
 NumberStatus parse_float(std::string_view token, float& out);
-// The whole token must be a non-negative decimal integer; too_large past SIZE_MAX.
+/// The whole token must be a non-negative decimal integer; too_large past SIZE_MAX.
 NumberStatus parse_index(std::string_view token, std::size_t& out);
-// What is wrong with a float token, for messages: "is not a number", "is too large for ...".
+/// What is wrong with a float token, for messages: "is not a number", "is too large for ...".
 std::string float_problem(NumberStatus status);
 
-// White space is a space, a tab or a Unicode space (core/utf8.hpp: unicode_space_length).
+/// \return whether `s` holds only white space (or nothing): spaces, tabs and Unicode spaces
+/// (core/utf8.hpp: unicode_space_length).
 bool is_blank(std::string_view s);
-// Splits on white space, dropping empty pieces.
+/// Splits on white space, dropping empty pieces.
 std::vector<std::string> split_whitespace(std::string_view s);
-// ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.
+/// ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.
 std::string ascii_lower(std::string_view s);
 
-// Writes text to `path` through a temporary file renamed into place, so an interrupted save never
-// leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
-// which also removes temporaries that killed writers left). Throws UserError on failure.
+/// Writes text to `path` through a temporary file renamed into place, so an interrupted save never
+/// leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
+/// which also removes temporaries that killed writers left). Throws UserError on failure.
 void write_text_atomically(const std::string& path, const std::string& text);
-// Throws UserError "`what` `path`: cannot write there: ..." unless `path`'s directory exists and
-// this process may create files in it. Nothing is written.
+/// Throws UserError "`what` `path`: cannot write there: ..." unless `path`'s directory exists and
+/// this process may create files in it. Nothing is written.
 void check_writable(const std::string& path, const std::string& what);
 
-// A path a program was given and the option that gave it, for messages ("--save m.loom").
+/// A path a program was given and the option that gave it, for messages ("--save m.loom").
 struct FileOption {
-    std::string path;    // empty: the option was not given
-    std::string option;  // "--save"
-    // An output only: the program creates its directory (a --plot DIR) after the checks, so a missing
-    // directory is fine where the nearest existing one above it is writable.
+    std::string path;    ///< empty: the option was not given
+    std::string option;  ///< "--save"
+    /// An output only: the program creates its directory (a --plot DIR) after the checks, so a missing
+    /// directory is fine where the nearest existing one above it is writable.
     bool creates_directory = false;
 };
 
-// Checks a run's outputs before any work, so that hours of training never end in a failed write
-// and nothing the user owns is overwritten by mistake. Throws UserError naming the option and the
-// path of the first output that is: an input of the run (the same file by std::filesystem::equivalent
-// where both exist, else the same lexically normalized absolute path), another output of the run or
-// the directory another output is written into, an existing directory, a device, FIFO or socket, or
-// not writable (check_writable). Nothing is written; outputs with an empty path are skipped.
+/// Checks a run's outputs before any work, so that hours of training never end in a failed write
+/// and nothing the user owns is overwritten by mistake. Throws UserError naming the option and the
+/// path of the first output that is: an input of the run (the same file by std::filesystem::equivalent
+/// where both exist, else the same absolute path once symbolic links are resolved), another output of
+/// the run or the directory another output is written into, an existing directory, a device, FIFO
+/// or socket, or not writable (check_writable). Nothing is written; outputs with an empty path are
+/// skipped.
 void check_outputs(const std::vector<FileOption>& outputs, const std::vector<FileOption>& inputs);
 
 }  // namespace loom::data_text

@@ -1,58 +1,64 @@
 #pragma once
-// The processes of one data-parallel run: MPI_COMM_WORLD, its rank and size, and the one
-// synchronization every process takes part in at the same points of a run.
-//
-// A run must never hang because one process stopped. Every blocking agreement between processes is
-// the same fixed-size sum (synchronize), which also carries "this process failed" and "this process
-// ended": a process whose step threw tells the others at the step's synchronization (they all throw
-// the same UserError, naming the rank and its message), and one that leaves main early says so from
-// ~Context, where the others are waiting. A process that ends while its gradients are still being
-// summed (an exception out of backward) aborts the whole job instead: mpirun then stops every
-// process, as it does when one is killed.
+/// \file
+/// The processes of one data-parallel run: MPI_COMM_WORLD, its rank and size, and the one
+/// synchronization every process takes part in at the same points of a run.
+///
+/// A run must never hang because one process stopped. Every blocking agreement between processes is
+/// the same fixed-size sum (synchronize), which also carries "this process failed" and "this process
+/// ended": a process whose step threw tells the others at the step's synchronization (they all throw
+/// the same UserError, naming the rank and its message), and one that leaves main early says so from
+/// ~Context, where the others are waiting. A process that ends while its gradients are still being
+/// summed (an exception out of backward) aborts the whole job instead: mpirun then stops every
+/// process, as it does when one is killed.
 #include <array>
 #include <string>
 
 namespace loom::distributed {
 
+/// This process's part in the run (above); one per process, alive while MPI is used.
 class Context {
 public:
-    // What synchronize sums, besides its control words.
+    /// What synchronize sums, besides its control words.
     static constexpr std::size_t sync_words = 4;
+    /// The numbers synchronize sums.
     using Words = std::array<double, sync_words>;
 
-    // MPI_Init_thread (serialized calls, from any thread); a UserError when MPI is not there or
-    // another Context is alive. argc and argv may be those of main, or 0 and nullptr.
+    /// MPI_Init_thread (serialized calls, from any thread); a UserError when MPI is not there or
+    /// another Context is alive. argc and argv may be those of main, or 0 and nullptr.
     Context(int& argc, char**& argv);
     Context();
     ~Context();
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
 
+    /// \return this process's rank in MPI_COMM_WORLD, from 0.
     int rank() const { return rank_; }
-    // Whether MPI may be called from any thread (one at a time); otherwise only from this one.
+    /// Whether MPI may be called from any thread (one at a time); otherwise only from this one.
     bool any_thread() const { return any_thread_; }
+    /// \return the number of processes.
     int size() const { return size_; }
+    /// \return whether this is rank 0 (the one that prints and saves).
     bool is_root() const { return rank_ == 0; }
 
-    // Sums `values` over every process, in rank order (identical on every process). When a process
-    // called fail() or ended instead, every process throws the same UserError naming it. After a
-    // process ended, every later call throws at once (that process is gone).
+    /// Sums `values` over every process, in rank order (identical on every process). When a process
+    /// called fail() or ended instead, every process throws the same UserError naming it. After a
+    /// process ended, every later call throws at once (that process is gone).
     Words synchronize(const Words& values);
-    // Takes this process's part in the synchronization the others are at, as a failure: they throw
-    // a UserError naming this rank and `what`. Returns normally (the caller rethrows its own error).
+    /// Takes this process's part in the synchronization the others are at, as a failure: they throw
+    /// a UserError naming this rank and `what`. Returns normally (the caller rethrows its own error).
     void fail(const std::string& what);
 
-    // Gradient sums in flight: ending the process now would leave the others waiting, so ~Context
-    // aborts the job instead while this is set.
+    /// Gradient sums in flight: ending the process now would leave the others waiting, so ~Context
+    /// aborts the job instead while this is set.
     void set_in_flight(bool in_flight) { in_flight_ = in_flight; }
-    // Ends every process of the job at once (MPI_Abort) after printing `what` on this one.
+    /// Ends every process of the job at once (MPI_Abort) after printing `what` on this one.
     [[noreturn]] void abort(const std::string& what, int code = 1) const;
 
-    // The Context of this process (a UserError when none is alive).
+    /// The Context of this process (a UserError when none is alive).
     static Context& current();
-    // Whether this process was started by mpirun/mpiexec (OpenMPI, or a PMI launcher such as
-    // MPICH's or Slurm's): a program that also runs alone creates a Context only then, so that a
-    // plain start does not initialise MPI.
+    /// Whether this process was started by mpirun/mpiexec (OpenMPI, or a PMI launcher such as
+    /// MPICH's or Slurm's): a program that also runs alone creates a Context only then, so that a
+    /// plain start does not initialise MPI.
     static bool launched_by_mpirun();
 
 private:
@@ -63,7 +69,7 @@ private:
     int rank_ = 0, size_ = 1;
     bool any_thread_ = false;
     bool in_flight_ = false;
-    bool gone_ = false;  // a process ended: no more synchronizations
+    bool gone_ = false;  ///< a process ended: no more synchronizations
     std::string gone_message_;
 };
 

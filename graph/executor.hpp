@@ -1,9 +1,10 @@
 #pragma once
-// The executor runs a Plan: leaves are filled from the bindings, then the steps run in plan order
-// (or as a task graph on several threads); backward seeds the outputs and runs the steps in reverse,
-// each parameter's gradient reported final as soon as no later step adds into it. What a pass does
-// is planned by pass_plan.hpp; buffers.hpp holds the memory and step_runner.hpp runs one step. It
-// owns all evaluation state; nodes hold none.
+/// \file
+/// The executor runs a Plan: leaves are filled from the bindings, then the steps run in plan order
+/// (or as a task graph on several threads); backward seeds the outputs and runs the steps in reverse,
+/// each parameter's gradient reported final as soon as no later step adds into it. What a pass does
+/// is planned by pass_plan.hpp; buffers.hpp holds the memory and step_runner.hpp runs one step. It
+/// owns all evaluation state; nodes hold none.
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,93 +22,98 @@
 
 namespace loom {
 
+/// The data of one evaluation: a Value for each input (sequence inputs take sequence Values, batch
+/// inputs batch ones), keyed by the input's Variable.
 using Bindings = std::unordered_map<Variable, Value>;
 
+/// @cond
+/// The executor behind Session, evaluate and gradients (internal: users hold a Session).
 template <class T>
 class Execution {
 public:
     explicit Execution(std::shared_ptr<const Plan> plan);
 
-    // Checks and copies the inputs and constants into the leaf buffers. A parameter stored in T is
-    // read in place; one of the other precision is copied, converted.
+    /// Checks and copies the inputs and constants into the leaf buffers. A parameter stored in T is
+    /// read in place; one of the other precision is copied, converted.
     void bind(const Bindings& inputs);
-    // Every parameter is bound as a copy, which the caller may change (a gradient check perturbs it).
+    /// Every parameter is bound as a copy, which the caller may change (a gradient check perturbs it).
     void copy_parameters() { copy_parameters_ = true; }
     void forward();
-    // Declares that every forward will be followed by backward(wrt): values no backward step reads
-    // are then freed during forward, as soon as the steps using them are done (a Session that
-    // trains does this). backward() must then be given exactly these wrt.
+    /// Declares that every forward will be followed by backward(wrt): values no backward step reads
+    /// are then freed during forward, as soon as the steps using them are done (a Session that
+    /// trains does this). backward() must then be given exactly these wrt.
     void plan_backward(const std::vector<int>& wrt);
-    // Declares that no backward follows any forward (a session that only scores): each value is
-    // freed once its last reader ran, and a loop's values read only inside it once the loop is
-    // done; only the outputs are kept. backward() then throws.
+    /// Declares that no backward follows any forward (a session that only scores): each value is
+    /// freed once its last reader ran, and a loop's values read only inside it once the loop is
+    /// done; only the outputs are kept. backward() then throws.
     void plan_forward_only();
-    // Seeds each output's gradient (ones on every real position, or `weights` when given) and runs
-    // backward for the nodes on a path from `wrt` to the outputs.
-    // `on_ready(w)`, when given, is called for each wrt node as soon as its gradient is final (every
-    // step adding into it has run), possibly on a worker thread while other steps still run: a
-    // learner can update that parameter then.
+    /// Seeds each output's gradient (ones on every real position, or `weights` when given) and runs
+    /// backward for the nodes on a path from `wrt` to the outputs.
+    /// `on_ready(w)`, when given, is called for each wrt node as soon as its gradient is final (every
+    /// step adding into it has run), possibly on a worker thread while other steps still run: a
+    /// learner can update that parameter then.
     void backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights = {},
                   const std::function<void(int)>& on_ready = {});
 
     const Plan& plan() const { return *plan_; }
     Value value(int i) const;
     Value gradient(int i) const;
-    // Raw buffers, for the gradient checker and learners. After backward only the outputs', the
-    // leaves' (inputs, parameters, constants) and the wrt nodes' gradients are kept: the memory of
-    // every other value and gradient went back to the pool once backward was done with it.
+    /// Raw buffers, for the gradient checker and learners. After backward only the outputs', the
+    /// leaves' (inputs, parameters, constants) and the wrt nodes' gradients are kept: the memory of
+    /// every other value and gradient went back to the pool once backward was done with it.
     std::span<T> value_buffer(int i) { return buffers_[i].value; }
     std::span<const T> value_buffer(int i) const { return buffers_[i].value; }
-    // A gradient kept by rows (see RowGradient) is spread into a dense copy on request.
+    /// A gradient kept by rows (see RowGradient) is spread into a dense copy on request.
     std::span<const T> gradient_buffer(int i) const { return buffers_.dense_gradient(i); }
-    // Hands wrt node i's dense gradient back to the pool once its reader (a learner) is done with
-    // it, so later buffers of the pass reuse the memory; gradient_buffer(i) is then empty until the
-    // next backward.
+    /// Hands wrt node i's dense gradient back to the pool once its reader (a learner) is done with
+    /// it, so later buffers of the pass reuse the memory; gradient_buffer(i) is then empty until the
+    /// next backward.
     void release_gradient(int i) { buffers_.release_gradient(i); }
-    // The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
+    /// The gradient of node i when it is kept by rows (an embedding table's), else nullptr.
     const RowGradient<T>* gradient_by_rows(int i) const { return buffers_.row_gradient(i); }
-    // The same gradients, to change in place (Session::mutable_gradient).
+    /// The same gradients, to change in place (Session::mutable_gradient).
     std::span<T> mutable_gradient_buffer(int i) { return buffers_.mutable_dense_gradient(i); }
     RowGradient<T>* mutable_gradient_by_rows(int i) { return buffers_.mutable_row_gradient(i); }
-    // Bytes held: live values and gradients, free buffers kept for reuse, and the states a loop
-    // run in segments saved for its backward.
+    /// Bytes held: live values and gradients, free buffers kept for reuse, and the states a loop
+    /// run in segments saved for its backward.
     std::size_t bytes_held() const { return buffers_.bytes_held() + runner_.bytes_held(); }
-    // The bytes one loop may keep for backward; beyond them it runs in segments (square-root
-    // checkpointing, see StepRunner). Applies once plan_backward was called. 0: no limit.
+    /// The bytes one loop may keep for backward; beyond them it runs in segments (square-root
+    /// checkpointing, see StepRunner). Applies once plan_backward was called. 0: no limit.
     void set_memory_budget(std::size_t bytes) { runner_.set_budget(bytes); }
     std::size_t loop_bytes_peak() const { return runner_.loop_bytes_peak(); }
     const SequenceLayout* layout(int i) const { return buffers_[i].layout.get(); }
-    std::size_t row_size(int i) const { return buffers_[i].sample.size(); }  // elements per (step, sequence)
+    std::size_t row_size(int i) const { return buffers_[i].sample.size(); }  ///< elements per (step, sequence)
 
 private:
     void bind_input(int i, const Value& v, const Node*& batch_owner,
                     std::unordered_map<std::uint64_t, const Node*>& axis_owner);
-    // Runs run(step or task, worker) over every step, serially or as a task graph on several
-    // threads; `cost` records how long each took, so the next pass starts the longest chains first.
+    /// Runs run(step or task, worker) over every step, serially or as a task graph on several
+    /// threads; `cost` records how long each took, so the next pass starts the longest chains first.
     void schedule(TaskGraph& tasks, std::vector<double>& cost, const std::function<void(int, Workspace<T>&)>& run);
-    void release_inputs(int step);  // forward: after `step` ran, the values no one reads any more
+    void release_inputs(int step);  ///< forward: after `step` ran, the values no one reads any more
 
     std::shared_ptr<const Plan> plan_;
     StepGraph steps_;
     Buffers<T> buffers_;
     AxisLayouts layouts_;
     StepRunner<T> runner_;
-    std::unique_ptr<BackwardPlan> pass_;  // for the last wrt given
+    std::unique_ptr<BackwardPlan> pass_;  ///< for the last wrt given
     bool has_batch_ = false;
     bool copy_parameters_ = false;
-    // plan_backward: the values backward reads are kept; per node, how many steps still have to
-    // read it this forward.
+    /// plan_backward: the values backward reads are kept; per node, how many steps still have to
+    /// read it this forward.
     bool backward_planned_ = false, forward_only_ = false;
     std::vector<int> readers_left_;
-    std::vector<char> is_output_;  // forward only: the values kept
-    std::vector<char> held_;       // inputs of a loop run in segments, kept for its backward
+    std::vector<char> is_output_;  ///< forward only: the values kept
+    std::vector<char> held_;       ///< inputs of a loop run in segments, kept for its backward
     std::mutex release_mutex_;
-    std::vector<Workspace<T>> works_{1};  // one scratch space per worker thread
+    std::vector<Workspace<T>> works_{1};  ///< one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;
     std::vector<double> forward_cost_, backward_cost_;
 };
 
 extern template class Execution<float>;
 extern template class Execution<double>;
+/// @endcond
 
 }  // namespace loom

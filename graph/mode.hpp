@@ -1,14 +1,18 @@
 #pragma once
-// Training or inference: read by the ops whose forward differs between the two (dropout) when they
-// run, not when the graph is built, so one graph serves both. The default is inference.
+/// \file
+/// Training or inference: read by the ops whose forward differs between the two (dropout) when they
+/// run, not when the graph is built, so one graph serves both. The default is inference.
 namespace loom {
 
+/// \return whether the ops run in training mode (dropout drops); false by default.
 bool is_training();
+/// Sets training mode (true) or inference mode (false) for what runs next, on every thread.
 void set_training(bool training);
 
-// Sets the mode for a scope and restores the previous one on exit (also when an exception leaves it).
+/// Sets the mode for a scope and restores the previous one on exit (also when an exception leaves it).
 class TrainingScope {
 public:
+    /// Sets the mode to `training` until the scope ends.
     explicit TrainingScope(bool training = true);
     ~TrainingScope();
     TrainingScope(const TrainingScope&) = delete;

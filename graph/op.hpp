@@ -1,8 +1,9 @@
 #pragma once
-// The op interface. An op is a small class in its family file under graph/ops/: its name, shape
-// rule, forward and accumulating backward sit together. Ops do not know about time: the executor
-// hands them either the whole [T, N, ...] tensor or one time step [N, ...] and the list of real
-// rows to compute; only the delay and sequence ops look at layouts and time steps.
+/// \file
+/// The op interface. An op is a small class in its family file under graph/ops/: its name, shape
+/// rule, forward and accumulating backward sit together. Ops do not know about time: the executor
+/// hands them either the whole [T, N, ...] tensor or one time step [N, ...] and the list of real
+/// rows to compute; only the delay and sequence ops look at layouts and time steps.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +19,13 @@
 
 namespace loom {
 
-// A contiguous tensor: `dyn` leading dynamic dims ([T, N], [N] or none) then the sample dims.
+/// @cond
+/// The op interface (View, Workspace, OpCall, Prepared, Op, OpBase, apply_op and the shape-rule
+/// helpers) is the engine's own: ops are added inside the library (graph/ops/, one line in
+/// graph/ops.hpp), and no public function takes or returns these types. Only RowGradient, which
+/// Session and the learners hand out, is part of the reference.
+
+/// A contiguous tensor: `dyn` leading dynamic dims ([T, N], [N] or none) then the sample dims.
 template <class T>
 struct View {
     T* data = nullptr;
@@ -32,11 +39,11 @@ struct View {
         for (std::size_t i = dyn; i < dims.rank; ++i) n *= dims[i];
         return n;
     }
-    std::size_t rows() const { return size() / (sample_size() ? sample_size() : 1); }  // dynamic positions
+    std::size_t rows() const { return size() / (sample_size() ? sample_size() : 1); }  ///< dynamic positions
     explicit operator bool() const { return data != nullptr; }
 };
 
-// Scratch memory reused across calls, so that no per-time-step call allocates once warm.
+/// Scratch memory reused across calls, so that no per-time-step call allocates once warm.
 template <class T>
 struct Workspace {
     std::vector<T> buffer;
@@ -46,19 +53,21 @@ struct Workspace {
     }
 };
 
-// The one row-sparse gradient form: an embedding table's gradient when every op that adds into it
-// writes whole rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory,
-// instead of the whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width,
-// (k + 1) * width); rows not listed are zero.
+/// @endcond
+
+/// The one row-sparse gradient form: an embedding table's gradient when every op that adds into it
+/// writes whole rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory,
+/// instead of the whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width,
+/// (k + 1) * width); rows not listed are zero.
 template <class T>
 struct RowGradient {
-    std::vector<std::int32_t> index;  // per row of the table: its position in `rows`, or -1
-    std::vector<std::size_t> rows;    // in the order they were first written
-    std::vector<T> data;
-    std::size_t width = 0;
-    std::vector<std::size_t> sorted;  // `rows` in increasing order, once the gradient is final
+    std::vector<std::int32_t> index;  ///< per row of the table: its position in `rows`, or -1
+    std::vector<std::size_t> rows;    ///< in the order they were first written
+    std::vector<T> data;              ///< rows.size() * width values: rows[k]'s gradient at k * width
+    std::size_t width = 0;            ///< the values per row (the table's row size)
+    std::vector<std::size_t> sorted;  ///< `rows` in increasing order, once the gradient is final
 
-    // Row r's gradient to add into (zeroed when r is new); valid until the next call.
+    /// \return row r's gradient to add into (zeroed when r is new); valid until the next call.
     T* row(std::size_t r) {
         std::int32_t& k = index[r];
         if (k < 0) {
@@ -68,9 +77,11 @@ struct RowGradient {
         }
         return data.data() + static_cast<std::size_t>(k) * width;
     }
+    /// \return row r's gradient, or nullptr when r was not written (its gradient is zero).
     const T* find(std::size_t r) const {
         return index[r] < 0 ? nullptr : data.data() + static_cast<std::size_t>(index[r]) * width;
     }
+    /// Empties the gradient for a table of `table_rows` rows of `row_width` values.
     void reset(std::size_t table_rows, std::size_t row_width) {
         if (index.size() != table_rows || width != row_width) {
             index.assign(table_rows, -1);
@@ -82,13 +93,14 @@ struct RowGradient {
         data.clear();
         sorted.clear();
     }
+    /// Marks the gradient final: fills `sorted`.
     void finish() {
         sorted = rows;
         std::sort(sorted.begin(), sorted.end());
     }
-    // The gradient becomes `new_rows` (distinct, each below the table's row count) with their
-    // values `new_data` (new_rows.size() * width), finished: what a reduction over processes does
-    // with the union of every process's rows.
+    /// The gradient becomes `new_rows` (distinct, each below the table's row count) with their
+    /// values `new_data` (new_rows.size() * width), finished: what a reduction over processes does
+    /// with the union of every process's rows.
     void replace(std::vector<std::size_t> new_rows, std::vector<T> new_data) {
         for (std::size_t r : rows) index[r] = -1;
         rows = std::move(new_rows);
@@ -98,24 +110,25 @@ struct RowGradient {
     }
 };
 
-// Everything one forward or backward call sees.
+/// @cond
+/// Everything one forward or backward call sees.
 template <class T>
 struct OpCall {
     std::span<const View<const T>> in;
     View<T> out;
-    // The layout of the output's sequence axis and of each input's (nullptr where none).
+    /// The layout of the output's sequence axis and of each input's (nullptr where none).
     const SequenceLayout* layout = nullptr;
     std::span<const SequenceLayout* const> in_layouts;
 
-    // The rows of `out` to compute: its dynamic positions (t * N + n of a [T, N, ...] tensor, n of
-    // [N, ...]) that are not padding. Every row when `padded` is false. Padding rows of the output
-    // are zeroed by the executor, and their output gradient is zero.
+    /// The rows of `out` to compute: its dynamic positions (t * N + n of a [T, N, ...] tensor, n of
+    /// [N, ...]) that are not padding. Every row when `padded` is false. Padding rows of the output
+    /// are zeroed by the executor, and their output gradient is zero.
     bool padded = false;
     std::span<const std::size_t> rows;
-    // Inside a loop: this op's memory across its calls in one run of the loop (see LoopCache).
+    /// Inside a loop: this op's memory across its calls in one run of the loop (see LoopCache).
     LoopCache<T>* memory = nullptr;
-    // Only for ops that declare reads_time() (the delay and sequence ops), inside a loop: the step
-    // computed and the whole [T, N, ...] buffers of the inputs and, backward, of their gradients.
+    /// Only for ops that declare reads_time() (the delay and sequence ops), inside a loop: the step
+    /// computed and the whole [T, N, ...] buffers of the inputs and, backward, of their gradients.
     struct Time {
         std::size_t t = 0;
         std::span<const View<const T>> in;
@@ -123,7 +136,7 @@ struct OpCall {
     };
     const Time* time = nullptr;
 
-    // Calls f(r) for each row of `out` to compute (see rows).
+    /// Calls f(r) for each row of `out` to compute (see rows).
     template <class F>
     void for_each_row(F&& f) const {
         if (padded) {
@@ -133,18 +146,18 @@ struct OpCall {
         }
     }
 
-    // Backward only. An input gradient with data == nullptr is not needed.
+    /// Backward only. An input gradient with data == nullptr is not needed.
     View<const T> out_grad;
     std::span<const View<T>> in_grad;
-    // Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
-    // then has no data); only for inputs writes_gradient_rows (graph/ops/kinds.hpp) names.
+    /// Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
+    /// then has no data); only for inputs writes_gradient_rows (graph/ops/kinds.hpp) names.
     std::span<RowGradient<T>* const> in_grad_by_rows;
 
     Workspace<T>* work = nullptr;
 };
 
-// What an op decides before its output is allocated: a new sequence axis' layout, a sample shape
-// that is only known at run time (sequence::unpack). Left empty: the executor's defaults.
+/// What an op decides before its output is allocated: a new sequence axis' layout, a sample shape
+/// that is only known at run time (sequence::unpack). Left empty: the executor's defaults.
 struct Prepared {
     LayoutPtr layout;
     bool has_shape = false;
@@ -155,36 +168,36 @@ class Op {
 public:
     virtual ~Op() = default;
     virtual std::string name() const = 0;
-    // Shape rule: the output type from the inputs' types; throws UserError naming the op and shapes.
+    /// Shape rule: the output type from the inputs' types; throws UserError naming the op and shapes.
     virtual TypeInfo infer(std::span<const TypeInfo> in) const = 0;
-    // May run one time step at a time inside a recurrence loop.
+    /// May run one time step at a time inside a recurrence loop.
     virtual bool step_capable() const { return true; }
-    // +1 for past_value, -1 for future_value, 0 for every other op.
+    /// +1 for past_value, -1 for future_value, 0 for every other op.
     virtual int delay_direction() const { return 0; }
-    // Inside a loop it needs the time step and the inputs' whole buffers (OpCall::time): the delay
-    // ops and the sequence ops that run in loops. Every other op sees rows only.
+    /// Inside a loop it needs the time step and the inputs' whole buffers (OpCall::time): the delay
+    /// ops and the sequence ops that run in loops. Every other op sees rows only.
     virtual bool reads_time() const { return false; }
 
-    // Which values backward reads besides out_grad (default: all). A value no backward reads is
-    // freed as soon as the forward steps using it are done; backward then sees its data as null.
+    /// Which values backward reads besides out_grad (default: all). A value no backward reads is
+    /// freed as soon as the forward steps using it are done; backward then sees its data as null.
     virtual bool backward_reads_output() const { return true; }
     virtual bool backward_reads_input(std::size_t /*input*/) const { return true; }
-    // The generator an op draws from in forward (dropout's masks), or null. A Trainer's checkpoint
-    // keeps its state, so that a resumed run draws what the uninterrupted run would have drawn.
+    /// The generator an op draws from in forward (dropout's masks), or null. A Trainer's checkpoint
+    /// keeps its state, so that a resumed run draws what the uninterrupted run would have drawn.
     virtual Rng* generator() const { return nullptr; }
 
     virtual void prepare(const OpCall<float>&, Prepared&) const {}
     virtual void prepare(const OpCall<double>&, Prepared&) const {}
     virtual void forward(const OpCall<float>&) const = 0;
     virtual void forward(const OpCall<double>&) const = 0;
-    // Adds d(out)/d(in_i) * out_grad into every in_grad[i] that is present.
+    /// Adds d(out)/d(in_i) * out_grad into every in_grad[i] that is present.
     virtual void backward(const OpCall<float>&) const = 0;
     virtual void backward(const OpCall<double>&) const = 0;
 };
 
-// Writes the float and double virtuals once: the derived op defines
-//   template <class T> void fwd(const OpCall<T>&) const;  template <class T> void bwd(const OpCall<T>&) const;
-// and optionally  template <class T> void prep(const OpCall<T>&, Prepared&) const.
+/// Writes the float and double virtuals once: the derived op defines
+///   template <class T> void fwd(const OpCall<T>&) const;  template <class T> void bwd(const OpCall<T>&) const;
+/// and optionally  template <class T> void prep(const OpCall<T>&, Prepared&) const.
 template <class Derived>
 class OpBase : public Op {
 public:
@@ -202,18 +215,20 @@ private:
     const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
-// Builds a node for `op` applied to `inputs`, running the shape rule now so that errors surface
-// where the graph is built.
+/// Builds a node for `op` applied to `inputs`, running the shape rule now so that errors surface
+/// where the graph is built.
 NodePtr apply_op(std::shared_ptr<const Op> op, std::vector<NodePtr> inputs, std::string name = {});
 
-// Helpers for shape rules.
+/// Helpers for shape rules.
 std::string describe_types(std::span<const TypeInfo> in);
 [[noreturn]] void shape_error(const std::string& op, std::span<const TypeInfo> in, const std::string& why);
-// Dynamic axes of an element-wise combination; throws if two sequence axes differ.
+/// Dynamic axes of an element-wise combination; throws if two sequence axes differ.
 Axis unify_axes(const std::string& op, std::span<const TypeInfo> in);
-// Numpy-style broadcast of sample shapes (right-aligned); throws naming the op and shapes.
+/// Numpy-style broadcast of sample shapes (right-aligned); throws naming the op and shapes.
 Shape broadcast_shapes(const std::string& op, std::span<const TypeInfo> in);
-// Normalizes a possibly negative static axis against `rank`; throws naming the op.
+/// Normalizes a possibly negative static axis against `rank`; throws naming the op.
 std::size_t normalize_axis(const std::string& op, int axis, std::size_t rank);
+
+/// @endcond
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 #pragma once
-// Session: a compiled graph kept ready for repeated minibatches (training, scoring). It reuses its
-// plan and its buffers' memory across calls, and exposes parameter gradients without copies.
+/// \file
+/// Session: a compiled graph kept ready for repeated minibatches (training, scoring). It reuses its
+/// plan and its buffers' memory across calls, and exposes parameter gradients without copies.
 #include <functional>
 #include <memory>
 #include <span>
@@ -13,139 +14,170 @@
 
 namespace loom {
 
+/// A compiled graph kept ready for repeated minibatches: forward, backward, then read values and
+/// parameter gradients in place. Parameters are numbered as in parameters().
 class Session {
 public:
-    // outputs[0] is the loss when gradients are wanted; `parameters` are what backward() differentiates for.
-    // The session runs in its parameters' precision (those of the graph and those given): double
-    // when they are double, float otherwise. Parameters of both precisions are a UserError naming
-    // them.
+    /// A session that computes `outputs` and differentiates for `parameters`, compiled now.
+    /// \param outputs  what forward computes; outputs[0] is the loss when gradients are wanted
+    /// \param parameters  what backward() differentiates for, numbered in this order (may be empty:
+    ///        a session that only scores)
+    ///
+    /// The session runs in its parameters' precision (those of the graph and those given): double
+    /// when they are double, float otherwise. Parameters of both precisions are a UserError naming
+    /// them.
     explicit Session(std::vector<Variable> outputs, std::vector<Parameter> parameters = {});
 
+    /// \return the precision the session runs in: f32 or f64.
     Precision precision() const { return precision_; }
-    // Parameters converted by to_precision since the last pass: the session follows them (its
-    // buffers are made again in the new precision); converted to mixed precisions, a UserError.
+    /// Binds `inputs` (a Value for every input the outputs need) and runs the forward pass. Parameters
+    /// converted by to_precision since the last pass: the session follows them (its buffers are made
+    /// again in the new precision); converted to mixed precisions, a UserError.
     void forward(const Bindings& inputs);
-    // Gradient of the sum of outputs[0] (over every item and step) for each parameter.
+    /// Gradient of the sum of outputs[0] (over every item and step) for each parameter.
     void backward();
-    // The same, calling on_ready(i) for parameter i as soon as its gradient is final, possibly on a
-    // worker thread while backward goes on (see Execution::backward).
+    /// The same, calling on_ready(i) for parameter i as soon as its gradient is final, possibly on a
+    /// worker thread while backward goes on (see Execution::backward).
     void backward(const std::function<void(std::size_t)>& on_ready);
 
-    // In the session's precision (Value::dtype).
+    /// \return a copy of an output's value from the last forward, in the session's precision
+    /// (Value::dtype).
     Value value(const Variable& output) const;
-    // The same values in place, without a copy: flat in the layout of value(output)'s data, valid
-    // until the next forward. T must be the session's precision, else a UserError.
+    /// The same values in place, without a copy: flat in the layout of value(output)'s data, valid
+    /// until the next forward. T must be the session's precision, else a UserError.
     template <class T = float>
     std::span<const T> value_data(const Variable& output) const;
-    // Sum of an output over all real (unpadded) positions, and how many items it has.
+    /// @{
+    /// Sum of an output over all real (unpadded) positions, and how many positions it has (the real
+    /// steps of a sequence output, the items of a batch one).
     double sum(const Variable& output) const;
     std::size_t count(const Variable& output) const;
-    // Flat, in the layout of p.data<T>(); zeros for a parameter the loss does not depend on. A
-    // gradient kept by rows (below) is spread into a dense copy for this. T is the session's
-    // precision (float by default; gradient<double> for a double session), else a UserError.
+    /// @}
+    /// @{
+    /// Flat, in the layout of p.data<T>(); zeros for a parameter the loss does not depend on. A
+    /// gradient kept by rows (below) is spread into a dense copy for this. T is the session's
+    /// precision (float by default; gradient<double> for a double session), else a UserError.
     template <class T = float>
     std::span<const T> gradient(const Parameter& p) const {
         return gradient<T>(index_of(p, "gradient"));
     }
     template <class T = float>
     std::span<const T> gradient(std::size_t i) const;
-    // The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
-    // backward knows them (an embedding table); nullptr: any row may be non-zero.
+    /// @}
+    /// @{
+    /// The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
+    /// backward knows them (an embedding table); nullptr: any row may be non-zero.
     const std::vector<std::size_t>* gradient_rows(std::size_t i) const;
     const std::vector<std::size_t>* gradient_rows(const Parameter& p) const {
         return gradient_rows(index_of(p, "gradient_rows"));
     }
-    // The gradient as only its non-zero rows, when the session keeps it so (an embedding table
-    // whose every use is an `embedding` lookup), else nullptr. Learners read it this way: the
-    // dense [vocabulary, dim] gradient is never materialized.
+    /// @}
+    /// @{
+    /// The gradient as only its non-zero rows, when the session keeps it so (an embedding table
+    /// whose every use is an `embedding` lookup), else nullptr. Learners read it this way: the
+    /// dense [vocabulary, dim] gradient is never materialized.
     template <class T = float>
     const RowGradient<T>* gradient_by_rows(std::size_t i) const;
     template <class T = float>
     const RowGradient<T>* gradient_by_rows(const Parameter& p) const {
         return gradient_by_rows<T>(index_of(p, "gradient_by_rows"));
     }
-    // A parameter's gradient as the session keeps it, in its one of two forms: by rows (an
-    // embedding table's; `dense` is then empty) or dense. What a learner reads.
+    /// @}
+    /// A parameter's gradient as the session keeps it, in its one of two forms: by rows (an
+    /// embedding table's; `dense` is then empty) or dense. What a learner reads.
     template <class T>
     struct GradientViewOf {
+        /// The dense gradient (empty when it is kept by rows).
         std::span<const T> dense;
+        /// The gradient by rows, or nullptr when it is dense.
         const RowGradient<T>* by_rows = nullptr;
     };
+    /// A float session's GradientViewOf.
     using GradientView = GradientViewOf<float>;
+    /// @{
+    /// Parameter i's (or p's) gradient as the session keeps it (GradientViewOf).
     template <class T = float>
     GradientViewOf<T> gradient_view(std::size_t i) const;
     template <class T = float>
     GradientViewOf<T> gradient_view(const Parameter& p) const {
         return gradient_view<T>(index_of(p, "gradient_view"));
     }
-    // For a GradientReduction (distributed/: the sum over processes), between backward and the
-    // learner's update: parameter i's gradient, to change in place, the same memory the accessors
-    // above read. mutable_gradient: a dense gradient; a UserError for one kept by rows, released, or
-    // of a parameter the loss does not use. mutable_gradient_by_rows: the row form, else nullptr; a
-    // reduction replaces its rows with RowGradient::replace, so that gradient_rows lists the new ones.
+    /// @}
+    /// @{
+    /// For a GradientReduction (distributed/: the sum over processes), between backward and the
+    /// learner's update: parameter i's gradient, to change in place, the same memory the accessors
+    /// above read. mutable_gradient: a dense gradient; a UserError for one kept by rows, released, or
+    /// of a parameter the loss does not use. mutable_gradient_by_rows: the row form, else nullptr; a
+    /// reduction replaces its rows with RowGradient::replace, so that gradient_rows lists the new ones.
     template <class T = float>
     std::span<T> mutable_gradient(std::size_t i);
     template <class T = float>
     RowGradient<T>* mutable_gradient_by_rows(std::size_t i);
-    // Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
-    // this after each update): the next pass's values then reuse it instead of new memory. Until
-    // the next backward, gradient(i) then throws.
+    /// @}
+    /// @{
+    /// Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
+    /// this after each update): the next pass's values then reuse it instead of new memory. Until
+    /// the next backward, gradient(i) then throws.
     void release_gradient(std::size_t i);
     void release_gradients();
+    /// @}
+    /// \return the parameters backward() differentiates for, in index order.
     const std::vector<Parameter>& parameters() const { return parameters_; }
-    // Bytes of evaluation buffers the session holds (values, gradients, free buffers kept for reuse).
+    /// Bytes of evaluation buffers the session holds (values, gradients, free buffers kept for reuse).
     std::size_t bytes_held() const;
+    /// \return the outputs given at construction.
     const std::vector<Variable>& outputs() const { return outputs_; }
-    // Bounds the memory a loop (a past_value/future_value recurrence) keeps for backward: its
-    // members' values and gradients over all steps. A loop that would hold more keeps its states
-    // only every k steps and recomputes each segment in backward (square-root checkpointing), with
-    // the same gradients. 0: no budget. Throws UserError at forward when a loop cannot fit even so
-    // (the message gives the least budget that works). See docs/semantics.md, "Memory budget".
-    // The budget stays when the session changes precision (to_precision).
+    /// Bounds the memory a loop (a past_value/future_value recurrence) keeps for backward: its
+    /// members' values and gradients over all steps. A loop that would hold more keeps its states
+    /// only every k steps and recomputes each segment in backward (square-root checkpointing), with
+    /// the same gradients. 0: no budget. Throws UserError at forward when a loop cannot fit even so
+    /// (the message gives the least budget that works). See docs/semantics.md, "Memory budget".
+    /// The budget stays when the session changes precision (to_precision).
     void set_memory_budget(std::size_t bytes);
-    // The most bytes one loop held for backward since the session was made or changed precision
-    // (see set_memory_budget).
+    /// The most bytes one loop held for backward since the session was made or changed precision
+    /// (see set_memory_budget).
     std::size_t loop_bytes_peak() const;
 
 private:
     int output_index(const Variable& v) const;
-    std::size_t index_of(const Parameter& p, const char* what) const;  // throws naming `what`
-    // param_nodes_[i] (-1: the loss does not use parameter i); a UserError naming `what` when i is
-    // out of range.
+    std::size_t index_of(const Parameter& p, const char* what) const;  ///< throws naming `what`
+    /// param_nodes_[i] (-1: the loss does not use parameter i); a UserError naming `what` when i is
+    /// out of range.
     int param_node(std::size_t i, const char* what) const;
-    // A UserError naming `what`: parameter i has no gradient until the next backward.
+    /// A UserError naming `what`: parameter i has no gradient until the next backward.
     [[noreturn]] void no_gradient(std::size_t i, const char* what) const;
-    // The execution, when T is the session's precision; else a UserError naming `what`.
+    /// The execution, when T is the session's precision; else a UserError naming `what`.
     template <class T>
     const Execution<T>& execution(const char* what) const;
     template <class T>
     Execution<T>& execution(const char* what) {
         return const_cast<Execution<T>&>(std::as_const(*this).execution<T>(what));  // the session's own
     }
-    // f(execution) for the session's one execution, float or double.
+    /// f(execution) for the session's one execution, float or double.
     template <class F>
     decltype(auto) visit(F&& f) const {
         return ex_ ? f(*ex_) : f(*ex64_);
     }
     void make_execution(Precision precision);
-    // Makes the execution again when to_precision converted every parameter since the last pass.
+    /// Makes the execution again when to_precision converted every parameter since the last pass.
     void follow_precision();
 
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;
-    std::vector<int> param_nodes_;             // plan index, or -1 when the loss does not use it
-    std::vector<Parameter> graph_parameters_;  // every parameter the plan binds, and parameters_
-    std::vector<std::size_t> zero_sizes_;      // per parameter: its size when the loss does not use it
-    std::vector<float> zeros_;                 // the gradient of a parameter the loss does not use
+    std::vector<int> param_nodes_;             ///< plan index, or -1 when the loss does not use it
+    std::vector<Parameter> graph_parameters_;  ///< every parameter the plan binds, and parameters_
+    std::vector<std::size_t> zero_sizes_;      ///< per parameter: its size when the loss does not use it
+    std::vector<float> zeros_;                 ///< the gradient of a parameter the loss does not use
     std::vector<double> zeros64_;
-    std::vector<std::size_t> no_rows_;  // the rows of a gradient that is all zero
+    std::vector<std::size_t> no_rows_;  ///< the rows of a gradient that is all zero
     Precision precision_ = Precision::f32;
-    std::size_t memory_budget_ = 0;  // 0: none
+    std::size_t memory_budget_ = 0;  ///< 0: none
     std::shared_ptr<const Plan> plan_;
-    std::unique_ptr<Execution<float>> ex_;  // exactly one of the two
+    std::unique_ptr<Execution<float>> ex_;  ///< exactly one of the two
     std::unique_ptr<Execution<double>> ex64_;
 };
 
+/// @cond
 extern template std::span<const float> Session::gradient<float>(std::size_t) const;
 extern template std::span<const double> Session::gradient<double>(std::size_t) const;
 extern template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;
@@ -157,4 +189,5 @@ extern template std::span<double> Session::mutable_gradient<double>(std::size_t)
 extern template RowGradient<float>* Session::mutable_gradient_by_rows<float>(std::size_t);
 extern template RowGradient<double>* Session::mutable_gradient_by_rows<double>(std::size_t);
 
+/// @endcond
 }  // namespace loom

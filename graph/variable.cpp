@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/errors.hpp"
+#include "graph/compile.hpp"
 #include "graph/op.hpp"
 
 namespace loom {
@@ -44,9 +45,16 @@ Variable::Variable(double scalar) : node_(constant_node(xt::xarray<double>(scala
 
 const Shape& Variable::shape() const {
     const Node& n = checked(node_);
-    if (!n.type.shape_known)
+    if (n.type.shape_known) return n.type.shape;
+    // Built on a placeholder() without a shape: compile infers it (and writes it into the nodes)
+    // once the loop is closed.
+    try {
+        (void)compile({*this});
+    } catch (const UserError& e) {
         throw UserError(n.label() + " has no shape yet: it is built on a placeholder() without a shape, whose shape " +
-                        "compile infers; give the placeholder a shape (placeholder(shape)) to use it before");
+                        "compile infers once the loop is closed with replace_placeholders; give the placeholder a " +
+                        "shape (placeholder(shape)) to use it before. compile says: " + e.what());
+    }
     return n.type.shape;
 }
 const Axis& Variable::axis() const { return checked(node_).type.axis; }

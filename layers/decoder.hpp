@@ -1,19 +1,20 @@
 #pragma once
-// A decoder written once, as one step, that serves both teacher-forced training and generation
-// (CNTK's UnfoldFrom reuses the model it trained the same way).
-//
-// The step maps the previous output symbol (its id, sample [1]), the previous states and a memory
-// (batch values the step reads whole at every step, e.g. an encoder's AttentionMemory) to the
-// scores over the output vocabulary and the next states. It is called twice, on two kinds of
-// Variables, and builds two graphs over the same parameters (create them outside the step, or use
-// layers, which create theirs at the first call and share them afterwards):
-// - Decoder::unfold: the previous symbols are a sequence (the start symbol, then the targets but
-//   the last); every state goes through past_value, and the loop is closed with
-//   replace_placeholders. One graph for the whole target sequence, trained as any other.
-// - Generator: the previous symbol, the states and the memory are batch inputs; the step's graph is
-//   compiled once and run once per output step, the chosen symbol fed back as the next input.
-//   Greedy decoding and beam search (batched over items; each item's hypotheses are rows of one
-//   batch) are drivers around that one session.
+/// \file
+/// A decoder written once, as one step, that serves both teacher-forced training and generation
+/// (CNTK's UnfoldFrom reuses the model it trained the same way).
+///
+/// The step maps the previous output symbol (its id, sample [1]), the previous states and a memory
+/// (batch values the step reads whole at every step, e.g. an encoder's AttentionMemory) to the
+/// scores over the output vocabulary and the next states. It is called twice, on two kinds of
+/// Variables, and builds two graphs over the same parameters (create them outside the step, or use
+/// layers, which create theirs at the first call and share them afterwards):
+/// - Decoder::unfold: the previous symbols are a sequence (the start symbol, then the targets but
+///   the last); every state goes through past_value, and the loop is closed with
+///   replace_placeholders. One graph for the whole target sequence, trained as any other.
+/// - Generator: the previous symbol, the states and the memory are batch inputs; the step's graph is
+///   compiled once and run once per output step, the chosen symbol fed back as the next input.
+///   Greedy decoding and beam search (batched over items; each item's hypotheses are rows of one
+///   batch) are drivers around that one session.
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -24,27 +25,35 @@
 
 namespace loom::layers {
 
+/// What a decoder step (and Decoder::unfold) returns.
 struct DecoderOutput {
-    Variable logits;               // [V], unnormalized scores over the output vocabulary
-    std::vector<Variable> states;  // the next states, in the order the step received them
+    Variable logits;               ///< [V], unnormalized scores over the output vocabulary
+    std::vector<Variable> states;  ///< the next states, in the order the step received them
 };
 
+/// One step of a decoder (above): (previous symbol, previous states, memory) -> logits and next states.
 using DecoderStep = std::function<DecoderOutput(const Variable& previous_symbol, const std::vector<Variable>& states,
                                                 const std::vector<Variable>& memory)>;
 
+/// A decoder given as its step: unfold() trains it by teacher forcing, Generator generates with it.
 class Decoder {
 public:
-    // state_shapes: one per state; initial states are zeros unless unfold is given others.
+    /// state_shapes: one per state; initial states are zeros unless unfold is given others.
     Decoder(DecoderStep step, std::vector<Shape> state_shapes);
 
-    // Teacher forcing: previous_symbols is a sequence of ids [1] (start symbol, y_1 ... y_{n-1});
-    // memory the batch values the step reads; initial_states empty (zeros) or one per state (a
-    // batch value per item or a static tensor). Returns the logits and states as sequences on
-    // previous_symbols' axis.
+    /// Teacher forcing: previous_symbols is a sequence of ids [1] (start symbol, y_1 ... y_{n-1});
+    /// memory the batch values the step reads; initial_states empty (zeros) or one per state (a
+    /// batch value per item or a static tensor). Returns the logits and states as sequences on
+    /// previous_symbols' axis.
+    /// \param previous_symbols  the step's input symbols, a sequence of ids [1]
+    /// \param memory  the batch values the step reads whole at every step
+    /// \param initial_states  empty, or one per state
     DecoderOutput unfold(const Variable& previous_symbols, const std::vector<Variable>& memory,
                          const std::vector<Variable>& initial_states = {}) const;
 
+    /// \return the step given at construction.
     const DecoderStep& step() const { return step_; }
+    /// \return the shape of each state, in the step's order.
     const std::vector<Shape>& state_shapes() const { return state_shapes_; }
 
 private:
@@ -52,47 +61,59 @@ private:
     std::vector<Shape> state_shapes_;
 };
 
+/// How Generator::generate searches.
 struct GenerateOptions {
-    std::size_t beam_width = 1;  // 1: greedy decoding
-    std::size_t max_length = 0;  // the most symbols a hypothesis emits, the end symbol included; required
-    std::size_t start_symbol = 0;
-    std::size_t end_symbol = 0;
+    std::size_t beam_width = 1;    ///< 1: greedy decoding
+    std::size_t max_length = 0;    ///< the most symbols a hypothesis emits, the end symbol included; required
+    std::size_t start_symbol = 0;  ///< the id fed as the previous symbol of the first step
+    std::size_t end_symbol = 0;    ///< the id that ends a hypothesis
 };
 
+/// One generated output of an item.
 struct Hypothesis {
-    std::vector<std::size_t> symbols;  // the emitted symbols, without the end symbol
-    double log_probability = 0;        // summed over every emitted symbol, the end symbol included
-    double score = 0;                  // log_probability / that number of symbols (length-normalized)
-    bool ended = false;                // emitted the end symbol; false: stopped at max_length
+    std::vector<std::size_t> symbols;  ///< the emitted symbols, without the end symbol
+    double log_probability = 0;        ///< summed over every emitted symbol, the end symbol included
+    double score = 0;                  ///< log_probability / that number of symbols (length-normalized)
+    bool ended = false;                ///< emitted the end symbol; false: stopped at max_length
 };
 
+/// What Generator::generate returns.
 struct Generated {
-    // Per item, its hypotheses best (highest score) first: beam_width of them (1 for greedy).
+    /// Per item, its hypotheses best (highest score) first: beam_width of them (1 for greedy).
     std::vector<std::vector<Hypothesis>> items;
-    // Items whose best hypothesis never emitted the end symbol (it stopped at max_length).
+    /// Items whose best hypothesis never emitted the end symbol (it stopped at max_length).
     std::size_t unfinished = 0;
-    // The best hypothesis of each item as ordinary sequences of ids [1] with their lengths (the end
-    // symbol is appended where it was emitted, so a hypothesis of no symbol is one step long).
+    /// The best hypothesis of each item as ordinary sequences of ids [1] with their lengths (the end
+    /// symbol is appended where it was emitted, so a hypothesis of no symbol is one step long).
     Value best_sequences(std::size_t end_symbol) const;
 };
 
-// Generation with a trained Decoder. The step is compiled once over batch inputs: the previous
-// symbol [1], each state, and `memory_inputs` (batch inputs, any_size where the memory's length
-// varies, e.g. attention_memory_inputs(...).list()).
+/// Generation with a trained Decoder. The step is compiled once over batch inputs: the previous
+/// symbol [1], each state, and `memory_inputs` (batch inputs, any_size where the memory's length
+/// varies, e.g. attention_memory_inputs(...).list()).
 class Generator {
 public:
+    /// Compiles `decoder`'s step over batch inputs, reading `memory_inputs` as its memory.
     Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs);
     ~Generator();
+    /// @{
+    /// Moves the compiled step; the moved-from generator is left empty.
     Generator(Generator&&) noexcept;
     Generator& operator=(Generator&&) noexcept;
+    /// @}
 
-    // memory: one batch Value per memory input, N items each (e.g. the evaluated attention_memory
-    // of a batch of source sequences); initial_states empty (zeros) or one batch Value per state.
-    // Every item runs until its beam holds beam_width ended hypotheses that no live one can beat,
-    // or until max_length; items that end stop costing work. Bad options are a UserError before
-    // any step: beam_width 0, max_length 0, a start or end symbol outside the vocabulary.
+    /// memory: one batch Value per memory input, N items each (e.g. the evaluated attention_memory
+    /// of a batch of source sequences); initial_states empty (zeros) or one batch Value per state.
+    /// Every item runs until its beam holds beam_width ended hypotheses that no live one can beat,
+    /// or until max_length; items that end stop costing work. Bad options are a UserError before
+    /// any step: beam_width 0, max_length 0, a start or end symbol outside the vocabulary.
+    /// \param memory  one batch Value per memory input
+    /// \param options  beam width, length limit, start and end symbols
+    /// \param initial_states  empty, or one batch Value per state
+    /// \return each item's hypotheses, best first.
     Generated generate(const std::vector<Value>& memory, const GenerateOptions& options,
                        const std::vector<Value>& initial_states = {});
+    /// \return the size V of the step's logits (the output vocabulary).
     std::size_t vocabulary() const;
 
 private:

@@ -1,5 +1,6 @@
 #pragma once
-// loom::layers: callables that own their parameters, composed from the public ops.
+/// \file
+/// loom::layers: callables that own their parameters, composed from the public ops.
 #include "graph/mode.hpp"
 #include "layers/attention.hpp"
 #include "layers/decoder.hpp"

@@ -1,28 +1,29 @@
 #pragma once
-// Learners: the update rules that turn a Session's parameter gradients into new parameter values.
-//
-// A learner owns the list of parameters it updates and the per-parameter state of its rule
-// (momentum, squared-gradient averages, ...). `update(session)` applies ONE step: it reads each
-// gradient straight from the session (no copy) and writes the parameter's live value
-// (Parameter::data<T>()) in place. Every rule runs in its parameter's precision, float or double
-// (its state too): the same code, a template on the element type.
-//
-// The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adamw, adadelta, fsadagrad) return
-// std::unique_ptr<Learner>: a learner is polymorphic and owns state that must not be copied by
-// accident (two copies would each think they own the parameters' optimizer state).
-//
-// Every step does, per element, with g the gradient of the session's loss SUM:
-//   g <- g * gradient_scale * clip        (clip = min(1, max_norm / global_norm), optional)
-//   g <- g + l2_weight_decay * w          (optional; "coupled" L2 as in CNTK and torch.optim)
-//   w <- rule(w, g, state, lr(step))
-// Clipping uses the GLOBAL norm over all of the learner's parameters (as
-// torch.nn.utils.clip_grad_norm_), so the direction of the whole update is kept.
-//
-// Learning rates are per update, of the gradient as scaled by gradient_scale: the Trainer passes
-// 1 / (number of items) (TrainerOptions::average_gradients, the default), so a rate applies to the
-// minibatch's MEAN gradient, as in PyTorch, and does not change with the minibatch size. (CNTK made users choose
-// per-sample rates, applied to the summed gradient, or per-minibatch ones; a CNTK per-sample rate r is loom's r *
-// minibatch size.) Momentum-like constants (beta, rho, momentum) are per update as well.
+/// \file
+/// Learners: the update rules that turn a Session's parameter gradients into new parameter values.
+///
+/// A learner owns the list of parameters it updates and the per-parameter state of its rule
+/// (momentum, squared-gradient averages, ...). `update(session)` applies ONE step: it reads each
+/// gradient straight from the session (no copy) and writes the parameter's live value
+/// (Parameter::data<T>()) in place. Every rule runs in its parameter's precision, float or double
+/// (its state too): the same code, a template on the element type.
+///
+/// The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adamw, adadelta, fsadagrad) return
+/// std::unique_ptr<Learner>: a learner is polymorphic and owns state that must not be copied by
+/// accident (two copies would each think they own the parameters' optimizer state).
+///
+/// Every step does, per element, with g the gradient of the session's loss SUM:
+///   g <- g * gradient_scale * clip        (clip = min(1, max_norm / global_norm), optional)
+///   g <- g + l2_weight_decay * w          (optional; "coupled" L2 as in CNTK and torch.optim)
+///   w <- rule(w, g, state, lr(step))
+/// Clipping uses the GLOBAL norm over all of the learner's parameters (as
+/// torch.nn.utils.clip_grad_norm_), so the direction of the whole update is kept.
+///
+/// Learning rates are per update, of the gradient as scaled by gradient_scale: the Trainer passes
+/// 1 / (number of items) (TrainerOptions::average_gradients, the default), so a rate applies to the
+/// minibatch's MEAN gradient, as in PyTorch, and does not change with the minibatch size. (CNTK made users choose
+/// per-sample rates, applied to the summed gradient, or per-minibatch ones; a CNTK per-sample rate r is loom's r *
+/// minibatch size.) Momentum-like constants (beta, rho, momentum) are per update as well.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,139 +37,162 @@
 
 namespace loom {
 
-// A learning rate as a function of the number of updates already applied (0 for the first step).
-// A plain number converts to a constant rate.
+/// A learning rate as a function of the number of updates already applied (0 for the first step).
+/// A plain number converts to a constant rate.
 class LearningRate {
 public:
+    /// A constant rate.
     LearningRate(double constant);  // NOLINT: implicit, so sgd(params, 0.1) reads naturally
+    /// The rate schedule(step) at each step.
     explicit LearningRate(std::function<double(std::uint64_t step)> schedule);
+    /// \return the rate of update number `step` (from 0).
     double operator()(std::uint64_t step) const { return schedule_(step); }
 
 private:
     std::function<double(std::uint64_t)> schedule_;
 };
 
+/// lr at every step.
 LearningRate constant_rate(double lr);
-// lr * gamma^floor(step / step_size)
+/// lr * gamma^floor(step / step_size)
 LearningRate step_decay(double lr, std::uint64_t step_size, double gamma);
-// lr * gamma^step
+/// lr * gamma^step
 LearningRate exponential_decay(double lr, double gamma);
-// Linear warmup from peak/warmup_steps to peak over the first warmup_steps steps
-// (step s < warmup uses peak * (s + 1) / warmup), then linear decay from peak to final_lr at
-// total_steps, and final_lr after that.
+/// Linear warmup from peak/warmup_steps to peak over the first warmup_steps steps
+/// (step s < warmup uses peak * (s + 1) / warmup), then linear decay from peak to final_lr at
+/// total_steps, and final_lr after that.
 LearningRate warmup_linear_decay(double peak, std::uint64_t warmup_steps, std::uint64_t total_steps,
                                  double final_lr = 0.0);
 
+/// What every learner does besides its rule (the steps above).
 struct LearnerOptions {
-    double gradient_clipping_norm = 0.0;  // > 0: rescale so the global L2 norm is at most this
-    double l2_weight_decay = 0.0;         // > 0: adds l2_weight_decay * w to every gradient
-    // Adam only, off by default. "Lazy Adam": a row of a parameter (the last axis, e.g. one
-    // embedding vector of a [vocab, dim] table) whose raw gradient is entirely zero is skipped:
-    // neither its moments nor its weights change. This differs from exact Adam (whose moments
-    // decay and whose weights keep moving on old momentum) but saves the work for the many
-    // embedding rows a minibatch does not touch. L2 decay is not applied to skipped rows.
+    double gradient_clipping_norm = 0.0;  ///< > 0: rescale so the global L2 norm is at most this
+    double l2_weight_decay = 0.0;         ///< > 0: adds l2_weight_decay * w to every gradient
+    /// Adam only, off by default. "Lazy Adam": a row of a parameter (the last axis, e.g. one
+    /// embedding vector of a [vocab, dim] table) whose raw gradient is entirely zero is skipped:
+    /// neither its moments nor its weights change. This differs from exact Adam (whose moments
+    /// decay and whose weights keep moving on old momentum) but saves the work for the many
+    /// embedding rows a minibatch does not touch. L2 decay is not applied to skipped rows.
     bool lazy_sparse_rows = false;
 };
 
+/// An update rule with its parameters and its state (above). Made by the factories below; a new rule
+/// derives from LearnerRule.
 class Learner {
 public:
     virtual ~Learner() = default;
     Learner(const Learner&) = delete;
     Learner& operator=(const Learner&) = delete;
 
-    // One step for every parameter, from the gradients of `session`'s last backward().
-    // `gradient_scale` multiplies every gradient first (the Trainer passes 1/count to average).
-    // With `only_if_finite`, a step whose global gradient norm is not finite (a NaN or an infinity
-    // in any gradient, or squares beyond float's range) changes nothing, neither the parameters
-    // nor the rule's state nor the step count, and returns false; last_gradient_norm() says what
-    // it was. Otherwise returns true.
+    /// One step for every parameter, from the gradients of `session`'s last backward().
+    /// `gradient_scale` multiplies every gradient first (the Trainer passes 1/count to average).
+    /// With `only_if_finite`, a step whose global gradient norm is not finite (a NaN or an infinity
+    /// in any gradient, or squares beyond float's range) changes nothing, neither the parameters
+    /// nor the rule's state nor the step count, and returns false; last_gradient_norm() says what
+    /// it was. Otherwise returns true.
     bool update(const Session& session, double gradient_scale = 1.0, bool only_if_finite = false);
 
-    // The same step in parts, for a caller that updates each parameter as soon as its gradient is
-    // final, while backward goes on elsewhere (Trainer with inter-op threads): begin_update, then
-    // update_parameter(i) (applies now) or defer_parameter(i) (reads the gradient and its norm now,
-    // applies in end_update) once per parameter i, from any thread, then end_update (which steps
-    // the parameters that got neither). Only without clipping: that needs every gradient first.
-    // end_update's `only_if_finite` is update's; it needs every parameter deferred, not updated.
+    /// The same step in parts, for a caller that updates each parameter as soon as its gradient is
+    /// final, while backward goes on elsewhere (Trainer with inter-op threads): begin_update, then
+    /// update_parameter(i) (applies now) or defer_parameter(i) (reads the gradient and its norm now,
+    /// applies in end_update) once per parameter i, from any thread, then end_update (which steps
+    /// the parameters that got neither). Only without clipping: that needs every gradient first.
+    /// end_update's `only_if_finite` is update's; it needs every parameter deferred, not updated.
     bool can_update_early() const { return options_.gradient_clipping_norm <= 0; }
+    /// Opens the update (see can_update_early); a UserError when the learning rate is not finite.
     void begin_update(double gradient_scale = 1.0);
+    /// Applies parameter i's step now, from its gradient in `session`.
     void update_parameter(const Session& session, std::size_t i);
+    /// Reads parameter i's gradient (and its norm) now; the step is applied in end_update.
     void defer_parameter(const Session& session, std::size_t i);
+    /// Closes the update (see can_update_early); returns false when `only_if_finite` refused it.
     bool end_update(const Session& session, bool only_if_finite = false);
-    // Closes an open update without applying what waits (after backward threw): the step count
-    // does not move; parameters already updated early stay so.
+    /// Closes an open update without applying what waits (after backward threw): the step count
+    /// does not move; parameters already updated early stay so.
     void cancel_update() { updating_ = false; }
 
-    // One step of a data-parallel run that shares the update out (ZeRO stage 1; distributed/):
-    // this process steps only the parameters `mine` marks, whose gradients in `session` are the
-    // sums over every process, and leaves the others and their state alone (the processes that
-    // step them send their new values). The global norm (clipping, only_if_finite) must be the
-    // same everywhere: `share_norms` gets each parameter's squared gradient norm, read here for
-    // the parameters of `mine` and 0 for the others, and must fill in every one with the value its
-    // stepping process read. The parameters stepped here then get exactly update()'s values, and
-    // the step count and last_gradient_norm() move as with update().
+    /// One step of a data-parallel run that shares the update out (ZeRO stage 1; distributed/):
+    /// this process steps only the parameters `mine` marks, whose gradients in `session` are the
+    /// sums over every process, and leaves the others and their state alone (the processes that
+    /// step them send their new values). The global norm (clipping, only_if_finite) must be the
+    /// same everywhere: `share_norms` gets each parameter's squared gradient norm, read here for
+    /// the parameters of `mine` and 0 for the others, and must fill in every one with the value its
+    /// stepping process read. The parameters stepped here then get exactly update()'s values, and
+    /// the step count and last_gradient_norm() move as with update().
     bool update_share(const Session& session, const std::vector<char>& mine, double gradient_scale, bool only_if_finite,
                       const std::function<void(std::vector<double>&)>& share_norms);
-    // Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
-    // changes only the rows a gradient kept by rows lists.
+    /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
+    /// changes only the rows a gradient kept by rows lists.
     bool updates_rows_lazily() const { return skips_zero_rows(); }
-    // The rule's state of parameter i, slot k (k < state_slots()), as the raw bytes of the
-    // precision it is kept in: what moves when the processes that step a share of the parameters
-    // bring the whole state to the one that saves it (distributed/).
+    /// @{
+    /// The rule's state of parameter i, slot k (k < state_slots()), as the raw bytes of the
+    /// precision it is kept in: what moves when the processes that step a share of the parameters
+    /// bring the whole state to the one that saves it (distributed/).
     std::size_t state_slots() const { return slots_; }
     std::span<std::byte> state_bytes(std::size_t i, std::size_t k);
+    /// @}
 
+    /// \return the rule's name ("adam", "sgd", ...), as checkpoints record it.
     const std::string& name() const { return name_; }
+    /// \return the parameters updated, in the order their indices (i) refer to.
     const std::vector<Parameter>& parameters() const { return parameters_; }
+    /// \return the number of updates applied so far.
     std::uint64_t step_count() const { return steps_; }
-    // The rate the next update will use.
+    /// The rate the next update will use.
     double learning_rate() const { return lr_(steps_); }
+    /// Replaces the schedule; it is read at the current step count.
     void set_learning_rate(LearningRate lr) { lr_ = std::move(lr); }
+    /// \return the options given at construction.
     const LearnerOptions& options() const { return options_; }
-    // Global L2 norm of the (scaled) gradients seen by the last update, before clipping.
+    /// Global L2 norm of the (scaled) gradients seen by the last update, before clipping.
     double last_gradient_norm() const { return last_norm_; }
 
-    // The step count and the rule's state (not the parameters, not the schedule). A non-finite
-    // value in the state is a UserError naming the parameter: it is never saved.
+    /// The step count and the rule's state (not the parameters, not the schedule). A non-finite
+    /// value in the state is a UserError naming the parameter: it is never saved.
     void save_state(ByteWriter& out) const;
-    // Throws DataError (naming `in`'s context) when the state is for another learner or other
-    // parameter sizes; on error the learner is unchanged.
+    /// Throws DataError (naming `in`'s context) when the state is for another learner or other
+    /// parameter sizes; on error the learner is unchanged.
     void load_state(ByteReader& in);
 
 protected:
-    // `slots`: how many state buffers of the parameter's size the rule keeps per parameter.
+    /// `slots`: how many state buffers of the parameter's size the rule keeps per parameter.
     Learner(std::string name, std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options,
             std::size_t slots);
 
-    // What a rule sees for one parameter, in the parameter's precision T. Effective gradient of
-    // element j:  g_j = grad[j] * scale + l2 * w[j]
+    /// What a rule sees for one parameter, in the parameter's precision T. Effective gradient of
+    /// element j:  g_j = grad[j] * scale + l2 * w[j]
     template <class T>
     struct StepOf {
-        T* w;
-        const T* grad;
-        std::size_t size;
-        std::size_t row;  // elements per row (last axis), for lazy updates
+        T* w;              ///< the parameter's values, updated in place
+        const T* grad;     ///< its raw gradient (before scale and l2)
+        std::size_t size;  ///< the number of elements
+        std::size_t row;   ///< elements per row (last axis), for lazy updates
         T scale, l2, lr;
-        std::uint64_t t;  // 1-based number of this update
-        T* s0;            // state slots (nullptr when the rule keeps fewer)
-        T* s1;
-        // When known: the rows (first axis, `rows_width` elements each) outside which the
-        // gradient is zero. Lazy Adam visits only these.
+        std::uint64_t t;  ///< 1-based number of this update
+        T* s0;            ///< state slots (nullptr when the rule keeps fewer)
+        T* s1;            ///< the second state slot (nullptr when the rule keeps fewer)
+        /// When known: the rows (first axis, `rows_width` elements each) outside which the
+        /// gradient is zero. Lazy Adam visits only these.
         const std::vector<std::size_t>* rows;
-        std::size_t rows_width;
-        // Factors the rule derives from t alone (Adam's bias corrections; prepare()).
+        std::size_t rows_width;  ///< elements per row of `rows`
+        /// Factors the rule derives from t alone (Adam's bias corrections; prepare()).
         T c1 = 1, c2 = 1;
     };
+    /// A float parameter's StepOf.
     using Step = StepOf<float>;
-    // Factors a rule derives from the update's number t alone, computed once per update in double
-    // (not in every apply(): a table kept by rows is applied row by row), then rounded to T.
+    /// Factors a rule derives from the update's number t alone, computed once per update in double
+    /// (not in every apply(): a table kept by rows is applied row by row), then rounded to T.
     struct Factors {
         double c1 = 1.0, c2 = 1.0;
     };
+    /// \return the factors of update number t (1-based); none by default.
     virtual Factors prepare(std::uint64_t /*t*/) const { return {}; }
+    /// @{
+    /// Applies the rule to one parameter (or one row of a table kept by rows).
     virtual void apply(const StepOf<float>& step) = 0;
     virtual void apply(const StepOf<double>& step) = 0;
-    // Whether the rule leaves rows with an all-zero gradient alone (lazy Adam).
+    /// @}
+    /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam).
     virtual bool skips_zero_rows() const { return false; }
 
 private:
@@ -177,18 +201,18 @@ private:
     LearningRate lr_;
     LearnerOptions options_;
     std::size_t slots_;
-    // parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision (one of
-    // the two vectors is used): a parameter converted by to_precision has its state converted at
-    // the next update (begin_update) or save.
+    /// parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision (one of
+    /// the two vectors is used): a parameter converted by to_precision has its state converted at
+    /// the next update (begin_update) or save.
     struct Slot {
         std::vector<float> f32;
         std::vector<double> f64;
     };
     std::vector<Slot> state_;
-    std::vector<Precision> state_precision_;  // per parameter
-    std::vector<float> zero_row_;             // the gradient of a row a by-rows gradient does not list
+    std::vector<Precision> state_precision_;  ///< per parameter
+    std::vector<float> zero_row_;             ///< the gradient of a row a by-rows gradient does not list
     std::vector<double> zero_row64_;
-    // One parameter's gradient as the session holds it, in the parameter's precision.
+    /// One parameter's gradient as the session holds it, in the parameter's precision.
     struct Gradient {
         Session::GradientViewOf<float> f32;
         Session::GradientViewOf<double> f64;
@@ -201,14 +225,14 @@ private:
     template <class T>
     void apply_as(std::size_t i, const Session::GradientViewOf<T>& grad);
     void convert_state(std::size_t i, Precision to);
-    // begin_update with the scale the gradients get and the one the reported norm gets (they
-    // differ after clipping).
+    /// begin_update with the scale the gradients get and the one the reported norm gets (they
+    /// differ after clipping).
     void open_update(double gradient_scale, double norm_scale);
-    // From the squared global norm: false (nothing opened) when `only_if_finite` and the norm is not
-    // finite; else opens the update with the scale clipping asks for.
+    /// From the squared global norm: false (nothing opened) when `only_if_finite` and the norm is not
+    /// finite; else opens the update with the scale clipping asks for.
     bool open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite);
-    // The open update: its scale and rate, and per parameter its squared norm, how far it is and
-    // the gradient it waits with when deferred.
+    /// The open update: its scale and rate, and per parameter its squared norm, how far it is and
+    /// the gradient it waits with when deferred.
     enum Part : char { waiting, deferred, applied };
     bool updating_ = false;
     double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
@@ -220,47 +244,65 @@ private:
     double last_norm_ = 0.0;
 };
 
-// A rule written once for both precisions: Rule::rule<T>(const StepOf<T>&) does the arithmetic.
+/// \var Learner::StepOf::scale
+/// Multiplies the raw gradient (the Trainer's 1 / items, times the clipping factor).
+/// \var Learner::StepOf::l2
+/// LearnerOptions::l2_weight_decay.
+/// \var Learner::StepOf::lr
+/// This update's learning rate.
+/// \var Learner::StepOf::c1
+/// The first factor of prepare().
+/// \var Learner::StepOf::c2
+/// The second factor of prepare().
+/// \var Learner::Factors::c1
+/// The first factor (StepOf::c1).
+/// \var Learner::Factors::c2
+/// The second factor (StepOf::c2).
+
+/// A rule written once for both precisions: Rule::rule<T>(const StepOf<T>&) does the arithmetic.
 template <class Rule>
 class LearnerRule : public Learner {
 protected:
     using Learner::Learner;
+    /// @{
+    /// Calls Rule::rule in the parameter's precision.
     void apply(const StepOf<float>& s) final { static_cast<Rule&>(*this).rule(s); }
     void apply(const StepOf<double>& s) final { static_cast<Rule&>(*this).rule(s); }
+    /// @}
 };
 
-// w -= lr * g
+/// w -= lr * g
 std::unique_ptr<Learner> sgd(std::vector<Parameter> parameters, LearningRate lr, LearnerOptions options = {});
-// v = momentum * v + g;  w -= lr * v   (classical momentum, as torch.optim.SGD)
+/// v = momentum * v + g;  w -= lr * v   (classical momentum, as torch.optim.SGD)
 std::unique_ptr<Learner> momentum_sgd(std::vector<Parameter> parameters, LearningRate lr, double momentum = 0.9,
                                       LearnerOptions options = {});
-// v = momentum * v + g;  w -= lr * (g + momentum * v)   (Nesterov, as torch.optim.SGD(nesterov=True))
+/// v = momentum * v + g;  w -= lr * (g + momentum * v)   (Nesterov, as torch.optim.SGD(nesterov=True))
 std::unique_ptr<Learner> nesterov(std::vector<Parameter> parameters, LearningRate lr, double momentum = 0.9,
                                   LearnerOptions options = {});
-// G += g^2;  w -= lr * g / (sqrt(G) + epsilon)
+/// G += g^2;  w -= lr * g / (sqrt(G) + epsilon)
 std::unique_ptr<Learner> adagrad(std::vector<Parameter> parameters, LearningRate lr, double epsilon = 1e-8,
                                  LearnerOptions options = {});
-// S = rho * S + (1 - rho) * g^2;  w -= lr * g / (sqrt(S) + epsilon)
+/// S = rho * S + (1 - rho) * g^2;  w -= lr * g / (sqrt(S) + epsilon)
 std::unique_ptr<Learner> rmsprop(std::vector<Parameter> parameters, LearningRate lr, double rho = 0.9,
                                  double epsilon = 1e-8, LearnerOptions options = {});
-// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + epsilon)
+/// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + epsilon)
 std::unique_ptr<Learner> adam(std::vector<Parameter> parameters, LearningRate lr, double beta1 = 0.9,
                               double beta2 = 0.999, double epsilon = 1e-8, LearnerOptions options = {});
-// Adam with decoupled weight decay (Loshchilov and Hutter; torch.optim.AdamW):
-//   w *= 1 - lr * weight_decay;  then Adam's step with the moments of g (the decay never enters them)
+/// Adam with decoupled weight decay (Loshchilov and Hutter; torch.optim.AdamW):
+///   w *= 1 - lr * weight_decay;  then Adam's step with the moments of g (the decay never enters them)
 std::unique_ptr<Learner> adamw(std::vector<Parameter> parameters, LearningRate lr, double beta1 = 0.9,
                                double beta2 = 0.999, double epsilon = 1e-8, double weight_decay = 0.01,
                                LearnerOptions options = {});
-// AdaDelta (Zeiler; CNTK's adadelta, torch.optim.Adadelta):
-//   G = rho G + (1-rho) g^2;  d = sqrt(D + eps) / sqrt(G + eps) * g;  D = rho D + (1-rho) d^2;  w -= lr * d
+/// AdaDelta (Zeiler; CNTK's adadelta, torch.optim.Adadelta):
+///   G = rho G + (1-rho) g^2;  d = sqrt(D + eps) / sqrt(G + eps) * g;  D = rho D + (1-rho) d^2;  w -= lr * d
 std::unique_ptr<Learner> adadelta(std::vector<Parameter> parameters, LearningRate lr = 1.0, double rho = 0.95,
                                   double epsilon = 1e-8, LearnerOptions options = {});
-// CNTK's FSAdaGrad ("Frank Seide's AdaGrad", close to Adam):
-//   V = vm V + (1-vm) g^2;  g *= min(sqrt(1 - vm^t) / sqrt(V), 10) where V != 0;
-//   m = momentum m + (unit_gain ? 1 - momentum : 1) g;  w -= lr * m
-// CNTK counts samples in the sqrt(1 - vm^t) term (its gradients are sums, its rates per sample);
-// here one update counts as one, since loom's rates are per update of the gradient the caller
-// scaled (see below), so variance_momentum is per update too.
+/// CNTK's FSAdaGrad ("Frank Seide's AdaGrad", close to Adam):
+///   V = vm V + (1-vm) g^2;  g *= min(sqrt(1 - vm^t) / sqrt(V), 10) where V != 0;
+///   m = momentum m + (unit_gain ? 1 - momentum : 1) g;  w -= lr * m
+/// CNTK counts samples in the sqrt(1 - vm^t) term (its gradients are sums, its rates per sample);
+/// here one update counts as one, since loom's rates are per update of the gradient the caller
+/// scaled (see below), so variance_momentum is per update too.
 std::unique_ptr<Learner> fsadagrad(std::vector<Parameter> parameters, LearningRate lr, double momentum = 0.9,
                                    double variance_momentum = 0.999, bool unit_gain = true,
                                    LearnerOptions options = {});

@@ -1,5 +1,6 @@
 #pragma once
-// Training: learners, the trainer, progress printing and checkpoints.
+/// \file
+/// Training: learners, the trainer, progress printing and checkpoints.
 #include "training/averaging.hpp"
 #include "training/checkpoint.hpp"
 #include "training/fit.hpp"

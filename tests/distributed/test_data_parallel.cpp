@@ -148,7 +148,7 @@ TEST_CASE("mpi: data-parallel training equals one process on the same global min
 TEST_CASE("mpi: after the sums a table's gradient lists the rows of the whole global minibatch") {
     // The reduction replaces each table's row gradient by the union of every process's rows;
     // Session::gradient_rows and the dense spread must then say the same as one process given the
-    // whole global minibatch (before session 10 gradient_rows kept this process's own rows).
+    // whole global minibatch, not only this process's own rows.
     dist::Context& mpi = dist::Context::current();
     const Pairs pairs = make_pairs(toy_options().vocab);
     qa::Model one = make_model();

@@ -191,7 +191,7 @@ TEST_CASE("placeholder() without a shape takes it from the loop it closes, as th
         return lse.replace_placeholders({{p, lse}});
     };
     Variable inferred = build(placeholder()), given = build(placeholder({1}, "p"));
-    CHECK_THROWS_AS((void)inferred.shape(), UserError);  // not known before compile
+    CHECK(inferred.shape() == Shape{1});  // inferred from the closed loop, before any evaluate
     xt::xarray<float> s0 = xt::zeros<float>({std::size_t{3}, std::size_t{1}}), s1 = xt::ones<float>({1, 1});
     s0(0, 0) = 0.5f;
     s0(1, 0) = -1.0f;
@@ -210,6 +210,58 @@ TEST_CASE("placeholder() without a shape takes it from the loop it closes, as th
     Variable y = x * 2.0;
     q.replace_placeholders({{q, y}});
     CHECK(q.shape() == Shape{1});
+}
+
+TEST_CASE("a layer stacks on a loop closed through placeholder(): shape() answers once the loop is closed") {
+    // h[t] = tanh(x[t] + 0.5 h[t-1]) over x of sample shape [2], its placeholder given no shape;
+    // a Dense layer reads h's last axis, so it can only be built once compile has inferred it.
+    Variable x = sequence::input_variable({2}, "x");
+    Variable p = placeholder();
+    Variable step = tanh(x + 0.5 * past_value(p), "h");
+    CHECK_THROWS_WITH_AS((void)step.shape(), doctest::Contains("no shape yet"), UserError);  // loop still open
+    Variable h = step.replace_placeholders({{p, step}});
+    CHECK(h.shape() == Shape{2});
+    CHECK(p.shape() == Shape{2});
+
+    const xt::xarray<float> w_value{{1.0f, -2.0f, 0.5f}, {0.25f, 3.0f, -1.0f}};
+    const xt::xarray<float> b_value{0.1f, -0.2f, 0.3f};
+    layers::Layer dense = layers::Dense(3, {}, true, glorot_uniform(), "out");
+    Variable y = dense(h);
+    CHECK(y.shape() == Shape{3});
+    Parameter w = dense.parameters().at(0), b = dense.parameters().at(1);
+    REQUIRE(w.shape() == Shape{2, 3});
+    w.set_value(w_value);
+    b.set_value(b_value);
+
+    // Two sequences of lengths 3 and 1; the expected values by the recurrence, computed here.
+    const std::vector<xt::xarray<double>> xs{{{0.5, -1.0}, {2.0, 0.25}, {-0.75, 1.5}}, {{1.0, 1.0}}};
+    const Bindings in{{x, Value::sequences(xs)}};
+    const auto out = evaluate({y}, in);
+    xt::xarray<double> dw = xt::zeros<double>({std::size_t{2}, std::size_t{3}});
+    for (std::size_t n = 0; n < xs.size(); ++n) {
+        const auto got = out[y].sequence<double>(n);
+        double prev[2] = {0.0, 0.0};
+        for (std::size_t t = 0; t < xs[n].shape()[0]; ++t) {
+            double ht[2];
+            for (std::size_t i = 0; i < 2; ++i) ht[i] = std::tanh(xs[n](t, i) + 0.5 * prev[i]);
+            for (std::size_t j = 0; j < 3; ++j) {
+                const double want = ht[0] * w_value(0, j) + ht[1] * w_value(1, j) + b_value(j);
+                CHECK(got(t, j) == doctest::Approx(want).epsilon(1e-5));
+                for (std::size_t i = 0; i < 2; ++i) dw(i, j) += ht[i];  // d sum(y) / dW[i, j]
+            }
+            prev[0] = ht[0];
+            prev[1] = ht[1];
+        }
+    }
+    // The gradient of sum(y) by the weight is the sum of h over all steps, by the bias the number of steps.
+    Variable total = reduce_sum(sequence::reduce_sum(y));
+    const auto g = gradients(total, in, {w, b});
+    const auto gw = g[w].tensor<double>(), gb = g[b].tensor<double>();
+    for (std::size_t i = 0; i < 2; ++i)
+        for (std::size_t j = 0; j < 3; ++j) CHECK(gw(i, j) == doctest::Approx(dw(i, j)).epsilon(1e-5));
+    for (std::size_t j = 0; j < 3; ++j) CHECK(gb(j) == doctest::Approx(4.0));
+    require_gradients("Dense on a placeholder() loop", y, {{x, Value::sequences(random_sequences({2}, {1, 3, 7}, 5))}},
+                      {x, w, b});
 }
 
 TEST_CASE("placeholder() whose shape nothing determines is a compile error naming it") {
