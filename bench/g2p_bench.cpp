@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
         std::unique_ptr<ModelFile> trained;
         if (!model_file.empty()) {  // decoding a trained model: hypotheses as long as real ones
             trained = std::make_unique<ModelFile>(read_model_file(model_file, "g2p"));
-            sizes = {std::size_t(trained->setting("embed")), std::size_t(trained->setting("encoder")),
-                     std::size_t(trained->setting("decoder"))};
+            // Whole numbers in the range the options allow: a double from a file converted to size_t
+            // is undefined behaviour when it is negative, NaN or huge.
+            sizes = {trained->whole_setting("embed", 1, 4096), trained->whole_setting("encoder", 1, 4096),
+                     trained->whole_setting("decoder", 1, 4096)};
         }
         g2p::Model m(sizes);
         if (trained) assign_parameters(*trained, m.parameters());

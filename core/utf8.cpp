@@ -29,6 +29,17 @@ std::size_t utf8_sequence_length(std::string_view s) {
     return length;
 }
 
+std::size_t unicode_space_length(std::string_view s) {
+    const std::size_t length = utf8_sequence_length(s);
+    if (length < 2) return 0;
+    char32_t code = static_cast<unsigned char>(s[0]) & (0x7F >> length);
+    for (std::size_t k = 1; k < length; ++k) code = (code << 6) | (static_cast<unsigned char>(s[k]) & 0x3F);
+    const bool space = code == 0x85 || code == 0xA0 || code == 0x1680 || (code >= 0x2000 && code <= 0x200B) ||
+                       code == 0x2028 || code == 0x2029 || code == 0x202F || code == 0x205F || code == 0x3000 ||
+                       code == 0xFEFF;
+    return space ? length : 0;
+}
+
 std::size_t invalid_utf8_at(std::string_view s) {
     for (std::size_t i = 0; i < s.size();) {
         const std::size_t length = utf8_sequence_length(s.substr(i));

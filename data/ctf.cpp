@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/errors.hpp"
+#include "core/serialization.hpp"
 #include "data/text.hpp"
 
 namespace loom {
@@ -13,13 +14,6 @@ namespace loom {
 namespace {
 
 using data_text::fail;
-
-// Long tokens are cut in messages so one bad line cannot flood a terminal.
-std::string quoted(std::string_view token) {
-    constexpr std::size_t max_shown = 40;
-    if (token.size() <= max_shown) return "'" + std::string(token) + "'";
-    return "'" + std::string(token.substr(0, max_shown)) + "...'";
-}
 
 std::string configured_names(const std::vector<CtfStreamConfig>& streams) {
     std::string names;
@@ -32,7 +26,7 @@ void check_config(const std::vector<CtfStreamConfig>& streams) {
     for (std::size_t i = 0; i < streams.size(); ++i) {
         const auto& s = streams[i];
         if (s.name.empty() || s.name.find_first_of(" \t|") != std::string::npos || s.name.front() == '#')
-            throw UserError("CTF reader: stream name " + quoted(s.name) +
+            throw UserError("CTF reader: stream name " + quoted_field(s.name) +
                             " is not usable: it must be non-empty, without spaces or '|', and not start with '#'");
         if (s.dim == 0) throw UserError("CTF reader: stream '" + s.name + "' has dim 0; give its sample dimension");
         for (std::size_t j = 0; j < i; ++j)
@@ -87,7 +81,8 @@ void parse_dense(const LineContext& at, const std::vector<std::string>& tokens, 
         float v = 0.0f;
         if (const auto status = data_text::parse_float(token, v); status != data_text::NumberStatus::ok)
             fail(at.source, at.line,
-                 "value " + quoted(token) + " of input '" + at.stream.name + "' " + data_text::float_problem(status));
+                 "value " + quoted_field(token) + " of input '" + at.stream.name + "' " +
+                     data_text::float_problem(status));
         out.dense_values.push_back(v);
     }
 }
@@ -99,23 +94,25 @@ void parse_sparse(const LineContext& at, const std::vector<std::string>& tokens,
         const std::size_t colon = token.find(':');
         if (colon == std::string::npos)
             fail(at.source, at.line,
-                 "sparse input '" + at.stream.name + "' expects index:value entries, got " + quoted(token));
+                 "sparse input '" + at.stream.name + "' expects index:value entries, got " + quoted_field(token));
         const std::string_view index_text = std::string_view(token).substr(0, colon);
         const std::string_view value_text = std::string_view(token).substr(colon + 1);
         CtfSparseEntry entry;
         const auto index_status = data_text::parse_index(index_text, entry.index);
         if (index_status == data_text::NumberStatus::not_a_number)
             fail(at.source, at.line,
-                 "index " + quoted(index_text) + " of input '" + at.stream.name + "' is not a non-negative integer");
+                 "index " + quoted_field(index_text) + " of input '" + at.stream.name +
+                     "' is not a non-negative integer");
         if (index_status == data_text::NumberStatus::too_large || entry.index >= at.stream.dim)
             fail(at.source, at.line,
                  "index " +
-                     (index_status == data_text::NumberStatus::ok ? std::to_string(entry.index) : quoted(index_text)) +
+                     (index_status == data_text::NumberStatus::ok ? std::to_string(entry.index)
+                                                                  : quoted_field(index_text)) +
                      " of input '" + at.stream.name + "' is out of range: its dim is " + std::to_string(at.stream.dim) +
                      " (indices 0 to " + std::to_string(at.stream.dim - 1) + ")");
         if (const auto status = data_text::parse_float(value_text, entry.value); status != data_text::NumberStatus::ok)
             fail(at.source, at.line,
-                 "value " + quoted(value_text) + " of input '" + at.stream.name + "' " +
+                 "value " + quoted_field(value_text) + " of input '" + at.stream.name + "' " +
                      data_text::float_problem(status));
         for (const auto& earlier : sample)
             if (earlier.index == entry.index)
@@ -156,10 +153,10 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
             std::size_t value = 0;
             const auto status = data_text::parse_index(token, value);
             if (status == data_text::NumberStatus::too_large)
-                fail(source, line_no, "sequence id " + quoted(token) + " is too large (largest 2^64-1)");
+                fail(source, line_no, "sequence id " + quoted_field(token) + " is too large (largest 2^64-1)");
             if (status != data_text::NumberStatus::ok)
                 fail(source, line_no,
-                     "sequence id " + quoted(token) +
+                     "sequence id " + quoted_field(token) +
                          " is not a non-negative integer (a line is: [sequence id] |input values ...)");
             id = value;
         }
@@ -172,7 +169,8 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
             if (rest.empty()) break;
             if (rest.front() != '|')
                 fail(source, line_no,
-                     "unexpected text " + quoted(take_until(rest, " \t|")) + ": values must follow an |input name");
+                     "unexpected text " + quoted_field(take_until(rest, " \t|")) +
+                         ": values must follow an |input name");
             rest.remove_prefix(1);
             if (!rest.empty() && rest.front() == '#') {
                 skip_comment(rest);
@@ -184,8 +182,8 @@ CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector
             const auto found = by_name.find(name);
             if (found == by_name.end())
                 fail(source, line_no,
-                     "unknown input stream " + quoted(name) + " (configured streams: " + configured_names(streams) +
-                         ")");
+                     "unknown input stream " + quoted_field(name) +
+                         " (configured streams: " + configured_names(streams) + ")");
             const std::size_t k = found->second;
             if (seen[k])
                 fail(source, line_no,

@@ -1,8 +1,8 @@
 #include "data/qa.hpp"
 
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
@@ -63,6 +63,7 @@ QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOpt
                             ? " (are the columns separated by spaces instead of tabs?)"
                             : ""));
         const std::string_view label = trim(columns[2]);
+        if (label.empty()) lines.fail("the label (third column) is empty; it must be 0 or 1");
         if (label != "0" && label != "1") lines.fail("label must be 0 or 1, found " + quoted_field(label));
         QaPair pair;
         pair.question = tokens_of(columns[0], options.lowercase);
@@ -159,29 +160,53 @@ QaData QaData::hold_out(std::size_t every, const std::string& held_out_source) {
     return held;
 }
 
+namespace {
+
+// Whether `columns` are the names of read_qa_text's columns (any case, spaces around them allowed):
+// "question", "sentence" or "answer", and "label" unless there are only two columns.
+bool is_header(const std::vector<std::string_view>& columns) {
+    if (columns.size() != 2 && columns.size() != 3) return false;
+    auto name = [&](std::size_t k) { return data_text::ascii_lower(trim(columns[k])); };
+    const std::string second = name(1);
+    return name(0) == "question" && (second == "sentence" || second == "answer") &&
+           (columns.size() == 2 || name(2) == "label");
+}
+
+}  // namespace
+
 QaData read_qa_text(const std::string& path, bool labels_optional) {
     std::ifstream in = data_text::open_for_reading(path);
+    return parse_qa_text(in, path, labels_optional);
+}
+
+QaData parse_qa_text(std::istream& in, const std::string& path, bool labels_optional) {
     QaData data;
     data.source = path;
     std::unordered_map<std::string, std::size_t> group_of;
+    data_text::LineReader lines(in, path, data_text::TextCheck::utf8);
+    bool first = true;
     std::string line;
-    for (std::size_t number = 1; data_text::read_line(in, line); ++number) {
+    while (lines.next(line)) {
         if (data_text::is_blank(line)) continue;
-        std::vector<std::string> cols;
-        std::istringstream split(line);
-        for (std::string col; std::getline(split, col, '\t');) cols.push_back(col);
-        const bool labelled = cols.size() == 3, first = data.pairs.empty() && group_of.empty();
-        if (first && data_text::ascii_lower(cols[0]) == "question") continue;  // a header line
+        const std::vector<std::string_view> cols = split_tabs(line);
+        // Only the first line may be a header, and only by its column names: a question that is
+        // the word "Question" is data.
+        if (std::exchange(first, false) && is_header(cols)) continue;
         if (cols.size() != 3 && !(labels_optional && cols.size() == 2))
-            data_text::fail(path, number,
-                            "expected question<TAB>sentence<TAB>label, found " + std::to_string(cols.size()) +
-                                " tab-separated columns");
-        if (labelled && cols[2] != "0" && cols[2] != "1")
-            data_text::fail(path, number, "label '" + cols[2] + "' is not 0 or 1");
-        QaPair p{tokenize_english(cols[0]), tokenize_english(cols[1]), labelled && cols[2] == "1", 0, number};
+            lines.fail("expected question<TAB>sentence<TAB>label, found " + std::to_string(cols.size()) +
+                       " tab-separated columns" +
+                       (cols.size() == 1 && line.find(' ') != std::string::npos
+                            ? " (are the columns separated by spaces instead of tabs?)"
+                            : ""));
+        const bool labelled = cols.size() == 3;
+        const std::string_view label = labelled ? trim(cols[2]) : std::string_view();
+        if (labelled && label.empty()) lines.fail("the label (third column) is empty; it must be 0 or 1");
+        if (labelled && label != "0" && label != "1") lines.fail("label " + quoted_field(label) + " is not 0 or 1");
+        QaPair p{tokenize_english(cols[0]), tokenize_english(cols[1]), labelled && label == "1", 0,
+                 lines.line_number()};
         if (p.question.empty() || p.answer.empty())
-            data_text::fail(path, number, std::string(p.question.empty() ? "question" : "sentence") + " is empty");
-        auto key = data_text::ascii_lower(cols[0]);
+            lines.fail(std::string(p.question.empty() ? "question" : "sentence") + " is empty");
+        const std::string key = data_text::ascii_lower(cols[0]);
         p.group = group_of.emplace(key, group_of.size()).first->second;
         data.pairs.push_back(std::move(p));
     }

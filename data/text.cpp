@@ -79,15 +79,23 @@ bool LineReader::next(std::string& line) {
     ++line_no_;
     if (line_no_ == 1 && line.starts_with(utf8_bom)) line.erase(0, utf8_bom.size());
     if (check_ == TextCheck::none) return true;
-    if (const std::size_t nul = line.find('\0'); nul != std::string::npos)
+    // UTF-16 text read as bytes: its byte-order mark starts the first line, and ASCII characters
+    // come with a NUL byte each, so NUL is half of a line (a lone NUL is a damaged or binary file).
+    const bool utf16_mark = line_no_ == 1 && (line.starts_with("\xFF\xFE") || line.starts_with("\xFE\xFF"));
+    const std::string utf16_hint = "; the file looks like UTF-16; convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)";
+    if (const std::size_t nul = line.find('\0'); nul != std::string::npos) {
+        const auto nuls = static_cast<std::size_t>(std::count(line.begin(), line.end(), '\0'));
+        const bool utf16 = utf16_mark || 3 * nuls + 1 >= line.size();
         fail("NUL byte at column " + std::to_string(nul + 1) +
-             ": this is not a text file (a UTF-16 file must first be converted to UTF-8)");
+             (utf16 ? utf16_hint : ": this is not a text file (loom reads UTF-8 text)"));
+    }
     if (check_ == TextCheck::utf8)
         if (const std::size_t bad = invalid_utf8_at(line); bad != std::string::npos) {
             char hex[8];
             std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(line[bad]));
-            fail(std::string("byte ") + hex + " at column " + std::to_string(bad + 1) +
-                 " is not valid UTF-8; loom reads UTF-8 text (convert e.g. with iconv -f latin1 -t utf-8)");
+            fail(std::string("byte ") + hex + " at column " + std::to_string(bad + 1) + " is not valid UTF-8" +
+                 (utf16_mark ? utf16_hint
+                             : "; loom reads UTF-8 text (convert e.g. with iconv -f latin1 -t utf-8, or -f cp1252)"));
         }
     return true;
 }
@@ -131,19 +139,39 @@ std::string float_problem(NumberStatus status) {
     return "is not a number";
 }
 
-bool is_blank(std::string_view s) { return s.find_first_not_of(" \t") == std::string_view::npos; }
+namespace {
+
+// The length of the white space `s` starts with: a space or tab (1), a Unicode space
+// (unicode_space_length), or 0.
+std::size_t space_length(std::string_view s) {
+    if (s.empty()) return 0;
+    return s.front() == ' ' || s.front() == '\t' ? 1 : unicode_space_length(s);
+}
+
+}  // namespace
+
+bool is_blank(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const std::size_t n = space_length(s.substr(i));
+        if (n == 0) return false;
+        i += n;
+    }
+    return true;
+}
 
 std::vector<std::string> split_whitespace(std::string_view s) {
     std::vector<std::string> pieces;
-    std::size_t pos = 0;
-    while (pos < s.size()) {
-        const std::size_t begin = s.find_first_not_of(" \t", pos);
-        if (begin == std::string_view::npos) break;
-        std::size_t end = s.find_first_of(" \t", begin);
-        if (end == std::string_view::npos) end = s.size();
-        pieces.emplace_back(s.substr(begin, end - begin));
-        pos = end;
+    std::size_t begin = 0, i = 0;
+    while (i < s.size()) {
+        if (const std::size_t n = space_length(s.substr(i))) {
+            if (i > begin) pieces.emplace_back(s.substr(begin, i - begin));
+            i += n;
+            begin = i;
+        } else {
+            ++i;
+        }
     }
+    if (i > begin) pieces.emplace_back(s.substr(begin, i - begin));
     return pieces;
 }
 
@@ -160,10 +188,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path normalized(const std::string& path) {
+// The absolute path, lexically normalized: where a file of this name is created (a symbolic link
+// is replaced, not followed, by the rename of an atomic write).
+fs::path lexical(const std::string& path) {
     std::error_code ec;
     const fs::path absolute = fs::absolute(path, ec);
     return (ec ? fs::path(path) : absolute).lexically_normal();
+}
+
+// The same with every symbolic link in its existing part resolved (std::filesystem::weakly_canonical):
+// two spellings of one file, through a linked directory too, compare equal although the file does
+// not exist yet.
+fs::path normalized(const std::string& path) {
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(lexical(path), ec);
+    return ec ? lexical(path) : resolved.lexically_normal();
 }
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -196,7 +235,7 @@ std::string not_replaceable(fs::file_status status) {
 }
 
 void check_directory(const std::string& path, const std::string& what, bool may_create) {
-    fs::path dir = normalized(path).parent_path();
+    fs::path dir = lexical(path).parent_path();
     std::error_code ec;
     while (may_create && !fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
     const auto status = fs::status(dir, ec);

@@ -31,7 +31,9 @@ enum class TextCheck {
 
 /// A text file line by line, as every reader wants it: numbered lines without a trailing carriage return,
 /// the UTF-8 byte-order mark some editors put at the start of a file dropped (it is not part of
-/// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects.
+/// the first word), and a DataError "file:line: ..." naming the column for what `check` rejects,
+/// with a hint: how to convert UTF-16 (a byte-order mark FF FE or FE FF, or NUL in every other
+/// byte) or Latin-1 / CP1252 text to UTF-8.
 class LineReader {
 public:
     /// \param in  the text, read from its current position
@@ -69,9 +71,10 @@ NumberStatus parse_index(std::string_view token, std::size_t& out);
 /// What is wrong with a float token, for messages: "is not a number", "is too large for ...".
 std::string float_problem(NumberStatus status);
 
-/// \return whether `s` holds only spaces and tabs (or nothing).
+/// \return whether `s` holds only white space (or nothing): spaces, tabs and Unicode spaces
+/// (core/utf8.hpp: unicode_space_length).
 bool is_blank(std::string_view s);
-/// Splits on spaces and tabs, dropping empty pieces.
+/// Splits on white space, dropping empty pieces.
 std::vector<std::string> split_whitespace(std::string_view s);
 /// ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.
 std::string ascii_lower(std::string_view s);
@@ -96,9 +99,10 @@ struct FileOption {
 /// Checks a run's outputs before any work, so that hours of training never end in a failed write
 /// and nothing the user owns is overwritten by mistake. Throws UserError naming the option and the
 /// path of the first output that is: an input of the run (the same file by std::filesystem::equivalent
-/// where both exist, else the same lexically normalized absolute path), another output of the run or
-/// the directory another output is written into, an existing directory, a device, FIFO or socket, or
-/// not writable (check_writable). Nothing is written; outputs with an empty path are skipped.
+/// where both exist, else the same absolute path once symbolic links are resolved), another output of
+/// the run or the directory another output is written into, an existing directory, a device, FIFO
+/// or socket, or not writable (check_writable). Nothing is written; outputs with an empty path are
+/// skipped.
 void check_outputs(const std::vector<FileOption>& outputs, const std::vector<FileOption>& inputs);
 
 }  // namespace loom::data_text

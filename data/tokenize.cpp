@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "core/utf8.hpp"
+
 namespace loom {
 
 namespace {
@@ -13,13 +15,19 @@ bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 bool is_space(unsigned char c) { return c <= ' ' || c == 0x7f; }
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
-// Curly quotes and dashes as their ASCII forms, so "it’s" splits as "it's" does.
+// Curly quotes and dashes as their ASCII forms, so "it’s" splits as "it's" does; Unicode spaces
+// (a no-break or zero-width space pasted from a web page) as a space, so they separate words.
 std::string normalize_punctuation(std::string_view text) {
     static const std::array<std::pair<std::string_view, char>, 6> map{
         {{"\u2018", '\''}, {"\u2019", '\''}, {"\u201c", '"'}, {"\u201d", '"'}, {"\u2013", '-'}, {"\u2014", '-'}}};
     std::string out;
     out.reserve(text.size());
     for (std::size_t i = 0; i < text.size();) {
+        if (const std::size_t space = unicode_space_length(text.substr(i))) {
+            out += ' ';
+            i += space;
+            continue;
+        }
         bool replaced = false;
         for (const auto& [from, to] : map)
             if (text.substr(i, from.size()) == from) {

@@ -11,7 +11,8 @@
 ///   - the clitics 's 're 've 'll 'd 'm and n't are split off as tokens of their own ("don't" ->
 ///     "do" "n't", "Israel's" -> "israel" "'s");
 ///   - every other character is a token of its own, a run of the same one is one token ("...", "--");
-///   - whitespace and control characters (a stray carriage return too) only separate tokens.
+///   - whitespace and control characters (a stray carriage return too) only separate tokens, and
+///     so do Unicode spaces (no-break, zero-width and the other space separators: core/utf8.hpp).
 /// Already tokenised text comes out as it went in, lowercased (SelQA's files: "israel 's ."), so
 /// one function serves pre-tokenised and raw files alike.
 #include <string>

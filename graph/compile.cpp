@@ -20,14 +20,26 @@ std::string list_nodes(const std::vector<Node*>& nodes) {
     return s;
 }
 
+// Why placeholder `p` resolves to nothing (resolve): unbound, or bound to a node since destroyed.
+std::string unresolved(const Node* p) {
+    for (int hops = 0; p && p->kind == NodeKind::Placeholder && hops <= 1000; ++hops) {
+        if (!p->is_bound) return "is a placeholder that was never bound: call replace_placeholders on it";
+        const auto target = p->bound.lock();
+        if (!target)
+            return "is a placeholder whose target was destroyed (a loop is held by its output alone): keep a "
+                   "Variable of the output it was bound to";
+        p = target.get();
+    }
+    return "is a chain of more than 1000 placeholders";
+}
+
 // The inputs of a node with placeholders resolved; an unbound placeholder is an error.
 std::vector<Node*> resolved_inputs(const Node* n) {
     std::vector<Node*> out;
     for (auto& in : n->inputs) {
         Node* r = resolve(in.get());
         if (!r)
-            throw UserError("compile: " + in->label() + " (an input of " + n->label() +
-                            ") is a placeholder that was never bound: call replace_placeholders on it");
+            throw UserError("compile: " + in->label() + " (an input of " + n->label() + ") " + unresolved(in.get()));
         out.push_back(r);
     }
     return out;
@@ -45,7 +57,7 @@ Graph collect(const std::vector<Variable>& outputs) {
     for (const auto& v : outputs) {
         if (!v) throw UserError("compile: an output is an empty Variable");
         Node* r = resolve(v.node().get());
-        if (!r) throw UserError("compile: output " + v.label() + " is a placeholder that was never bound");
+        if (!r) throw UserError("compile: output " + v.label() + " " + unresolved(v.node().get()));
         stack.push_back(r);
     }
     while (!stack.empty()) {

@@ -31,6 +31,17 @@ std::string describe(const std::string& name, const Shape& shape) {
     return (name.empty() ? std::string("'<unnamed>'") : quoted_field(name)) + " " + shape.str();
 }
 
+// A checkpoint never holds NaN or inf (save_checkpoint refuses them): one that does was damaged or
+// made by hand, and loading it would train on from garbage.
+template <class T>
+void check_read_finite(const std::string& where, const StoredParameter& s, const std::vector<T>& values) {
+    const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
+    if (bad != values.end())
+        throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(*bad) +
+                        " at element " + std::to_string(bad - values.begin()) +
+                        "; a checkpoint holds finite values only");
+}
+
 // The bytes a record needs at the least, to reject an impossible count before allocating for it.
 constexpr std::size_t min_parameter_bytes = 3 * sizeof(std::uint64_t);  // name, rank, value count
 constexpr std::size_t min_extra_bytes = 2 * sizeof(std::uint64_t);      // key, value
@@ -91,9 +102,11 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
     if (in.remaining() < 8 || in.str() != checkpoint_tag)
         throw DataError(where + " is a loom file but not a checkpoint");
     const std::uint64_t version = in.u64();
-    if (version != 1 && version != checkpoint_version)
-        throw DataError(where + " has checkpoint version " + std::to_string(version) + "; this build reads 1 to " +
-                        std::to_string(checkpoint_version));
+    if (version > checkpoint_version)
+        throw DataError(where + " was written by a newer loom (version " + std::to_string(version) +
+                        "); this loom reads checkpoint versions 1 to " + std::to_string(checkpoint_version) +
+                        ": use a newer loom");
+    if (version == 0) throw DataError(where + " has checkpoint version 0, which no loom writes");
     const std::uint64_t count = in.u64();
     if (count > in.remaining() / min_parameter_bytes)
         throw DataError(where + ": parameter count " + std::to_string(count) + " is impossible in the " +
@@ -128,6 +141,10 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
         if (held != s.shape.size())
             throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(held) +
                             " values");
+        if (tag == 1)
+            check_read_finite(where, s, s.values64);
+        else
+            check_read_finite(where, s, s.values);
     }
     const bool has_learner = in.u64() != 0;
     const std::string learner_state = has_learner ? in.str() : std::string();

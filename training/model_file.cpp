@@ -18,6 +18,23 @@ namespace {
 // layout's version. Version 2 records each parameter's precision (version 1: float only).
 const std::string magic = "loom-model-file 2";
 const std::string magic_v1 = "loom-model-file 1";
+const std::string magic_prefix = "loom-model-file ";
+constexpr int this_version = 2;
+
+// What a file whose first string is `tag` is, when it is no model file this build reads.
+std::string not_readable(const std::string& path, const std::string& tag) {
+    if (tag.starts_with(magic_prefix)) {
+        const std::string number = tag.substr(magic_prefix.size());
+        int version = 0;
+        const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), version);
+        if (error == std::errc() && end == number.data() + number.size() && version > this_version)
+            return path + ": a model file written by a newer loom (version " + number +
+                   "); this loom reads versions 1 to " + std::to_string(this_version) + ": use a newer loom";
+    }
+    if (tag == "loom-checkpoint")
+        return path + ": not a loom model file but a checkpoint (load it with load_checkpoint)";
+    return path + ": not a loom model file (a checkpoint or another loom file?)";
+}
 
 std::string join(const std::vector<std::string>& items) {
     std::string out;
@@ -147,13 +164,13 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
     const std::string bytes = read_checked_file(path);
     ByteReader r(bytes, path);
     const std::string tag = r.str();
-    if (tag != magic && tag != magic_v1)
-        throw DataError(path + ": not a loom model file (a checkpoint or another loom file?)");
+    if (tag != magic && tag != magic_v1) throw DataError(not_readable(path, tag));
     ModelFile f;
     f.path = path;
     f.kind = r.str();
     if (!expected_kind.empty() && f.kind != expected_kind)
-        throw UserError(path + ": holds a model of kind '" + f.kind + "', not a '" + expected_kind + "' model");
+        throw UserError(path + ": holds a model of kind " + quoted_field(f.kind) + ", not a '" + expected_kind +
+                        "' model");
     for (std::uint64_t n = r.u64(), i = 0; i < n; ++i) {
         std::string key = r.str();
         f.records[key] = r.str();
@@ -244,9 +261,9 @@ void assign_parameters(const ModelFile& file, const std::vector<Parameter>& para
         if (!found) missing.push_back("'" + p.name() + "' " + p.shape().str());
     }
     for (const auto& [name, v] : file.parameters)
-        if (!wanted.count(name)) extra.push_back("'" + name + "'");
+        if (!wanted.count(name)) extra.push_back(quoted_field(name));
     for (const auto& [name, v] : file.parameters_f64)
-        if (!wanted.count(name)) extra.push_back("'" + name + "'");
+        if (!wanted.count(name)) extra.push_back(quoted_field(name));
     if (!missing.empty() || !mis_shaped.empty() || !extra.empty()) {
         std::string msg = file.path + ": the parameters do not match the model";
         if (!missing.empty()) msg += "; missing from the file: " + join(missing);

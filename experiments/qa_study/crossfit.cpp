@@ -1,12 +1,13 @@
 #include "crossfit.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <sstream>
 
+#include "data/text.hpp"
 #include "ranking.hpp"
 #include "report.hpp"
 
@@ -41,8 +42,7 @@ QaData subset(const QaData& data, const std::vector<std::size_t>& indices, const
 void dump_scores(const std::string& path, const QaData& train, const std::vector<std::vector<double>>& out_of_fold,
                  const QaData& eval, const std::vector<std::vector<std::vector<double>>>& eval_cosine,
                  const OverlapIdf& idf) {
-    std::ofstream out(path);
-    if (!out) throw UserError("--dump-scores: cannot write " + path);
+    std::ostringstream out;  // written whole, through a temporary renamed into place
     out.precision(9);
     auto write = [&](const char* which, const QaData& data, auto&& cosines) {
         const auto features = pair_features(data, std::vector<double>(data.pairs.size()), idf);
@@ -60,6 +60,7 @@ void dump_scores(const std::string& path, const QaData& train, const std::vector
         for (const auto& epoch : eval_cosine)
             for (const auto& fold : epoch) out << '\t' << fold[i];
     });
+    data_text::write_text_atomically(path, out.str());
     std::cout << "wrote every pair's features and cosines to " << path << "\n";
 }
 

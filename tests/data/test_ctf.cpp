@@ -198,3 +198,9 @@ TEST_CASE("ctf: a byte-order mark is dropped / NUL bytes and directories are nam
     CHECK_THROWS_WITH_AS(read_ctf(std::filesystem::temp_directory_path().string(), qa_streams),
                          doctest::Contains("is a directory"), DataError);
 }
+
+TEST_CASE("ctf: control bytes of a bad token are escaped in the message") {
+    // An ANSI escape sequence (clear the screen) inside a value: shown as \x1b, never sent raw.
+    expect_error("0 |q 1 \x1b[2J 3\n", 1, "value '\\x1b[2J' of input 'q' is not a number");
+    expect_error("\x1b[31m |q 1\n", 1, "sequence id '\\x1b[31m' is not a non-negative integer");
+}

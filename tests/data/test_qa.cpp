@@ -73,7 +73,7 @@ TEST_CASE("qa tsv: malformed rows name file / line and reason") {
     expect_error("q ?\ta .\t1\t0\n", 1, "found 4");
     expect_error("q ?\ta .\t1\nq ?\tb .\t2\n", 2, "label must be 0 or 1, found '2'");
     expect_error("q ?\ta .\tyes\n", 1, "label must be 0 or 1");
-    expect_error("q ?\ta .\t\n", 1, "label must be 0 or 1");
+    expect_error("q ?\ta .\t\n", 1, "the label (third column) is empty; it must be 0 or 1");
     expect_error("q ?\ta .\t1\n \ta .\t0\n", 2, "empty question");
     expect_error("q ?\t  \t0\n", 1, "empty answer");
     CHECK_THROWS_WITH_AS(read_qa_tsv("/nonexistent/qa.tsv"), doctest::Contains("/nonexistent/qa.tsv"), DataError);
@@ -108,6 +108,11 @@ TEST_CASE("qa tsv: NUL bytes and invalid UTF-8 are errors at their line and colu
     const QaData data = parse_qa_tsv(in, "mem.tsv");
     CHECK(data.pairs[0].question == Tokens{"caf\xC3\xA9", "?"});
     CHECK(data.pairs[0].answer == Tokens{"\xE2\x82\xAC", "5", "."});
+}
+
+TEST_CASE("qa tsv: an empty label is named as empty / an ANSI escape in a label is escaped") {
+    expect_error("q ?\ta .\t1\nq ?\tb .\t\n", 2, "the label (third column) is empty; it must be 0 or 1");
+    expect_error("q ?\ta .\t\x1b[31m1\n", 1, "label must be 0 or 1, found '\\x1b[31m1'");
 }
 
 TEST_CASE("qa tsv: a file without pairs is an error / blank lines of spaces are skipped") {
@@ -148,4 +153,92 @@ TEST_CASE("qa data: pairs by question and held-out questions") {
     CHECK(data.groups() == std::vector<std::size_t>{0, 0, 2});
     CHECK(data.pairs[1].answer == Tokens{"y"});
     CHECK_THROWS_AS(data.hold_out(1), UserError);
+}
+
+namespace {
+
+// The DataError read_qa_text throws on a file holding `text`, or "accepted".
+std::string raw_text_error(const std::string& text, bool labels_optional = false) {
+    TempFile file("raw.tsv", text);
+    try {
+        read_qa_text(file.path.string(), labels_optional);
+    } catch (const DataError& e) {
+        const std::string msg = e.what();
+        const std::string path = file.path.string() + ":";
+        return msg.starts_with(path) ? msg.substr(path.size()) : msg;
+    }
+    return "accepted";
+}
+
+QaData read_raw_text(const std::string& text, bool labels_optional = false) {
+    TempFile file("raw.tsv", text);
+    return read_qa_text(file.path.string(), labels_optional);
+}
+
+const std::string six_rows =
+    "Who wrote Hamlet?\tShakespeare wrote it.\t1\n"
+    "Who wrote Hamlet?\tIt is a play.\t0\n"
+    "Where is Paris?\tIn France.\t1\n"
+    "Where is Paris?\tOn the Seine.\t0\n"
+    "What is 2+2?\tFour.\t1\n"
+    "What is 2+2?\tFive.\t0\n";
+
+}  // namespace
+
+TEST_CASE("read_qa_text: a byte-order mark is dropped, before data or a header") {
+    const QaData data = read_raw_text("\xEF\xBB\xBF" + six_rows);
+    REQUIRE(data.pairs.size() == 6);
+    CHECK(data.pairs[0].question == Tokens{"who", "wrote", "hamlet", "?"});
+    // With a header line after the mark: the header is no pair, so 6 rows give 6 pairs.
+    const QaData headed = read_raw_text("\xEF\xBB\xBFquestion\tsentence\tlabel\n" + six_rows);
+    REQUIRE(headed.pairs.size() == 6);
+    CHECK(headed.pairs[0].question == Tokens{"who", "wrote", "hamlet", "?"});
+    CHECK(headed.pairs[0].line == 2);
+    CHECK(headed.labels() == std::vector<int>{1, 0, 1, 0, 1, 0});
+}
+
+TEST_CASE("read_qa_text: a header is known by its column names, never by a data value") {
+    // Pairs to score, with the two-column header and spacing and case of a hand-written file.
+    const QaData scored = read_raw_text(" Question \tSentence\r\nq one\ta b\nq two\tc d\n", true);
+    CHECK(scored.pairs.size() == 2);
+    const QaData answer = read_raw_text("QUESTION\tANSWER\tLABEL\nq\ta\t1\n");
+    CHECK(answer.pairs.size() == 1);
+    // Rows whose question is the word "Question" are data, however many lead the file.
+    const std::string questions = "Question\tIt is a word.\t1\nQuestion\tA query.\t0\n";
+    const QaData data = read_raw_text(questions + six_rows);
+    REQUIRE(data.pairs.size() == 8);
+    CHECK(data.pairs[0].question == Tokens{"question"});
+    CHECK(data.pairs[1].answer == Tokens{"a", "query", "."});
+    // A header anywhere but the first line is a bad row.
+    CHECK(raw_text_error(six_rows + "question\tsentence\tlabel\n") == "7: label 'label' is not 0 or 1");
+}
+
+TEST_CASE("read_qa_text: invalid UTF-8, UTF-16 and NUL are refused at their line and column, with a hint") {
+    CHECK(raw_text_error("q\ta\t1\nq\tcaf\xE9\t0\n").starts_with("2: byte 0xe9 at column 6 is not valid UTF-8"));
+    CHECK(raw_text_error("q\t\x93quoted\x94\t0\n").starts_with("1: byte 0x93 at column 3 is not valid UTF-8"));
+    CHECK(raw_text_error("q\t\xC1\xBF\t0\n").starts_with("1: byte 0xc1 at column 3 is not valid UTF-8"));
+    CHECK(raw_text_error(std::string("q\ta\t1\nq\ta\0b\t1\n", 14)).starts_with("2: NUL byte at column 4"));
+    std::string utf16 = "\xFF\xFE";
+    for (char c : std::string("question\tsentence\tlabel\n")) utf16 += std::string{c, '\0'};
+    const std::string msg = raw_text_error(utf16);
+    CHECK_MESSAGE(msg.starts_with("1: NUL byte at column 4"), msg);
+    CHECK_MESSAGE(msg.find("looks like UTF-16; convert it to UTF-8") != std::string::npos, msg);
+    const std::string no_mark = raw_text_error(utf16.substr(2));
+    CHECK_MESSAGE(no_mark.find("looks like UTF-16; convert it to UTF-8") != std::string::npos, no_mark);
+}
+
+TEST_CASE("read_qa_text: an empty label is named, and control bytes in a quoted label are escaped") {
+    CHECK(raw_text_error("q\ta\t1\nq\tb\t\n") == "2: the label (third column) is empty; it must be 0 or 1");
+    CHECK(raw_text_error("q\ta\t \n") == "1: the label (third column) is empty; it must be 0 or 1");
+    CHECK(raw_text_error("q\ta\t\n", true) == "1: the label (third column) is empty; it must be 0 or 1");
+    const std::string ansi = raw_text_error("q\ta\t\x1b[2J\x1b[31mred\n");
+    CHECK(ansi == "1: label '\\x1b[2J\\x1b[31mred' is not 0 or 1");
+    CHECK(ansi.find('\x1b') == std::string::npos);
+    // Columns are still counted with empty ones: a fourth, empty column is a fourth column.
+    CHECK(raw_text_error("q\ta\t1\t\n") ==
+          "1: expected question<TAB>sentence<TAB>label, found 4 tab-separated columns");
+    // No-break and zero-width spaces separate words in both columns.
+    const QaData data = read_raw_text("Who\xC2\xA0wrote?\tShakespeare\xE2\x80\x8Bwrote.\t1\n");
+    CHECK(data.pairs[0].question == Tokens{"who", "wrote", "?"});
+    CHECK(data.pairs[0].answer == Tokens{"shakespeare", "wrote", "."});
 }

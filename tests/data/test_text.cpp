@@ -6,11 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/errors.hpp"
 #include "data/text.hpp"
@@ -160,4 +163,140 @@ TEST_CASE("data text: check_outputs refuses inputs, twice-written paths, directo
     CHECK(refusal({{data + "/a.svg", "--plot", true}}).find("is not a directory") != std::string::npos);
     CHECK(std::filesystem::exists(data));
     CHECK(dir.names() == std::vector<std::string>{"d.tsv", "fifo", "plots"});  // nothing was written
+}
+
+TEST_CASE("data text: Unicode spaces split words and make a line blank") {
+    CHECK(split_whitespace("a\xC2\xA0"
+                           "b\xE2\x80\x8B c\xE3\x80\x80") == std::vector<std::string>{"a", "b", "c"});
+    CHECK(split_whitespace("caf\xC3\xA9") == std::vector<std::string>{"caf\xC3\xA9"});
+    CHECK(is_blank(" \xC2\xA0\t\xE2\x80\x8B"));
+    CHECK_FALSE(is_blank("\xC3\xA0"));
+}
+
+namespace {
+
+// The DataError a LineReader with the UTF-8 check throws on `text`, or "accepted".
+std::string line_error(const std::string& text) {
+    std::istringstream in(text);
+    LineReader lines(in, "mem.txt", TextCheck::utf8);
+    try {
+        for (std::string line; lines.next(line);) {
+        }
+    } catch (const DataError& e) {
+        return e.what();
+    }
+    return "accepted";
+}
+
+// `text` in UTF-16, little-endian (ASCII only).
+std::string utf16le(const std::string& text) {
+    std::string out;
+    for (char c : text) out += std::string{c, '\0'};
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("data text: UTF-16 with or without its byte-order mark is named, with the fix") {
+    const std::string hint = "the file looks like UTF-16; convert it to UTF-8";
+    const std::string with_bom = line_error("\xFF\xFE" + utf16le("q\ta\t1\n"));
+    CHECK(with_bom.starts_with("mem.txt:1: NUL byte at column 4"));
+    CHECK_MESSAGE(with_bom.find(hint) != std::string::npos, with_bom);
+    const std::string big_endian = line_error("\xFE\xFF" + std::string("\0q", 2));
+    CHECK(big_endian.starts_with("mem.txt:1: NUL byte at column 3"));
+    CHECK_MESSAGE(big_endian.find(hint) != std::string::npos, big_endian);
+    // Without a byte-order mark: half the bytes are NUL.
+    const std::string without_bom = line_error(utf16le("question\tsentence\tlabel\n"));
+    CHECK(without_bom.starts_with("mem.txt:1: NUL byte at column 2"));
+    CHECK_MESSAGE(without_bom.find(hint) != std::string::npos, without_bom);
+    // The mark alone before text that has no NUL (CJK characters, say) is named too.
+    const std::string mark_only = line_error("\xFF\xFE\x2d\x4e\x87\x65\n");
+    CHECK(mark_only.starts_with("mem.txt:1: byte 0xff at column 1"));
+    CHECK_MESSAGE(mark_only.find(hint) != std::string::npos, mark_only);
+    // A lone NUL in UTF-8 text is not called UTF-16.
+    const std::string lone = line_error(std::string("question one\tsent\0ence\t1\n", 25));
+    CHECK(lone.starts_with("mem.txt:1: NUL byte at column 18"));
+    CHECK_MESSAGE(lone.find("UTF-16") == std::string::npos, lone);
+    // Overlong forms and CP1252's curly quote are invalid UTF-8, with their column.
+    CHECK(line_error("ok\n\xC0\xAF\n").starts_with("mem.txt:2: byte 0xc0 at column 1 is not valid UTF-8"));
+    CHECK(line_error("x \xE0\x80\xAF\n").starts_with("mem.txt:1: byte 0xe0 at column 3 is not valid UTF-8"));
+    CHECK(line_error("say \x93hi\x94\n").starts_with("mem.txt:1: byte 0x93 at column 5 is not valid UTF-8"));
+}
+
+TEST_CASE("data text: check_outputs follows symbolic links to the inputs and outputs they stand for") {
+    testing::TempDir dir("check_outputs_links");
+    namespace fs = std::filesystem;
+    const std::string data = dir.file("d.tsv");
+    std::ofstream(data) << "q\ta\t1\n";
+    fs::create_directory(dir.path / "real");
+    fs::create_symlink(data, dir.path / "link.tsv");
+    fs::create_directory_symlink(dir.path / "real", dir.path / "alias");
+    // A link to the training data as the model: writing it would replace the link, but a user who
+    // made it meant the data file; refused as that file.
+    CHECK(refusal({{dir.file("link.tsv"), "--save"}}, {{data, "--train"}})
+              .starts_with("--save " + dir.file("link.tsv") + ": is also the input of --train " + data));
+    // The data read through a linked directory, written by its real path (neither output exists yet
+    // for the second pair): one file.
+    fs::copy_file(data, dir.path / "real" / "e.tsv");
+    CHECK(refusal({{dir.file("real/e.tsv"), "--save"}}, {{dir.file("alias/e.tsv"), "--train"}})
+              .starts_with("--save " + dir.file("real/e.tsv") + ": is also the input of --train"));
+    CHECK(refusal({{dir.file("real/m.loom"), "--save"}, {dir.file("alias/m.loom"), "--graph"}})
+              .starts_with("--graph " + dir.file("alias/m.loom") + ": is also the output of --save"));
+    // A link to a file that is no input of the run is an ordinary output (the atomic write replaces
+    // the link, never its target).
+    fs::create_symlink(dir.path / "real" / "e.tsv", dir.path / "other.loom");
+    CHECK(refusal({{dir.file("other.loom"), "--save"}}, {{data, "--train"}}) == "accepted");
+}
+
+namespace {
+
+// refusal() as seen by the unprivileged user nobody (uid and gid 65534), from a child process that
+// drops root's privileges; nullopt when it cannot (no CAP_SETUID).
+std::optional<std::string> refusal_as_nobody(const std::vector<FileOption>& outputs) {
+    int pipe_fds[2];
+    if (::pipe(pipe_fds) != 0) return std::nullopt;
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(pipe_fds[0]);
+        if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+        const std::string answer = refusal(outputs);
+        const bool written = ::write(pipe_fds[1], answer.data(), answer.size()) == static_cast<ssize_t>(answer.size());
+        ::_exit(written ? 0 : 3);
+    }
+    ::close(pipe_fds[1]);
+    std::string answer;
+    char buffer[512];
+    for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) answer.append(buffer, std::size_t(n));
+    ::close(pipe_fds[0]);
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return std::nullopt;
+    return answer;
+}
+
+}  // namespace
+
+TEST_CASE("data text: an output in a directory this process may not write to is refused, as root too") {
+    testing::TempDir dir("check_outputs_locked");
+    namespace fs = std::filesystem;
+    const std::string locked = dir.file("locked");
+    fs::create_directory(locked);
+    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
+    const std::string out = locked + "/m.loom";
+    const std::string want = "--save " + out + ": cannot write there: directory '" + locked + "': Permission denied";
+    if (::geteuid() != 0) {
+        CHECK(refusal({{out, "--save"}}) == want);
+        CHECK(refusal({{locked + "/plots/a.svg", "--plot", true}}).find("Permission denied") != std::string::npos);
+    } else {
+        // Root writes into any directory whatever its mode (CI may run as root): the check is run by
+        // a child process that has become the user nobody, for whom the mode holds.
+        CHECK(refusal({{out, "--save"}}) == "accepted");
+        fs::permissions(dir.path, fs::perms::others_exec, fs::perm_options::add);
+        if (const auto as_nobody = refusal_as_nobody({{out, "--save"}}))
+            CHECK(*as_nobody == want);
+        else
+            MESSAGE("running as root without the right to become another user: the locked directory is not tried");
+    }
+    CHECK(fs::is_empty(locked));
+    fs::permissions(locked, fs::perms::owner_all);
 }

@@ -57,3 +57,18 @@ TEST_CASE("tokenize_english: pre-tokenised text comes out as it went in") {
 TEST_CASE("tokenize_english: UTF-8 letters stay inside words") {
     CHECK(tokenize_english("Musée Dalí") == Tokens{"musée", "dalí"});
 }
+
+TEST_CASE("tokenize_english: Unicode spaces separate words as a space does") {
+    // U+00A0 no-break space, U+200B zero-width space, U+2009 thin space, U+202F narrow no-break
+    // space, U+3000 ideographic space, U+FEFF zero-width no-break space, U+0085 next line.
+    CHECK(tokenize_english("Who\xC2\xA0wrote\xE2\x80\x8BHamlet?") == Tokens{"who", "wrote", "hamlet", "?"});
+    CHECK(tokenize_english("a\xE2\x80\x89"
+                           "b\xE2\x80\xAF"
+                           "c\xE3\x80\x80"
+                           "d\xEF\xBB\xBF"
+                           "e\xC2\x85"
+                           "f") == Tokens{"a", "b", "c", "d", "e", "f"});
+    CHECK(tokenize_english("\xC2\xA0\xE2\x80\x8B").empty());
+    // Letters whose UTF-8 bytes look like a space's stay inside words: U+00E0 (C3 A0), U+2080 (E2 82 80).
+    CHECK(tokenize_english("\xC3\xA0la x\xE2\x82\x80") == Tokens{"\xC3\xA0la", "x\xE2\x82\x80"});
+}

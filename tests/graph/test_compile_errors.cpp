@@ -131,3 +131,18 @@ TEST_CASE("an empty batch or an empty sequence is refused where the data is made
                                                xt::zeros<double>({std::size_t{0}, std::size_t{2}})};
     CHECK(user_error([&] { (void)Value::sequences(with_empty); }).find("sequence 1") != std::string::npos);
 }
+
+TEST_CASE("a placeholder whose target was destroyed is named as such, not as never bound") {
+    Variable x = sequence::input_variable({2}, "x");
+    Variable p = placeholder({2}, "state");
+    Variable delayed = past_value(p);
+    {
+        // The loop's output is the only owner of what closes the loop (the binding is weak).
+        Variable h = tanh(x + delayed, "h");
+        h.replace_placeholders({{p, h}});
+    }
+    const std::string msg = user_error([&] { evaluate({delayed}, sequences_for(x)); });
+    CHECK_MESSAGE(msg.find("'state'") != std::string::npos, msg);
+    CHECK_MESSAGE(msg.find("target was destroyed") != std::string::npos, msg);
+    CHECK_MESSAGE(msg.find("never bound") == std::string::npos, msg);
+}

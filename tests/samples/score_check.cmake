@@ -1,7 +1,8 @@
 # End-to-end check of the sample's model file and --score output (run by CTest, tests/CMakeLists.txt):
 # train a tiny model on the built-in data, save it, score three raw-text pairs (a header line, one
 # pair without a label), and require exactly one "final<TAB>network" line per pair on stdout with
-# the network's cosine in [-1, 1]; then a truncated model file and a non-model file must each fail
+# the network's cosine in [-1, 1] (and one line per row after a byte-order mark and header, or of rows
+# whose question is "Question"); then a truncated model file and a non-model file must each fail
 # with a message naming the file and a non-zero exit, and --save into a missing directory must fail
 # before any training. Every output is checked before any work (nothing on stdout, nothing written,
 # the input unchanged): the training data as --save, --save and --graph on one path, a device as
@@ -42,6 +43,25 @@ endforeach()
 if(NOT err MATCHES "scored 3 pairs")
   message(FATAL_ERROR "expected the summary on stderr, got '${err}'")
 endif()
+
+# A byte-order mark before a header line: the header is no pair (6 rows, 6 scores); rows whose question
+# is the word "Question" are pairs (8 rows, 8 scores).
+string(ASCII 239 187 191 bom)
+set(six "Who wrote Hamlet?\tShakespeare wrote it.\t1\nWho wrote Hamlet?\tIt is a play.\t0\n"
+  "Where is Paris?\tIn France.\t1\nWhere is Paris?\tOn the Seine.\t0\nWhat is 2+2?\tFour.\t1\nWhat is 2+2?\tFive.\t0\n")
+file(WRITE ${dir}/bom.tsv "${bom}question\tsentence\n" ${six})
+file(WRITE ${dir}/questions.tsv "Question\tIt is a word.\t1\nQuestion\tA query.\t0\n" ${six})
+foreach(case "bom.tsv;6" "questions.tsv;8")
+  list(GET case 0 name)
+  list(GET case 1 want)
+  execute_process(COMMAND ${SAMPLE} --model ${dir}/m.loom --score ${dir}/${name} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+    ERROR_VARIABLE err)
+  string(REGEX MATCHALL "\n" ends "${out}")
+  list(LENGTH ends n)
+  if(NOT rc EQUAL 0 OR NOT n EQUAL want)
+    message(FATAL_ERROR "--score ${name}: expected ${want} scores, got ${n} (${rc}): '${out}' '${err}'")
+  endif()
+endforeach()
 
 function(expect_failure what pattern)
   execute_process(COMMAND ${SAMPLE} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -247,3 +247,38 @@ TEST_CASE("model file: a FIFO or a device is refused by name, without reading it
     CHECK_THROWS_WITH_AS(read_model_file("/dev/zero"), doctest::Contains("'/dev/zero' is not a regular file"),
                          DataError);
 }
+
+TEST_CASE("model file: a newer version is named as such, and names read from a file are escaped") {
+    TempDir dir("newer");
+    const std::string path = dir.file("m.loom");
+    ByteWriter w;
+    w.str("loom-model-file 3");
+    w.str("test_model");
+    w.u64(0);
+    w.u64(0);
+    write_checked_file(path, w.bytes());
+    CHECK(data_error([&] { read_model_file(path); }) ==
+          path +
+              ": a model file written by a newer loom (version 3); this loom reads versions 1 to 2: use a newer loom");
+    Parameter p = parameter(w_value, "w");
+    save_checkpoint(dir.file("c.ckpt"), {p}, nullptr);
+    CHECK(data_error([&] { read_model_file(dir.file("c.ckpt")); }).find("not a loom model file but a checkpoint") !=
+          std::string::npos);
+
+    // A kind and a parameter name holding an ANSI escape (repaint the terminal red): shown as \x1b.
+    save_model_file(path, "evil\x1b[31m", {parameter(w_value, "w\x1b[2J")});
+    try {
+        read_model_file(path, "test_model");
+        FAIL("another kind was accepted");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()) == path + ": holds a model of kind 'evil\\x1b[31m', not a 'test_model' model");
+    }
+    try {
+        assign_parameters(read_model_file(path), {parameter(w_value, "w")});
+        FAIL("a missing parameter was accepted");
+    } catch (const UserError& e) {
+        const std::string msg = e.what();
+        CHECK_MESSAGE(msg.find("in the file but not in the model: 'w\\x1b[2J'") != std::string::npos, msg);
+        CHECK(msg.find('\x1b') == std::string::npos);
+    }
+}

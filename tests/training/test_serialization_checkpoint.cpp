@@ -4,8 +4,10 @@
 // saves with one field changed, so the tests follow the format as it grows.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include <unistd.h>
 
@@ -122,4 +124,25 @@ TEST_CASE("checkpoint fields: a directory given as a checkpoint is named as one"
     Parameter w = parameter(xt::xarray<float>({1, 2}), "w");
     CHECK_THROWS_WITH_AS(load_checkpoint(fs::temp_directory_path().string(), {w}, nullptr),
                          doctest::Contains("is a directory"), DataError);
+}
+
+TEST_CASE("checkpoint fields: NaN or inf values and a newer version are refused by name") {
+    Parameter w = parameter(xt::xarray<float>({{1, 2}, {3, 4}}), "w");
+    const std::string good = saved_payload({w});
+    // After the name "w": rank, two dims, the precision tag, the value count, then the values.
+    const std::size_t rank_at = first_name_at + 8 + 1, values_at = rank_at + 8 + 16 + 8 + 8;
+    REQUIRE(u64_at(good, values_at - 8) == 4);
+    float second = 0;
+    std::memcpy(&second, good.data() + values_at + 4, 4);
+    REQUIRE(second == 2.0f);
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+        std::string payload = good;
+        std::memcpy(payload.data() + values_at + 4, &bad, 4);
+        expect_rejected(payload, {w},
+                        std::string("parameter 'w' [2, 2] holds ") + (std::isnan(bad) ? "nan" : "-inf") +
+                            " at element 1; a checkpoint holds finite values only");
+    }
+    std::string newer = good;
+    set_u64(newer, 8 + 15, 3);
+    expect_rejected(newer, {w}, "was written by a newer loom (version 3)");
 }
