@@ -125,7 +125,8 @@ public:
     /// @{
     /// The storage itself, without conversion; throws if the element type differs. The non-const
     /// one first gives this Value a storage of its own if copies share it, so that a change made
-    /// through it is seen by this Value only (a reference it returned is valid until the next copy).
+    /// through it is seen by this Value only; a reference it returned before the Value was copied
+    /// (bound included) reaches the copies too, so ask again after copying.
     template <class T>
     const xt::xarray<T>& data() const;
     template <class T>

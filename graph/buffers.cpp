@@ -73,7 +73,8 @@ void Buffers<T>::place_constant(int i, const xt::xarray<double>& value) {
     } else {
         if (s.converted.size() != value.size()) {
             s.converted.resize(value.size());
-            std::transform(value.data(), value.data() + value.size(), s.converted.begin(), [](double x) { return static_cast<T>(x); });
+            std::transform(value.data(), value.data() + value.size(), s.converted.begin(),
+                           [](double x) { return static_cast<T>(x); });
             elements_copied_ += value.size();
         }
         s.external = s.converted.data();

@@ -40,8 +40,8 @@ public:
         // zero padded) or a constant's (double) or `converted`.
         const T* external = nullptr;
         Buffer<T> converted;  // a float execution's copy of a constant, made once (constants never change)
-        Dims dims;                    // [T, N, sample...], [N, sample...] or [sample...]
-        std::size_t dyn = 0;          // how many of the dims are dynamic
+        Dims dims;            // [T, N, sample...], [N, sample...] or [sample...]
+        std::size_t dyn = 0;  // how many of the dims are dynamic
         Shape sample;
         LayoutPtr layout;
         // grad_alias: the consumer whose gradient buffer this node's gradient is (BackwardPlan::
