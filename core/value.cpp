@@ -22,6 +22,9 @@ xt::xarray<To> converted(const xt::xarray<From>& a) {
 }
 }  // namespace
 
+static_assert(xt::xarray<float>::static_layout == xt::layout_type::row_major &&
+              xt::xarray<double>::static_layout == xt::layout_type::row_major);
+
 template <class T>
 Value Value::make_sequences(const std::vector<xt::xarray<T>>& seqs) {
     if (seqs.empty()) throw UserError("Value::sequences: a batch needs at least one sequence");
@@ -47,7 +50,7 @@ Value Value::make_sequences(const std::vector<xt::xarray<T>>& seqs) {
     shape.insert(shape.end(), sample.begin(), sample.end());
     xt::xarray<T> data = xt::zeros<T>(shape);
     for (std::size_t i = 0; i < n; ++i) {
-        xt::xarray<T> s = seqs[i];  // contiguous row-major copy
+        const xt::xarray<T>& s = seqs[i];  // an xarray is contiguous and row-major: read in place
         for (std::size_t t = 0; t < lengths[i]; ++t)
             std::memcpy(data.data() + (t * n + i) * row, s.data() + t * row, row * sizeof(T));
     }
@@ -55,7 +58,7 @@ Value Value::make_sequences(const std::vector<xt::xarray<T>>& seqs) {
     v.kind_ = Kind::Sequence;
     v.sample_ = sample;
     v.layout_ = std::move(layout);
-    v.data_ = std::move(data);
+    v.set_storage(std::move(data));
     return v;
 }
 
@@ -89,7 +92,7 @@ Value Value::make_batch(xt::xarray<T> rows) {
     Value v;
     v.kind_ = Kind::Batch;
     v.sample_ = shape_after(std::vector<std::size_t>(rows.shape().begin(), rows.shape().end()), 1);
-    v.data_ = std::move(rows);
+    v.set_storage(std::move(rows));
     return v;
 }
 
@@ -101,14 +104,14 @@ Value Value::batch(xt::xarray<double>&& rows) { return make_batch(std::move(rows
 Value Value::tensor(xt::xarray<float> data) {
     Value v;
     v.sample_ = Shape(std::vector<std::size_t>(data.shape().begin(), data.shape().end()));
-    v.data_ = std::move(data);
+    v.set_storage(std::move(data));
     return v;
 }
 
 Value Value::tensor(xt::xarray<double> data) {
     Value v;
     v.sample_ = Shape(std::vector<std::size_t>(data.shape().begin(), data.shape().end()));
-    v.data_ = std::move(data);
+    v.set_storage(std::move(data));
     return v;
 }
 
@@ -123,7 +126,7 @@ Value Value::padded(xt::xarray<T> data, LayoutPtr layout) {
     v.kind_ = Kind::Sequence;
     v.sample_ = shape_after(sh, 2);
     v.layout_ = std::move(layout);
-    v.data_ = std::move(data);
+    v.set_storage(std::move(data));
     return v;
 }
 template Value Value::padded<float>(xt::xarray<float>, LayoutPtr);
@@ -157,7 +160,7 @@ template Value Value::from_padded<double>(const xt::xarray<double>&, const std::
 std::size_t Value::num_items() const {
     if (kind_ == Kind::Static) return 1;
     if (kind_ == Kind::Sequence) return layout_->num_sequences();
-    return std::visit([](auto& d) { return d.shape()[0]; }, data_);
+    return std::visit([](auto& d) { return d.shape()[0]; }, storage());
 }
 
 const SequenceLayout& Value::layout() const {
@@ -181,7 +184,7 @@ xt::xarray<T> Value::sequence(std::size_t i) const {
                     out.data()[t * row + k] = static_cast<T>(d.data()[(t * n + i) * row + k]);
             return out;
         },
-        data_);
+        storage());
 }
 
 template <class T>
@@ -192,19 +195,33 @@ xt::xarray<T> Value::batch() const {
 
 template <class T>
 xt::xarray<T> Value::tensor() const {
-    return std::visit([](auto& d) { return converted<T>(d); }, data_);
+    return std::visit([](auto& d) { return converted<T>(d); }, storage());
+}
+
+const Value::Storage& Value::storage() const {
+    static const Storage empty_storage;
+    return data_ ? *data_ : empty_storage;
+}
+
+Value::Storage& Value::own_storage() {
+    if (!data_)
+        data_ = std::make_shared<Storage>();
+    else if (data_.use_count() > 1)
+        data_ = std::make_shared<Storage>(*data_);
+    return *data_;
 }
 
 template <class T>
 const xt::xarray<T>& Value::data() const {
-    if (auto* p = std::get_if<xt::xarray<T>>(&data_)) return *p;
+    if (auto* p = std::get_if<xt::xarray<T>>(&storage())) return *p;
     throw UserError("Value::data: stored element type differs from the one requested");
 }
 
 template <class T>
 xt::xarray<T>& Value::data() {
-    if (auto* p = std::get_if<xt::xarray<T>>(&data_)) return *p;
-    throw UserError("Value::data: stored element type differs from the one requested");
+    if (!std::holds_alternative<xt::xarray<T>>(storage()))
+        throw UserError("Value::data: stored element type differs from the one requested");
+    return std::get<xt::xarray<T>>(own_storage());
 }
 
 std::string Value::describe() const {

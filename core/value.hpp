@@ -4,9 +4,11 @@
 ///   Static    [sample...]                 no dynamic axis (constants, parameters)
 ///   Batch     [N, sample...]              one item per batch entry
 ///   Sequence  [T_max, N, sample...]       time-major and padded, with a SequenceLayout
-/// Storage is float or double; accessors convert on request.
+/// Storage is float or double; accessors convert on request. Copies of a Value share its storage (a
+/// reference count, not a copy of the elements) until one of them is changed through data().
 #include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -99,10 +101,10 @@ public:
     /// \return whether the storage is static, a batch or sequences.
     Kind kind() const { return kind_; }
     /// \return the element type of the storage.
-    DType dtype() const { return data_.index() == 0 ? DType::f32 : DType::f64; }
+    DType dtype() const { return storage().index() == 0 ? DType::f32 : DType::f64; }
     /// \return whether this is a static Value holding no element (as a default-made one).
     bool empty() const {
-        return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, data_);
+        return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, storage());
     }
     /// \return the shape of one sample (without the dynamic axes).
     const Shape& sample_shape() const { return sample_; }
@@ -121,7 +123,10 @@ public:
     template <class T = float>
     xt::xarray<T> tensor() const;
     /// @{
-    /// The storage itself, without conversion; throws if the element type differs.
+    /// The storage itself, without conversion; throws if the element type differs. The non-const
+    /// one first gives this Value a storage of its own if copies share it, so that a change made
+    /// through it is seen by this Value only; a reference it returned before the Value was copied
+    /// (bound included) reaches the copies too, so ask again after copying.
     template <class T>
     const xt::xarray<T>& data() const;
     template <class T>
@@ -136,10 +141,18 @@ private:
     template <class T>
     static Value make_batch(xt::xarray<T> rows);
 
+    using Storage = std::variant<xt::xarray<float>, xt::xarray<double>>;
+    const Storage& storage() const;
+    Storage& own_storage();  // not shared with another Value
+    template <class T>
+    void set_storage(xt::xarray<T>&& data) {
+        data_ = std::make_shared<Storage>(std::move(data));
+    }
+
     Kind kind_ = Kind::Static;
     Shape sample_;
     LayoutPtr layout_;
-    std::variant<xt::xarray<float>, xt::xarray<double>> data_;
+    std::shared_ptr<Storage> data_;  // null: the default, empty storage
 };
 
 }  // namespace loom

@@ -6,8 +6,6 @@
 #include "core/random.hpp"
 #include "core/serialization.hpp"
 #include "distributed/data_parallel.hpp"
-#include "graph/node.hpp"
-#include "graph/op.hpp"
 
 namespace loom::distributed {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/errors.hpp"
-#include "graph/op.hpp"
+#include "graph/row_gradient.hpp"
 
 namespace loom::distributed {
 

@@ -47,7 +47,10 @@ void Buffers<T>::allocate(int i, LayoutPtr layout, const Shape& sample, bool own
         s.dyn = 0;
     }
     s.external = nullptr;
-    if (own) pool_.resize(s.value, s.dims.size());
+    if (own)
+        pool_.resize(s.value, s.dims.size());
+    else
+        pool_.give(std::move(s.value));
 }
 
 template <class T>
@@ -55,7 +58,27 @@ template <class S>
 void Buffers<T>::fill(int i, std::span<const S> from) {
     Buffer<T>& dst = (*this)[i].value;
     dst.resize(from.size());
-    for (std::size_t e = 0; e < from.size(); ++e) dst[e] = static_cast<T>(from[e]);
+    if constexpr (std::is_same_v<S, T>)
+        std::copy(from.begin(), from.end(), dst.begin());
+    else
+        for (std::size_t e = 0; e < from.size(); ++e) dst[e] = static_cast<T>(from[e]);
+    elements_copied_ += from.size();
+}
+
+template <class T>
+void Buffers<T>::place_constant(int i, const xt::xarray<double>& value) {
+    Slot& s = (*this)[i];
+    if constexpr (std::is_same_v<T, double>) {
+        s.external = value.data();
+    } else {
+        if (s.converted.size() != value.size()) {
+            s.converted.resize(value.size());
+            std::transform(value.data(), value.data() + value.size(), s.converted.begin(),
+                           [](double x) { return static_cast<T>(x); });
+            elements_copied_ += value.size();
+        }
+        s.external = s.converted.data();
+    }
 }
 
 template <class T>
@@ -206,7 +229,7 @@ template <class T>
 std::size_t Buffers<T>::bytes_held() const {
     std::size_t total = pool_.free_bytes();
     for (const auto& s : slots_) {
-        total += (s.value.capacity() + s.grad.capacity() + s.dense.capacity()) * sizeof(T);
+        total += (s.value.capacity() + s.grad.capacity() + s.dense.capacity() + s.converted.capacity()) * sizeof(T);
         if (s.by_rows)
             total += s.by_rows->data.capacity() * sizeof(T) + s.by_rows->index.capacity() * sizeof(std::int32_t);
     }

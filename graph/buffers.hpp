@@ -36,9 +36,12 @@ class Buffers {
 public:
     struct Slot {
         Buffer<T> value, grad;
-        const T* external = nullptr;  // a float parameter, read in place from its storage
-        Dims dims;                    // [T, N, sample...], [N, sample...] or [sample...]
-        std::size_t dyn = 0;          // how many of the dims are dynamic
+        // Read in place instead of `value`: a parameter's storage, an input Value's (of precision T,
+        // zero padded) or a constant's (double) or `converted`.
+        const T* external = nullptr;
+        Buffer<T> converted;  // a float execution's copy of a constant, made once (constants never change)
+        Dims dims;            // [T, N, sample...], [N, sample...] or [sample...]
+        std::size_t dyn = 0;  // how many of the dims are dynamic
         Shape sample;
         LayoutPtr layout;
         // grad_alias: the consumer whose gradient buffer this node's gradient is (BackwardPlan::
@@ -55,12 +58,19 @@ public:
     const Slot& operator[](int i) const { return slots_[static_cast<std::size_t>(i)]; }
 
     // Sizes node i's slot for a layout (its sequence axis) or the batch size (a batch axis) and a
-    // sample shape; `own`: its value buffer is taken from the pool (else it is placed externally).
+    // sample shape; `own`: its value buffer is taken from the pool (else it is given back and the
+    // value placed externally).
     void allocate(int i, LayoutPtr layout, const Shape& sample, bool own = true);
     std::size_t batch_size = 0;  // of this evaluation's batch axis
     void place_external(int i, const T* data) { slots_[static_cast<std::size_t>(i)].external = data; }
+    // Copies `from` into node i's own value buffer, converted to T.
     template <class S>
     void fill(int i, std::span<const S> from);
+    // Places constant node i's value: read in place when T is double, else from its slot's copy
+    // converted to float on the first call.
+    void place_constant(int i, const xt::xarray<double>& value);
+    // Elements copied or converted into leaf buffers so far (fill and place_constant).
+    std::size_t elements_copied() const { return elements_copied_; }
     const T* data(int i) const;
     View<const T> value(int i) const;
     // Node i's gradient during and after a backward pass, or an empty view when it gets none.
@@ -97,6 +107,7 @@ private:
     std::vector<Slot> slots_;
     const BackwardPlan* pass_ = nullptr;  // the last backward's
     BufferPool<T> pool_;
+    std::size_t elements_copied_ = 0;
 };
 
 extern template class Buffers<float>;

@@ -88,7 +88,7 @@ std::string GradientReport::str() const {
 GradientReport check_gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
                                const GradientCheckOptions& options) {
     Execution<double> ex(compile({loss}));
-    ex.copy_parameters();  // perturbed below, never the parameters themselves
+    ex.copy_leaves();  // perturbed below, never the parameters or the inputs themselves
     const auto idx = wrt_indices(ex.plan(), wrt, "check_gradients");
     for (std::size_t i = 0; i < wrt.size(); ++i) {
         const NodeKind k = ex.plan().nodes[idx[i]].node->kind;
@@ -121,7 +121,7 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
     GradientReport report;
     for (std::size_t i = 0; i < wrt.size(); ++i) {
         const int node = idx[i];
-        std::span<double> x = ex.value_buffer(node);
+        std::span<double> x = ex.mutable_value_buffer(node);
         const std::vector<double> analytic(ex.gradient_buffer(node).begin(), ex.gradient_buffer(node).end());
         // Real (unpadded) positions only.
         std::vector<std::size_t> candidates;

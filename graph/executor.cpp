@@ -2,10 +2,26 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/errors.hpp"
 
 namespace loom {
+
+namespace {
+// Whether every padded position of time-major data [T_max, N, row] holds +0 (what zero_padding writes).
+template <class T>
+bool padding_is_zero(const T* data, const SequenceLayout& layout, std::size_t row) {
+    const std::size_t n = layout.num_sequences();
+    for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t t = layout.length(j); t < layout.max_length(); ++t) {
+            const T* p = data + (t * n + j) * row;
+            for (std::size_t k = 0; k < row; ++k)
+                if (p[k] != T(0) || std::signbit(p[k])) return false;
+        }
+    return true;
+}
+}  // namespace
 
 template <class T>
 Execution<T>::Execution(std::shared_ptr<const Plan> plan)
@@ -19,6 +35,7 @@ void Execution<T>::bind(const Bindings& inputs) {
     std::unordered_map<const Node*, const Value*> by_node;
     for (const auto& [var, val] : inputs) by_node[var.node().get()] = &val;
     layouts_.clear();
+    bound_.clear();
     has_batch_ = false;
     std::unordered_map<std::uint64_t, const Node*> axis_owner;
     const Node* batch_owner = nullptr;
@@ -36,7 +53,7 @@ void Execution<T>::bind(const Bindings& inputs) {
                 own = n.parameter_value.get();
             else
                 own = n.parameter_value_f64.get();
-            if (own && !copy_parameters_) {  // read in place from the parameter's storage
+            if (own && !copy_leaves_) {  // read in place from the parameter's storage
                 buffers_.allocate(index, nullptr, n.type.shape, false);
                 buffers_.place_external(index, own->data());
             } else if (n.parameter_value) {
@@ -48,8 +65,8 @@ void Execution<T>::bind(const Bindings& inputs) {
                 buffers_.fill(index, std::span<const double>(stored.data(), stored.size()));
             }
         } else if (n.kind == NodeKind::Constant) {
-            buffers_.allocate(index, nullptr, n.type.shape);
-            buffers_.fill(index, std::span<const double>(n.constant_value.data(), n.constant_value.size()));
+            buffers_.allocate(index, nullptr, n.type.shape, false);
+            buffers_.place_constant(index, n.constant_value);
         }
     }
     for (const auto& pn : plan_->nodes)
@@ -92,7 +109,17 @@ void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
                             before->str() + ")");
         axis_owner.emplace(n.type.axis.id, &n);
     }
-    buffers_.allocate(i, layout, sample);
+    // Read in place when the Value's storage is already what the buffer would hold: of precision T
+    // (its shape is [T_max, N, sample...] or [N, sample...], checked above) and, for sequences,
+    // +0 in every padded position, which ops may read.
+    const bool in_place = !copy_leaves_ && v.dtype() == dtype_of<T>() &&
+                          (!layout || padding_is_zero(v.data<T>().data(), *layout, sample.size()));
+    buffers_.allocate(i, layout, sample, !in_place);
+    if (in_place) {
+        buffers_.place_external(i, v.data<T>().data());
+        bound_.push_back(v);  // shares the storage: the user's Value may go away before backward
+        return;
+    }
     if (v.dtype() == DType::f32)
         buffers_.fill(i, std::span<const float>(v.data<float>().data(), v.data<float>().size()));
     else

@@ -33,11 +33,15 @@ class Execution {
 public:
     explicit Execution(std::shared_ptr<const Plan> plan);
 
-    /// Checks and copies the inputs and constants into the leaf buffers. A parameter stored in T is
-    /// read in place; one of the other precision is copied, converted.
+    /// Checks the inputs and places them and the constants in the leaf buffers. A parameter or an
+    /// input Value stored in T is read in place (the execution keeps a reference to the Value's
+    /// storage until the next bind), unless a sequence Value holds anything but +0 in its padding;
+    /// otherwise it is copied, converted, and its padding zeroed. A constant is read in place by a
+    /// double execution and converted to float once by a float one.
     void bind(const Bindings& inputs);
-    /// Every parameter is bound as a copy, which the caller may change (a gradient check perturbs it).
-    void copy_parameters() { copy_parameters_ = true; }
+    /// Every parameter and input is bound as a copy, which the caller may change through
+    /// mutable_value_buffer (a gradient check perturbs it).
+    void copy_leaves() { copy_leaves_ = true; }
     void forward();
     /// Declares that every forward will be followed by backward(wrt): values no backward step reads
     /// are then freed during forward, as soon as the steps using them are done (a Session that
@@ -61,8 +65,14 @@ public:
     /// Raw buffers, for the gradient checker and learners. After backward only the outputs', the
     /// leaves' (inputs, parameters, constants) and the wrt nodes' gradients are kept: the memory of
     /// every other value and gradient went back to the pool once backward was done with it.
-    std::span<T> value_buffer(int i) { return buffers_[i].value; }
-    std::span<const T> value_buffer(int i) const { return buffers_[i].value; }
+    std::span<const T> value_buffer(int i) const {
+        const auto& s = buffers_[i];
+        return s.external ? std::span<const T>(s.external, s.dims.size()) : std::span<const T>(s.value);
+    }
+    /// Node i's own value buffer, to change: empty for a leaf read in place (see copy_leaves).
+    std::span<T> mutable_value_buffer(int i) { return buffers_[i].value; }
+    /// Elements copied or converted into leaf buffers since this execution was made.
+    std::size_t elements_copied() const { return buffers_.elements_copied(); }
     /// A gradient kept by rows (see RowGradient) is spread into a dense copy on request.
     std::span<const T> gradient_buffer(int i) const { return buffers_.dense_gradient(i); }
     /// Hands wrt node i's dense gradient back to the pool once its reader (a learner) is done with
@@ -99,7 +109,8 @@ private:
     StepRunner<T> runner_;
     std::unique_ptr<BackwardPlan> pass_;  ///< for the last wrt given
     bool has_batch_ = false;
-    bool copy_parameters_ = false;
+    bool copy_leaves_ = false;
+    std::vector<Value> bound_;  ///< the input Values read in place, kept alive until the next bind
     /// plan_backward: the values backward reads are kept; per node, how many steps still have to
     /// read it this forward.
     bool backward_planned_ = false, forward_only_ = false;

@@ -10,6 +10,7 @@
 
 #include "core/value.hpp"
 #include "graph/executor.hpp"
+#include "graph/row_gradient.hpp"
 #include "graph/variable.hpp"
 
 namespace loom {

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 
 #include "core/errors.hpp"
 #include "core/parallel.hpp"
 #include "core/serialization.hpp"
+#include "graph/generators.hpp"
 #include "graph/mode.hpp"
-#include "graph/op.hpp"
 
 namespace loom {
 
@@ -16,28 +15,6 @@ namespace {
 // The trainer keeps its own records among the extras, under names users will not pick.
 constexpr const char* samples_seen_key = "loom.trainer.samples_seen";
 constexpr const char* generators_key = "loom.trainer.generators";
-
-// The generators of the random ops the outputs depend on (through bound placeholders and loops),
-// in node creation order: the same order in every build of the same model.
-std::vector<Rng*> generators_of(const std::vector<Variable>& outputs) {
-    std::vector<Node*> stack;
-    for (const auto& v : outputs) stack.push_back(v.node().get());
-    std::unordered_set<Node*> seen;
-    std::vector<Node*> random;
-    while (!stack.empty()) {
-        Node* n = resolve(stack.back());
-        stack.pop_back();
-        if (!n || !seen.insert(n).second) continue;
-        if (n->op && n->op->traits().generator) random.push_back(n);
-        for (const auto& in : n->inputs) stack.push_back(in.get());
-    }
-    std::sort(random.begin(), random.end(), [](const Node* a, const Node* b) { return a->id < b->id; });
-    std::vector<Rng*> found;
-    for (Node* n : random)
-        if (Rng* g = n->op->traits().generator; std::find(found.begin(), found.end(), g) == found.end())
-            found.push_back(g);
-    return found;
-}
 
 std::string number(double v) {
     if (std::isnan(v)) return "nan";
@@ -52,7 +29,7 @@ Trainer::Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learne
     if (!learner_) throw UserError("Trainer: no learner given");
     std::vector<Variable> outputs{loss_};
     if (metric_ && !(metric_ == loss_)) outputs.push_back(metric_);
-    generators_ = generators_of(outputs);
+    generators_ = random_generators(outputs);
     session_ = std::make_unique<Session>(std::move(outputs), learner_->parameters());
 }
 

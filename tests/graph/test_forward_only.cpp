@@ -52,12 +52,13 @@ TEST_CASE("forward-only session: a chain of ops reuses freed values and scores a
 
 TEST_CASE("forward-only session: an LSTM's inner values are freed after its loop") {
     // The LSTM loop's members (gates [4 x 8], states) are read by no later step but the output;
-    // the Dense layer after it reuses their memory.
+    // the Dense layers after it reuse their memory. (The input is read in place from its Value by
+    // both sessions, so its buffer makes no difference here.)
     set_seed(3);
     Variable x = sequence::input_variable({6}, "x");
     layers::Layer lstm = layers::Recurrence(layers::LSTM(8));
-    layers::Layer dense = layers::Dense(32);
-    Variable out = sequence::reduce_sum(dense(lstm(x)));
+    layers::Layer dense = layers::Dense(32), dense2 = layers::Dense(8);
+    Variable out = sequence::reduce_sum(dense2(dense(lstm(x))));
     Session scoring({out});
     // The same graph in a training session keeps every value its backward reads.
     Session training({out}, lstm.parameters());
