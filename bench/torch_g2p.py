@@ -55,6 +55,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (inter-op: 1)")
     p.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads (default: --threads)")
+    p.add_argument("--passive", action="store_true",
+                   help="OMP_WAIT_POLICY=passive: idle OpenMP workers sleep instead of spinning (at 2 "
+                        "threads the spinning workers starve OpenBLAS's own threads; see bench/README.md)")
     p.add_argument("--mode", choices=["train", "decode", "both"], default="both")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--seed", type=int, default=1)
@@ -89,6 +92,8 @@ if __name__ == "__main__":
     ARGS.blas_threads = ARGS.blas_threads or ARGS.threads
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(ARGS.threads)
     os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.blas_threads)
+    if ARGS.passive:
+        os.environ["OMP_WAIT_POLICY"] = "passive"
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -426,6 +431,7 @@ def main():
         if a.mode in ("decode", "both"):
             result.update(bench_decode(a, model, dev_words))
     result["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    result["omp_wait_policy_env"] = os.environ.get("OMP_WAIT_POLICY", "")
     result["openblas_coretype_env"] = os.environ.get("OPENBLAS_CORETYPE", "")
     if a.json:
         print(json.dumps(result))
