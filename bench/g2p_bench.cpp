@@ -19,7 +19,9 @@ int main(int argc, char** argv) {
     g2p::Sizes sizes;
     CLI::App app{"Time the g2p model: training steps and beam-search decoding (JSON on stdout)"};
     app.add_option("--train", train_file, "CMUdict-format training file")->required()->check(CLI::ExistingFile);
-    app.add_option("--dev", dev_file, "CMUdict-format file whose words are decoded")->required()->check(CLI::ExistingFile);
+    app.add_option("--dev", dev_file, "CMUdict-format file whose words are decoded")
+        ->required()
+        ->check(CLI::ExistingFile);
     app.add_option("--model", model_file, "decode with these trained parameters (g2p --save; its sizes)")
         ->check(CLI::ExistingFile);
     app.add_option("--mode", mode, "train, decode or both")->check(CLI::IsMember({"train", "decode", "both"}));
@@ -60,7 +62,8 @@ int main(int argc, char** argv) {
             if (words.size() < (warmup + steps) * batch) throw UserError("g2p_bench: --train has too few entries");
             Trainer trainer(m.loss, Variable(), adam(m.parameters(), 2e-3));
             for (std::size_t s = 0; s < warmup + steps; ++s) {
-                const std::vector<std::vector<std::size_t>> w(words.begin() + s * batch, words.begin() + (s + 1) * batch),
+                const std::vector<std::vector<std::size_t>> w(words.begin() + s * batch,
+                                                              words.begin() + (s + 1) * batch),
                     p(prons.begin() + s * batch, prons.begin() + (s + 1) * batch);
                 const double t0 = bench::wall_seconds();
                 trainer.train_minibatch(m.bind(w, p));
@@ -76,7 +79,8 @@ int main(int argc, char** argv) {
             const std::size_t n = decode_words == 0 ? dev.size() : std::min(decode_words, dev.size());
             {  // warm-up, untimed (as the peer's): the step's graph is compiled at the first call
                 std::vector<std::vector<std::size_t>> words;
-                for (std::size_t i = 0; i < std::min(decode_batch, n); ++i) words.push_back(g2p::letter_ids(dev.words()[i]));
+                for (std::size_t i = 0; i < std::min(decode_batch, n); ++i)
+                    words.push_back(g2p::letter_ids(dev.words()[i]));
                 m.predict(words, beam, max_length);
             }
             for (std::size_t start = 0; start < n; start += decode_batch) {
@@ -91,13 +95,14 @@ int main(int argc, char** argv) {
         }
         rusage usage{};
         getrusage(RUSAGE_SELF, &usage);
-        std::printf("{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
-                    "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
-                    "\"decode_words\": %zu, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": %zu, \"decoder\": %zu}\n",
-                    threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
-                    train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
-                    decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded, double(usage.ru_maxrss) / 1024,
-                    sizes.embed, sizes.encoder, sizes.decoder);
+        std::printf(
+            "{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
+            "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
+            "\"decode_words\": %zu, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": %zu, \"decoder\": %zu}\n",
+            threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
+            train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
+            decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded, double(usage.ru_maxrss) / 1024,
+            sizes.embed, sizes.encoder, sizes.decoder);
         return 0;
     });
 }

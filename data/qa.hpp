@@ -71,12 +71,12 @@ QaData read_qa_tsv(const std::string& path, const QaReadOptions& options = {});
 QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOptions& options = {});
 
 /// Raw text: question, a tab, sentence (then a tab and a label) per line, both columns through
-/// tokenize_english (so SelQA's pre-tokenised files read the same); rows of one question need not be contiguous (grouped
-/// by the question's lowercased text). The first line is a header, and skipped, when its columns are
-/// the column names (any case): question, sentence or answer, and label unless there are two; a row
-/// whose question is the word "Question" is data. Labels are required unless `labels_optional`
-/// (pairs to score). UTF-8 only, as parse_qa_tsv: a byte-order mark is dropped; NUL bytes, UTF-16
-/// and invalid UTF-8 are refused at their line and column. Throws DataError "file:line: reason".
+/// tokenize_english (so SelQA's pre-tokenised files read the same); rows of one question need not be contiguous
+/// (grouped by the question's lowercased text). The first line is a header, and skipped, when its columns are the
+/// column names (any case): question, sentence or answer, and label unless there are two; a row whose question is the
+/// word "Question" is data. Labels are required unless `labels_optional` (pairs to score). UTF-8 only, as parse_qa_tsv:
+/// a byte-order mark is dropped; NUL bytes, UTF-16 and invalid UTF-8 are refused at their line and column. Throws
+/// DataError "file:line: reason".
 QaData read_qa_text(const std::string& path, bool labels_optional = false);
 /// Same, from any stream; `source` names it in error messages.
 QaData parse_qa_text(std::istream& in, const std::string& source, bool labels_optional = false);

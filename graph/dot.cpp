@@ -52,8 +52,9 @@ std::string node_line(const PlanNode& pn, int index, bool is_output) {
             break;
         case NodeKind::Op:
             what = n.op ? n.op->name() : "op";
-            style = n.op && n.op->traits().delay_direction != 0 ? "shape=box, style=\"rounded,filled\", fillcolor=\"#e8e8e8\""
-                                                         : "shape=box, style=rounded";
+            style = n.op && n.op->traits().delay_direction != 0
+                        ? "shape=box, style=\"rounded,filled\", fillcolor=\"#e8e8e8\""
+                        : "shape=box, style=rounded";
             break;
     }
     std::string label = what;

@@ -84,7 +84,8 @@ void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
         fits = n.type.shape[k] == 0 || n.type.shape[k] == sample[k];  // 0: any_size, set by this binding
     if (!fits)
         throw UserError("evaluate: " + n.label() + " has sample shape " + n.type.shape.str() +
-                        (n.type.shape.size() == 0 ? " (0: any size)" : std::string()) + " but was bound to a " + v.describe());
+                        (n.type.shape.size() == 0 ? " (0: any size)" : std::string()) + " but was bound to a " +
+                        v.describe());
     const bool want_seq = n.type.axis.is_sequence();
     if (want_seq && v.kind() != Value::Kind::Sequence)
         throw UserError("evaluate: " + n.label() + " is a sequence input but was bound to a " + v.describe() +

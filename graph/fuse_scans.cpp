@@ -29,8 +29,8 @@ std::vector<int> scan_loop(const Plan& plan, const PlanStep& step, const std::ve
     const auto &rn = plan.nodes[r], &sn = plan.nodes[sel], &dn = plan.nodes[d];
     auto outside = [&](int i) { return plan.nodes[i].loop != rn.loop; };
     if (rn.inputs.size() != 2 || rn.inputs[1] != sel || !outside(rn.inputs[0]) || sn.inputs[2] != d ||
-        !outside(sn.inputs[0]) || !outside(sn.inputs[1]) || dn.inputs[0] != r || dn.node->op->traits().delay_steps != 1 ||
-        !binary_kernels(*rn.node->op))
+        !outside(sn.inputs[0]) || !outside(sn.inputs[1]) || dn.inputs[0] != r ||
+        dn.node->op->traits().delay_steps != 1 || !binary_kernels(*rn.node->op))
         return {};
     auto type = [&](int i) { return plan.nodes[i].type; };
     if (!scan_fits(type(rn.inputs[0]), type(sn.inputs[0]), type(sn.inputs[1]), type(dn.inputs[1]))) return {};

@@ -60,7 +60,6 @@ Node* resolve(Node* n) {
     return n;
 }
 
-
 NodePtr make_node(NodeKind kind, std::string name, TypeInfo type) {
     auto n = std::make_shared<Node>();
     n->kind = kind;

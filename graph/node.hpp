@@ -94,7 +94,6 @@ using NodePtr = std::shared_ptr<Node>;
 /// Returns nullptr for a placeholder that is not bound (or whose binding no longer exists).
 Node* resolve(Node* n);
 
-
 /// \return a new node with a fresh id and no inputs; a leaf's shape is checked (check_shape). The
 /// graph's builders call it (input_variable, parameter, apply_op, ...).
 NodePtr make_node(NodeKind kind, std::string name, TypeInfo type);

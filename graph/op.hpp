@@ -135,9 +135,7 @@ struct OpTraits {
     std::uint32_t passes_gradient = 0;
 
     bool writes_gradient_rows(std::size_t input) const { return input < 32 && ((gradient_rows >> input) & 1u); }
-    bool passes_gradient_through(std::size_t input) const {
-        return input < 32 && ((passes_gradient >> input) & 1u);
-    }
+    bool passes_gradient_through(std::size_t input) const { return input < 32 && ((passes_gradient >> input) & 1u); }
 };
 
 class Op {

@@ -39,7 +39,8 @@ bool rows_only(const Plan& plan, std::size_t i, const std::vector<char>& needs) 
     for (const auto& pn : plan.nodes)
         for (std::size_t j = 0; j < pn.inputs.size(); ++j) {
             if (pn.inputs[j] != static_cast<int>(i)) continue;
-            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !pn.node->op->traits().writes_gradient_rows(j)) return false;
+            if (pn.node->kind != NodeKind::Op || pn.loop >= 0 || !pn.node->op->traits().writes_gradient_rows(j))
+                return false;
             any = true;
         }
     return any;
