@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
-#include "data/metrics.hpp"
+#include "qa/metrics.hpp"
 
 using namespace loom;
 

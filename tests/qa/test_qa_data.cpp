@@ -1,4 +1,5 @@
-// Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present.
+// Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present;
+// QA pairs as token-id sequences with labels.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -6,8 +7,8 @@
 #include <sstream>
 
 #include "core/errors.hpp"
-#include "data/metrics.hpp"
-#include "data/qa.hpp"
+#include "qa/metrics.hpp"
+#include "qa/qa_data.hpp"
 
 #include "test_support.hpp"
 
@@ -30,6 +31,13 @@ void expect_error(const std::string& text, std::size_t line, const std::string& 
 }
 
 using Tokens = std::vector<std::string>;
+
+// {{1}, {2}} is ambiguous to xtensor's initializer-list constructors; build columns explicitly.
+xt::xarray<float> column(const std::vector<float>& values) {
+    xt::xarray<float> out = xt::zeros<float>({values.size(), std::size_t{1}});
+    for (std::size_t i = 0; i < values.size(); ++i) out(i, 0) = values[i];
+    return out;
+}
 
 }  // namespace
 
@@ -241,4 +249,31 @@ TEST_CASE("read_qa_text: an empty label is named, and control bytes in a quoted 
     const QaData data = read_raw_text("Who\xC2\xA0wrote?\tShakespeare\xE2\x80\x8Bwrote.\t1\n");
     CHECK(data.pairs[0].question == Tokens{"who", "wrote", "?"});
     CHECK(data.pairs[0].answer == Tokens{"shakespeare", "wrote", "."});
+}
+
+TEST_CASE("minibatch: QA pairs become id sequences of their own lengths / labels a N x 1 batch") {
+    std::istringstream in(
+        "who wrote hamlet ?\tshakespeare wrote hamlet .\t1\n"
+        "who wrote hamlet ?\tit is long .\t0\n"
+        "where is paris ?\tin france .\t1\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    const Vocabulary vocab = Vocabulary::build({{"hamlet", "hamlet", "wrote"}, {"paris"}});
+    // ids: <pad> 0, <unk> 1, hamlet 2, paris 3, wrote 4
+    const QaMinibatch batch = make_qa_minibatch(data, vocab, {2, 0});
+    CHECK(batch.items == std::vector<std::size_t>{2, 0});
+    REQUIRE(batch.questions.num_items() == 2);
+    CHECK(batch.questions.layout().lengths() == std::vector<std::size_t>{4, 4});
+    CHECK(batch.answers.layout().lengths() == std::vector<std::size_t>{3, 4});
+    const xt::xarray<float> q0 = batch.questions.sequence(0);
+    const xt::xarray<float> q0_expected = column({1, 1, 3, 1});  // where is paris ?
+    CHECK(q0 == q0_expected);
+    const xt::xarray<float> a1 = batch.answers.sequence(1);
+    const xt::xarray<float> a1_expected = column({1, 4, 2, 1});  // shakespeare wrote hamlet .
+    CHECK(a1 == a1_expected);
+    const xt::xarray<float> labels = batch.labels.batch();
+    const xt::xarray<float> labels_expected = column({1, 1});
+    CHECK(labels == labels_expected);
+
+    CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {}), UserError);
+    CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {3}), UserError);
 }
