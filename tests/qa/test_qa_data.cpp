@@ -178,6 +178,14 @@ std::string raw_text_error(const std::string& text, bool labels_optional = false
     return "accepted";
 }
 
+// read_qa_text on `text` throws a DataError naming the file, then `where_and_why` ("line: reason").
+void expect_raw_error(const std::string& text, const std::string& where_and_why, bool labels_optional = false) {
+    TempFile f("raw_bad.tsv", text);
+    CAPTURE(text);
+    const std::string want = f.path.string() + ":" + where_and_why;
+    CHECK_THROWS_WITH_AS(read_qa_text(f.path.string(), labels_optional), doctest::Contains(want.c_str()), DataError);
+}
+
 QaData read_raw_text(const std::string& text, bool labels_optional = false) {
     TempFile file("raw.tsv", text);
     return read_qa_text(file.path.string(), labels_optional);
@@ -192,6 +200,38 @@ const std::string six_rows =
     "What is 2+2?\tFive.\t0\n";
 
 }  // namespace
+
+TEST_CASE("read_qa_text: raw pairs are tokenised and grouped by question -- a header line is skipped") {
+    TempFile f("raw_header.tsv",
+               "question\tsentence\tlabel\n"
+               "Who wrote Hamlet?\tHamlet was written by Shakespeare.\t1\n"
+               "Where is Paris?\tParis is in France.\t1\r\n"
+               "\n"
+               "who wrote hamlet?\tIt's a play.\t0\n");
+    const QaData d = read_qa_text(f.path.string());
+    REQUIRE(d.pairs.size() == 3);
+    CHECK(d.num_groups == 2);
+    CHECK(d.pairs[0].question == std::vector<std::string>{"who", "wrote", "hamlet", "?"});
+    CHECK(d.pairs[1].answer == std::vector<std::string>{"paris", "is", "in", "france", "."});  // no '\r'
+    CHECK(d.pairs[2].answer == std::vector<std::string>{"it", "'s", "a", "play", "."});
+    CHECK(d.pairs[2].group == d.pairs[0].group);  // same question, other case
+    CHECK(d.pairs[2].line == 5);
+    CHECK(d.labels() == std::vector<int>{1, 1, 0});
+}
+
+TEST_CASE("read_qa_text: pairs to score may have no label -- bad lines name the file and line") {
+    TempFile f("raw_to_score.tsv", "q one\ta b\nq two\tc d\n");
+    const QaData d = read_qa_text(f.path.string(), true);
+    CHECK(d.pairs.size() == 2);
+    CHECK(d.num_positives() == 0);
+    expect_raw_error("q\ta\n", "1: expected question<TAB>sentence<TAB>label, found 2");
+    expect_raw_error("q\ta\t1\nq\ta\t1\textra\n", "2: expected question<TAB>sentence<TAB>label, found 4");
+    expect_raw_error("q\ta\t1\nq\ta\tyes\n", "2: label 'yes' is not 0 or 1");
+    expect_raw_error("q\t \t1\n", "1: sentence is empty");
+    expect_raw_error(" \t a\t1\n", "1: question is empty", true);
+    TempFile empty("raw_empty.tsv", "\n\n");
+    CHECK_THROWS_WITH_AS(read_qa_text(empty.path.string()), doctest::Contains("no question/sentence pairs"), DataError);
+}
 
 TEST_CASE("read_qa_text: a byte-order mark is dropped, before data or a header") {
     const QaData data = read_raw_text("\xEF\xBB\xBF" + six_rows);
