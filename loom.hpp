@@ -13,15 +13,8 @@
 #include "core/value.hpp"
 #include "data/batching.hpp"
 #include "data/ctf.hpp"
-#include "data/metrics.hpp"
-#include "data/minibatch.hpp"
-#include "data/overlap.hpp"
+#include "data/output_files.hpp"
 #include "data/pronunciations.hpp"
-#include "data/qa.hpp"
-#include "data/svg_plot.hpp"
-#include "data/synthetic_qa.hpp"
-#include "data/tokenize.hpp"
-#include "data/vocabulary.hpp"
 #include "graph/check_invariance.hpp"
 #include "graph/compile.hpp"
 #include "graph/dot.hpp"
@@ -30,6 +23,14 @@
 #include "graph/session.hpp"
 #include "graph/variable.hpp"
 #include "layers/layers.hpp"
+#include "plot/svg_plot.hpp"
+#include "qa/metrics.hpp"
+#include "qa/overlap.hpp"
+#include "qa/qa_data.hpp"
+#include "qa/synthetic_qa.hpp"
+#include "text/tokenize.hpp"
+#include "text/vocabulary.hpp"
+#include "text/words.hpp"
 #include "training/model_file.hpp"
 #include "training/training.hpp"
 
@@ -46,13 +47,19 @@
 /// - layers/layers.hpp: Dense, Embedding, the recurrent cells, attention, the decoder (loom::layers);
 /// - training/training.hpp: learners, loom::Trainer and loom::fit, checkpoints; training/model_file.hpp;
 /// - core/value.hpp: loom::Value, the data a graph is given and gives back;
-/// - data/: readers of CTF and QA files, vocabularies, batching, metrics.
+/// - data/: readers of CTF and pronunciation files, batching, minibatches, the checks and atomic
+///   writes of a program's output files (data/output_files.hpp);
+/// - text/: the English tokenizer, vocabularies, word statistics (stopwords, IDF, a stemmer);
+/// - qa/: answer selection: QA pair files and their minibatches, word-overlap features, synthetic QA
+///   data, ranking metrics (MAP, MRR, paired bootstrap);
+/// - plot/: SVG charts of training curves and attention weights (loom::svg).
 ///
 /// docs/architecture.md in the repository tells how the engine is built.
 
 /// \namespace loom
-/// Everything of loom: values and shapes (core/), data readers (data/), the graph, its ops and the
-/// engine that runs it (graph/), layers (loom::layers) and training (training/).
+/// Everything of loom: values and shapes (core/), data readers (data/), text (text/), question
+/// answering (qa/), the graph, its ops and the engine that runs it (graph/), layers (loom::layers),
+/// training (training/) and charts (plot/, loom::svg).
 /// \namespace loom::sequence
 /// Ops over a sequence axis, as CNTK's C.sequence: first and last steps, reductions over time,
 /// gather, unpack, where, scatter.
@@ -63,6 +70,6 @@
 /// \namespace loom::svg
 /// SVG charts of training curves and attention weights.
 /// \namespace loom::data_text
-/// The text-file plumbing every reader shares (line reading, number parsing, output checks).
+/// The text-file plumbing every reader shares (line reading, number parsing); internal to the readers.
 /// \namespace loom::distributed
 /// Data-parallel training over MPI, in the loom::distributed library (distributed/distributed.hpp).

@@ -270,4 +270,29 @@ std::vector<std::size_t> CtfData::indices(std::size_t sequence, const std::strin
     return ids;
 }
 
+Value make_ctf_minibatch(const CtfData& data, const std::string& stream, const std::vector<std::size_t>& sequences,
+                         bool as_indices) {
+    if (sequences.empty()) throw UserError("make_ctf_minibatch: empty batch of sequences from '" + data.source + "'");
+    const std::size_t k = data.stream_index(stream);
+    for (std::size_t s : sequences) {
+        if (s >= data.size())
+            throw UserError("make_ctf_minibatch: sequence " + std::to_string(s) + " out of range: '" + data.source +
+                            "' has " + std::to_string(data.size()) + " sequences");
+        // A graph sequence cannot be empty; say which sequence of the file lacks the stream.
+        if (data.sequences[s].streams[k].length == 0)
+            throw DataError(data.source + ":" + std::to_string(data.sequences[s].first_line) +
+                            ": the sequence starting here has no sample of stream '" + stream + "'");
+    }
+    if (as_indices) {
+        std::vector<std::vector<std::size_t>> ids;
+        ids.reserve(sequences.size());
+        for (std::size_t s : sequences) ids.push_back(data.indices(s, stream));
+        return Value::index_sequences(ids);
+    }
+    std::vector<xt::xarray<float>> dense;
+    dense.reserve(sequences.size());
+    for (std::size_t s : sequences) dense.push_back(data.dense(s, stream));
+    return Value::sequences(dense);
+}
+
 }  // namespace loom

@@ -10,7 +10,8 @@
 /// differ). Dense streams list exactly `dim` numbers per sample; sparse streams list idx:val pairs
 /// with idx < dim. A comment starts with "|#" and runs to the end of the line or to the next pipe
 /// that is not escaped as "|#" (as CNTK's documentation specifies). Blank lines are skipped.
-/// Malformed input throws DataError "file:line: reason".
+/// Malformed input throws DataError "file:line: reason". make_ctf_minibatch turns sequences of one
+/// stream into the Value a graph is fed with.
 #include <cstddef>
 #include <cstdint>
 #include <istream>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include <xtensor/xarray.hpp>
+
+#include "core/value.hpp"
 
 namespace loom {
 
@@ -70,5 +73,11 @@ public:
 CtfData read_ctf(const std::string& path, const std::vector<CtfStreamConfig>& streams);
 /// Same, from any stream; `source` names it in error messages.
 CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector<CtfStreamConfig>& streams);
+
+/// The given sequences of one CTF stream as a sequence Value: dense [T_i, dim] each (sparse samples
+/// expanded), or token ids [T_i, 1] when `as_indices` (sparse one-hot streams). Sequences must have
+/// at least one sample of the stream.
+Value make_ctf_minibatch(const CtfData& data, const std::string& stream, const std::vector<std::size_t>& sequences,
+                         bool as_indices = false);
 
 }  // namespace loom

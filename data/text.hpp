@@ -2,7 +2,8 @@
 /// \file
 /// Small helpers shared by the text data readers (CTF, QA TSV, vocabulary files): reading lines
 /// with their numbers, strict number parsing, and errors of the form "file:line: reason" so a user
-/// can jump straight to the offending line.
+/// can jump straight to the offending line. Internal to the readers (loom::data_text); what a
+/// program writes goes through data/output_files.hpp.
 #include <cstddef>
 #include <fstream>
 #include <string>
@@ -78,31 +79,5 @@ bool is_blank(std::string_view s);
 std::vector<std::string> split_whitespace(std::string_view s);
 /// ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.
 std::string ascii_lower(std::string_view s);
-
-/// Writes text to `path` through a temporary file renamed into place, so an interrupted save never
-/// leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
-/// which also removes temporaries that killed writers left). Throws UserError on failure.
-void write_text_atomically(const std::string& path, const std::string& text);
-/// Throws UserError "`what` `path`: cannot write there: ..." unless `path`'s directory exists and
-/// this process may create files in it. Nothing is written.
-void check_writable(const std::string& path, const std::string& what);
-
-/// A path a program was given and the option that gave it, for messages ("--save m.loom").
-struct FileOption {
-    std::string path;    ///< empty: the option was not given
-    std::string option;  ///< "--save"
-    /// An output only: the program creates its directory (a --plot DIR) after the checks, so a missing
-    /// directory is fine where the nearest existing one above it is writable.
-    bool creates_directory = false;
-};
-
-/// Checks a run's outputs before any work, so that hours of training never end in a failed write
-/// and nothing the user owns is overwritten by mistake. Throws UserError naming the option and the
-/// path of the first output that is: an input of the run (the same file by std::filesystem::equivalent
-/// where both exist, else the same absolute path once symbolic links are resolved), another output of
-/// the run or the directory another output is written into, an existing directory, a device, FIFO
-/// or socket, or not writable (check_writable). Nothing is written; outputs with an empty path are
-/// skipped.
-void check_outputs(const std::vector<FileOption>& outputs, const std::vector<FileOption>& inputs);
 
 }  // namespace loom::data_text

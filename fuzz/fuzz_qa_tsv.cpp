@@ -6,8 +6,8 @@
 #include <string>
 
 #include "core/errors.hpp"
-#include "data/qa.hpp"
-#include "data/vocabulary.hpp"
+#include "qa/qa_data.hpp"
+#include "text/vocabulary.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/errors.hpp"
-#include "data/vocabulary.hpp"
+#include "text/vocabulary.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

@@ -7,7 +7,7 @@
 #include <random>
 #include <sstream>
 
-#include "data/text.hpp"
+#include "data/output_files.hpp"
 #include "ranking.hpp"
 #include "report.hpp"
 
@@ -60,7 +60,7 @@ void dump_scores(const std::string& path, const QaData& train, const std::vector
         for (const auto& epoch : eval_cosine)
             for (const auto& fold : epoch) out << '\t' << fold[i];
     });
-    data_text::write_text_atomically(path, out.str());
+    write_text_atomically(path, out.str());
     std::cout << "wrote every pair's features and cosines to " << path << "\n";
 }
 

@@ -19,7 +19,7 @@
 #include <loom.hpp>
 
 #include "crossfit.hpp"
-#include "data/text.hpp"
+#include "data/output_files.hpp"
 #include "ranking.hpp"
 #include "report.hpp"
 #include "training.hpp"
@@ -169,17 +169,17 @@ int run_single(const Options& o, QaData train, const QaData& eval) {
     return 0;
 }
 
-// Every file the run writes is checked before any work (data/text.hpp: check_outputs): --save
+// Every file the run writes is checked before any work (data/output_files.hpp: check_outputs): --save
 // writes the checkpoint and its .vocab and .model files. The checkpoint --resume continues from may
 // be --save itself, so that a resumed run goes on saving where it was saved.
 void check_outputs(const Options& o) {
-    std::vector<data_text::FileOption> outputs{{o.dump, "--dump-scores"}},
+    std::vector<FileOption> outputs{{o.dump, "--dump-scores"}},
         inputs{{o.train_file, "--train"}, {o.eval_file, "--eval"}, {o.score_file, "--score"}};
     for (const char* suffix : {"", ".vocab", ".model"}) {
         if (!o.save.empty()) outputs.push_back({o.save + suffix, "--save"});
         if (!o.resume.empty() && o.resume != o.save) inputs.push_back({o.resume + suffix, "--resume"});
     }
-    data_text::check_outputs(outputs, inputs);
+    check_outputs(outputs, inputs);
 }
 
 int run(Options o) {

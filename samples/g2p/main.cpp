@@ -19,7 +19,6 @@
 
 #include <loom.hpp>
 
-#include "data/text.hpp"
 #include "model.hpp"
 
 using namespace loom;
@@ -126,9 +125,9 @@ void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const s
         for (char ch : word) letters.push_back(std::string(1, ch));
         for (std::size_t t = 0; t < rows.size(); ++t)
             for (std::size_t j = 0; j < word.size(); ++j) weights[t].push_back(w(t, j));
-        data_text::write_text_atomically(dir + "/alignment_" + std::to_string(n + 1) + ".svg",
-                                         svg::heat_map("\"" + word + "\": attention over the letters at each phoneme",
-                                                       rows, letters, weights));
+        write_text_atomically(
+            dir + "/alignment_" + std::to_string(n + 1) + ".svg",
+            svg::heat_map("\"" + word + "\": attention over the letters at each phoneme", rows, letters, weights));
     }
 }
 
@@ -154,11 +153,11 @@ int predict(const Options& o) {
 }
 
 int train(const Options& o) {
-    // Every file this run writes is checked before minutes of training, not after (data/text.hpp).
-    std::vector<data_text::FileOption> outputs{{o.save, "--save"}};
+    // Every file this run writes is checked before minutes of training, not after (data/output_files.hpp).
+    std::vector<FileOption> outputs{{o.save, "--save"}};
     for (std::size_t n = 1; !o.plot_dir.empty() && n <= alignment_plots; ++n)
         outputs.push_back({o.plot_dir + "/alignment_" + std::to_string(n) + ".svg", "--plot", true});
-    data_text::check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
+    check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
     PronunciationDictionary train = o.train_file.empty() ? synthetic_words(o.words, o.seed) : read_pronunciations(o.train_file);
     PronunciationDictionary eval =

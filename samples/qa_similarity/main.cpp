@@ -16,7 +16,6 @@
 
 #include <loom.hpp>
 
-#include "data/text.hpp"
 #include "distributed/distributed.hpp"  // used when built with MPI (LOOM_DISTRIBUTED)
 #include "model.hpp"
 
@@ -128,12 +127,12 @@ int score(const Options& o) {
 
 int train(Options o) {
     if (o.rank > 0) o.save = o.graph_file = o.plot_dir = "";  // rank 0 alone writes files
-    // Every file this run writes is checked before minutes of training, not after (data/text.hpp).
-    std::vector<data_text::FileOption> outputs{{o.save, "--save"}, {o.graph_file, "--graph"}};
+    // Every file this run writes is checked before minutes of training, not after (data/output_files.hpp).
+    std::vector<FileOption> outputs{{o.save, "--save"}, {o.graph_file, "--graph"}};
     if (!o.plot_dir.empty())
         for (const char* name : {"training.svg", "attention_1.svg", "attention_2.svg", "attention_3.svg"})
             outputs.push_back({o.plot_dir + "/" + name, "--plot", true});
-    data_text::check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
+    check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
     QaData train, eval;
     if (o.train_file.empty()) {
@@ -158,7 +157,7 @@ int train(Options o) {
         "+ 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
         questions.size(), train.source.c_str(), held.pairs.size(), o.model.embed, t.vocabulary.size(), o.model.hidden,
         o.model.hidden, o.model.dense, parameter_count(m.parameters()));
-    if (!o.graph_file.empty()) data_text::write_text_atomically(o.graph_file, to_dot({m.cosine}));
+    if (!o.graph_file.empty()) write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
     LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay
     Trainer trainer(m.listwise_loss, Variable(), adam(m.parameters(), 1e-3, 0.9, 0.999, 1e-8, lo),
@@ -225,10 +224,10 @@ int train(Options o) {
     if (!held_maps.empty())  // nothing was held out (fewer than 10 questions): no evaluations to draw
         charts.push_back(
             {"MAP at each evaluation", "evaluation", {{"held-out questions", held_maps}, {"dev", dev_maps}}});
-    data_text::write_text_atomically(o.plot_dir + "/training.svg", svg::line_charts(charts));
+    write_text_atomically(o.plot_dir + "/training.svg", svg::line_charts(charts));
     for (std::size_t i = 0; i + 1 < attention.size(); i += 2)
-        data_text::write_text_atomically(o.plot_dir + "/attention_" + std::to_string(i / 2 + 1) + ".svg",
-                                         svg::heat_rows({attention[i], attention[i + 1]}));
+        write_text_atomically(o.plot_dir + "/attention_" + std::to_string(i / 2 + 1) + ".svg",
+                              svg::heat_rows({attention[i], attention[i + 1]}));
     std::cout << "plots in " << o.plot_dir << "\n";
     return 0;
 }

@@ -19,8 +19,8 @@
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
-#include "data/vocabulary.hpp"
 #include "test_support.hpp"
+#include "text/vocabulary.hpp"
 
 using namespace loom;
 using loom::testing::TempDir;

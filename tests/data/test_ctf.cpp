@@ -1,5 +1,5 @@
 // CNTK Text Format reader: sequences by id, per-stream lengths, dense and sparse samples,
-// comments, and errors that name file:line.
+// comments, errors that name file:line, and streams as minibatch Values.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -34,6 +34,13 @@ void expect_error(const std::string& text, std::size_t line, const std::string& 
         CHECK_MESSAGE(msg.find(where) != std::string::npos, msg);
         CHECK_MESSAGE(msg.find(reason) != std::string::npos, msg);
     }
+}
+
+// {{1}, {2}} is ambiguous to xtensor's initializer-list constructors; build columns explicitly.
+xt::xarray<float> column(const std::vector<float>& values) {
+    xt::xarray<float> out = xt::zeros<float>({values.size(), std::size_t{1}});
+    for (std::size_t i = 0; i < values.size(); ++i) out(i, 0) = values[i];
+    return out;
 }
 
 }  // namespace
@@ -203,4 +210,31 @@ TEST_CASE("ctf: control bytes of a bad token are escaped in the message") {
     // An ANSI escape sequence (clear the screen) inside a value: shown as \x1b, never sent raw.
     expect_error("0 |q 1 \x1b[2J 3\n", 1, "value '\\x1b[2J' of input 'q' is not a number");
     expect_error("\x1b[31m |q 1\n", 1, "sequence id '\\x1b[31m' is not a non-negative integer");
+}
+
+TEST_CASE("minibatch: CTF streams as dense sequences or token ids") {
+    std::istringstream in(
+        "0 |x 1 2 |w 3:1\n"
+        "0 |x 3 4 |w 0:1\n"
+        "1 |x 5 6\n"
+        "2 |w 1:1\n");
+    const CtfData data = parse_ctf(in, "mem.ctf", {{"x", 2, false}, {"w", 4, true}});
+    const Value x = make_ctf_minibatch(data, "x", {1, 0});
+    CHECK(x.layout().lengths() == std::vector<std::size_t>{1, 2});
+    const xt::xarray<float> x1 = x.sequence(1);
+    const xt::xarray<float> x1_expected = {{1, 2}, {3, 4}};
+    CHECK(x1 == x1_expected);
+
+    const Value w = make_ctf_minibatch(data, "w", {0, 2}, true);
+    const xt::xarray<float> w0 = w.sequence(0);
+    const xt::xarray<float> w0_expected = column({3, 0});
+    CHECK(w0 == w0_expected);
+    const Value w_dense = make_ctf_minibatch(data, "w", {2});
+    const xt::xarray<float> w2_expected = {{0, 1, 0, 0}};
+    CHECK(w_dense.sequence(0) == w2_expected);
+
+    // sequence 1 (line 3) has no "w" sample: an empty graph sequence is refused, naming the line
+    CHECK_THROWS_WITH_AS(make_ctf_minibatch(data, "w", {1}), doctest::Contains("mem.ctf:3:"), DataError);
+    CHECK_THROWS_AS(make_ctf_minibatch(data, "w", {}), UserError);
+    CHECK_THROWS_AS(make_ctf_minibatch(data, "w", {5}), UserError);
 }

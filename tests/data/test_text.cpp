@@ -3,21 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "core/errors.hpp"
 #include "data/text.hpp"
-#include "test_support.hpp"
 
 using namespace loom;
 using namespace loom::data_text;
@@ -101,70 +93,6 @@ TEST_CASE("data text: lines drop a leading byte-order mark and CR / checks by ki
     CHECK(line.size() == 3);
 }
 
-TEST_CASE("data text: check_writable passes where a file can be made and writes nothing") {
-    testing::TempDir dir("check_writable");
-    const std::string model = (dir.path / "m.loom").string();
-    CHECK_NOTHROW(check_writable(model, "--save"));
-    CHECK(std::filesystem::is_empty(dir.path));
-    const std::string missing = (dir.path / "no_such_folder" / "m.loom").string();
-    try {
-        check_writable(missing, "--save");
-        FAIL("a path in a missing folder was accepted");
-    } catch (const UserError& e) {
-        CHECK(std::string(e.what()) == "--save " + missing + ": cannot write there: directory '" +
-                                           (dir.path / "no_such_folder").string() + "' does not exist");
-    }
-}
-
-namespace {
-
-// The message of the UserError check_outputs throws, or "accepted".
-std::string refusal(const std::vector<FileOption>& outputs, const std::vector<FileOption>& inputs = {}) {
-    try {
-        check_outputs(outputs, inputs);
-    } catch (const UserError& e) {
-        return e.what();
-    }
-    return "accepted";
-}
-
-}  // namespace
-
-TEST_CASE("data text: check_outputs refuses inputs, twice-written paths, directories and devices, by option") {
-    testing::TempDir dir("check_outputs");
-    const std::string data = dir.file("d.tsv"), model = dir.file("m.loom"), plots = dir.file("plots");
-    std::ofstream(data) << "q\ta\t1\n";
-    CHECK(refusal({{model, "--save"}, {dir.file("g.dot"), "--graph"}, {"", "--plot"}}, {{data, "--train"}}) ==
-          "accepted");
-    // The training data as the model: the same file, also by another spelling of its path.
-    CHECK(refusal({{data, "--save"}}, {{data, "--train"}}) ==
-          "--save " + data + ": is also the input of --train " + data + "; refusing to write it");
-    const std::string other_spelling = (dir.path / "." / "d.tsv").string();
-    CHECK(refusal({{other_spelling, "--save"}}, {{data, "--train"}})
-              .starts_with("--save " + other_spelling + ": is also the input"));
-    // Two outputs on one path, existing or not; an output that is the directory of another.
-    CHECK(refusal({{model, "--save"}, {model, "--graph"}}) ==
-          "--graph " + model + ": is also the output of --save " + model + "; refusing to write it");
-    CHECK(refusal({{model, "--save"}, {model + "/training.svg", "--plot", true}})
-              .starts_with("--save " + model + ": is the directory --plot writes"));
-    // What a rename would replace or cannot: a directory, a device, a FIFO.
-    std::filesystem::create_directories(plots + "/training.svg");
-    CHECK(refusal({{dir.path.string(), "--save"}}) ==
-          "--save " + dir.path.string() + ": is a directory; refusing to write it");
-    CHECK(refusal({{plots + "/training.svg", "--plot", true}})
-              .starts_with("--plot " + plots + "/training.svg: is a directory"));
-    CHECK(refusal({{"/dev/null", "--graph"}}) == "--graph /dev/null: is a device; refusing to write it");
-    const std::string fifo = dir.file("fifo");
-    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    CHECK(refusal({{fifo, "--save"}}) == "--save " + fifo + ": is a FIFO; refusing to write it");
-    // A missing directory: refused, unless the program makes it (--plot); above a file, refused.
-    CHECK(refusal({{dir.file("new/m.loom"), "--save"}}).find("cannot write there") != std::string::npos);
-    CHECK(refusal({{dir.file("new/deeper/a.svg"), "--plot", true}}) == "accepted");
-    CHECK(refusal({{data + "/a.svg", "--plot", true}}).find("is not a directory") != std::string::npos);
-    CHECK(std::filesystem::exists(data));
-    CHECK(dir.names() == std::vector<std::string>{"d.tsv", "fifo", "plots"});  // nothing was written
-}
-
 TEST_CASE("data text: Unicode spaces split words and make a line blank") {
     CHECK(split_whitespace("a\xC2\xA0"
                            "b\xE2\x80\x8B c\xE3\x80\x80") == std::vector<std::string>{"a", "b", "c"});
@@ -221,82 +149,4 @@ TEST_CASE("data text: UTF-16 with or without its byte-order mark is named, with 
     CHECK(line_error("ok\n\xC0\xAF\n").starts_with("mem.txt:2: byte 0xc0 at column 1 is not valid UTF-8"));
     CHECK(line_error("x \xE0\x80\xAF\n").starts_with("mem.txt:1: byte 0xe0 at column 3 is not valid UTF-8"));
     CHECK(line_error("say \x93hi\x94\n").starts_with("mem.txt:1: byte 0x93 at column 5 is not valid UTF-8"));
-}
-
-TEST_CASE("data text: check_outputs follows symbolic links to the inputs and outputs they stand for") {
-    testing::TempDir dir("check_outputs_links");
-    namespace fs = std::filesystem;
-    const std::string data = dir.file("d.tsv");
-    std::ofstream(data) << "q\ta\t1\n";
-    fs::create_directory(dir.path / "real");
-    fs::create_symlink(data, dir.path / "link.tsv");
-    fs::create_directory_symlink(dir.path / "real", dir.path / "alias");
-    // A link to the training data as the model: writing it would replace the link, but a user who
-    // made it meant the data file; refused as that file.
-    CHECK(refusal({{dir.file("link.tsv"), "--save"}}, {{data, "--train"}})
-              .starts_with("--save " + dir.file("link.tsv") + ": is also the input of --train " + data));
-    // The data read through a linked directory, written by its real path (neither output exists yet
-    // for the second pair): one file.
-    fs::copy_file(data, dir.path / "real" / "e.tsv");
-    CHECK(refusal({{dir.file("real/e.tsv"), "--save"}}, {{dir.file("alias/e.tsv"), "--train"}})
-              .starts_with("--save " + dir.file("real/e.tsv") + ": is also the input of --train"));
-    CHECK(refusal({{dir.file("real/m.loom"), "--save"}, {dir.file("alias/m.loom"), "--graph"}})
-              .starts_with("--graph " + dir.file("alias/m.loom") + ": is also the output of --save"));
-    // A link to a file that is no input of the run is an ordinary output (the atomic write replaces
-    // the link, never its target).
-    fs::create_symlink(dir.path / "real" / "e.tsv", dir.path / "other.loom");
-    CHECK(refusal({{dir.file("other.loom"), "--save"}}, {{data, "--train"}}) == "accepted");
-}
-
-namespace {
-
-// refusal() as seen by the unprivileged user nobody (uid and gid 65534), from a child process that
-// drops root's privileges; nullopt when it cannot (no CAP_SETUID).
-std::optional<std::string> refusal_as_nobody(const std::vector<FileOption>& outputs) {
-    int pipe_fds[2];
-    if (::pipe(pipe_fds) != 0) return std::nullopt;
-    const pid_t child = ::fork();
-    if (child == 0) {
-        ::close(pipe_fds[0]);
-        if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
-        const std::string answer = refusal(outputs);
-        const bool written = ::write(pipe_fds[1], answer.data(), answer.size()) == static_cast<ssize_t>(answer.size());
-        ::_exit(written ? 0 : 3);
-    }
-    ::close(pipe_fds[1]);
-    std::string answer;
-    char buffer[512];
-    for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) answer.append(buffer, std::size_t(n));
-    ::close(pipe_fds[0]);
-    int status = 0;
-    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return std::nullopt;
-    return answer;
-}
-
-}  // namespace
-
-TEST_CASE("data text: an output in a directory this process may not write to is refused, as root too") {
-    testing::TempDir dir("check_outputs_locked");
-    namespace fs = std::filesystem;
-    const std::string locked = dir.file("locked");
-    fs::create_directory(locked);
-    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
-    const std::string out = locked + "/m.loom";
-    const std::string want = "--save " + out + ": cannot write there: directory '" + locked + "': Permission denied";
-    if (::geteuid() != 0) {
-        CHECK(refusal({{out, "--save"}}) == want);
-        CHECK(refusal({{locked + "/plots/a.svg", "--plot", true}}).find("Permission denied") != std::string::npos);
-    } else {
-        // Root writes into any directory whatever its mode (CI may run as root): the check is run by
-        // a child process that has become the user nobody, for whom the mode holds.
-        CHECK(refusal({{out, "--save"}}) == "accepted");
-        fs::permissions(dir.path, fs::perms::others_exec, fs::perm_options::add);
-        if (const auto as_nobody = refusal_as_nobody({{out, "--save"}}))
-            CHECK(*as_nobody == want);
-        else
-            MESSAGE("running as root without the right to become another user: the locked directory is not tried");
-    }
-    CHECK(fs::is_empty(locked));
-    fs::permissions(locked, fs::perms::owner_all);
 }

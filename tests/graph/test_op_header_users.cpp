@@ -13,7 +13,7 @@ std::vector<std::string> includers_outside_graph(const std::string& header) {
     namespace fs = std::filesystem;
     const fs::path root = LOOM_SOURCE_DIR;
     std::vector<std::string> found;
-    for (const char* folder : {"core", "data", "layers", "training", "distributed"})
+    for (const char* folder : {"core", "data", "text", "qa", "plot", "layers", "training", "distributed"})
         for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
             const std::string ext = entry.path().extension().string();
             if (ext != ".hpp" && ext != ".cpp") continue;

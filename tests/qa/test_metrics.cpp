@@ -1,10 +1,10 @@
-// MAP / MRR over question groups and tie handling.
+// MAP / MRR over question groups and tie handling; the paired bootstrap.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
 #include "core/errors.hpp"
-#include "data/metrics.hpp"
+#include "qa/metrics.hpp"
 
 using namespace loom;
 
@@ -109,4 +109,22 @@ TEST_CASE("significant_weight: a gain on a few groups among many is noise") {
 TEST_CASE("significant_weight: bad sizes and no true candidate") {
     CHECK_THROWS_AS(significant_weight({0, 0}, {0, 1}, {1, 2}, {1}, {1.0}), UserError);
     CHECK(significant_weight({0, 0}, {0, 0}, {1, 2}, {2, 1}, {1.0}) == 0.0);
+}
+
+TEST_CASE("paired bootstrap of a constant and of a symmetric difference") {
+    const std::vector<double> b{0.1, 0.5, 0.9, 0.3};
+    std::vector<double> a = b;
+    for (auto& v : a) v += 0.25;
+    auto r = paired_bootstrap(a, b, 3);
+    CHECK(r.mean == doctest::Approx(0.25));
+    CHECK(r.low == doctest::Approx(0.25));
+    CHECK(r.high == doctest::Approx(0.25));
+    // +1 and -1 on alternate questions: mean 0, standard error 1 / sqrt(200), so about +-0.139.
+    std::vector<double> x(200), y(200, 0.0);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? 1.0 : -1.0;
+    r = paired_bootstrap(x, y, 5);
+    CHECK(r.mean == doctest::Approx(0.0));
+    CHECK(r.low == doctest::Approx(-0.139).epsilon(0.15));
+    CHECK(r.high == doctest::Approx(0.139).epsilon(0.15));
+    CHECK_THROWS_AS(paired_bootstrap({1.0}, {1.0, 2.0}), UserError);
 }

@@ -1,4 +1,4 @@
-#include "data/qa.hpp"
+#include "qa/qa_data.hpp"
 
 #include <string_view>
 #include <unordered_map>
@@ -7,7 +7,7 @@
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
 #include "data/text.hpp"
-#include "data/tokenize.hpp"
+#include "text/tokenize.hpp"
 
 namespace loom {
 
@@ -213,6 +213,29 @@ QaData parse_qa_text(std::istream& in, const std::string& path, bool labels_opti
     if (data.pairs.empty()) throw DataError(path + ": no question/sentence pairs");
     data.num_groups = group_of.size();
     return data;
+}
+
+QaMinibatch make_qa_minibatch(const QaData& data, const Vocabulary& vocab, const std::vector<std::size_t>& items) {
+    if (items.empty()) throw UserError("make_qa_minibatch: empty batch of items from '" + data.source + "'");
+    std::vector<std::vector<std::size_t>> questions, answers;
+    questions.reserve(items.size());
+    answers.reserve(items.size());
+    xt::xarray<float> labels = xt::zeros<float>({items.size(), std::size_t{1}});
+    for (std::size_t n = 0; n < items.size(); ++n) {
+        if (items[n] >= data.pairs.size())
+            throw UserError("make_qa_minibatch: item " + std::to_string(items[n]) + " out of range: '" + data.source +
+                            "' has " + std::to_string(data.pairs.size()) + " pairs");
+        const QaPair& pair = data.pairs[items[n]];
+        questions.push_back(vocab.ids(pair.question));
+        answers.push_back(vocab.ids(pair.answer));
+        labels(n, 0) = static_cast<float>(pair.label);
+    }
+    QaMinibatch batch;
+    batch.items = items;
+    batch.questions = Value::index_sequences(questions);
+    batch.answers = Value::index_sequences(answers);
+    batch.labels = Value::batch(labels);
+    return batch;
 }
 
 }  // namespace loom

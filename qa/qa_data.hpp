@@ -10,14 +10,16 @@
 /// file (SelQA's dev split has one) is one group, and so is one written once with a trailing space.
 /// The file must be UTF-8 (a leading byte-order mark is dropped); blank lines are skipped. Malformed
 /// rows, NUL bytes and invalid UTF-8 throw DataError "file:line: reason"; so does a file without a
-/// single pair.
+/// single pair. A minibatch of pairs becomes the Values a model is fed with (make_qa_minibatch).
 #include <cstddef>
 #include <istream>
 #include <string>
 #include <vector>
 
+#include "core/value.hpp"
 #include "data/batching.hpp"
-#include "data/metrics.hpp"
+#include "qa/metrics.hpp"
+#include "text/vocabulary.hpp"
 
 namespace loom {
 
@@ -80,5 +82,18 @@ QaData parse_qa_tsv(std::istream& in, const std::string& source, const QaReadOpt
 QaData read_qa_text(const std::string& path, bool labels_optional = false);
 /// Same, from any stream; `source` names it in error messages.
 QaData parse_qa_text(std::istream& in, const std::string& source, bool labels_optional = false);
+
+/// The inputs of a question/answer model for one minibatch of a QaData, ready to bind.
+struct QaMinibatch {
+    std::vector<std::size_t> items;  ///< indices into QaData::pairs, in batch order
+    Value questions;                 ///< index sequences, sample shape [1]
+    Value answers;                   ///< index sequences, sample shape [1]
+    Value labels;                    ///< batch [N, 1] of 0 / 1
+};
+
+/// The minibatch of `items`: their questions and answers as token ids through `vocab` (unknown
+/// words as its unknown id), and their labels. Throws UserError for an empty batch or an item index
+/// out of range.
+QaMinibatch make_qa_minibatch(const QaData& data, const Vocabulary& vocab, const std::vector<std::size_t>& items);
 
 }  // namespace loom

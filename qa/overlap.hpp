@@ -3,30 +3,15 @@
 /// Word overlap between a question and a candidate answer sentence: the baseline every answer
 /// selection model is measured against (count the question's content words found in the sentence,
 /// optionally each weighted by its inverse document frequency), and per-token overlap features a
-/// network can take beside each embedded token (Severyn & Moschitti 2015; Yu et al. 2014).
-#include <map>
+/// network can take beside each embedded token (Severyn & Moschitti 2015; Yu et al. 2014). The word
+/// statistics they stand on (stopwords, IDF, the stemmer) are text/words.hpp.
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "text/words.hpp"
+
 namespace loom {
-
-/// English function words; a token without a letter or digit counts as one too.
-bool is_stopword(const std::string& token);
-
-/// Document frequencies of a collection of token lists (each list one document).
-struct IdfTable {
-    std::map<std::string, double> document_frequency;  ///< per word, the documents it occurs in
-    double documents = 0;                              ///< N, the documents counted
-    /// \return the table of `documents`, each a list of tokens (a word counts once per document).
-    static IdfTable fit(const std::vector<std::vector<std::string>>& documents);
-    double operator()(const std::string& word) const;  ///< log(N / df); an unseen word: log(N + 1)
-    /// @{
-    /// "documents N" then one "word, a tab, df" line per word, to keep inside a model file; parse()
-    /// reads it back and throws DataError naming `source` and the line for anything else.
-    std::string to_text() const;
-    static IdfTable parse(const std::string& text, const std::string& source);
-    /// @}
-};
 
 /// Distinct non-stopwords shared by question and answer, each counted 1 or, with idf, its idf.
 double word_overlap(const std::vector<std::string>& question, const std::vector<std::string>& answer,
@@ -37,12 +22,6 @@ std::vector<float> overlap_flags(const std::vector<std::string>& tokens, const s
 /// the largest idf (rare shared words count more); 1 if it and a neighbour occur side by side in `other`.
 std::vector<float> overlap_features(const std::vector<std::string>& tokens, const std::vector<std::string>& other,
                                     const IdfTable& idf);
-
-/// A crude English suffix stripper, so that "wrote"/"written" stay apart but "games"/"game",
-/// "founded"/"found", "studies"/"study" meet: lowercase ASCII words of 4+ letters lose one of
-/// -ies -es -s -ing -ed -ly (a doubled final consonant after -ing/-ed too) and a final 'e'.
-/// Anything else (numbers, short words, non-ASCII) comes back unchanged.
-std::string crude_stem(const std::string& word);
 
 /// The numbers per token of match_features.
 inline constexpr std::size_t match_feature_count = 6;

@@ -1,10 +1,11 @@
-#include "data/vocabulary.hpp"
+#include "text/vocabulary.hpp"
 
 #include <algorithm>
 #include <sstream>
 
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
+#include "data/output_files.hpp"
 #include "data/text.hpp"
 
 namespace loom {
@@ -100,7 +101,7 @@ std::string Vocabulary::to_text(const std::string& destination) const {
     return text;
 }
 
-void Vocabulary::save(const std::string& path) const { data_text::write_text_atomically(path, to_text(path)); }
+void Vocabulary::save(const std::string& path) const { write_text_atomically(path, to_text(path)); }
 
 Vocabulary Vocabulary::load(const std::string& path) {
     std::ifstream in = data_text::open_for_reading(path);

@@ -53,14 +53,14 @@ TEST_CASE("svg heat_rows: one cell per label shaded from the row's min to max --
                          UserError);
 }
 
-TEST_CASE("svg heat_map: a cell per row and column shaded from 0 to the largest value -- labels escaped, bad input refused") {
-    const std::string svg =
-        svg::heat_map("'cat' <alignment>", {"K", "AE", "T"}, {"c", "a", "t"},
-                      {{0.8, 0.2, 0.0}, {0.1, 0.8, 0.1}, {0.0, 0.4, 0.6}});
+TEST_CASE(
+    "svg heat_map: a cell per row and column shaded from 0 to the largest value -- labels escaped, bad input refused") {
+    const std::string svg = svg::heat_map("'cat' <alignment>", {"K", "AE", "T"}, {"c", "a", "t"},
+                                          {{0.8, 0.2, 0.0}, {0.1, 0.8, 0.1}, {0.0, 0.4, 0.6}});
     CHECK(count(svg, "width='28'") == 9);
-    CHECK(count(svg, "rgb(35,105,255)") == 2);    // 0.8, the largest: 255 - 220, 255 - 150
-    CHECK(count(svg, "rgb(255,255,255)") == 2);   // the two zeros: white
-    CHECK(count(svg, "rgb(145,180,255)") == 1);   // 0.4, half of 0.8
+    CHECK(count(svg, "rgb(35,105,255)") == 2);   // 0.8, the largest: 255 - 220, 255 - 150
+    CHECK(count(svg, "rgb(255,255,255)") == 2);  // the two zeros: white
+    CHECK(count(svg, "rgb(145,180,255)") == 1);  // 0.4, half of 0.8
     CHECK(svg.find("&apos;cat&apos; &lt;alignment&gt;") != std::string::npos);
     CHECK(svg.find(">AE<") != std::string::npos);
     CHECK_THROWS_WITH_AS(svg::heat_map("m", {"a"}, {"x", "y"}, {{1.0}}), doctest::Contains("1 values for 2 columns"),

@@ -1,4 +1,4 @@
-#include "data/metrics.hpp"
+#include "qa/metrics.hpp"
 
 #include <algorithm>
 #include <random>

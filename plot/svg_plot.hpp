@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Small pictures as SVG text, so a program can show a training curve or per-token weights without an
-/// image library or fonts: any browser or `rsvg-convert` renders them, words included.
+/// image library or fonts: any browser or `rsvg-convert` renders them, words included. Written with
+/// data/output_files.hpp:
 ///
 ///   write_text_atomically("curve.svg", svg::line_charts({{"loss", "epoch", {{"train", losses}}}}));
 #include <string>

@@ -1,4 +1,4 @@
-#include "data/tokenize.hpp"
+#include "text/tokenize.hpp"
 
 #include <array>
 

@@ -1,4 +1,5 @@
-// Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present.
+// Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present;
+// QA pairs as token-id sequences with labels.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -6,8 +7,8 @@
 #include <sstream>
 
 #include "core/errors.hpp"
-#include "data/metrics.hpp"
-#include "data/qa.hpp"
+#include "qa/metrics.hpp"
+#include "qa/qa_data.hpp"
 
 #include "test_support.hpp"
 
@@ -30,6 +31,13 @@ void expect_error(const std::string& text, std::size_t line, const std::string& 
 }
 
 using Tokens = std::vector<std::string>;
+
+// {{1}, {2}} is ambiguous to xtensor's initializer-list constructors; build columns explicitly.
+xt::xarray<float> column(const std::vector<float>& values) {
+    xt::xarray<float> out = xt::zeros<float>({values.size(), std::size_t{1}});
+    for (std::size_t i = 0; i < values.size(); ++i) out(i, 0) = values[i];
+    return out;
+}
 
 }  // namespace
 
@@ -170,6 +178,14 @@ std::string raw_text_error(const std::string& text, bool labels_optional = false
     return "accepted";
 }
 
+// read_qa_text on `text` throws a DataError naming the file, then `where_and_why` ("line: reason").
+void expect_raw_error(const std::string& text, const std::string& where_and_why, bool labels_optional = false) {
+    TempFile f("raw_bad.tsv", text);
+    CAPTURE(text);
+    const std::string want = f.path.string() + ":" + where_and_why;
+    CHECK_THROWS_WITH_AS(read_qa_text(f.path.string(), labels_optional), doctest::Contains(want.c_str()), DataError);
+}
+
 QaData read_raw_text(const std::string& text, bool labels_optional = false) {
     TempFile file("raw.tsv", text);
     return read_qa_text(file.path.string(), labels_optional);
@@ -184,6 +200,38 @@ const std::string six_rows =
     "What is 2+2?\tFive.\t0\n";
 
 }  // namespace
+
+TEST_CASE("read_qa_text: raw pairs are tokenised and grouped by question -- a header line is skipped") {
+    TempFile f("raw_header.tsv",
+               "question\tsentence\tlabel\n"
+               "Who wrote Hamlet?\tHamlet was written by Shakespeare.\t1\n"
+               "Where is Paris?\tParis is in France.\t1\r\n"
+               "\n"
+               "who wrote hamlet?\tIt's a play.\t0\n");
+    const QaData d = read_qa_text(f.path.string());
+    REQUIRE(d.pairs.size() == 3);
+    CHECK(d.num_groups == 2);
+    CHECK(d.pairs[0].question == std::vector<std::string>{"who", "wrote", "hamlet", "?"});
+    CHECK(d.pairs[1].answer == std::vector<std::string>{"paris", "is", "in", "france", "."});  // no '\r'
+    CHECK(d.pairs[2].answer == std::vector<std::string>{"it", "'s", "a", "play", "."});
+    CHECK(d.pairs[2].group == d.pairs[0].group);  // same question, other case
+    CHECK(d.pairs[2].line == 5);
+    CHECK(d.labels() == std::vector<int>{1, 1, 0});
+}
+
+TEST_CASE("read_qa_text: pairs to score may have no label -- bad lines name the file and line") {
+    TempFile f("raw_to_score.tsv", "q one\ta b\nq two\tc d\n");
+    const QaData d = read_qa_text(f.path.string(), true);
+    CHECK(d.pairs.size() == 2);
+    CHECK(d.num_positives() == 0);
+    expect_raw_error("q\ta\n", "1: expected question<TAB>sentence<TAB>label, found 2");
+    expect_raw_error("q\ta\t1\nq\ta\t1\textra\n", "2: expected question<TAB>sentence<TAB>label, found 4");
+    expect_raw_error("q\ta\t1\nq\ta\tyes\n", "2: label 'yes' is not 0 or 1");
+    expect_raw_error("q\t \t1\n", "1: sentence is empty");
+    expect_raw_error(" \t a\t1\n", "1: question is empty", true);
+    TempFile empty("raw_empty.tsv", "\n\n");
+    CHECK_THROWS_WITH_AS(read_qa_text(empty.path.string()), doctest::Contains("no question/sentence pairs"), DataError);
+}
 
 TEST_CASE("read_qa_text: a byte-order mark is dropped, before data or a header") {
     const QaData data = read_raw_text("\xEF\xBB\xBF" + six_rows);
@@ -241,4 +289,31 @@ TEST_CASE("read_qa_text: an empty label is named, and control bytes in a quoted 
     const QaData data = read_raw_text("Who\xC2\xA0wrote?\tShakespeare\xE2\x80\x8Bwrote.\t1\n");
     CHECK(data.pairs[0].question == Tokens{"who", "wrote", "?"});
     CHECK(data.pairs[0].answer == Tokens{"shakespeare", "wrote", "."});
+}
+
+TEST_CASE("minibatch: QA pairs become id sequences of their own lengths / labels a N x 1 batch") {
+    std::istringstream in(
+        "who wrote hamlet ?\tshakespeare wrote hamlet .\t1\n"
+        "who wrote hamlet ?\tit is long .\t0\n"
+        "where is paris ?\tin france .\t1\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    const Vocabulary vocab = Vocabulary::build({{"hamlet", "hamlet", "wrote"}, {"paris"}});
+    // ids: <pad> 0, <unk> 1, hamlet 2, paris 3, wrote 4
+    const QaMinibatch batch = make_qa_minibatch(data, vocab, {2, 0});
+    CHECK(batch.items == std::vector<std::size_t>{2, 0});
+    REQUIRE(batch.questions.num_items() == 2);
+    CHECK(batch.questions.layout().lengths() == std::vector<std::size_t>{4, 4});
+    CHECK(batch.answers.layout().lengths() == std::vector<std::size_t>{3, 4});
+    const xt::xarray<float> q0 = batch.questions.sequence(0);
+    const xt::xarray<float> q0_expected = column({1, 1, 3, 1});  // where is paris ?
+    CHECK(q0 == q0_expected);
+    const xt::xarray<float> a1 = batch.answers.sequence(1);
+    const xt::xarray<float> a1_expected = column({1, 4, 2, 1});  // shakespeare wrote hamlet .
+    CHECK(a1 == a1_expected);
+    const xt::xarray<float> labels = batch.labels.batch();
+    const xt::xarray<float> labels_expected = column({1, 1});
+    CHECK(labels == labels_expected);
+
+    CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {}), UserError);
+    CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {3}), UserError);
 }

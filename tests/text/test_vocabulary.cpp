@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "core/errors.hpp"
-#include "data/vocabulary.hpp"
+#include "text/vocabulary.hpp"
 
 #include "test_support.hpp"
 

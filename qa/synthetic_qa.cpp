@@ -1,4 +1,4 @@
-#include "data/synthetic_qa.hpp"
+#include "qa/synthetic_qa.hpp"
 
 #include <random>
 

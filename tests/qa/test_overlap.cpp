@@ -1,73 +1,15 @@
-// Raw question/sentence files (read_qa_text, data/qa.hpp) with their errors; word overlap
-// (data/overlap.hpp): stopwords, the score plain and idf-weighted, the per-token flags and features;
-// the paired bootstrap (data/metrics.hpp); and the word-overlap baseline on SelQA's dev file.
+// Word overlap (qa/overlap.hpp): the score plain and idf-weighted, the per-token flags, overlap and
+// match features, and the word-overlap baseline on SelQA's dev file.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <unistd.h>
 
 #include <loom.hpp>
-#include "data/overlap.hpp"
+#include "qa/overlap.hpp"
 
 using namespace loom;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct TempFile {
-    fs::path path;
-    explicit TempFile(const std::string& text)
-        : path(fs::temp_directory_path() / ("loom_qa_text_" + std::to_string(::getpid()) + ".tsv")) {
-        std::ofstream(path, std::ios::binary) << text;
-    }
-    ~TempFile() { fs::remove(path); }
-    std::string str() const { return path.string(); }
-};
-
-void expect_error(const std::string& text, const std::string& where_and_why, bool labels_optional = false) {
-    TempFile f(text);
-    CAPTURE(text);
-    const std::string want = f.str() + ":" + where_and_why;
-    CHECK_THROWS_WITH_AS(read_qa_text(f.str(), labels_optional), doctest::Contains(want.c_str()), DataError);
-}
-
-}  // namespace
-
-TEST_CASE("read_qa_text: raw pairs are tokenised and grouped by question -- a header line is skipped") {
-    TempFile f(
-        "question\tsentence\tlabel\n"
-        "Who wrote Hamlet?\tHamlet was written by Shakespeare.\t1\n"
-        "Where is Paris?\tParis is in France.\t1\r\n"
-        "\n"
-        "who wrote hamlet?\tIt's a play.\t0\n");
-    const QaData d = read_qa_text(f.str());
-    REQUIRE(d.pairs.size() == 3);
-    CHECK(d.num_groups == 2);
-    CHECK(d.pairs[0].question == std::vector<std::string>{"who", "wrote", "hamlet", "?"});
-    CHECK(d.pairs[1].answer == std::vector<std::string>{"paris", "is", "in", "france", "."});  // no '\r'
-    CHECK(d.pairs[2].answer == std::vector<std::string>{"it", "'s", "a", "play", "."});
-    CHECK(d.pairs[2].group == d.pairs[0].group);  // same question, other case
-    CHECK(d.pairs[2].line == 5);
-    CHECK(d.labels() == std::vector<int>{1, 1, 0});
-}
-
-TEST_CASE("read_qa_text: pairs to score may have no label -- bad lines name the file and line") {
-    TempFile f("q one\ta b\nq two\tc d\n");
-    const QaData d = read_qa_text(f.str(), true);
-    CHECK(d.pairs.size() == 2);
-    CHECK(d.num_positives() == 0);
-    expect_error("q\ta\n", "1: expected question<TAB>sentence<TAB>label, found 2");
-    expect_error("q\ta\t1\nq\ta\t1\textra\n", "2: expected question<TAB>sentence<TAB>label, found 4");
-    expect_error("q\ta\t1\nq\ta\tyes\n", "2: label 'yes' is not 0 or 1");
-    expect_error("q\t \t1\n", "1: sentence is empty");
-    expect_error(" \t a\t1\n", "1: question is empty", true);
-    TempFile empty("\n\n");
-    CHECK_THROWS_WITH_AS(read_qa_text(empty.str()), doctest::Contains("no question/sentence pairs"), DataError);
-}
 
 TEST_CASE("word overlap counts shared non-stopword words, optionally idf-weighted") {
     CHECK(is_stopword("the"));
@@ -94,24 +36,6 @@ TEST_CASE("word overlap counts shared non-stopword words, optionally idf-weighte
     CHECK(idf("wrote") == doctest::Approx(std::log(4.0 / 1.0)));
     CHECK(idf("unseen") == doctest::Approx(std::log(5.0)));
     CHECK(word_overlap(q, a, &idf) == doctest::Approx(std::log(2.0) + std::log(4.0)));
-}
-
-TEST_CASE("paired bootstrap of a constant and of a symmetric difference") {
-    const std::vector<double> b{0.1, 0.5, 0.9, 0.3};
-    std::vector<double> a = b;
-    for (auto& v : a) v += 0.25;
-    auto r = paired_bootstrap(a, b, 3);
-    CHECK(r.mean == doctest::Approx(0.25));
-    CHECK(r.low == doctest::Approx(0.25));
-    CHECK(r.high == doctest::Approx(0.25));
-    // +1 and -1 on alternate questions: mean 0, standard error 1 / sqrt(200), so about +-0.139.
-    std::vector<double> x(200), y(200, 0.0);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? 1.0 : -1.0;
-    r = paired_bootstrap(x, y, 5);
-    CHECK(r.mean == doctest::Approx(0.0));
-    CHECK(r.low == doctest::Approx(-0.139).epsilon(0.15));
-    CHECK(r.high == doctest::Approx(0.139).epsilon(0.15));
-    CHECK_THROWS_AS(paired_bootstrap({1.0}, {1.0, 2.0}), UserError);
 }
 
 TEST_CASE("word overlap on the SelQA dev split: counts and the word-overlap baseline") {
@@ -156,52 +80,6 @@ TEST_CASE("overlap features: flag, flag times idf over the largest idf, and shar
     CHECK(idfs[2] == doctest::Approx(std::log(2.0) / std::log(3.0)));
     CHECK(idfs[3] == doctest::Approx(0.0));
     CHECK(bigrams == std::vector<float>{0, 0, 1, 1});  // "france paris" occurs in `other`
-}
-
-TEST_CASE("idf table as text: round trip and malformed text named by source and line") {
-    const IdfTable idf = IdfTable::fit({{"a", "b"}, {"a"}, {"c d"}});
-    const IdfTable back = IdfTable::parse(idf.to_text(), "m.loom (idf)");
-    CHECK(back.documents == 3);
-    CHECK(back.document_frequency == idf.document_frequency);
-    CHECK(back("b") == idf("b"));
-    auto bad = [](const std::string& text, const std::string& where) {
-        CAPTURE(text);
-        CHECK_THROWS_WITH_AS(IdfTable::parse(text, "m"), doctest::Contains(where.c_str()), DataError);
-    };
-    bad("", "m:1: expected 'documents N'");
-    bad("documents 0\n", "m:1:");
-    bad("documents 2\na\t1\na\t1\n", "m:3: expected word<TAB>document frequency");
-    bad("documents 2\na\t3\n", "m:2:");
-    bad("documents 2\na 1\n", "m:2:");
-
-    const Vocabulary v = Vocabulary::build({{"b", "a", "b"}});
-    std::istringstream text(v.to_text());
-    const Vocabulary w = Vocabulary::parse(text, "mem");
-    REQUIRE(w.size() == 4);
-    CHECK(w.id("b") == v.id("b"));
-    CHECK(w.id("a") == v.id("a"));
-    // From the text itself, as a model file's record holds it.
-    const Vocabulary x = Vocabulary::parse(v.to_text(), "record");
-    REQUIRE(x.size() == 4);
-    CHECK(x.id("b") == v.id("b"));
-    CHECK_THROWS_WITH_AS(Vocabulary::parse(std::string("not a vocabulary\n"), "record"), doctest::Contains("record:1"),
-                         DataError);
-}
-
-TEST_CASE("crude stem: inflections of one word meet and other words stay apart") {
-    CHECK(crude_stem("games") == "gam");
-    CHECK(crude_stem("game") == "gam");  // a final e goes, so "game" meets "games"
-    CHECK(crude_stem("studies") == "study");
-    CHECK(crude_stem("founded") == "found");
-    CHECK(crude_stem("founding") == "found");
-    CHECK(crude_stem("stopped") == "stop");  // doubled consonant undone
-    CHECK(crude_stem("filled") == "fill");   // but not a double l
-    CHECK(crude_stem("boxes") == "box");
-    CHECK(crude_stem("quickly") == "quick");
-    CHECK(crude_stem("glass") == "glass");  // -ss is not a plural
-    CHECK(crude_stem("was") == "was");      // shorter than 4 letters
-    CHECK(crude_stem("1990s") == "1990s");  // not all letters
-    CHECK(crude_stem("wrote") != crude_stem("written"));
 }
 
 TEST_CASE("match features: the overlap features then stem match and its idf and a digit flag") {

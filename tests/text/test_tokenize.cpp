@@ -1,4 +1,4 @@
-// The raw-English tokenizer: each rule of data/tokenize.hpp on a sentence written for it, with
+// The raw-English tokenizer: each rule of text/tokenize.hpp on a sentence written for it, with
 // the expected tokens spelled out by hand, and pre-tokenised text (SelQA's style) left as it is.
 #include <doctest/doctest.h>
 

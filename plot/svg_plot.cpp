@@ -1,4 +1,4 @@
-#include "data/svg_plot.hpp"
+#include "plot/svg_plot.hpp"
 
 #include <algorithm>
 #include <cmath>

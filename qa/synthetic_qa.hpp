@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "data/qa.hpp"
+#include "qa/qa_data.hpp"
 
 namespace loom {
 

@@ -1,11 +1,11 @@
-// Synthetic QA data (data/synthetic_qa.hpp): its counts, labels, lengths and groups, the topic
+// Synthetic QA data (qa/synthetic_qa.hpp): its counts, labels, lengths and groups, the topic
 // words shared by a question and its true answer, determinism per seed, and its refusals.
 #include <doctest/doctest.h>
 
 #include <set>
 
 #include "core/errors.hpp"
-#include "data/synthetic_qa.hpp"
+#include "qa/synthetic_qa.hpp"
 
 using namespace loom;
 

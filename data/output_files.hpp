@@ -1,0 +1,43 @@
+#pragma once
+/// \file
+/// The files a program writes: checked before any work starts, written so that no reader ever sees
+/// half of one. A program that trains for hours checks every output it was given first:
+///
+///   check_outputs({{save_path, "--save"}, {plot_dir, "--plot", true}}, {{train_path, "--train"}});
+///   ...  // hours of training
+///   write_text_atomically(plot_dir + "/curve.svg", svg);
+///
+/// so a mistyped directory or a model path that names the training data is refused at once, by the
+/// option that gave it, and nothing the user owns is overwritten by mistake.
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// Writes text to `path` through a temporary file renamed into place, so an interrupted save never
+/// leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
+/// which also removes temporaries that killed writers left). Throws UserError on failure.
+void write_text_atomically(const std::string& path, const std::string& text);
+/// Throws UserError "`what` `path`: cannot write there: ..." unless `path`'s directory exists and
+/// this process may create files in it. Nothing is written.
+void check_writable(const std::string& path, const std::string& what);
+
+/// A path a program was given and the option that gave it, for messages ("--save m.loom").
+struct FileOption {
+    std::string path;    ///< empty: the option was not given
+    std::string option;  ///< "--save"
+    /// An output only: the program creates its directory (a --plot DIR) after the checks, so a missing
+    /// directory is fine where the nearest existing one above it is writable.
+    bool creates_directory = false;
+};
+
+/// Checks a run's outputs before any work, so that hours of training never end in a failed write
+/// and nothing the user owns is overwritten by mistake. Throws UserError naming the option and the
+/// path of the first output that is: an input of the run (the same file by std::filesystem::equivalent
+/// where both exist, else the same absolute path once symbolic links are resolved), another output of
+/// the run or the directory another output is written into, an existing directory, a device, FIFO
+/// or socket, or not writable (check_writable). Nothing is written; outputs with an empty path are
+/// skipped.
+void check_outputs(const std::vector<FileOption>& outputs, const std::vector<FileOption>& inputs);
+
+}  // namespace loom
