@@ -28,6 +28,16 @@ OpCalls<T>::OpCalls(const Plan& plan, Buffers<T>& buffers)
 }
 
 template <class T>
+OpCall<T>& OpCalls<T>::start(Record& r, std::span<const View<const T>> in, Workspace<T>& work) {
+    OpCall<T>& c = r.call;
+    c = OpCall<T>{};
+    c.in = in;
+    c.in_layouts = part(layouts_, r);
+    c.work = &work;
+    return c;
+}
+
+template <class T>
 bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
     const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
     Record& r = records_[static_cast<std::size_t>(i)];
@@ -44,11 +54,7 @@ bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
         any_by_rows |= by_rows_[k] != nullptr;
         any |= static_cast<bool>(grad_[k]) || by_rows_[k];
     }
-    OpCall<T>& c = r.call;
-    c = OpCall<T>{};
-    c.in = part(full_, r);
-    c.in_layouts = part(layouts_, r);
-    c.work = &work;
+    OpCall<T>& c = start(r, part(full_, r), work);
     if (output) set_output(i);
     if (grads != Grads::none) {
         const auto& s = buffers_[i];
@@ -143,14 +149,10 @@ const OpCall<T>& OpCalls<T>::at_step(int i, std::size_t t, const SequenceLayout&
         if (full_[k]) in_[k].data = full_[k].data + t * stride_[k];
         if (grad_[k]) grad_[k].data = grad_full_[k].data + t * stride_[k];
     }
-    OpCall<T>& c = r.call;
-    c = OpCall<T>{};
-    c.in = part(in_, r);
-    c.in_layouts = part(layouts_, r);
+    OpCall<T>& c = start(r, part(in_, r), work);
     c.layout = &layout;
     c.padded = layout.has_padding();
     if (c.padded) c.rows = layout.real_rows_at(t);
-    c.work = &work;
     c.memory = &cache;
     c.out = {r.out_value + t * r.out_stride, r.out_dims, 1};
     if (backward) {

@@ -67,6 +67,9 @@ private:
         T* out_value = nullptr;  // a loop member's value and gradient buffers (whole, or a window)
         T* out_grad = nullptr;
     };
+    // Where every call starts: no field left from the last one, the inputs `in` (whole or at one
+    // step) and their layouts, the workspace.
+    OpCall<T>& start(Record& r, std::span<const View<const T>> in, Workspace<T>& work);
     template <class V>
     static std::span<V> part(std::vector<V>& list, const Record& r) {
         return {list.data() + r.first, r.count};
