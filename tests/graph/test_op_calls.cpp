@@ -86,8 +86,8 @@ PassCount count_one_pass(std::size_t depth) {
 
 TEST_CASE("a pass allocates nothing per node for its op calls") {
     const PassCount shallow = count_one_pass(2), deep = count_one_pass(12);
-    INFO("allocations per pass: " << shallow.allocations << " for " << shallow.nodes << " nodes, "
-                                  << deep.allocations << " for " << deep.nodes << " nodes");
+    INFO("allocations per pass: " << shallow.allocations << " for " << shallow.nodes << " nodes, " << deep.allocations
+                                  << " for " << deep.nodes << " nodes");
     // The deep model has more nodes outside loops and more loop members, whose calls a pass makes
     // forward, at every step and backward.
     REQUIRE(deep.nodes >= shallow.nodes + 20);
