@@ -57,7 +57,8 @@ struct Workspace {
 /// @endcond
 
 /// @cond
-/// Everything one forward or backward call sees.
+/// Everything one forward or backward call sees. Built only by OpCalls (graph/op_calls.hpp), which
+/// keeps one per node, viewing lists sized once per plan.
 template <class T>
 struct OpCall {
     std::span<const View<const T>> in;

@@ -13,7 +13,8 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     const PlanNode& first = plan_.nodes[static_cast<std::size_t>(step.members.front())];
     const LayoutPtr layout = layouts_.find(first.type.axis.id);
     if (!layout) throw InternalError("executor: no layout for the loop at " + first.node->label());
-    const std::vector<Shape> shapes = member_shapes(step);
+    std::vector<Shape>& shapes = shapes_[s];
+    member_shapes(step, shapes);
     for (std::size_t mi = 0; mi < step.members.size(); ++mi) buffers_[step.members[mi]].sample = shapes[mi];
     Segments& seg = segments_[s];
     for (Buffer<T>& b : seg.saved) buffers_.pool().give(std::move(b));
@@ -45,19 +46,19 @@ void check_settled(const PlanNode& pn, const Shape& sample) {
 }  // namespace
 
 template <class T>
-std::vector<Shape> StepRunner<T>::member_shapes(const PlanStep& step) const {
+void StepRunner<T>::member_shapes(const PlanStep& step, std::vector<Shape>& shapes) const {
     const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
-    std::vector<Shape> shapes;
+    shapes.resize(step.members.size());
     bool runtime = false;
-    for (int m : step.members) {
-        const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(m)];
-        shapes.push_back(pn.type.shape);
+    for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
+        const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(step.members[mi])];
+        shapes[mi] = pn.type.shape;
         for (int j : pn.inputs) {
             const PlanNode& in = plan_.nodes[static_cast<std::size_t>(j)];
             runtime |= in.loop != loop && !(buffers_[j].sample == in.type.shape);
         }
     }
-    if (!runtime) return shapes;
+    if (!runtime) return;
     // An input from outside the loop has a size known only now (unpack's T_max, or anything made
     // from it): the members' shape rules run again on the inputs' run-time shapes. Sizes flow
     // along the loop's edges, through its delays too, so as many passes as members settle it.
@@ -84,7 +85,6 @@ std::vector<Shape> StepRunner<T>::member_shapes(const PlanStep& step) const {
     }
     for (std::size_t mi = 0; mi < step.members.size(); ++mi)
         check_settled(plan_.nodes[static_cast<std::size_t>(step.members[mi])], shapes[mi]);
-    return shapes;
 }
 
 template <class T>
@@ -112,85 +112,13 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
 }
 
 template <class T>
-typename StepRunner<T>::Call StepRunner<T>::gather(int m, int loop, std::size_t n_seq, bool grads) {
-    Call c;
-    c.node = m;
-    c.reads_time = plan_.nodes[static_cast<std::size_t>(m)].node->op->traits().reads_time;
-    for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs) {
-        const auto& s = buffers_[j];
-        const bool in_loop = plan_.nodes[static_cast<std::size_t>(j)].loop == loop;
-        View<const T> full = buffers_.value(j), v = full;
-        View<T> gfull = grads ? buffers_.gradient(j) : View<T>{}, g = gfull;
-        std::size_t stride = 0;
-        if (s.dyn == 2) {
-            stride = n_seq * s.sample.size();
-            v.dims = g.dims = make_dims({n_seq}, s.sample);
-            v.dyn = g.dyn = 1;
-        }
-        if (!in_loop) g.data = nullptr;  // taken after the loop, in bulk
-        c.inside |= in_loop && static_cast<bool>(gfull);
-        c.full.push_back(full);
-        c.in.push_back(v);
-        c.grad_full.push_back(in_loop ? gfull : View<T>{});
-        c.grad.push_back(g);
-        c.layouts.push_back(s.layout.get());
-        c.stride.push_back(stride);
-    }
-    c.out_stride = n_seq * buffers_[m].sample.size();
-    c.out_dims = make_dims({n_seq}, buffers_[m].sample);
-    c.out_value = buffers_[m].value.data();
-    c.out_grad = buffers_[m].grad.data();
-    return c;
-}
-
-template <class T>
-OpCall<T> StepRunner<T>::at_step(Call& call, std::size_t t, const SequenceLayout& layout, LoopCache<T>& cache,
-                                 Workspace<T>& work, bool backward) {
-    for (std::size_t j = 0; j < call.in.size(); ++j) {
-        // A value no backward reads may have been freed (null): it stays null.
-        if (call.full[j]) call.in[j].data = call.full[j].data + t * call.stride[j];
-        if (call.grad[j]) call.grad[j].data = call.grad_full[j].data + t * call.stride[j];
-    }
-    OpCall<T> c;
-    c.in = call.in;
-    c.in_layouts = call.layouts;
-    c.layout = &layout;
-    c.padded = layout.has_padding();
-    if (c.padded) c.rows = layout.real_rows_at(t);
-    c.work = &work;
-    c.memory = &cache;
-    c.out = {call.out_value + t * call.out_stride, call.out_dims, 1};
-    if (backward) {
-        c.out_grad = {call.out_grad + t * call.out_stride, call.out_dims, 1};
-        c.in_grad = call.grad;
-    }
-    if (call.reads_time) {
-        call.time = {t, call.full, call.grad_full};
-        c.time = &call.time;
-    }
-    return c;
-}
-
-template <class T>
-void StepRunner<T>::set_layout(OpCall<T>& c, const SequenceLayout* layout) {
-    c.layout = layout;
-    c.padded = layout && layout->has_padding();
-    if (c.padded) c.rows = layout->real_rows();
-}
-
-template <class T>
 void StepRunner<T>::run_node(int i, Workspace<T>& work) {
     const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
     if (pn.node->kind != NodeKind::Op) return;
-    Call call = gather(i, -2, 0, false);
     bool shapes_static = true;
     for (int j : pn.inputs) shapes_static &= buffers_[j].sample == plan_.nodes[static_cast<std::size_t>(j)].type.shape;
-    OpCall<T> c;
-    c.in = call.full;
-    c.in_layouts = call.layouts;
-    c.work = &work;
-    Prepared prep;
-    pn.node->op->prepare(c, prep);
+    calls_.whole(i, Grads::none, false, work);
+    const Prepared prep = calls_.prepare(i);
 
     LayoutPtr layout;
     if (pn.type.axis.is_sequence()) {
@@ -202,21 +130,20 @@ void StepRunner<T>::run_node(int i, Workspace<T>& work) {
             if (!layout) throw InternalError("executor: no layout known for " + pn.node->label());
         }
     }
-    Shape sample = pn.type.shape;
-    if (prep.has_shape) {
-        sample = prep.shape;
-    } else if (!shapes_static) {  // downstream of a run-time shape (sequence::unpack)
+    const Shape* sample = prep.has_shape ? &prep.shape : &pn.type.shape;
+    Shape inferred;
+    if (!prep.has_shape && !shapes_static) {  // downstream of a run-time shape (sequence::unpack)
         std::vector<TypeInfo> types;
         for (int j : pn.inputs)
             types.push_back({buffers_[j].sample, plan_.nodes[static_cast<std::size_t>(j)].type.axis});
-        sample = pn.node->op->infer(types).shape;
-        check_settled(pn, sample);
+        inferred = pn.node->op->infer(types).shape;
+        check_settled(pn, inferred);
+        sample = &inferred;
     }
-    buffers_.allocate(i, layout, sample);
-    set_layout(c, layout.get());
-    c.out = {buffers_[i].value.data(), buffers_[i].dims, buffers_[i].dyn};
-    pn.node->op->forward(c);
-    if (layout) zero_padding(buffers_[i].value.data(), *layout, sample.size());
+    buffers_.allocate(i, layout, *sample);
+    calls_.set_output(i);
+    calls_.forward(i);
+    if (layout) zero_padding(buffers_[i].value.data(), *layout, sample->size());
 }
 
 template <class T>
@@ -235,16 +162,15 @@ template <class T>
 void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
     const SequenceLayout& layout = loop_layout(step);
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
-    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
-    std::vector<Call> members;
-    for (int m : step.members) members.push_back(gather(m, loop, n_seq, false));
-    std::vector<LoopCache<T>> caches = loop_caches(members.size());
+    for (int m : step.members) calls_.loop_member(m, n_seq, false);
+    std::vector<LoopCache<T>> caches = loop_caches(step.members.size());
     for (std::size_t k = 0; k < steps; ++k) {
         const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
-        for (std::size_t mi = 0; mi < members.size(); ++mi) {
-            const OpCall<T> c = at_step(members[mi], t, layout, caches[mi], work, false);
-            plan_.nodes[static_cast<std::size_t>(members[mi].node)].node->op->forward(c);
-            zero_padding_step(c.out.data, layout, t, buffers_[members[mi].node].sample.size());
+        for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
+            const int m = step.members[mi];
+            const OpCall<T>& c = calls_.at_step(m, t, layout, caches[mi], work, false);
+            calls_.forward(m);
+            zero_padding_step(c.out.data, layout, t, buffers_[m].sample.size());
         }
     }
 }
@@ -255,92 +181,44 @@ void StepRunner<T>::back_node(int i, Workspace<T>& work) {
     auto& s = buffers_[i];
     if (pn.node->kind != NodeKind::Op || !buffers_.needs_gradient(i)) return;
     if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
-    const std::size_t k = pn.inputs.size();
-    std::vector<View<const T>> in(k);
-    std::vector<View<T>> in_grad(k);
-    std::vector<const SequenceLayout*> in_layouts(k);
-    std::vector<RowGradient<T>*> by_rows(k, nullptr);
-    bool any = false, any_by_rows = false;
-    for (std::size_t j = 0; j < k; ++j) {
-        const int input = pn.inputs[j];
-        in[j] = buffers_.value(input);
-        in_grad[j] = buffers_.gradient(input);
-        in_layouts[j] = buffers_[input].layout.get();
-        if (buffers_.needs_gradient(input) && buffers_[input].by_rows) {
-            by_rows[j] = buffers_[input].by_rows.get();
-            any_by_rows = true;
-        }
-        any |= static_cast<bool>(in_grad[j]) || by_rows[j];
-    }
-    if (!any) return;
-    OpCall<T> c;
-    c.in = in;
-    c.in_layouts = in_layouts;
-    set_layout(c, s.layout.get());
-    c.out = {s.value.data(), s.dims, s.dyn};
-    c.out_grad = {s.grad.data(), s.dims, s.dyn};
-    c.in_grad = in_grad;
-    if (any_by_rows) c.in_grad_by_rows = by_rows;
-    c.work = &work;
-    pn.node->op->backward(c);
+    if (calls_.whole(i, Grads::all, true, work)) calls_.backward(i);
 }
 
 template <class T>
 void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
     const SequenceLayout& layout = loop_layout(step);
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
-    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
     // Per time step only gradients between loop members flow. Gradients to inputs from outside
     // the loop (weights, input projections, initial states) are taken once after the loop, over
     // all steps at once: one big GEMM for dW instead of one small one per step.
-    std::vector<Call> members;
-    for (int m : step.members) members.push_back(gather(m, loop, n_seq, true));
+    for (int m : step.members) calls_.loop_member(m, n_seq, true);
     {
-        std::vector<LoopCache<T>> caches = loop_caches(members.size());
+        std::vector<LoopCache<T>> caches = loop_caches(step.members.size());
         for (std::size_t k = 0; k < steps; ++k) {
             const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
-            for (std::size_t mi = members.size(); mi-- > 0;) {
-                Call& mb = members[mi];
-                if (!buffers_.needs_gradient(mb.node)) continue;
-                auto& s = buffers_[mb.node];
-                zero_padding_step(s.grad.data() + t * mb.out_stride, layout, t, s.sample.size());
-                if (!mb.inside) continue;
-                const OpCall<T> c = at_step(mb, t, layout, caches[mi], work, true);
-                plan_.nodes[static_cast<std::size_t>(mb.node)].node->op->backward(c);
+            for (std::size_t mi = step.members.size(); mi-- > 0;) {
+                const int m = step.members[mi];
+                if (!buffers_.needs_gradient(m)) continue;
+                auto& s = buffers_[m];
+                zero_padding_step(s.grad.data() + t * n_seq * s.sample.size(), layout, t, s.sample.size());
+                if (!calls_.inside(m)) continue;
+                calls_.at_step(m, t, layout, caches[mi], work, true);
+                calls_.backward(m);
             }
         }
     }  // the packed weights go back to the pool before the bulk products
-    back_from_outside(step, members, work);
+    back_from_outside(step, work);
 }
 
 template <class T>
-void StepRunner<T>::back_from_outside(const PlanStep& step, std::vector<Call>& members, Workspace<T>& work) {
+void StepRunner<T>::back_from_outside(const PlanStep& step, Workspace<T>& work) {
     // The gradients of the loop's inputs from outside it take memory only now.
     const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
     for (int m : step.members)
         for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
             if (plan_.nodes[static_cast<std::size_t>(j)].loop != loop) buffers_.ensure_gradient(j);
-    for (Call& mb : members) {
-        auto& s = buffers_[mb.node];
-        const auto& inputs = plan_.nodes[static_cast<std::size_t>(mb.node)].inputs;
-        std::vector<View<T>> outside_grad(inputs.size());
-        bool outside = false;
-        for (std::size_t j = 0; j < inputs.size(); ++j)
-            if (plan_.nodes[static_cast<std::size_t>(inputs[j])].loop != loop) {
-                outside_grad[j] = buffers_.gradient(inputs[j]);
-                outside |= static_cast<bool>(outside_grad[j]);
-            }
-        if (!buffers_.needs_gradient(mb.node) || !outside) continue;
-        OpCall<T> c;
-        c.in = mb.full;
-        c.in_layouts = mb.layouts;
-        set_layout(c, s.layout.get());
-        c.work = &work;
-        c.out = {s.value.data(), s.dims, s.dyn};
-        c.out_grad = {s.grad.data(), s.dims, s.dyn};
-        c.in_grad = outside_grad;
-        plan_.nodes[static_cast<std::size_t>(mb.node)].node->op->backward(c);
-    }
+    for (int m : step.members)
+        if (buffers_.needs_gradient(m) && calls_.whole(m, Grads::other_loops, true, work)) calls_.backward(m);
 }
 
 template class StepRunner<float>;

@@ -1,6 +1,6 @@
 #pragma once
-// Running one plan step, forward or backward: the one place where an op's call is made for a node,
-// whole or at one time step of its loop. A node outside loops runs once over all time steps; a
+// Running one plan step, forward or backward: what runs when, a node whole or a loop's members at
+// one time step each (their calls are built and made by OpCalls). A node outside loops runs once over all time steps; a
 // loop runs its members step by step in its direction, and in reverse time
 // for backward, taking the gradients of its inputs from outside the loop in bulk afterwards.
 // Under a memory budget a loop runs in segments (square-root checkpointing, step_segments.cpp).
@@ -10,6 +10,7 @@
 #include "graph/buffers.hpp"
 #include "graph/compile.hpp"
 #include "graph/op.hpp"
+#include "graph/op_calls.hpp"
 
 namespace loom {
 
@@ -35,36 +36,16 @@ public:
     std::size_t bytes_held() const;
 
 private:
-    // A node's op call: its inputs (and their gradients) whole, and per time step.
-    struct Call {
-        int node = -1;
-        std::vector<View<const T>> full, in;
-        std::vector<View<T>> grad_full, grad;
-        std::vector<const SequenceLayout*> layouts;
-        std::vector<std::size_t> stride;  // per input: elements per time step, 0 if not a sequence
-        std::size_t out_stride = 0;
-        Dims out_dims;
-        T* out_value = nullptr;  // the member's value and gradient buffers (whole, or a segment's window)
-        T* out_grad = nullptr;
-        bool inside = false;            // some input of the same loop gets a gradient
-        bool reads_time = false;        // Op::reads_time, asked once per loop run, not per step
-        typename OpCall<T>::Time time;  // for an op that reads time
-    };
-    // The call of node `m`; inside loop `loop` with n_seq sequences, gradients (when `grads`) only
-    // of the inputs from the same loop.
-    Call gather(int m, int loop, std::size_t n_seq, bool grads);
-    OpCall<T> at_step(Call& call, std::size_t t, const SequenceLayout& layout, LoopCache<T>& cache, Workspace<T>& work,
-                      bool backward);
+    using Grads = typename OpCalls<T>::Grads;
 
-    // A whole-tensor call's output layout and the real rows it gives (OpCall::rows).
-    static void set_layout(OpCall<T>& c, const SequenceLayout* layout);
-    // Each loop member's sample shape in this run (its plan shape unless a run-time size reaches it).
-    std::vector<Shape> member_shapes(const PlanStep& step) const;
+    // Each loop member's sample shape in this run (its plan shape unless a run-time size reaches it),
+    // into `shapes` (kept per step, so that a pass copies shapes without allocating).
+    void member_shapes(const PlanStep& step, std::vector<Shape>& shapes) const;
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
     void back_node(int i, Workspace<T>& work);
     void back_loop(const PlanStep& step, Workspace<T>& work);
-    void back_from_outside(const PlanStep& step, std::vector<Call>& members, Workspace<T>& work);
+    void back_from_outside(const PlanStep& step, Workspace<T>& work);
     std::vector<LoopCache<T>> loop_caches(std::size_t members);
     const SequenceLayout& loop_layout(const PlanStep& step) const;
 
@@ -82,8 +63,6 @@ private:
     struct Window;
     bool plan_segments(const PlanStep& step, const SequenceLayout& layout, Segments& seg) const;
     Window window(const PlanStep& step, const Segments& seg, const SequenceLayout& layout, std::size_t i) const;
-    Call gather_window(const PlanStep& step, std::size_t mi, const Window& w, std::vector<Buffer<T>>& values,
-                       std::vector<Buffer<T>>& grads);
     void run_loop_segments(std::size_t s, Workspace<T>& work);
     void back_loop_segments(std::size_t s, Workspace<T>& work);
     void record_peak(std::size_t step, std::size_t extra_bytes);  // loop_bytes_peak
@@ -93,7 +72,9 @@ private:
     AxisLayouts& layouts_;
     std::size_t budget_ = 0;
     const BackwardPlan* pass_ = nullptr;
-    std::vector<Segments> segments_ = std::vector<Segments>(plan_.steps.size());  // per plan step
+    OpCalls<T> calls_{plan_, buffers_};
+    std::vector<Segments> segments_ = std::vector<Segments>(plan_.steps.size());                    // per plan step
+    std::vector<std::vector<Shape>> shapes_ = std::vector<std::vector<Shape>>(plan_.steps.size());  // member_shapes
     std::atomic<std::size_t> peak_{0};
 };
 

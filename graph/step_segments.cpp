@@ -144,40 +144,6 @@ typename StepRunner<T>::Window StepRunner<T>::window(const PlanStep& step, const
     return w;
 }
 
-// Member mi's call at local steps of window w: loop members read and write their windows, inputs
-// from outside the loop are viewed from row w.base on.
-template <class T>
-typename StepRunner<T>::Call StepRunner<T>::gather_window(const PlanStep& step, std::size_t mi, const Window& w,
-                                                          std::vector<Buffer<T>>& values,
-                                                          std::vector<Buffer<T>>& grads) {
-    const int m = step.members[mi];
-    const int loop = plan_.nodes[static_cast<std::size_t>(m)].loop;
-    const std::size_t n_seq = w.layout->num_sequences();
-    Call c = gather(m, loop, n_seq, false);
-    const auto& inputs = plan_.nodes[static_cast<std::size_t>(m)].inputs;
-    for (std::size_t j = 0; j < inputs.size(); ++j) {
-        const auto member = std::find(step.members.begin(), step.members.end(), inputs[j]);
-        if (buffers_[inputs[j]].dyn == 2) {
-            c.layouts[j] = w.layout.get();
-            c.full[j].dims[0] = w.size;
-        }
-        if (member == step.members.end()) {
-            if (c.full[j] && c.stride[j]) c.full[j].data += w.base * c.stride[j];
-            continue;
-        }
-        const auto k = static_cast<std::size_t>(member - step.members.begin());
-        c.full[j].data = values[k].data();
-        if (!grads[k].empty()) {
-            c.grad_full[j] = {grads[k].data(), c.full[j].dims, c.full[j].dyn};
-            c.grad[j] = c.grad_full[j];
-            c.inside = true;
-        }
-    }
-    c.out_value = values[mi].data();
-    c.out_grad = grads[mi].data();
-    return c;
-}
-
 template <class T>
 void StepRunner<T>::run_loop_segments(std::size_t s, Workspace<T>& work) {
     const PlanStep& step = plan_.steps[s];
@@ -203,14 +169,14 @@ void StepRunner<T>::run_loop_segments(std::size_t s, Workspace<T>& work) {
             std::copy_n(values[mi].data() + (w.history_begin - prev.base) * row[mi], w.history_size * row[mi], saved);
             std::copy_n(saved, w.history_size * row[mi], values[mi].data() + (w.history_begin - w.base) * row[mi]);
         }
-        std::vector<Call> calls;
-        for (std::size_t mi = 0; mi < k; ++mi) calls.push_back(gather_window(step, mi, w, values, grads));
+        for (int m : step.members) calls_.window(m, step.members, *w.layout, w.size, w.base, values, grads);
         for (std::size_t n = 0; n < w.t1 - w.t0; ++n) {
             const std::size_t t = w.first + (step.direction > 0 ? n : w.t1 - w.t0 - 1 - n);
             for (std::size_t mi = 0; mi < k; ++mi) {
-                const OpCall<T> c = at_step(calls[mi], t, *w.layout, caches[mi], work, false);
-                plan_.nodes[static_cast<std::size_t>(step.members[mi])].node->op->forward(c);
-                zero_padding_step(c.out.data, *w.layout, t, buffers_[step.members[mi]].sample.size());
+                const int m = step.members[mi];
+                const OpCall<T>& c = calls_.at_step(m, t, *w.layout, caches[mi], work, false);
+                calls_.forward(m);
+                zero_padding_step(c.out.data, *w.layout, t, buffers_[m].sample.size());
             }
         }
         for (std::size_t mi = 0; mi < k; ++mi)
@@ -252,8 +218,7 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
     for (std::size_t i = seg.count; i-- > 0;) {
         const Window w = window(step, seg, layout, i);
         const std::size_t len = w.t1 - w.t0;
-        std::vector<Call> calls;
-        for (std::size_t mi = 0; mi < k; ++mi) calls.push_back(gather_window(step, mi, w, values, grads));
+        for (int m : step.members) calls_.window(m, step.members, *w.layout, w.size, w.base, values, grads);
         // Recompute: the saved states as history, then the segment's steps.
         for (std::size_t mi = 0; mi < k; ++mi)
             if (i > 0 && seg.carried[mi])
@@ -270,8 +235,8 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
                                 values[mi].data() + t * row[mi]);
                     continue;
                 }
-                const OpCall<T> c = at_step(calls[mi], t, *w.layout, forward_caches[mi], work, false);
-                plan_.nodes[static_cast<std::size_t>(m)].node->op->forward(c);
+                const OpCall<T>& c = calls_.at_step(m, t, *w.layout, forward_caches[mi], work, false);
+                calls_.forward(m);
                 zero_padding_step(c.out.data, *w.layout, t, buffers_[m].sample.size());
             }
         }
@@ -293,11 +258,11 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
             const std::size_t t = w.first + (step.direction > 0 ? len - 1 - n : n);
             for (std::size_t mi = k; mi-- > 0;) {
                 if (!needs[mi]) continue;
-                zero_padding_step(grads[mi].data() + t * row[mi], *w.layout, t,
-                                  buffers_[step.members[mi]].sample.size());
-                if (!calls[mi].inside) continue;
-                const OpCall<T> c = at_step(calls[mi], t, *w.layout, caches[mi], work, true);
-                plan_.nodes[static_cast<std::size_t>(step.members[mi])].node->op->backward(c);
+                const int m = step.members[mi];
+                zero_padding_step(grads[mi].data() + t * row[mi], *w.layout, t, buffers_[m].sample.size());
+                if (!calls_.inside(m)) continue;
+                calls_.at_step(m, t, *w.layout, caches[mi], work, true);
+                calls_.backward(m);
             }
         }
         for (std::size_t mi = 0; mi < k; ++mi) {
@@ -316,10 +281,7 @@ void StepRunner<T>::back_loop_segments(std::size_t s, Workspace<T>& work) {
     forward_caches.clear();
     caches.clear();
     // The gradients of inputs from outside the loop, in bulk from the members kept whole.
-    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
-    std::vector<Call> members;
-    for (int m : step.members) members.push_back(gather(m, loop, n_seq, true));
-    back_from_outside(step, members, work);
+    back_from_outside(step, work);
 }
 
 template <class T>
@@ -345,8 +307,6 @@ std::size_t StepRunner<T>::bytes_held() const {
     template bool StepRunner<T>::plan_segments(const PlanStep&, const SequenceLayout&, Segments&) const;          \
     template StepRunner<T>::Window StepRunner<T>::window(const PlanStep&, const Segments&, const SequenceLayout&, \
                                                          std::size_t) const;                                      \
-    template StepRunner<T>::Call StepRunner<T>::gather_window(const PlanStep&, std::size_t, const Window&,        \
-                                                              std::vector<Buffer<T>>&, std::vector<Buffer<T>>&);  \
     template void StepRunner<T>::run_loop_segments(std::size_t, Workspace<T>&);                                   \
     template void StepRunner<T>::back_loop_segments(std::size_t, Workspace<T>&);                                  \
     template void StepRunner<T>::record_peak(std::size_t, std::size_t);                                           \
