@@ -40,8 +40,12 @@ Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameter
         }
     plan_ = std::move(plan);
     std::size_t widest_unused = 0;
-    for (const auto& p : parameters_) {
+    params_of_node_.resize(plan_->nodes.size());
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        const Parameter& p = parameters_[i];
+        index_of_node_.emplace(p.node().get(), i);  // the first, when one is listed twice
         param_nodes_.push_back(plan_->find(p.node().get()));
+        if (param_nodes_.back() >= 0) params_of_node_[static_cast<std::size_t>(param_nodes_.back())].push_back(i);
         zero_sizes_.push_back(param_nodes_.back() < 0 ? p.shape().size() : 0);
         widest_unused = std::max(widest_unused, zero_sizes_.back());
     }
@@ -99,8 +103,7 @@ void Session::backward(const std::function<void(std::size_t)>& on_ready) {
     std::function<void(int)> ready;
     if (on_ready)
         ready = [&](int node) {
-            for (std::size_t i = 0; i < param_nodes_.size(); ++i)
-                if (param_nodes_[i] == node) on_ready(i);
+            for (std::size_t i : params_of_node_[static_cast<std::size_t>(node)]) on_ready(i);
         };
     auto run = [&]<class T>(Execution<T>& ex) {
         // Only outputs[0] is seeded: the others get zero weights.
@@ -169,18 +172,19 @@ const Execution<T>& Session::execution(const char* what) const {
 }
 
 template <class T>
-std::span<const T> Session::gradient(std::size_t i) const {
+GradientRef<const T> Session::gradient(std::size_t i) const {
     const Execution<T>& ex = execution<T>("gradient");
     const int node = param_node(i, "gradient");
     if (node < 0) {
         if constexpr (std::is_same_v<T, double>)
-            return {zeros64_.data(), zero_sizes_[i]};
+            return {{zeros64_.data(), zero_sizes_[i]}};
         else
-            return {zeros_.data(), zero_sizes_[i]};
+            return {{zeros_.data(), zero_sizes_[i]}};
     }
+    if (const RowGradient<T>* rows = ex.gradient_by_rows(node)) return {{}, rows};
     std::span<const T> g = ex.gradient_buffer(node);
     if (g.size() != parameters_[i].shape().size()) no_gradient(i, "gradient");
-    return g;
+    return {g};
 }
 
 void Session::release_gradient(std::size_t i) {
@@ -196,21 +200,6 @@ void Session::release_gradients() {
     for (std::size_t i = 0; i < parameters_.size(); ++i) release_gradient(i);
 }
 
-const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {
-    const int node = param_node(i, "gradient_rows");
-    if (node < 0) return &no_rows_;
-    return visit([&](auto& ex) -> const std::vector<std::size_t>* {
-        const auto* rows = ex.gradient_by_rows(node);
-        return rows ? &rows->sorted : nullptr;
-    });
-}
-
-template <class T>
-Session::GradientViewOf<T> Session::gradient_view(std::size_t i) const {
-    if (const RowGradient<T>* rows = gradient_by_rows<T>(i)) return {{}, rows};
-    return {gradient<T>(i), nullptr};
-}
-
 int Session::param_node(std::size_t i, const char* what) const {
     if (i >= parameters_.size()) throw UserError(std::string("Session::") + what + ": parameter index out of range");
     return param_nodes_[i];
@@ -221,10 +210,16 @@ void Session::no_gradient(std::size_t i, const char* what) const {
                     " (backward has not run since the session was created or the gradient released)");
 }
 
-std::size_t Session::index_of(const Parameter& p, const char* what) const {
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i] == p) return i;
-    throw UserError(std::string("Session::") + what + ": " + p.label() + " is not one of the session's parameters");
+bool Session::kept_by_rows(std::size_t i) const {
+    const int node = param_node(i, "kept_by_rows");
+    return node >= 0 && visit([&](auto& ex) { return ex.gradient_by_rows(node) != nullptr; });
+}
+
+std::size_t Session::parameter_index(const Parameter& p) const {
+    const auto at = index_of_node_.find(p.node().get());
+    if (at == index_of_node_.end())
+        throw UserError("Session: " + p.label() + " is not one of the session's parameters");
+    return at->second;
 }
 
 void Session::set_memory_budget(std::size_t bytes) {
@@ -241,43 +236,21 @@ std::size_t Session::bytes_held() const {
 }
 
 template <class T>
-const RowGradient<T>* Session::gradient_by_rows(std::size_t i) const {
-    const Execution<T>& ex = execution<T>("gradient_by_rows");
-    const int node = param_node(i, "gradient_by_rows");
-    return node < 0 ? nullptr : ex.gradient_by_rows(node);
-}
-
-template <class T>
-std::span<T> Session::mutable_gradient(std::size_t i) {
+GradientRef<T> Session::mutable_gradient(std::size_t i) {
     Execution<T>& ex = execution<T>("mutable_gradient");
     const int node = param_node(i, "mutable_gradient");
-    const std::string label = parameters_[i].label();
     if (node < 0)
-        throw UserError("Session::mutable_gradient: the loss does not use " + label + ": its gradient is zero");
-    if (ex.gradient_by_rows(node))
-        throw UserError("Session::mutable_gradient: " + label +
-                        "'s gradient is kept by rows; change it through mutable_gradient_by_rows");
+        throw UserError("Session::mutable_gradient: the loss does not use " + parameters_[i].label() +
+                        ": its gradient is zero");
+    if (RowGradient<T>* rows = ex.mutable_gradient_by_rows(node)) return {{}, rows};
     std::span<T> g = ex.mutable_gradient_buffer(node);
     if (g.size() != parameters_[i].shape().size()) no_gradient(i, "mutable_gradient");
-    return g;
+    return {g};
 }
 
-template <class T>
-RowGradient<T>* Session::mutable_gradient_by_rows(std::size_t i) {
-    Execution<T>& ex = execution<T>("mutable_gradient_by_rows");
-    const int node = param_node(i, "mutable_gradient_by_rows");
-    return node < 0 ? nullptr : ex.mutable_gradient_by_rows(node);
-}
-
-template std::span<float> Session::mutable_gradient<float>(std::size_t);
-template std::span<double> Session::mutable_gradient<double>(std::size_t);
-template RowGradient<float>* Session::mutable_gradient_by_rows<float>(std::size_t);
-template RowGradient<double>* Session::mutable_gradient_by_rows<double>(std::size_t);
-template std::span<const float> Session::gradient<float>(std::size_t) const;
-template std::span<const double> Session::gradient<double>(std::size_t) const;
-template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;
-template const RowGradient<double>* Session::gradient_by_rows<double>(std::size_t) const;
-template Session::GradientViewOf<float> Session::gradient_view<float>(std::size_t) const;
-template Session::GradientViewOf<double> Session::gradient_view<double>(std::size_t) const;
+template GradientRef<const float> Session::gradient<float>(std::size_t) const;
+template GradientRef<const double> Session::gradient<double>(std::size_t) const;
+template GradientRef<float> Session::mutable_gradient<float>(std::size_t);
+template GradientRef<double> Session::mutable_gradient<double>(std::size_t);
 
 }  // namespace loom

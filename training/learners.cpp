@@ -93,29 +93,30 @@ std::vector<T>& values(std::vector<float>& f32, std::vector<double>& f64) {
 }  // namespace
 
 template <class T>
-void Learner::gradient_as(const Session& session, std::size_t i, Session::GradientViewOf<T>& view, double& sq) const {
+void Learner::gradient_as(const Session& session, std::size_t i, std::size_t at, GradientRef<const T>& grad,
+                          double& sq) const {
     const auto& p = parameters_[i];
     const std::size_t width = row_width(p.shape());
-    view = session.gradient_view<T>(p);
-    if (view.by_rows) {  // only its listed rows can be non-zero, stored one after another
-        if (view.by_rows->width != width)
+    grad = session.gradient<T>(at);
+    if (grad.by_rows) {  // only its listed rows can be non-zero, stored one after another
+        if (grad.by_rows->width != width)
             throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
-                                std::to_string(view.by_rows->width) + ", the parameter " + std::to_string(width));
-        sq = sum_squares(view.by_rows->data.data(), view.by_rows->data.size());
+                                std::to_string(grad.by_rows->width) + ", the parameter " + std::to_string(width));
+        sq = sum_squares(grad.by_rows->data.data(), grad.by_rows->data.size());
         return;
     }
-    if (view.dense.size() != p.shape().size())
-        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(view.dense.size()) +
+    if (grad.dense.size() != p.shape().size())
+        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(grad.dense.size()) +
                             " elements, the parameter " + std::to_string(p.shape().size()));
-    sq = sum_squares(view.dense.data(), view.dense.size());
+    sq = sum_squares(grad.dense.data(), grad.dense.size());
 }
 
-Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) const {
+Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i, std::size_t at) const {
     Gradient g;
     if (parameters_[i].precision() == Precision::f64)
-        gradient_as(session, i, g.f64, g.square_sum);
+        gradient_as(session, i, at, g.f64, g.square_sum);
     else
-        gradient_as(session, i, g.f32, g.square_sum);
+        gradient_as(session, i, at, g.f32, g.square_sum);
     return g;
 }
 
@@ -132,54 +133,100 @@ bool Learner::open_clipped_update(double square_sum, double gradient_scale, bool
     return true;
 }
 
-bool Learner::update(const Session& session, double gradient_scale, bool only_if_finite) {
+bool Learner::update(Session& session, const UpdateOptions& options) {
+    if (updating_) throw InternalError(name_ + ": update while an update is running");
+    updating_ = true;
+    struct Close {  // also when backward throws: what waits is dropped, the step count stays
+        bool& updating;
+        ~Close() { updating = false; }
+    } close{updating_};
+    const std::size_t n = parameters_.size();
+    std::vector<std::size_t> at(n);  // parameter i is the session's parameter at[i]
+    for (std::size_t i = 0; i < n; ++i) at[i] = session.parameter_index(parameters_[i]);
+    square_sums_.assign(n, 0.0);
+    done_.assign(n, waiting);
+    pending_.assign(n, Gradient{});
     const bool clipping = options_.gradient_clipping_norm > 0;
-    if (!clipping && !only_if_finite) {  // each parameter's gradient is read and applied in one go
-        begin_update(gradient_scale);
-        return end_update(session);
-    }
-    // The global norm is needed before any update.
-    std::vector<Gradient> grads;
-    double sq = 0.0;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        grads.push_back(gradient_of(session, i));
-        sq += grads.back().square_sum;
-    }
-    if (!open_clipped_update(sq, gradient_scale, only_if_finite)) return false;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        pending_[i] = grads[i];
-        done_[i] = deferred;
-    }
-    return end_update(session);
-}
-
-bool Learner::update_share(const Session& session, const std::vector<char>& mine, double gradient_scale,
-                           bool only_if_finite, const std::function<void(std::vector<double>&)>& share_norms) {
-    if (mine.size() != parameters_.size())
-        throw InternalError(name_ + ": update_share got " + std::to_string(mine.size()) + " flags for " +
-                            std::to_string(parameters_.size()) + " parameters");
-    std::vector<Gradient> grads(parameters_.size());
-    std::vector<double> square_sums(parameters_.size(), 0.0);
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (mine[i]) {
-            grads[i] = gradient_of(session, i);
-            square_sums[i] = grads[i].square_sum;
+    // Whether the global norm must be known before the first step.
+    const bool norm_first = clipping || options.only_if_finite || options.share;
+    const double scale = options.gradient_scale;
+    bool opened = false;
+    if (options.backward) {
+        // Under inter-op threads, each gradient is taken on the worker that finished it, while
+        // backward goes on: applied at once when nothing needs the norm first (and its memory goes
+        // back for the rest of the pass), else read with its norm. Clipping reads them after.
+        std::vector<std::size_t> learner_index(session.parameters().size(), n);
+        std::function<void(std::size_t)> final;
+        if (inter_op_threads() > 1 && !clipping && !options.share) {
+            for (std::size_t i = 0; i < n; ++i) learner_index[at[i]] = i;
+            if (!norm_first) {
+                open_update(scale, std::abs(scale));
+                opened = true;
+            }
+            final = [&](std::size_t k) {
+                const std::size_t i = learner_index[k];
+                if (i == n) return;  // not one of the learner's
+                if (norm_first) {
+                    pending_[i] = gradient_of(session, i, k);
+                    done_[i] = held;
+                    return;
+                }
+                apply_parameter(i, gradient_of(session, i, k));
+                session.release_gradient(k);
+            };
         }
-    share_norms(square_sums);
-    // As update(): the same sum in the same order, so the same norm, clipping and decision.
-    double sq = 0.0;
-    for (double v : square_sums) sq += v;
-    if (!open_clipped_update(sq, gradient_scale, only_if_finite)) return false;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        if (mine[i]) {
-            pending_[i] = grads[i];
-            done_[i] = deferred;
-        } else {  // stepped elsewhere: end_update passes it by, its norm counts
-            square_sums_[i] = square_sums[i];
-            done_[i] = applied;
-        }
+        options.backward(final);
     }
-    return end_update(session);
+    std::vector<char> stepped(n, 1);
+    if (options.share) {
+        stepped = options.share->stepped_here(*this);
+        if (stepped.size() != n)
+            throw InternalError(name_ + ": its share of the update has " + std::to_string(stepped.size()) +
+                                " flags for " + std::to_string(n) + " parameters");
+    }
+    if (norm_first) {
+        std::vector<double> square_sums(n, 0.0);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!stepped[i]) continue;
+            if (done_[i] == waiting) {
+                pending_[i] = gradient_of(session, i, at[i]);
+                done_[i] = held;
+            }
+            square_sums[i] = pending_[i].square_sum;
+        }
+        if (options.share) options.share->share_norms(square_sums);
+        // Summed in parameter order, whoever read each: the same norm, clipping and decision.
+        double sq = 0.0;
+        for (double v : square_sums) sq += v;
+        if (!open_clipped_update(sq, scale, options.only_if_finite)) return false;
+        for (std::size_t i = 0; i < n; ++i)
+            if (!stepped[i]) {  // stepped elsewhere: passed by, its norm counts
+                square_sums_[i] = square_sums[i];
+                done_[i] = applied;
+            }
+    } else if (!opened) {
+        open_update(scale, std::abs(scale));
+    }
+    // The rest at once on inter-op threads, the largest first (the update is memory-bound; results
+    // do not depend on the order). Parameters whose gradient never became ready (the loss does not
+    // use them) still take their step: zero gradient, but decay and momentum go on.
+    TaskGraph independent;
+    std::vector<std::size_t> rest;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (done_[i] == applied) continue;
+        rest.push_back(i);
+        independent.priority.push_back(static_cast<double>(parameters_[i].shape().size()));
+    }
+    independent.after.assign(rest.size(), {});
+    run_task_graph(independent, inter_op_threads(), [&](int t, int) {
+        const std::size_t i = rest[static_cast<std::size_t>(t)];
+        apply_parameter(i, done_[i] == held ? pending_[i] : gradient_of(session, i, at[i]));
+    });
+    double sq = 0.0;
+    for (double v : square_sums_) sq += v;
+    last_norm_ = std::sqrt(sq) * norm_scale_;
+    ++steps_;
+    return true;
 }
 
 std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
@@ -189,8 +236,6 @@ std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
     if (state_precision_[i] == Precision::f64) return std::as_writable_bytes(std::span<double>(slot.f64));
     return std::as_writable_bytes(std::span<float>(slot.f32));
 }
-
-void Learner::begin_update(double gradient_scale) { open_update(gradient_scale, std::abs(gradient_scale)); }
 
 void Learner::convert_state(std::size_t i, Precision to) {
     for (std::size_t k = i * slots_; k < (i + 1) * slots_; ++k) {
@@ -209,80 +254,20 @@ void Learner::convert_state(std::size_t i, Precision to) {
 }
 
 void Learner::open_update(double gradient_scale, double norm_scale) {
-    if (updating_) throw InternalError(name_ + ": begin_update while an update is open");
     const double lr = lr_(steps_);
     if (!std::isfinite(lr))
         throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
     // A parameter converted by to_precision since the last update: its state follows it.
     for (std::size_t i = 0; i < parameters_.size(); ++i)
         if (parameters_[i].precision() != state_precision_[i]) convert_state(i, parameters_[i].precision());
-    updating_ = true;
     scale_ = gradient_scale;
     norm_scale_ = norm_scale;
     lr_now_ = lr;
     factors_ = prepare(steps_ + 1);
-    square_sums_.assign(parameters_.size(), 0.0);
-    done_.assign(parameters_.size(), waiting);
-    pending_.assign(parameters_.size(), Gradient{});
     std::size_t widest = 0;
     for (const auto& p : parameters_) widest = std::max(widest, row_width(p.shape()));
     zero_row_.assign(widest, 0.0f);
     zero_row64_.assign(widest, 0.0);
-}
-
-void Learner::update_parameter(const Session& session, std::size_t i) {
-    if (!updating_ || i >= parameters_.size() || done_[i] != waiting)
-        throw InternalError(name_ + ": update_parameter(" + std::to_string(i) + ") outside an update or twice");
-    apply_parameter(i, gradient_of(session, i));
-}
-
-void Learner::defer_parameter(const Session& session, std::size_t i) {
-    if (!updating_ || i >= parameters_.size() || done_[i] != waiting)
-        throw InternalError(name_ + ": defer_parameter(" + std::to_string(i) + ") outside an update or twice");
-    pending_[i] = gradient_of(session, i);
-    done_[i] = deferred;
-}
-
-bool Learner::end_update(const Session& session, bool only_if_finite) {
-    if (!updating_) throw InternalError(name_ + ": end_update without begin_update");
-    if (only_if_finite) {
-        double sq = 0.0;
-        bool any_applied = false;
-        for (std::size_t i = 0; i < parameters_.size(); ++i) {
-            if (done_[i] == waiting) defer_parameter(session, i);
-            any_applied |= done_[i] == applied;
-            sq += done_[i] == applied ? square_sums_[i] : pending_[i].square_sum;
-        }
-        const double norm = std::sqrt(sq) * norm_scale_;
-        if (!std::isfinite(norm)) {
-            if (any_applied)
-                throw InternalError(name_ + ": a non-finite gradient norm after parameters were updated early");
-            last_norm_ = norm;
-            updating_ = false;
-            return false;
-        }
-    }
-    // The rest at once on inter-op threads, the largest first (the update is memory-bound; results
-    // do not depend on the order). Parameters whose gradient never became ready (the loss does not
-    // use them) still take their step: zero gradient, but decay and momentum go on.
-    TaskGraph independent;
-    std::vector<std::size_t> rest;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        if (done_[i] == applied) continue;
-        rest.push_back(i);
-        independent.priority.push_back(static_cast<double>(parameters_[i].shape().size()));
-    }
-    independent.after.assign(rest.size(), {});
-    run_task_graph(independent, inter_op_threads(), [&](int t, int) {
-        const std::size_t i = rest[static_cast<std::size_t>(t)];
-        apply_parameter(i, done_[i] == deferred ? pending_[i] : gradient_of(session, i));
-    });
-    double sq = 0.0;
-    for (double v : square_sums_) sq += v;
-    last_norm_ = std::sqrt(sq) * norm_scale_;
-    updating_ = false;
-    ++steps_;
-    return true;
 }
 
 void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
@@ -295,7 +280,7 @@ void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
 }
 
 template <class T>
-void Learner::apply_as(std::size_t i, const Session::GradientViewOf<T>& grad) {
+void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
     static const std::vector<std::size_t> first_row{0};
     auto& w = parameters_[i].data<T>();
     StepOf<T> s{};

@@ -123,7 +123,7 @@ TEST_CASE("a session runs in its parameters precision follows conversions and na
     // d(sum over items of x a c)/dc = sum_n (x_n a)^T, computed here in double.
     const xt::xarray<double> av = a.value<double>();
     const double dc0 = (1 * av(0, 0) + 2 * av(1, 0)) + (3 * av(0, 0) + 4 * av(1, 0));
-    CHECK(s.gradient<double>(c)[0] == doctest::Approx(dc0).epsilon(1e-14));
+    CHECK(s.gradient<double>(c).dense[0] == doctest::Approx(dc0).epsilon(1e-14));
     expect_user_error([&] { s.gradient(c); }, {"gradient<float>", "runs in double", "gradient<double>"});
 
     // evaluate chooses double for a double model by itself.
@@ -230,7 +230,7 @@ TEST_CASE("embedding row gradients in double with lazy adam") {
         if (precision == Precision::f64) {
             trainer.session().forward({{ids, tokens}});
             trainer.session().backward();
-            const RowGradient<double>* rows = trainer.session().gradient_by_rows<double>(table);
+            const RowGradient<double>* rows = trainer.session().gradient<double>(table).by_rows;
             REQUIRE(rows != nullptr);
             CHECK(rows->sorted == std::vector<std::size_t>{1, 4});
         }
