@@ -145,10 +145,7 @@ void DataParallel::start_ready(Session& session) {
 }
 
 void DataParallel::start(Session& session, std::size_t i) {
-    if (session.precision() == Precision::f64)
-        start_as<double>(session, i);
-    else
-        start_as<float>(session, i);
+    visit_dtype(session.precision(), [&]<class T>(T) { start_as<T>(session, i); });
 }
 
 template <class T>
@@ -181,7 +178,8 @@ void DataParallel::start_as(Session& session, std::size_t i) {
         dense_bytes_ += g.size() * sizeof(T);
         return;
     }
-    auto& parts = incoming_[i].template as<T>();
+    if (!std::holds_alternative<std::vector<T>>(incoming_[i])) incoming_[i] = std::vector<T>();
+    auto& parts = std::get<std::vector<T>>(incoming_[i]);
     parts.resize(static_cast<std::size_t>(context_.size() - 1) * g.size());
     T* part = parts.data();
     for (int r = 0; r < context_.size(); ++r) {
@@ -201,7 +199,7 @@ void DataParallel::add_incoming(Session& session, std::size_t i) {
     const std::span<T> mine = session.mutable_gradient<T>(i).dense;
     T* own = mine.data();
     const std::size_t n = mine.size();
-    T* parts = incoming_[i].template as<T>().data();
+    T* parts = std::get<std::vector<T>>(incoming_[i]).data();
     auto part = [&](int r) { return r == context_.rank() ? own : parts + std::size_t(r - (r > context_.rank())) * n; };
     T* sum = part(0);
     for (int r = 1; r < context_.size(); ++r) {
@@ -233,17 +231,11 @@ void DataParallel::finish(Session& session) {
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
     pending.clear();
     for (std::size_t i : owned_) {
-        if (session.precision() == Precision::f64)
-            add_incoming<double>(session, i);
-        else
-            add_incoming<float>(session, i);
+        visit_dtype(session.precision(), [&]<class T>(T) { add_incoming<T>(session, i); });
     }
     std::sort(by_rows_.begin(), by_rows_.end());
     for (std::size_t i : by_rows_) {
-        if (session.precision() == Precision::f64)
-            gather_rows<double>(session, i);
-        else
-            gather_rows<float>(session, i);
+        visit_dtype(session.precision(), [&]<class T>(T) { gather_rows<T>(session, i); });
     }
     next_ = 0;
     context_.set_in_flight(false);
@@ -316,10 +308,7 @@ void DataParallel::updated(const Learner& learner, bool applied) {
     if (!sharded()) return;
     moments_.stepped = std::chrono::steady_clock::now();
     if (applied) {
-        if (session_->precision() == Precision::f64)
-            send_parameters<double>(learner);
-        else
-            send_parameters<float>(learner);
+        visit_dtype(session_->precision(), [&]<class T>(T) { send_parameters<T>(learner); });
     }
     context_.set_in_flight(false);
 }

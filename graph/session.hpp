@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/value.hpp"
@@ -58,7 +59,7 @@ public:
     explicit Session(std::vector<Variable> outputs, std::vector<Parameter> parameters = {});
 
     /// \return the precision the session runs in: f32 or f64.
-    Precision precision() const { return precision_; }
+    DType precision() const { return dtype_held(ex_); }
     /// Binds `inputs` (a Value for every input the outputs need) and runs the forward pass. Parameters
     /// converted by to_precision since the last pass: the session follows them (its buffers are made
     /// again in the new precision); converted to mixed precisions, a UserError.
@@ -132,6 +133,8 @@ public:
     std::size_t loop_bytes_peak() const;
 
 private:
+    template <class T>
+    using ExecutionPtr = std::unique_ptr<Execution<T>>;
     int output_index(const Variable& v) const;
     /// param_nodes_[i] (-1: the loss does not use parameter i); a UserError naming `what` when i is
     /// out of range.
@@ -148,9 +151,9 @@ private:
     /// f(execution) for the session's one execution, float or double.
     template <class F>
     decltype(auto) visit(F&& f) const {
-        return ex_ ? f(*ex_) : f(*ex64_);
+        return std::visit([&](const auto& ex) -> decltype(auto) { return f(*ex); }, ex_);
     }
-    void make_execution(Precision precision);
+    void make_execution(DType precision);
     /// Makes the execution again when to_precision converted every parameter since the last pass.
     void follow_precision();
 
@@ -162,13 +165,10 @@ private:
     std::unordered_map<const Node*, std::size_t> index_of_node_;  ///< a parameter's node -> its index
     std::vector<Parameter> graph_parameters_;                     ///< every parameter the plan binds, and parameters_
     std::vector<std::size_t> zero_sizes_;  ///< per parameter: its size when the loss does not use it
-    std::vector<float> zeros_;             ///< the gradient of a parameter the loss does not use
-    std::vector<double> zeros64_;
-    Precision precision_ = Precision::f32;
-    std::size_t memory_budget_ = 0;  ///< 0: none
+    ByDType<std::vector> zeros_;           ///< the gradient of a parameter the loss does not use
+    std::size_t memory_budget_ = 0;        ///< 0: none
     std::shared_ptr<const Plan> plan_;
-    std::unique_ptr<Execution<float>> ex_;  ///< exactly one of the two
-    std::unique_ptr<Execution<double>> ex64_;
+    ByDType<ExecutionPtr> ex_;  ///< in the session's precision
 };
 
 /// @cond

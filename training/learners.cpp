@@ -49,15 +49,11 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
         for (std::size_t j = 0; j < i; ++j)
             if (parameters_[j] == parameters_[i])
                 throw UserError(name_ + ": " + parameters_[i].label() + " is listed twice; it would be updated twice");
-        const Precision precision = parameters_[i].precision();
+        const DType precision = parameters_[i].precision();
         state_precision_.push_back(precision);
         const std::size_t size = parameters_[i].shape().size();
         for (std::size_t k = 0; k < slots_; ++k) {
-            Slot& slot = state_.emplace_back();
-            if (precision == Precision::f64)
-                slot.f64.assign(size, 0.0);
-            else
-                slot.f32.assign(size, 0.0f);
+            visit_dtype(precision, [&]<class T>(T) { state_.emplace_back(std::vector<T>(size, T(0))); });
         }
     }
 }
@@ -82,14 +78,6 @@ double sum_squares(const T* g, std::size_t n) {
 }
 
 std::size_t row_width(const Shape& shape) { return shape.rank() ? shape.size() / shape.dims()[0] : shape.size(); }
-
-template <class T>
-std::vector<T>& values(std::vector<float>& f32, std::vector<double>& f64) {
-    if constexpr (std::is_same_v<T, double>)
-        return f64;
-    else
-        return f32;
-}
 }  // namespace
 
 template <class T>
@@ -113,10 +101,11 @@ void Learner::gradient_as(const Session& session, std::size_t i, std::size_t at,
 
 Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i, std::size_t at) const {
     Gradient g;
-    if (parameters_[i].precision() == Precision::f64)
-        gradient_as(session, i, at, g.f64, g.square_sum);
-    else
-        gradient_as(session, i, at, g.f32, g.square_sum);
+    visit_dtype(parameters_[i].precision(), [&]<class T>(T) {
+        GradientRef<const T> grad;
+        gradient_as(session, i, at, grad, g.square_sum);
+        g.ref = grad;
+    });
     return g;
 }
 
@@ -232,24 +221,18 @@ bool Learner::update(Session& session, const UpdateOptions& options) {
 std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
     if (i >= parameters_.size() || k >= slots_)
         throw InternalError(name_ + ": state_bytes(" + std::to_string(i) + ", " + std::to_string(k) + ") out of range");
-    Slot& slot = state_[i * slots_ + k];
-    if (state_precision_[i] == Precision::f64) return std::as_writable_bytes(std::span<double>(slot.f64));
-    return std::as_writable_bytes(std::span<float>(slot.f32));
+    return std::visit([](auto& values) { return std::as_writable_bytes(std::span(values)); }, state_[i * slots_ + k]);
 }
 
-void Learner::convert_state(std::size_t i, Precision to) {
-    for (std::size_t k = i * slots_; k < (i + 1) * slots_; ++k) {
-        Slot& slot = state_[k];
-        if (to == Precision::f64) {
-            slot.f64.assign(slot.f32.begin(), slot.f32.end());
-            slot.f32 = {};
-        } else {
-            slot.f32.resize(slot.f64.size());
-            std::transform(slot.f64.begin(), slot.f64.end(), slot.f32.begin(),
-                           [](double v) { return static_cast<float>(v); });
-            slot.f64 = {};
-        }
-    }
+void Learner::convert_state(std::size_t i, DType to) {
+    for (std::size_t k = i * slots_; k < (i + 1) * slots_; ++k)
+        state_[k] = std::visit(
+            [&](const auto& from) -> Slot {
+                // float to double is exact, double to float rounds to nearest
+                if (to == DType::f64) return std::vector<double>(from.begin(), from.end());
+                return std::vector<float>(from.begin(), from.end());
+            },
+            state_[k]);
     state_precision_[i] = to;
 }
 
@@ -264,19 +247,12 @@ void Learner::open_update(double gradient_scale, double norm_scale) {
     norm_scale_ = norm_scale;
     lr_now_ = lr;
     factors_ = prepare(steps_ + 1);
-    std::size_t widest = 0;
-    for (const auto& p : parameters_) widest = std::max(widest, row_width(p.shape()));
-    zero_row_.assign(widest, 0.0f);
-    zero_row64_.assign(widest, 0.0);
 }
 
 void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     square_sums_[i] = grad.square_sum;
     done_[i] = applied;
-    if (state_precision_[i] == Precision::f64)
-        apply_as<double>(i, grad.f64);
-    else
-        apply_as<float>(i, grad.f32);
+    std::visit([&](const auto& ref) { apply_as(i, ref); }, grad.ref);
 }
 
 template <class T>
@@ -292,10 +268,7 @@ void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
     s.l2 = static_cast<T>(options_.l2_weight_decay);
     s.lr = static_cast<T>(lr_now_);
     s.t = steps_ + 1;
-    auto slot = [&](std::size_t k) -> T* {
-        Slot& st = state_[i * slots_ + k];
-        return values<T>(st.f32, st.f64).data();
-    };
+    auto slot = [&](std::size_t k) -> T* { return std::get<std::vector<T>>(state_[i * slots_ + k]).data(); };
     s.s0 = slots_ > 0 ? slot(0) : nullptr;
     s.s1 = slots_ > 1 ? slot(1) : nullptr;
     s.rows = nullptr;  // a dense gradient: any row may be non-zero
@@ -325,7 +298,8 @@ void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
     if (skips_zero_rows()) {
         for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
     } else {
-        const T* zeros = values<T>(zero_row_, zero_row64_).data();
+        const std::vector<T> zero_row(width, T(0));
+        const T* zeros = zero_row.data();
         for (std::size_t r = 0; r < w.size() / width; ++r) {
             const T* row = g.find(r);
             row_step(r, row ? row : zeros);
@@ -338,6 +312,17 @@ void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
 namespace {
 constexpr const char* state_marker = "loom-learner-state 2";
 
+// `values` as To: themselves when they are, else converted into `copy`.
+template <class To, class From>
+std::span<const To> in_type(const std::vector<From>& values, std::vector<To>& copy) {
+    if constexpr (std::is_same_v<To, From>) {
+        return values;
+    } else {
+        copy.assign(values.begin(), values.end());
+        return copy;
+    }
+}
+
 template <class T>
 void check_finite(const std::vector<T>& values, const std::string& learner, const Parameter& p) {
     const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
@@ -349,8 +334,7 @@ void check_finite(const std::vector<T>& values, const std::string& learner, cons
 
 void Learner::save_state(ByteWriter& out) const {
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        check_finite(state_[k].f32, name_, parameters_[k / slots_]);
-        check_finite(state_[k].f64, name_, parameters_[k / slots_]);
+        std::visit([&](const auto& values) { check_finite(values, name_, parameters_[k / slots_]); }, state_[k]);
     }
     out.str(state_marker);
     out.str(name_);
@@ -359,17 +343,18 @@ void Learner::save_state(ByteWriter& out) const {
     out.u64(slots_);
     // In the parameter's precision now (converted, when to_precision ran since the last update).
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        const Slot& slot = state_[k];
-        if (parameters_[k / slots_].precision() == Precision::f64) {
-            out.u64(1);
-            out.doubles(state_precision_[k / slots_] == Precision::f64
-                            ? slot.f64
-                            : std::vector<double>(slot.f32.begin(), slot.f32.end()));
-        } else {
-            out.u64(0);
-            std::vector<float> rounded(slot.f64.begin(), slot.f64.end());
-            out.floats(state_precision_[k / slots_] == Precision::f32 ? slot.f32 : rounded);
-        }
+        const bool f64 = parameters_[k / slots_].precision() == DType::f64;
+        out.u64(f64 ? 1 : 0);
+        std::visit(
+            [&](const auto& values) {
+                std::vector<double> doubles;
+                std::vector<float> floats;
+                if (f64)
+                    out.doubles(in_type(values, doubles));
+                else
+                    out.floats(in_type(values, floats));
+            },
+            state_[k]);
     }
 }
 
@@ -390,18 +375,15 @@ void Learner::load_state(ByteReader& in) {
         const Parameter& p = parameters_[k / slots_];
         const std::uint64_t precision = tagged ? in.u64() : 0;
         if (precision > 1) throw DataError("learner state for " + p.label() + " has an unknown precision tag");
-        if ((precision == 1) != (p.precision() == Precision::f64))
+        if ((precision == 1) != (p.precision() == DType::f64))
             throw UserError("learner state for " + p.label() + " is in " + (precision ? "double" : "float") +
                             ", the parameter is " + precision_name(p.precision()) +
                             "; convert the parameters with to_precision after loading, not before");
-        std::size_t size = 0;
-        if (precision == 1) {
-            state[k].f64 = in.doubles();
-            size = state[k].f64.size();
-        } else {
-            state[k].f32 = in.floats();
-            size = state[k].f32.size();
-        }
+        if (precision == 1)
+            state[k] = in.doubles();
+        else
+            state[k] = in.floats();
+        const std::size_t size = std::visit([](const auto& values) { return values.size(); }, state[k]);
         if (size != p.shape().size())
             throw DataError("learner state for parameter " + p.label() + " has " + std::to_string(size) +
                             " elements, the parameter has " + std::to_string(p.shape().size()));

@@ -209,21 +209,17 @@ private:
     LearningRate lr_;
     LearnerOptions options_;
     std::size_t slots_;
-    /// parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision (one of
-    /// the two vectors is used): a parameter converted by to_precision has its state converted at
-    /// the next update (when it opens) or save.
-    struct Slot {
-        std::vector<float> f32;
-        std::vector<double> f64;
-    };
+    /// parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision: a
+    /// parameter converted by to_precision has its state converted at the next update (when it
+    /// opens) or save.
+    using Slot = ByDType<std::vector>;
     std::vector<Slot> state_;
-    std::vector<Precision> state_precision_;  ///< per parameter
-    std::vector<float> zero_row_;             ///< the gradient of a row a by-rows gradient does not list
-    std::vector<double> zero_row64_;
+    std::vector<DType> state_precision_;  ///< per parameter (also without slots)
+    template <class T>
+    using ConstGradient = GradientRef<const T>;
     /// One parameter's gradient as the session holds it, in the parameter's precision.
     struct Gradient {
-        GradientRef<const float> f32;
-        GradientRef<const double> f64;
+        ByDType<ConstGradient> ref;
         double square_sum = 0.0;
     };
     /// Parameter i's gradient: parameter `at` of `session`, read and its norm taken.
@@ -234,7 +230,7 @@ private:
     void apply_parameter(std::size_t i, const Gradient& grad);
     template <class T>
     void apply_as(std::size_t i, const GradientRef<const T>& grad);
-    void convert_state(std::size_t i, Precision to);
+    void convert_state(std::size_t i, DType to);
     /// Fixes the update's scales (the gradients' and the reported norm's: they differ after
     /// clipping), rate and factors; a UserError when the learning rate is not finite.
     void open_update(double gradient_scale, double norm_scale);

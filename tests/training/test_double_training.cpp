@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include <loom.hpp>
@@ -14,6 +15,13 @@ using namespace loom;
 using loom::testing::expect_user_error;
 
 namespace {
+
+// Whether to_precision and parameter() accept a precision of type P.
+template <class P>
+concept takes_precision = requires(std::vector<Parameter> ps, P p) {
+    to_precision(ps, p);
+    parameter(Shape({2}), uniform(1.0), "r", p);
+};
 
 // A small recurrent model: h_t = tanh(x_t W + past_value(h)_t U + b), loss = squared error of
 // sequence::last(h) V against a target. Its values are given, so a float and a double build start
@@ -98,8 +106,9 @@ TEST_CASE("double parameters store, convert and refuse the other element type") 
     to_precision({q}, Precision::f32);
     CHECK(q.data<float>()(0) == static_cast<float>(1.0 / 3));
     CHECK(q.data<float>()(1) == 0.25f);
-    expect_user_error([&] { to_precision({q}, Precision::automatic); }, {"Precision::f32 or Precision::f64"});
-    expect_user_error([&] { parameter({2}, uniform(1.0), "r", Precision::automatic); }, {"'r'", "Precision::f32"});
+    // A precision left to loom (what evaluate takes) is refused: by type, before the program runs.
+    static_assert(takes_precision<DType>);
+    static_assert(!takes_precision<std::optional<DType>>);
 }
 
 TEST_CASE("a session runs in its parameters precision follows conversions and names mixed ones") {
