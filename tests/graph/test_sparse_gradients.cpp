@@ -2,6 +2,7 @@
 // only those before the next one, and lazy Adam visits only them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include <loom.hpp>
@@ -44,6 +45,40 @@ TEST_CASE("an embedding table's gradient lists its rows and is re-zeroed row by 
             const double uses = r == 0 ? 1 : r == 5 ? 2 : 0;
             CHECK(g[r * 2 + j] == doctest::Approx(uses * 2.0 * (j + 1) * w(r, j)));
         }
+}
+
+TEST_CASE("a gradient reference: its form known from backward on, its index by parameter, a dense copy") {
+    Lookup m(table_init());
+    Parameter scale = parameter(xt::xarray<float>{3.0f}, "scale");
+    Parameter unused = parameter(xt::xarray<float>{1.0f, 2.0f}, "unused");
+    Session s({m.loss * scale}, {m.table, scale, unused});
+    CHECK(s.parameter_index(scale) == 1);
+    CHECK(s.parameter_index(unused) == 2);
+    CHECK_THROWS_WITH_AS(s.parameter_index(parameter(xt::xarray<float>{0.0f}, "other")),
+                         doctest::Contains("is not one of the session's parameters"), UserError);
+    CHECK_FALSE(s.kept_by_rows(0));  // before any backward the form is not known
+    s.forward({{m.ids, Value::index_sequences({{3}})}});
+    std::vector<std::size_t> reported;
+    std::vector<char> table_by_rows;
+    s.backward([&](std::size_t i) {  // reported while backward runs: the table's form is known then
+        reported.push_back(i);
+        table_by_rows.push_back(s.kept_by_rows(0));
+    });
+    std::sort(reported.begin(), reported.end());
+    CHECK(reported == std::vector<std::size_t>{0, 1});  // the loss does not use `unused`
+    CHECK(table_by_rows == std::vector<char>{1, 1});
+    CHECK_FALSE(s.kept_by_rows(1));
+    CHECK_FALSE(s.kept_by_rows(2));
+    // Row 3 only: d(scale * sum_j (j + 1) w_3j^2)/dw_3j = 2 scale (j + 1) w_3j, by hand.
+    const auto w = m.table.value();
+    std::vector<float> expected(12, 0.0f);
+    for (std::size_t j = 0; j < 2; ++j) expected[6 + j] = 2.0f * 3.0f * float(j + 1) * w(3, j);
+    const std::vector<float> dense = s.gradient(m.table).to_dense();
+    REQUIRE(dense.size() == expected.size());
+    for (std::size_t e = 0; e < dense.size(); ++e) CHECK(dense[e] == doctest::Approx(expected[e]));
+    const GradientRef<const float> zero = s.gradient(unused);
+    CHECK_FALSE(zero.by_rows);
+    CHECK(zero.to_dense() == std::vector<float>{0.0f, 0.0f});
 }
 
 TEST_CASE("a reduction changes gradients in place through the session's mutable accessors") {
