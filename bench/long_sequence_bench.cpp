@@ -63,7 +63,7 @@ int run(const Options& o) {
     forward_ms = bench::median(fwd);
     // A checksum of one gradient: budgeted and plain runs must print the same digits.
     double checksum = 0;
-    for (float g : session.gradient(std::size_t{0})) checksum += g;
+    for (float g : session.gradient(std::size_t{0}).to_dense()) checksum += g;
     const double steps = double(o.length);
     std::printf(
         "{\"bench\": \"loom_long_sequence\", \"length\": %zu, \"input\": %zu, \"hidden\": %zu, \"budget_mib\": %.3f, "

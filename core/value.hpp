@@ -20,8 +20,33 @@
 
 namespace loom {
 
-/// The element type of a Value's storage: float or double.
+/// loom's one element type: float or double. A Value's storage, a parameter's value (and so a
+/// Session's computation and a learner's state) are one or the other; where a caller may leave the
+/// choice to loom (evaluate, gradients), it passes a std::optional<DType>.
 enum class DType { f32, f64 };
+
+/// F<float> or F<double>, whichever the element type chosen at run time is: how loom keeps a
+/// parameter's value, a session's execution or a learner's state, read with std::visit (one code
+/// path, a template on the element type).
+template <template <class> class F>
+using ByDType = std::variant<F<float>, F<double>>;
+
+/// An xt::xarray of T (a ByDType takes a template of one parameter).
+template <class T>
+using Array = xt::xarray<T>;
+
+/// \return f(T()) for T the element type `dtype` names (float or double): one call for both, as
+/// std::visit for a ByDType.
+template <class F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+    return dtype == DType::f64 ? f(0.0) : f(0.0f);
+}
+
+/// \return the DType of the alternative a ByDType holds.
+template <class V>
+DType dtype_held(const V& v) {
+    return v.index() == 0 ? DType::f32 : DType::f64;
+}
 
 /// \return the DType of element type T (float or double only).
 template <class T>
@@ -101,7 +126,7 @@ public:
     /// \return whether the storage is static, a batch or sequences.
     Kind kind() const { return kind_; }
     /// \return the element type of the storage.
-    DType dtype() const { return storage().index() == 0 ? DType::f32 : DType::f64; }
+    DType dtype() const { return dtype_held(storage()); }
     /// \return whether this is a static Value holding no element (as a default-made one).
     bool empty() const {
         return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, storage());

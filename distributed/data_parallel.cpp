@@ -72,13 +72,6 @@ int DataParallel::owner(std::size_t i) const {
     return owner_[i];
 }
 
-namespace {
-bool kept_by_rows(const Session& session, std::size_t i) {
-    return session.precision() == Precision::f64 ? session.gradient_by_rows<double>(i) != nullptr
-                                                 : session.gradient_by_rows<float>(i) != nullptr;
-}
-}  // namespace
-
 void DataParallel::assign_owners(const Session& session) {
     // The largest first, each to the process with the least so far (the lowest rank on a tie): the
     // same on every process, and near equal shares of the learner's work. Tables kept by rows are
@@ -87,7 +80,7 @@ void DataParallel::assign_owners(const Session& session) {
     by_rows_table_.assign(params.size(), 0);
     std::vector<std::size_t> by_size;
     for (std::size_t i = 0; i < params.size(); ++i) {
-        by_rows_table_[i] = kept_by_rows(session, i);
+        by_rows_table_[i] = session.kept_by_rows(i);
         if (!by_rows_table_[i] || options_.shard_tables) by_size.push_back(i);
     }
     std::stable_sort(by_size.begin(), by_size.end(),
@@ -152,21 +145,19 @@ void DataParallel::start_ready(Session& session) {
 }
 
 void DataParallel::start(Session& session, std::size_t i) {
-    if (session.precision() == Precision::f64)
-        start_as<double>(session, i);
-    else
-        start_as<float>(session, i);
+    visit_dtype(session.precision(), [&]<class T>(T) { start_as<T>(session, i); });
 }
 
 template <class T>
 void DataParallel::start_as(Session& session, std::size_t i) {
     started_[i] = 1;
-    if (session.gradient_by_rows<T>(i)) {
+    const GradientRef<T> gradient = session.mutable_gradient<T>(i);
+    if (gradient.by_rows) {
         by_rows_.push_back(i);
         return;
     }
     // Summed in place in the session's buffer, before any learner reads it.
-    const std::span<T> g = session.mutable_gradient<T>(i);
+    const std::span<T> g = gradient.dense;
     T* data = g.data();
     if (stand_in_) std::fill(data, data + g.size(), T(0));
     const int count = checked_count(g.size(), session.parameters()[i].label());
@@ -187,7 +178,8 @@ void DataParallel::start_as(Session& session, std::size_t i) {
         dense_bytes_ += g.size() * sizeof(T);
         return;
     }
-    auto& parts = incoming_[i].template as<T>();
+    if (!std::holds_alternative<std::vector<T>>(incoming_[i])) incoming_[i] = std::vector<T>();
+    auto& parts = std::get<std::vector<T>>(incoming_[i]);
     parts.resize(static_cast<std::size_t>(context_.size() - 1) * g.size());
     T* part = parts.data();
     for (int r = 0; r < context_.size(); ++r) {
@@ -204,10 +196,10 @@ template <class T>
 void DataParallel::add_incoming(Session& session, std::size_t i) {
     // g_0 + g_1 + ... in rank order, this process's own part at its rank: for two processes the
     // allreduce's a + b, for more one fixed grouping (MPI's own sum groups as it likes).
-    const std::span<T> mine = session.mutable_gradient<T>(i);
+    const std::span<T> mine = session.mutable_gradient<T>(i).dense;
     T* own = mine.data();
     const std::size_t n = mine.size();
-    T* parts = incoming_[i].template as<T>().data();
+    T* parts = std::get<std::vector<T>>(incoming_[i]).data();
     auto part = [&](int r) { return r == context_.rank() ? own : parts + std::size_t(r - (r > context_.rank())) * n; };
     T* sum = part(0);
     for (int r = 1; r < context_.size(); ++r) {
@@ -231,6 +223,7 @@ void DataParallel::finish(Session& session) {
     const std::lock_guard lock(mutex_);
     const auto began = std::chrono::steady_clock::now();
     moments_.finish_began = began;
+    session_ = &session;
     // Parameters never reported have no gradient on any process (the loss does not use them).
     for (; next_ < order_.size(); ++next_)
         if (ready_[order_[next_]] && !started_[order_[next_]]) start(session, order_[next_]);
@@ -238,17 +231,11 @@ void DataParallel::finish(Session& session) {
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
     pending.clear();
     for (std::size_t i : owned_) {
-        if (session.precision() == Precision::f64)
-            add_incoming<double>(session, i);
-        else
-            add_incoming<float>(session, i);
+        visit_dtype(session.precision(), [&]<class T>(T) { add_incoming<T>(session, i); });
     }
     std::sort(by_rows_.begin(), by_rows_.end());
     for (std::size_t i : by_rows_) {
-        if (session.precision() == Precision::f64)
-            gather_rows<double>(session, i);
-        else
-            gather_rows<float>(session, i);
+        visit_dtype(session.precision(), [&]<class T>(T) { gather_rows<T>(session, i); });
     }
     next_ = 0;
     context_.set_in_flight(false);
@@ -258,7 +245,7 @@ void DataParallel::finish(Session& session) {
 
 template <class T>
 void DataParallel::gather_rows(Session& session, std::size_t i) {
-    RowGradient<T>& g = *session.mutable_gradient_by_rows<T>(i);
+    RowGradient<T>& g = *session.mutable_gradient<T>(i).by_rows;
     const std::string label = session.parameters()[i].label();
     const std::size_t width = g.width;
     std::vector<std::uint64_t> ids;
@@ -288,14 +275,13 @@ void DataParallel::gather_rows(Session& session, std::size_t i) {
     }
 }
 
-bool DataParallel::update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {
-    if (!sharded()) return learner.update(session, gradient_scale, only_if_finite);
+std::vector<char> DataParallel::stepped_here(const Learner& learner) {
+    const Session& session = *session_;
     const std::size_t n = session.parameters().size();
     if (learner.parameters().size() != n)
         throw InternalError("loom::distributed: the learner has " + std::to_string(learner.parameters().size()) +
                             " parameters, the session " + std::to_string(n));
     if (owner_.size() != n) assign_owners(session);
-    const bool f64 = session.precision() == Precision::f64;
     std::vector<char> mine(n);
     replicated_.assign(n, 0);
     for (std::size_t i = 0; i < n; ++i) {
@@ -306,24 +292,25 @@ bool DataParallel::update(Learner& learner, const Session& session, double gradi
     }
     // Blocking exchanges follow: a process that ends now must take the job down, not leave a hang.
     context_.set_in_flight(true);
-    const int size = context_.size();
-    auto share_norms = [&](std::vector<double>& square_sums) {
-        std::vector<double> all(n * static_cast<std::size_t>(size));
-        MPI_Allgather(square_sums.data(), checked_count(n, "parameter norms"), MPI_DOUBLE, all.data(),
-                      static_cast<int>(n), MPI_DOUBLE, MPI_COMM_WORLD);
-        for (std::size_t i = 0; i < n; ++i) square_sums[i] = all[static_cast<std::size_t>(owner_[i]) * n + i];
-    };
     whole_state_ = false;
-    const bool applied = learner.update_share(session, mine, gradient_scale, only_if_finite, share_norms);
+    return mine;
+}
+
+void DataParallel::share_norms(std::vector<double>& square_sums) {
+    const std::size_t n = owner_.size();
+    std::vector<double> all(n * static_cast<std::size_t>(context_.size()));
+    MPI_Allgather(square_sums.data(), checked_count(n, "parameter norms"), MPI_DOUBLE, all.data(), static_cast<int>(n),
+                  MPI_DOUBLE, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < n; ++i) square_sums[i] = all[static_cast<std::size_t>(owner_[i]) * n + i];
+}
+
+void DataParallel::updated(const Learner& learner, bool applied) {
+    if (!sharded()) return;
     moments_.stepped = std::chrono::steady_clock::now();
     if (applied) {
-        if (f64)
-            send_parameters<double>(learner);
-        else
-            send_parameters<float>(learner);
+        visit_dtype(session_->precision(), [&]<class T>(T) { send_parameters<T>(learner); });
     }
     context_.set_in_flight(false);
-    return applied;
 }
 
 template <class T>

@@ -55,7 +55,7 @@ struct DataParallelOptions {
 };
 
 /// The Trainer's GradientReduction over MPI (above): set it as TrainerOptions::reduction.
-class DataParallel final : public GradientReduction {
+class DataParallel final : public GradientReduction, private UpdateShare {
 public:
     /// A reduction over the processes of `context`, which must outlive it.
     explicit DataParallel(Context& context, DataParallelOptions options = {});
@@ -102,11 +102,16 @@ public:
     void ready(Session& session, std::size_t parameter) override;
     void finish(Session& session) override;
     void failed(const std::string& what) override;
-    bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) override;
+    /// Sharded update: this process's share (itself), else nullptr.
+    UpdateShare* share() override { return sharded() ? this : nullptr; }
+    /// Sharded update: sends the new values of this process's parameters and receives the others'.
+    void updated(const Learner& learner, bool applied) override;
     /// False after a sharded step until gather_state brought the state to this process (rank 0).
     bool holds_whole_state() const override { return whole_state_; }
 
 private:
+    std::vector<char> stepped_here(const Learner& learner) override;
+    void share_norms(std::vector<double>& square_sums) override;
     /// Starts the sums of the parameters whose turn has come, in one fixed order on every process
     /// (MPI needs collectives in the same order everywhere; workers report gradients in any order).
     void start_ready(Session& session);
@@ -137,22 +142,12 @@ private:
     /// Sharded update: owner of each parameter; the others' gradients of this process's parameters
     /// (one part per other process, in rank order) and the parameters waiting for them.
     std::vector<int> owner_;
-    struct Incoming {
-        std::vector<float> f32;
-        std::vector<double> f64;
-        template <class T>
-        std::vector<T>& as() {
-            if constexpr (std::is_same_v<T, double>)
-                return f64;
-            else
-                return f32;
-        }
-    };
-    std::vector<Incoming> incoming_;
+    std::vector<ByDType<std::vector>> incoming_;
     std::vector<std::size_t> owned_;
     std::vector<char> by_rows_table_;  ///< gradient kept by rows (an embedding table)
     std::vector<char> replicated_;     ///< stepped by every process (tables, unless shard_tables)
     bool whole_state_ = true;
+    Session* session_ = nullptr;  ///< the session of the step being finished, for its update
     double finish_seconds_ = 0;
     Moments moments_;
 };

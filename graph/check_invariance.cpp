@@ -327,8 +327,8 @@ InvarianceReport check_batch_invariance(const std::vector<Variable>& outputs, co
     if (outputs.empty()) throw UserError("check_batch_invariance: no outputs given");
     for (const auto& o : outputs)
         if (!o) throw UserError("check_batch_invariance: an empty Variable among the outputs");
-    bool f64 = options.precision == Precision::f64;
-    if (options.precision == Precision::automatic)
+    bool f64 = options.precision == DType::f64;
+    if (!options.precision)
         for (const auto& [var, value] : bindings) f64 = f64 || value.dtype() == DType::f64;
     return f64 ? Checker<double>(outputs, bindings, options).run() : Checker<float>(outputs, bindings, options).run();
 }

@@ -21,6 +21,7 @@
 /// and names the first whose value differs; when only gradients differ, it walks backward from the
 /// outputs and names the op whose backward first gives an item a different gradient.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,9 @@ struct InvarianceOptions {
     bool gradients = true;              ///< compare the gradients too, not only the values
     /// Empty: every parameter and every bound input the outputs depend on.
     std::vector<Variable> wrt;
-    std::size_t shuffles = 1;              ///< seeded random orders besides the given and the reversed one
-    std::uint64_t seed = 7;                ///< for the shuffles and the output weights
-    Precision precision = Precision::f64;  ///< the precision both evaluations run in
+    std::size_t shuffles = 1;                     ///< seeded random orders besides the given and the reversed one
+    std::uint64_t seed = 7;                       ///< for the shuffles and the output weights
+    std::optional<DType> precision = DType::f64;  ///< the precision both evaluations run in (nullopt: as evaluate)
 };
 
 /// The worst difference of one kind (values or gradients) over every item and order: the largest

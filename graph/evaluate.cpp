@@ -17,12 +17,12 @@ const Value& ValueMap::operator[](const Variable& v) const {
 }
 
 namespace {
-bool wants_double(const Plan& plan, const Bindings& inputs, Precision p) {
-    if (p != Precision::automatic) return p == Precision::f64;
+bool wants_double(const Plan& plan, const Bindings& inputs, std::optional<DType> p) {
+    if (p) return *p == DType::f64;
     for (const auto& [var, val] : inputs)
         if (val.dtype() == DType::f64) return true;
     for (const auto& n : plan.nodes)
-        if (n.node->kind == NodeKind::Parameter && n.node->parameter_value_f64) return true;
+        if (n.node->kind == NodeKind::Parameter && n.node->parameter_as<double>()) return true;
     return false;
 }
 
@@ -63,14 +63,14 @@ ValueMap run_gradients(std::shared_ptr<const Plan> plan, const Bindings& inputs,
 }
 }  // namespace
 
-ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, Precision precision) {
+ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, std::optional<DType> precision) {
     auto plan = compile(outputs);
     return wants_double(*plan, inputs, precision) ? run_evaluate<double>(std::move(plan), outputs, inputs)
                                                   : run_evaluate<float>(std::move(plan), outputs, inputs);
 }
 
 ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
-                   Precision precision) {
+                   std::optional<DType> precision) {
     auto plan = compile({loss});
     return wants_double(*plan, inputs, precision) ? run_gradients<double>(std::move(plan), inputs, wrt)
                                                   : run_gradients<float>(std::move(plan), inputs, wrt);

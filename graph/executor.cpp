@@ -48,21 +48,18 @@ void Execution<T>::bind(const Bindings& inputs) {
                 throw UserError("evaluate: " + n.label() + " is needed but not bound; pass a Value for it");
             bind_input(index, *it->second, batch_owner, axis_owner);
         } else if (n.kind == NodeKind::Parameter) {
-            const xt::xarray<T>* own = nullptr;
-            if constexpr (std::is_same_v<T, float>)
-                own = n.parameter_value.get();
-            else
-                own = n.parameter_value_f64.get();
+            const xt::xarray<T>* own = n.parameter_as<T>();
             if (own && !copy_leaves_) {  // read in place from the parameter's storage
                 buffers_.allocate(index, nullptr, n.type.shape, false);
                 buffers_.place_external(index, own->data());
-            } else if (n.parameter_value) {
-                buffers_.allocate(index, nullptr, n.type.shape);
-                buffers_.fill(index, std::span<const float>(n.parameter_value->data(), n.parameter_value->size()));
             } else {
                 buffers_.allocate(index, nullptr, n.type.shape);
-                const auto& stored = *n.parameter_value_f64;
-                buffers_.fill(index, std::span<const double>(stored.data(), stored.size()));
+                std::visit(
+                    [&](const auto& stored) {
+                        buffers_.fill(index, std::span<const typename std::decay_t<decltype(*stored)>::value_type>(
+                                                 stored->data(), stored->size()));
+                    },
+                    n.parameter_value);
             }
         } else if (n.kind == NodeKind::Constant) {
             buffers_.allocate(index, nullptr, n.type.shape, false);

@@ -11,14 +11,19 @@
 #include <xtensor/xarray.hpp>
 
 #include "core/shape.hpp"
+#include "core/value.hpp"
 
 namespace loom {
 
 class Op;
 
-/// The element type a parameter is stored and trained in, and a computation runs in. A parameter is
-/// f32 or f64 (per parameter, as PyTorch's tensors); `automatic` lets evaluate/gradients choose.
-enum class Precision { automatic, f32, f64 };
+/// The element type a parameter is stored and trained in, and a computation runs in: DType (f32 or
+/// f64, per parameter, as PyTorch's tensors), under the name earlier releases gave it.
+using Precision = DType;
+
+/// A parameter's storage in its element type T, shared by every handle on it.
+template <class T>
+using SharedArray = std::shared_ptr<xt::xarray<T>>;
 
 /// The dynamic axes of a value: none, a batch axis, or a batch axis plus one particular sequence
 /// axis. `Any` is a placeholder's axis before it is bound: it unifies with every other.
@@ -78,11 +83,16 @@ struct Node : std::enable_shared_from_this<Node> {
     std::shared_ptr<Node> bound_strong;  ///< set (with `bound`) unless the binding closes a loop
     bool is_bound = false;               ///< whether replace_placeholders bound it
 
-    /// Kind::Parameter: the current value, in the parameter's precision: exactly one of the two is
-    /// set.
-    std::shared_ptr<xt::xarray<float>> parameter_value;
-    std::shared_ptr<xt::xarray<double>> parameter_value_f64;  ///< a double parameter's value (see parameter_value)
-    xt::xarray<double> constant_value;                        ///< Kind::Constant: its value
+    /// Kind::Parameter: the current value, in the parameter's precision (null for other kinds).
+    ByDType<SharedArray> parameter_value;
+    xt::xarray<double> constant_value;  ///< Kind::Constant: its value
+
+    /// \return Kind::Parameter: the value when it is stored in T, else nullptr.
+    template <class T>
+    xt::xarray<T>* parameter_as() const {
+        const auto* held = std::get_if<SharedArray<T>>(&parameter_value);
+        return held ? held->get() : nullptr;
+    }
 
     std::string label() const;  ///< "times 'zq' (#12)"
 };

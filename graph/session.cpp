@@ -13,15 +13,15 @@ std::string names(const std::vector<Parameter>& ps) {
     return out;
 }
 // The one precision of a session's parameters (float without any); both is a UserError naming them.
-Precision common_precision(const std::vector<Parameter>& parameters) {
+DType common_precision(const std::vector<Parameter>& parameters) {
     std::vector<Parameter> by_precision[2];
-    for (const auto& p : parameters) by_precision[p.precision() == Precision::f64].push_back(p);
+    for (const auto& p : parameters) by_precision[p.precision() == DType::f64].push_back(p);
     if (!by_precision[0].empty() && !by_precision[1].empty())
         throw UserError("Session: the graph mixes float parameters (" + names(by_precision[0]) +
                         ") and double parameters (" + names(by_precision[1]) +
                         "); a session runs in one precision: convert them with to_precision(parameters, "
                         "Precision::f64) or Precision::f32");
-    return by_precision[1].empty() ? Precision::f32 : Precision::f64;
+    return by_precision[1].empty() ? DType::f32 : DType::f64;
 }
 }  // namespace
 
@@ -39,54 +39,53 @@ Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameter
                 graph_parameters_.push_back(p);
         }
     plan_ = std::move(plan);
-    std::size_t widest_unused = 0;
-    for (const auto& p : parameters_) {
+    params_of_node_.resize(plan_->nodes.size());
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        const Parameter& p = parameters_[i];
+        index_of_node_.emplace(p.node().get(), i);  // the first, when one is listed twice
         param_nodes_.push_back(plan_->find(p.node().get()));
+        if (param_nodes_.back() >= 0) params_of_node_[static_cast<std::size_t>(param_nodes_.back())].push_back(i);
         zero_sizes_.push_back(param_nodes_.back() < 0 ? p.shape().size() : 0);
-        widest_unused = std::max(widest_unused, zero_sizes_.back());
     }
-    zeros_.assign(widest_unused, 0.0f);
-    zeros64_.assign(widest_unused, 0.0);
     make_execution(common_precision(graph_parameters_));
 }
 
-void Session::make_execution(Precision precision) {
-    precision_ = precision;
-    ex_.reset();
-    ex64_.reset();
-    if (precision_ == Precision::f64)
-        ex64_ = std::make_unique<Execution<double>>(plan_);
-    else
-        ex_ = std::make_unique<Execution<float>>(plan_);
+void Session::make_execution(DType precision) {
+    std::size_t widest_unused = 0;
+    for (std::size_t size : zero_sizes_) widest_unused = std::max(widest_unused, size);
+    visit_dtype(precision, [&]<class T>(T) {
+        ex_ = std::make_unique<Execution<T>>(plan_);
+        zeros_ = std::vector<T>(widest_unused, T(0));
+    });
     if (memory_budget_) set_memory_budget(memory_budget_);
     // A session with parameters trains: values its backward does not read are freed during forward.
     std::vector<int> wrt;
     for (int i : param_nodes_)
         if (i >= 0) wrt.push_back(i);
     // Without, it only scores: each value is freed once its last reader ran.
-    if (!wrt.empty()) {
-        if (ex_) ex_->plan_backward(wrt);
-        if (ex64_) ex64_->plan_backward(wrt);
-    } else {
-        if (ex_) ex_->plan_forward_only();
-        if (ex64_) ex64_->plan_forward_only();
-    }
+    std::visit(
+        [&](auto& ex) {
+            if (!wrt.empty())
+                ex->plan_backward(wrt);
+            else
+                ex->plan_forward_only();
+        },
+        ex_);
 }
 
 void Session::follow_precision() {
     for (const auto& p : graph_parameters_)
-        if (p.precision() != precision_) return make_execution(common_precision(graph_parameters_));
+        if (p.precision() != precision()) return make_execution(common_precision(graph_parameters_));
 }
 
 void Session::forward(const Bindings& inputs) {
     follow_precision();
-    if (ex_) {
-        ex_->bind(inputs);
-        ex_->forward();
-    } else {
-        ex64_->bind(inputs);
-        ex64_->forward();
-    }
+    std::visit(
+        [&](auto& ex) {
+            ex->bind(inputs);
+            ex->forward();
+        },
+        ex_);
 }
 
 void Session::backward() { backward(std::function<void(std::size_t)>{}); }
@@ -99,25 +98,22 @@ void Session::backward(const std::function<void(std::size_t)>& on_ready) {
     std::function<void(int)> ready;
     if (on_ready)
         ready = [&](int node) {
-            for (std::size_t i = 0; i < param_nodes_.size(); ++i)
-                if (param_nodes_[i] == node) on_ready(i);
+            for (std::size_t i : params_of_node_[static_cast<std::size_t>(node)]) on_ready(i);
         };
-    auto run = [&]<class T>(Execution<T>& ex) {
-        // Only outputs[0] is seeded: the others get zero weights.
-        std::unordered_map<int, const std::vector<T>*> seeds;
-        std::vector<std::vector<T>> zero(outputs_.size());
-        for (std::size_t o = 1; o < outputs_.size(); ++o) {
-            const int idx = plan_->outputs[o];
-            if (idx == plan_->outputs[0]) continue;
-            zero[o].assign(ex.value_buffer(idx).size(), T(0));
-            seeds[idx] = &zero[o];
-        }
-        ex.backward(wrt, seeds, ready);
-    };
-    if (ex_)
-        run(*ex_);
-    else
-        run(*ex64_);
+    std::visit(
+        [&]<class T>(std::unique_ptr<Execution<T>>& ex) {
+            // Only outputs[0] is seeded: the others get zero weights.
+            std::unordered_map<int, const std::vector<T>*> seeds;
+            std::vector<std::vector<T>> zero(outputs_.size());
+            for (std::size_t o = 1; o < outputs_.size(); ++o) {
+                const int idx = plan_->outputs[o];
+                if (idx == plan_->outputs[0]) continue;
+                zero[o].assign(ex->value_buffer(idx).size(), T(0));
+                seeds[idx] = &zero[o];
+            }
+            ex->backward(wrt, seeds, ready);
+        },
+        ex_);
 }
 
 int Session::output_index(const Variable& v) const {
@@ -158,57 +154,31 @@ std::size_t Session::count(const Variable& output) const {
 
 template <class T>
 const Execution<T>& Session::execution(const char* what) const {
-    if constexpr (std::is_same_v<T, double>) {
-        if (ex64_) return *ex64_;
-    } else {
-        if (ex_) return *ex_;
-    }
-    throw UserError(std::string("Session::") + what + "<" + (std::is_same_v<T, double> ? "double" : "float") +
-                    ">: the session runs in " + precision_name(precision_) + " (its parameters' precision); use " +
-                    what + "<" + precision_name(precision_) + ">");
+    if (const auto* ex = std::get_if<ExecutionPtr<T>>(&ex_)) return **ex;
+    throw UserError(std::string("Session::") + what + "<" + precision_name(dtype_of<T>()) + ">: the session runs in " +
+                    precision_name(precision()) + " (its parameters' precision); use " + what + "<" +
+                    precision_name(precision()) + ">");
 }
 
 template <class T>
-std::span<const T> Session::gradient(std::size_t i) const {
+GradientRef<const T> Session::gradient(std::size_t i) const {
     const Execution<T>& ex = execution<T>("gradient");
     const int node = param_node(i, "gradient");
-    if (node < 0) {
-        if constexpr (std::is_same_v<T, double>)
-            return {zeros64_.data(), zero_sizes_[i]};
-        else
-            return {zeros_.data(), zero_sizes_[i]};
-    }
+    if (node < 0) return {{std::get<std::vector<T>>(zeros_).data(), zero_sizes_[i]}};
+    if (const RowGradient<T>* rows = ex.gradient_by_rows(node)) return {{}, rows};
     std::span<const T> g = ex.gradient_buffer(node);
     if (g.size() != parameters_[i].shape().size()) no_gradient(i, "gradient");
-    return g;
+    return {g};
 }
 
 void Session::release_gradient(std::size_t i) {
     const int node = param_node(i, "release_gradient");
     if (node < 0) return;
-    if (ex_)
-        ex_->release_gradient(node);
-    else
-        ex64_->release_gradient(node);
+    std::visit([&](auto& ex) { ex->release_gradient(node); }, ex_);
 }
 
 void Session::release_gradients() {
     for (std::size_t i = 0; i < parameters_.size(); ++i) release_gradient(i);
-}
-
-const std::vector<std::size_t>* Session::gradient_rows(std::size_t i) const {
-    const int node = param_node(i, "gradient_rows");
-    if (node < 0) return &no_rows_;
-    return visit([&](auto& ex) -> const std::vector<std::size_t>* {
-        const auto* rows = ex.gradient_by_rows(node);
-        return rows ? &rows->sorted : nullptr;
-    });
-}
-
-template <class T>
-Session::GradientViewOf<T> Session::gradient_view(std::size_t i) const {
-    if (const RowGradient<T>* rows = gradient_by_rows<T>(i)) return {{}, rows};
-    return {gradient<T>(i), nullptr};
 }
 
 int Session::param_node(std::size_t i, const char* what) const {
@@ -221,15 +191,21 @@ void Session::no_gradient(std::size_t i, const char* what) const {
                     " (backward has not run since the session was created or the gradient released)");
 }
 
-std::size_t Session::index_of(const Parameter& p, const char* what) const {
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i] == p) return i;
-    throw UserError(std::string("Session::") + what + ": " + p.label() + " is not one of the session's parameters");
+bool Session::kept_by_rows(std::size_t i) const {
+    const int node = param_node(i, "kept_by_rows");
+    return node >= 0 && visit([&](auto& ex) { return ex.gradient_by_rows(node) != nullptr; });
+}
+
+std::size_t Session::parameter_index(const Parameter& p) const {
+    const auto at = index_of_node_.find(p.node().get());
+    if (at == index_of_node_.end())
+        throw UserError("Session: " + p.label() + " is not one of the session's parameters");
+    return at->second;
 }
 
 void Session::set_memory_budget(std::size_t bytes) {
     memory_budget_ = bytes;
-    visit([&](auto& ex) { ex.set_memory_budget(bytes); });
+    std::visit([&](auto& ex) { ex->set_memory_budget(bytes); }, ex_);
 }
 
 std::size_t Session::loop_bytes_peak() const {
@@ -241,43 +217,21 @@ std::size_t Session::bytes_held() const {
 }
 
 template <class T>
-const RowGradient<T>* Session::gradient_by_rows(std::size_t i) const {
-    const Execution<T>& ex = execution<T>("gradient_by_rows");
-    const int node = param_node(i, "gradient_by_rows");
-    return node < 0 ? nullptr : ex.gradient_by_rows(node);
-}
-
-template <class T>
-std::span<T> Session::mutable_gradient(std::size_t i) {
+GradientRef<T> Session::mutable_gradient(std::size_t i) {
     Execution<T>& ex = execution<T>("mutable_gradient");
     const int node = param_node(i, "mutable_gradient");
-    const std::string label = parameters_[i].label();
     if (node < 0)
-        throw UserError("Session::mutable_gradient: the loss does not use " + label + ": its gradient is zero");
-    if (ex.gradient_by_rows(node))
-        throw UserError("Session::mutable_gradient: " + label +
-                        "'s gradient is kept by rows; change it through mutable_gradient_by_rows");
+        throw UserError("Session::mutable_gradient: the loss does not use " + parameters_[i].label() +
+                        ": its gradient is zero");
+    if (RowGradient<T>* rows = ex.mutable_gradient_by_rows(node)) return {{}, rows};
     std::span<T> g = ex.mutable_gradient_buffer(node);
     if (g.size() != parameters_[i].shape().size()) no_gradient(i, "mutable_gradient");
-    return g;
+    return {g};
 }
 
-template <class T>
-RowGradient<T>* Session::mutable_gradient_by_rows(std::size_t i) {
-    Execution<T>& ex = execution<T>("mutable_gradient_by_rows");
-    const int node = param_node(i, "mutable_gradient_by_rows");
-    return node < 0 ? nullptr : ex.mutable_gradient_by_rows(node);
-}
-
-template std::span<float> Session::mutable_gradient<float>(std::size_t);
-template std::span<double> Session::mutable_gradient<double>(std::size_t);
-template RowGradient<float>* Session::mutable_gradient_by_rows<float>(std::size_t);
-template RowGradient<double>* Session::mutable_gradient_by_rows<double>(std::size_t);
-template std::span<const float> Session::gradient<float>(std::size_t) const;
-template std::span<const double> Session::gradient<double>(std::size_t) const;
-template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;
-template const RowGradient<double>* Session::gradient_by_rows<double>(std::size_t) const;
-template Session::GradientViewOf<float> Session::gradient_view<float>(std::size_t) const;
-template Session::GradientViewOf<double> Session::gradient_view<double>(std::size_t) const;
+template GradientRef<const float> Session::gradient<float>(std::size_t) const;
+template GradientRef<const double> Session::gradient<double>(std::size_t) const;
+template GradientRef<float> Session::mutable_gradient<float>(std::size_t);
+template GradientRef<double> Session::mutable_gradient<double>(std::size_t);
 
 }  // namespace loom

@@ -2,10 +2,14 @@
 /// \file
 /// Session: a compiled graph kept ready for repeated minibatches (training, scoring). It reuses its
 /// plan and its buffers' memory across calls, and exposes parameter gradients without copies.
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <span>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/value.hpp"
@@ -14,6 +18,31 @@
 #include "graph/variable.hpp"
 
 namespace loom {
+
+/// A parameter's gradient as a Session keeps it, in its one of two forms: dense, or by rows (an
+/// embedding table's: only the rows a minibatch used, RowGradient; the dense [vocabulary, dim]
+/// table is never made). As with std::span, T is `const float` / `const double` to read it
+/// (Session::gradient) and `float` / `double` to change it in place (Session::mutable_gradient).
+template <class T>
+struct GradientRef {
+    /// The element type (T without const).
+    using value_type = std::remove_const_t<T>;
+    /// A RowGradient, const when T is.
+    using Rows = std::conditional_t<std::is_const_v<T>, const RowGradient<value_type>, RowGradient<value_type>>;
+    /// The dense gradient, flat in the layout of the parameter's data; empty when kept by rows.
+    std::span<T> dense;
+    /// The gradient by rows, or nullptr when it is dense.
+    Rows* by_rows = nullptr;
+    /// \return a dense copy, flat in the layout of the parameter's data (rows not listed are zero).
+    std::vector<value_type> to_dense() const {
+        if (!by_rows) return {dense.begin(), dense.end()};
+        std::vector<value_type> out(by_rows->index.size() * by_rows->width, value_type(0));
+        for (std::size_t k = 0; k < by_rows->rows.size(); ++k)
+            std::copy_n(by_rows->data.data() + k * by_rows->width, by_rows->width,
+                        out.data() + by_rows->rows[k] * by_rows->width);
+        return out;
+    }
+};
 
 /// A compiled graph kept ready for repeated minibatches: forward, backward, then read values and
 /// parameter gradients in place. Parameters are numbered as in parameters().
@@ -30,7 +59,7 @@ public:
     explicit Session(std::vector<Variable> outputs, std::vector<Parameter> parameters = {});
 
     /// \return the precision the session runs in: f32 or f64.
-    Precision precision() const { return precision_; }
+    DType precision() const { return dtype_held(ex_); }
     /// Binds `inputs` (a Value for every input the outputs need) and runs the forward pass. Parameters
     /// converted by to_precision since the last pass: the session follows them (its buffers are made
     /// again in the new precision); converted to mixed precisions, a UserError.
@@ -55,66 +84,30 @@ public:
     std::size_t count(const Variable& output) const;
     /// @}
     /// @{
-    /// Flat, in the layout of p.data<T>(); zeros for a parameter the loss does not depend on. A
-    /// gradient kept by rows (below) is spread into a dense copy for this. T is the session's
-    /// precision (float by default; gradient<double> for a double session), else a UserError.
+    /// Parameter i's (or p's) gradient from the last backward, as the session keeps it
+    /// (GradientRef): dense, zeros for a parameter the loss does not use, or by rows for an
+    /// embedding table; `.to_dense()` gives a dense copy either way. T is the session's precision
+    /// (float by default; gradient<double> for a double session), else a UserError; so is a
+    /// gradient not computed since the session was made or released since.
     template <class T = float>
-    std::span<const T> gradient(const Parameter& p) const {
-        return gradient<T>(index_of(p, "gradient"));
-    }
+    GradientRef<const T> gradient(std::size_t i) const;
     template <class T = float>
-    std::span<const T> gradient(std::size_t i) const;
-    /// @}
-    /// @{
-    /// The rows (first axis) of a parameter matrix's gradient that can be non-zero, when the last
-    /// backward knows them (an embedding table); nullptr: any row may be non-zero.
-    const std::vector<std::size_t>* gradient_rows(std::size_t i) const;
-    const std::vector<std::size_t>* gradient_rows(const Parameter& p) const {
-        return gradient_rows(index_of(p, "gradient_rows"));
+    GradientRef<const T> gradient(const Parameter& p) const {
+        return gradient<T>(parameter_index(p));
     }
     /// @}
-    /// @{
-    /// The gradient as only its non-zero rows, when the session keeps it so (an embedding table
-    /// whose every use is an `embedding` lookup), else nullptr. Learners read it this way: the
-    /// dense [vocabulary, dim] gradient is never materialized.
-    template <class T = float>
-    const RowGradient<T>* gradient_by_rows(std::size_t i) const;
-    template <class T = float>
-    const RowGradient<T>* gradient_by_rows(const Parameter& p) const {
-        return gradient_by_rows<T>(index_of(p, "gradient_by_rows"));
-    }
-    /// @}
-    /// A parameter's gradient as the session keeps it, in its one of two forms: by rows (an
-    /// embedding table's; `dense` is then empty) or dense. What a learner reads.
-    template <class T>
-    struct GradientViewOf {
-        /// The dense gradient (empty when it is kept by rows).
-        std::span<const T> dense;
-        /// The gradient by rows, or nullptr when it is dense.
-        const RowGradient<T>* by_rows = nullptr;
-    };
-    /// A float session's GradientViewOf.
-    using GradientView = GradientViewOf<float>;
-    /// @{
-    /// Parameter i's (or p's) gradient as the session keeps it (GradientViewOf).
-    template <class T = float>
-    GradientViewOf<T> gradient_view(std::size_t i) const;
-    template <class T = float>
-    GradientViewOf<T> gradient_view(const Parameter& p) const {
-        return gradient_view<T>(index_of(p, "gradient_view"));
-    }
-    /// @}
-    /// @{
     /// For a GradientReduction (distributed/: the sum over processes), between backward and the
-    /// learner's update: parameter i's gradient, to change in place, the same memory the accessors
-    /// above read. mutable_gradient: a dense gradient; a UserError for one kept by rows, released, or
-    /// of a parameter the loss does not use. mutable_gradient_by_rows: the row form, else nullptr; a
-    /// reduction replaces its rows with RowGradient::replace, so that gradient_rows lists the new ones.
+    /// learner's update: parameter i's gradient to change in place, the memory gradient(i) reads. A
+    /// UserError for a parameter the loss does not use (its gradient is zero) or one released. A
+    /// reduction replaces a gradient's rows with RowGradient::replace.
     template <class T = float>
-    std::span<T> mutable_gradient(std::size_t i);
-    template <class T = float>
-    RowGradient<T>* mutable_gradient_by_rows(std::size_t i);
-    /// @}
+    GradientRef<T> mutable_gradient(std::size_t i);
+    /// Whether parameter i's gradient is kept by rows (GradientRef::by_rows), known from the start
+    /// of the first backward on, also while it runs (a reduction plans its messages by it).
+    bool kept_by_rows(std::size_t i) const;
+    /// \return p's index in parameters() (a table made with the session: no search); a UserError
+    /// when p is not one of them.
+    std::size_t parameter_index(const Parameter& p) const;
     /// @{
     /// Gives parameter i's gradient memory back for reuse once it has been read (a Trainer does
     /// this after each update): the next pass's values then reuse it instead of new memory. Until
@@ -140,8 +133,9 @@ public:
     std::size_t loop_bytes_peak() const;
 
 private:
+    template <class T>
+    using ExecutionPtr = std::unique_ptr<Execution<T>>;
     int output_index(const Variable& v) const;
-    std::size_t index_of(const Parameter& p, const char* what) const;  ///< throws naming `what`
     /// param_nodes_[i] (-1: the loss does not use parameter i); a UserError naming `what` when i is
     /// out of range.
     int param_node(std::size_t i, const char* what) const;
@@ -157,38 +151,30 @@ private:
     /// f(execution) for the session's one execution, float or double.
     template <class F>
     decltype(auto) visit(F&& f) const {
-        return ex_ ? f(*ex_) : f(*ex64_);
+        return std::visit([&](const auto& ex) -> decltype(auto) { return f(*ex); }, ex_);
     }
-    void make_execution(Precision precision);
+    void make_execution(DType precision);
     /// Makes the execution again when to_precision converted every parameter since the last pass.
     void follow_precision();
 
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;
-    std::vector<int> param_nodes_;             ///< plan index, or -1 when the loss does not use it
-    std::vector<Parameter> graph_parameters_;  ///< every parameter the plan binds, and parameters_
-    std::vector<std::size_t> zero_sizes_;      ///< per parameter: its size when the loss does not use it
-    std::vector<float> zeros_;                 ///< the gradient of a parameter the loss does not use
-    std::vector<double> zeros64_;
-    std::vector<std::size_t> no_rows_;  ///< the rows of a gradient that is all zero
-    Precision precision_ = Precision::f32;
-    std::size_t memory_budget_ = 0;  ///< 0: none
+    std::vector<int> param_nodes_;  ///< plan index, or -1 when the loss does not use it
+    /// per plan node: the parameters (indices) it is, so backward's report of a node costs no search
+    std::vector<std::vector<std::size_t>> params_of_node_;
+    std::unordered_map<const Node*, std::size_t> index_of_node_;  ///< a parameter's node -> its index
+    std::vector<Parameter> graph_parameters_;                     ///< every parameter the plan binds, and parameters_
+    std::vector<std::size_t> zero_sizes_;  ///< per parameter: its size when the loss does not use it
+    ByDType<std::vector> zeros_;           ///< the gradient of a parameter the loss does not use
+    std::size_t memory_budget_ = 0;        ///< 0: none
     std::shared_ptr<const Plan> plan_;
-    std::unique_ptr<Execution<float>> ex_;  ///< exactly one of the two
-    std::unique_ptr<Execution<double>> ex64_;
+    ByDType<ExecutionPtr> ex_;  ///< in the session's precision
 };
 
 /// @cond
-extern template std::span<const float> Session::gradient<float>(std::size_t) const;
-extern template std::span<const double> Session::gradient<double>(std::size_t) const;
-extern template const RowGradient<float>* Session::gradient_by_rows<float>(std::size_t) const;
-extern template const RowGradient<double>* Session::gradient_by_rows<double>(std::size_t) const;
-extern template Session::GradientViewOf<float> Session::gradient_view<float>(std::size_t) const;
-extern template Session::GradientViewOf<double> Session::gradient_view<double>(std::size_t) const;
-extern template std::span<float> Session::mutable_gradient<float>(std::size_t);
-extern template std::span<double> Session::mutable_gradient<double>(std::size_t);
-extern template RowGradient<float>* Session::mutable_gradient_by_rows<float>(std::size_t);
-extern template RowGradient<double>* Session::mutable_gradient_by_rows<double>(std::size_t);
-
+extern template GradientRef<const float> Session::gradient<float>(std::size_t) const;
+extern template GradientRef<const double> Session::gradient<double>(std::size_t) const;
+extern template GradientRef<float> Session::mutable_gradient<float>(std::size_t);
+extern template GradientRef<double> Session::mutable_gradient<double>(std::size_t);
 /// @endcond
 }  // namespace loom

@@ -103,12 +103,11 @@ Parameter::Parameter(NodePtr node) : Variable(std::move(node)) {
         throw UserError("Parameter: " + node_->label() + " is not a parameter");
 }
 
-Precision Parameter::precision() const { return checked(node_).parameter_value_f64 ? Precision::f64 : Precision::f32; }
+DType Parameter::precision() const { return dtype_held(checked(node_).parameter_value); }
 
 template <class T>
 xt::xarray<T> Parameter::value() const {
-    if (precision() == Precision::f64) return xt::cast<T>(data<double>());
-    return xt::cast<T>(data<float>());
+    return std::visit([](const auto& v) { return xt::xarray<T>(xt::cast<T>(*v)); }, checked(node_).parameter_value);
 }
 
 namespace {
@@ -123,27 +122,16 @@ void assign_value(const Parameter& p, xt::xarray<T>& cur, const xt::xarray<S>& v
 }  // namespace
 
 void Parameter::set_value(const xt::xarray<float>& v) const {
-    if (precision() == Precision::f64)
-        assign_value(*this, data<double>(), v);
-    else
-        assign_value(*this, data<float>(), v);
+    std::visit([&](const auto& cur) { assign_value(*this, *cur, v); }, checked(node_).parameter_value);
 }
 
 void Parameter::set_value_f64(const xt::xarray<double>& v) const {
-    if (precision() == Precision::f64)
-        assign_value(*this, data<double>(), v);
-    else
-        assign_value(*this, data<float>(), v);
+    std::visit([&](const auto& cur) { assign_value(*this, *cur, v); }, checked(node_).parameter_value);
 }
 
 template <class T>
 xt::xarray<T>& Parameter::data() const {
-    const Node& n = checked(node_);
-    if constexpr (std::is_same_v<T, double>) {
-        if (n.parameter_value_f64) return *n.parameter_value_f64;
-    } else {
-        if (n.parameter_value) return *n.parameter_value;
-    }
+    if (xt::xarray<T>* own = checked(node_).parameter_as<T>()) return *own;
     throw UserError("Parameter::data<" + std::string(std::is_same_v<T, double> ? "double" : "float") + ">: " + label() +
                     " is stored in " + precision_name(precision()) + "; read it as data<" +
                     precision_name(precision()) + ">(), or convert it with to_precision");
@@ -154,33 +142,17 @@ template xt::xarray<double> Parameter::value<double>() const;
 template xt::xarray<float>& Parameter::data<float>() const;
 template xt::xarray<double>& Parameter::data<double>() const;
 
-std::string precision_name(Precision p) {
-    switch (p) {
-        case Precision::f32:
-            return "float";
-        case Precision::f64:
-            return "double";
-        case Precision::automatic:
-            return "automatic";
-    }
-    return "?";
-}
+std::string precision_name(DType p) { return p == DType::f64 ? "double" : "float"; }
 
-void to_precision(const std::vector<Parameter>& parameters, Precision precision) {
-    if (precision != Precision::f32 && precision != Precision::f64)
-        throw UserError("to_precision: the precision must be Precision::f32 or Precision::f64, not " +
-                        precision_name(precision));
+void to_precision(const std::vector<Parameter>& parameters, DType precision) {
     for (const auto& p : parameters) {
         Node& n = const_cast<Node&>(checked(p.node()));
         if (n.kind != NodeKind::Parameter) throw UserError("to_precision: " + n.label() + " is not a parameter");
         if (p.precision() == precision) continue;
-        if (precision == Precision::f64) {
-            n.parameter_value_f64 = std::make_shared<xt::xarray<double>>(xt::cast<double>(*n.parameter_value));
-            n.parameter_value.reset();
-        } else {
-            n.parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(*n.parameter_value_f64));
-            n.parameter_value_f64.reset();
-        }
+        if (precision == DType::f64)
+            n.parameter_value = std::make_shared<xt::xarray<double>>(xt::cast<double>(*n.parameter_as<float>()));
+        else
+            n.parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(*n.parameter_as<double>()));
     }
 }
 
@@ -202,14 +174,11 @@ Variable input_variable(const Shape& shape, const std::string& name) {
     return Variable(input_node(shape, name, Axis::batch()));
 }
 
-Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name, Precision precision) {
-    if (precision != Precision::f32 && precision != Precision::f64)
-        throw UserError("parameter '" + name + "': the precision must be Precision::f32 or Precision::f64, not " +
-                        precision_name(precision));
+Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name, DType precision) {
     auto n = make_node(NodeKind::Parameter, name, {shape, Axis::none()});
     xt::xarray<double> v = init(shape, global_rng());
-    if (precision == Precision::f64)
-        n->parameter_value_f64 = std::make_shared<xt::xarray<double>>(std::move(v));
+    if (precision == DType::f64)
+        n->parameter_value = std::make_shared<xt::xarray<double>>(std::move(v));
     else
         n->parameter_value = std::make_shared<xt::xarray<float>>(xt::cast<float>(v));
     return Parameter(n);

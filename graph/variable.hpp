@@ -61,7 +61,7 @@ protected:
 };
 
 /// A learnable tensor with no dynamic axis. Its value lives with the node, shared by every copy, in
-/// the parameter's precision: float (the default) or double (`parameter(..., Precision::f64)`,
+/// the parameter's precision: float (the default) or double (`parameter(..., DType::f64)`,
 /// `to_precision`). Sessions, learners and checkpoints follow it.
 class Parameter : public Variable {
 public:
@@ -70,7 +70,7 @@ public:
     /// A handle to `node`, which must be a parameter's (else a UserError).
     explicit Parameter(NodePtr node);
     /// \return the precision the value is stored in: f32 or f64.
-    Precision precision() const;
+    DType precision() const;
     /// A copy of the value as T: value() of a double parameter rounds each element to float.
     template <class T = float>
     xt::xarray<T> value() const;
@@ -99,11 +99,11 @@ extern template xt::xarray<float>& Parameter::data<float>() const;
 extern template xt::xarray<double>& Parameter::data<double>() const;
 /// @endcond
 
-std::string precision_name(Precision p);  ///< "float", "double", "automatic"
+std::string precision_name(DType p);  ///< "float" or "double"
 /// Converts each parameter's storage to `precision` in place, for every handle on it (as PyTorch's
 /// module.double()): float to double is exact, double to float rounds. Sessions (and Trainers) made
 /// before follow at their next forward; learners convert their state at their next update.
-void to_precision(const std::vector<Parameter>& parameters, Precision precision);
+void to_precision(const std::vector<Parameter>& parameters, DType precision);
 
 /// Hashes a Variable by its node's address (equal handles hash equal), for unordered containers.
 struct VariableHash {
@@ -135,7 +135,7 @@ Variable input_variable(const Shape& shape, const std::string& name = {});
 /// A parameter of `shape` whose values `init` draws (in double, from global_rng()), stored in
 /// `precision`: f32 or f64 (else a UserError).
 Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name = {},
-                    Precision precision = Precision::f32);
+                    DType precision = DType::f32);
 /// A float parameter holding a copy of `value`.
 Parameter parameter(const xt::xarray<float>& value, const std::string& name = {});
 /// @{

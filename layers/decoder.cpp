@@ -210,8 +210,8 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     // Distinct memory inputs bound once each.
     std::vector<Value> distinct(s.memory.size());
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
-    return s.session->precision() == Precision::f64 ? s.run<double>(distinct, o, initial_states, items)
-                                                     : s.run<float>(distinct, o, initial_states, items);
+    return s.session->precision() == DType::f64 ? s.run<double>(distinct, o, initial_states, items)
+                                                : s.run<float>(distinct, o, initial_states, items);
 }
 
 // One session pass per output step over every live hypothesis of every item still going (its

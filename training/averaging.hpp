@@ -28,7 +28,7 @@ public:
 
 private:
     std::vector<Parameter> parameters_;
-    std::vector<std::variant<xt::xarray<float>, xt::xarray<double>>> sums_;
+    std::vector<ByDType<Array>> sums_;  ///< in each parameter's precision
     std::size_t count_ = 0;
 };
 

@@ -19,9 +19,8 @@ constexpr std::uint64_t checkpoint_version = 2;
 struct StoredParameter {
     std::string name;
     Shape shape;
-    Precision precision = Precision::f32;
-    std::vector<float> values;  // one of the two, by precision
-    std::vector<double> values64;
+    ByDType<std::vector> values;  ///< in the precision it was saved in
+    DType precision() const { return dtype_held(values); }
 };
 
 template <class T>
@@ -51,7 +50,7 @@ constexpr std::size_t min_extra_bytes = 2 * sizeof(std::uint64_t);      // key, 
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
                      const TrainingPosition& position, const CheckpointExtras& extras) {
     for (const auto& p : parameters) {
-        if (p.precision() == Precision::f64)
+        if (p.precision() == DType::f64)
             check_finite(path, p, p.data<double>());
         else
             check_finite(path, p, p.data<float>());
@@ -64,7 +63,7 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
         out.str(p.name());
         out.u64(p.shape().rank());
         for (std::size_t d : p.shape()) out.u64(d);
-        if (p.precision() == Precision::f64) {
+        if (p.precision() == DType::f64) {
             out.u64(1);
             const auto& data = p.data<double>();
             out.doubles(std::span<const double>(data.data(), data.size()));
@@ -132,19 +131,15 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
         if (tag > 1)
             throw DataError(where + ": parameter " + describe(s.name, s.shape) + " has an unknown precision tag " +
                             std::to_string(tag));
-        s.precision = tag == 1 ? Precision::f64 : Precision::f32;
         if (tag == 1)
-            s.values64 = in.doubles();
+            s.values = in.doubles();
         else
             s.values = in.floats();
-        const std::size_t held = tag == 1 ? s.values64.size() : s.values.size();
+        const std::size_t held = std::visit([](const auto& v) { return v.size(); }, s.values);
         if (held != s.shape.size())
             throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(held) +
                             " values");
-        if (tag == 1)
-            check_read_finite(where, s, s.values64);
-        else
-            check_read_finite(where, s, s.values);
+        std::visit([&](const auto& v) { check_read_finite(where, s, v); }, s.values);
     }
     const bool has_learner = in.u64() != 0;
     const std::string learner_state = has_learner ? in.str() : std::string();
@@ -176,12 +171,13 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
                             describe(stored[i].name, stored[i].shape) + " in the file but " +
                             describe(p.name(), p.shape()) + " in the model");
         // Resuming is exact only in the precision the run was in; a conversion is the caller's act.
-        if (stored[i].precision != p.precision())
+        if (stored[i].precision() != p.precision())
             throw UserError(where + ": parameter " + describe(p.name(), p.shape()) + " is " +
-                            precision_name(stored[i].precision) + " in the file but " + precision_name(p.precision()) +
+                            precision_name(stored[i].precision()) + " in the file but " +
+                            precision_name(p.precision()) +
                             " in the model; a checkpoint loads in the precision "
                             "it was saved in: call to_precision(parameters, Precision::" +
-                            (stored[i].precision == Precision::f64 ? "f64" : "f32") +
+                            (stored[i].precision() == DType::f64 ? "f64" : "f32") +
                             ") before loading (and to_precision again after it to go on in the other one)");
     }
     if (check_extras) check_extras(result.extras);
@@ -190,12 +186,12 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
         ByteReader state(learner_state, where + " (learner state)");
         learner->load_state(state);  // checks everything before it changes the learner
     }
-    for (std::size_t i = 0; i < stored.size(); ++i) {
-        if (stored[i].precision == Precision::f64)
-            std::copy(stored[i].values64.begin(), stored[i].values64.end(), parameters[i].data<double>().data());
-        else
-            std::copy(stored[i].values.begin(), stored[i].values.end(), parameters[i].data<float>().data());
-    }
+    for (std::size_t i = 0; i < stored.size(); ++i)
+        std::visit(
+            [&]<class T>(const std::vector<T>& values) {
+                std::copy(values.begin(), values.end(), parameters[i].data<T>().data());
+            },
+            stored[i].values);
     return result;
 }
 

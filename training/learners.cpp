@@ -49,15 +49,11 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
         for (std::size_t j = 0; j < i; ++j)
             if (parameters_[j] == parameters_[i])
                 throw UserError(name_ + ": " + parameters_[i].label() + " is listed twice; it would be updated twice");
-        const Precision precision = parameters_[i].precision();
+        const DType precision = parameters_[i].precision();
         state_precision_.push_back(precision);
         const std::size_t size = parameters_[i].shape().size();
         for (std::size_t k = 0; k < slots_; ++k) {
-            Slot& slot = state_.emplace_back();
-            if (precision == Precision::f64)
-                slot.f64.assign(size, 0.0);
-            else
-                slot.f32.assign(size, 0.0f);
+            visit_dtype(precision, [&]<class T>(T) { state_.emplace_back(std::vector<T>(size, T(0))); });
         }
     }
 }
@@ -82,40 +78,34 @@ double sum_squares(const T* g, std::size_t n) {
 }
 
 std::size_t row_width(const Shape& shape) { return shape.rank() ? shape.size() / shape.dims()[0] : shape.size(); }
-
-template <class T>
-std::vector<T>& values(std::vector<float>& f32, std::vector<double>& f64) {
-    if constexpr (std::is_same_v<T, double>)
-        return f64;
-    else
-        return f32;
-}
 }  // namespace
 
 template <class T>
-void Learner::gradient_as(const Session& session, std::size_t i, Session::GradientViewOf<T>& view, double& sq) const {
+void Learner::gradient_as(const Session& session, std::size_t i, std::size_t at, GradientRef<const T>& grad,
+                          double& sq) const {
     const auto& p = parameters_[i];
     const std::size_t width = row_width(p.shape());
-    view = session.gradient_view<T>(p);
-    if (view.by_rows) {  // only its listed rows can be non-zero, stored one after another
-        if (view.by_rows->width != width)
+    grad = session.gradient<T>(at);
+    if (grad.by_rows) {  // only its listed rows can be non-zero, stored one after another
+        if (grad.by_rows->width != width)
             throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
-                                std::to_string(view.by_rows->width) + ", the parameter " + std::to_string(width));
-        sq = sum_squares(view.by_rows->data.data(), view.by_rows->data.size());
+                                std::to_string(grad.by_rows->width) + ", the parameter " + std::to_string(width));
+        sq = sum_squares(grad.by_rows->data.data(), grad.by_rows->data.size());
         return;
     }
-    if (view.dense.size() != p.shape().size())
-        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(view.dense.size()) +
+    if (grad.dense.size() != p.shape().size())
+        throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(grad.dense.size()) +
                             " elements, the parameter " + std::to_string(p.shape().size()));
-    sq = sum_squares(view.dense.data(), view.dense.size());
+    sq = sum_squares(grad.dense.data(), grad.dense.size());
 }
 
-Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i) const {
+Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i, std::size_t at) const {
     Gradient g;
-    if (parameters_[i].precision() == Precision::f64)
-        gradient_as(session, i, g.f64, g.square_sum);
-    else
-        gradient_as(session, i, g.f32, g.square_sum);
+    visit_dtype(parameters_[i].precision(), [&]<class T>(T) {
+        GradientRef<const T> grad;
+        gradient_as(session, i, at, grad, g.square_sum);
+        g.ref = grad;
+    });
     return g;
 }
 
@@ -132,142 +122,86 @@ bool Learner::open_clipped_update(double square_sum, double gradient_scale, bool
     return true;
 }
 
-bool Learner::update(const Session& session, double gradient_scale, bool only_if_finite) {
-    const bool clipping = options_.gradient_clipping_norm > 0;
-    if (!clipping && !only_if_finite) {  // each parameter's gradient is read and applied in one go
-        begin_update(gradient_scale);
-        return end_update(session);
-    }
-    // The global norm is needed before any update.
-    std::vector<Gradient> grads;
-    double sq = 0.0;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        grads.push_back(gradient_of(session, i));
-        sq += grads.back().square_sum;
-    }
-    if (!open_clipped_update(sq, gradient_scale, only_if_finite)) return false;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        pending_[i] = grads[i];
-        done_[i] = deferred;
-    }
-    return end_update(session);
-}
-
-bool Learner::update_share(const Session& session, const std::vector<char>& mine, double gradient_scale,
-                           bool only_if_finite, const std::function<void(std::vector<double>&)>& share_norms) {
-    if (mine.size() != parameters_.size())
-        throw InternalError(name_ + ": update_share got " + std::to_string(mine.size()) + " flags for " +
-                            std::to_string(parameters_.size()) + " parameters");
-    std::vector<Gradient> grads(parameters_.size());
-    std::vector<double> square_sums(parameters_.size(), 0.0);
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (mine[i]) {
-            grads[i] = gradient_of(session, i);
-            square_sums[i] = grads[i].square_sum;
-        }
-    share_norms(square_sums);
-    // As update(): the same sum in the same order, so the same norm, clipping and decision.
-    double sq = 0.0;
-    for (double v : square_sums) sq += v;
-    if (!open_clipped_update(sq, gradient_scale, only_if_finite)) return false;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        if (mine[i]) {
-            pending_[i] = grads[i];
-            done_[i] = deferred;
-        } else {  // stepped elsewhere: end_update passes it by, its norm counts
-            square_sums_[i] = square_sums[i];
-            done_[i] = applied;
-        }
-    }
-    return end_update(session);
-}
-
-std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
-    if (i >= parameters_.size() || k >= slots_)
-        throw InternalError(name_ + ": state_bytes(" + std::to_string(i) + ", " + std::to_string(k) + ") out of range");
-    Slot& slot = state_[i * slots_ + k];
-    if (state_precision_[i] == Precision::f64) return std::as_writable_bytes(std::span<double>(slot.f64));
-    return std::as_writable_bytes(std::span<float>(slot.f32));
-}
-
-void Learner::begin_update(double gradient_scale) { open_update(gradient_scale, std::abs(gradient_scale)); }
-
-void Learner::convert_state(std::size_t i, Precision to) {
-    for (std::size_t k = i * slots_; k < (i + 1) * slots_; ++k) {
-        Slot& slot = state_[k];
-        if (to == Precision::f64) {
-            slot.f64.assign(slot.f32.begin(), slot.f32.end());
-            slot.f32 = {};
-        } else {
-            slot.f32.resize(slot.f64.size());
-            std::transform(slot.f64.begin(), slot.f64.end(), slot.f32.begin(),
-                           [](double v) { return static_cast<float>(v); });
-            slot.f64 = {};
-        }
-    }
-    state_precision_[i] = to;
-}
-
-void Learner::open_update(double gradient_scale, double norm_scale) {
-    if (updating_) throw InternalError(name_ + ": begin_update while an update is open");
-    const double lr = lr_(steps_);
-    if (!std::isfinite(lr))
-        throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
-    // A parameter converted by to_precision since the last update: its state follows it.
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i].precision() != state_precision_[i]) convert_state(i, parameters_[i].precision());
+bool Learner::update(Session& session, const UpdateOptions& options) {
+    if (updating_) throw InternalError(name_ + ": update while an update is running");
     updating_ = true;
-    scale_ = gradient_scale;
-    norm_scale_ = norm_scale;
-    lr_now_ = lr;
-    factors_ = prepare(steps_ + 1);
-    square_sums_.assign(parameters_.size(), 0.0);
-    done_.assign(parameters_.size(), waiting);
-    pending_.assign(parameters_.size(), Gradient{});
-    std::size_t widest = 0;
-    for (const auto& p : parameters_) widest = std::max(widest, row_width(p.shape()));
-    zero_row_.assign(widest, 0.0f);
-    zero_row64_.assign(widest, 0.0);
-}
-
-void Learner::update_parameter(const Session& session, std::size_t i) {
-    if (!updating_ || i >= parameters_.size() || done_[i] != waiting)
-        throw InternalError(name_ + ": update_parameter(" + std::to_string(i) + ") outside an update or twice");
-    apply_parameter(i, gradient_of(session, i));
-}
-
-void Learner::defer_parameter(const Session& session, std::size_t i) {
-    if (!updating_ || i >= parameters_.size() || done_[i] != waiting)
-        throw InternalError(name_ + ": defer_parameter(" + std::to_string(i) + ") outside an update or twice");
-    pending_[i] = gradient_of(session, i);
-    done_[i] = deferred;
-}
-
-bool Learner::end_update(const Session& session, bool only_if_finite) {
-    if (!updating_) throw InternalError(name_ + ": end_update without begin_update");
-    if (only_if_finite) {
+    struct Close {  // also when backward throws: what waits is dropped, the step count stays
+        bool& updating;
+        ~Close() { updating = false; }
+    } close{updating_};
+    const std::size_t n = parameters_.size();
+    std::vector<std::size_t> at(n);  // parameter i is the session's parameter at[i]
+    for (std::size_t i = 0; i < n; ++i) at[i] = session.parameter_index(parameters_[i]);
+    square_sums_.assign(n, 0.0);
+    done_.assign(n, waiting);
+    pending_.assign(n, Gradient{});
+    const bool clipping = options_.gradient_clipping_norm > 0;
+    // Whether the global norm must be known before the first step.
+    const bool norm_first = clipping || options.only_if_finite || options.share;
+    const double scale = options.gradient_scale;
+    bool opened = false;
+    if (options.backward) {
+        // Under inter-op threads, each gradient is taken on the worker that finished it, while
+        // backward goes on: applied at once when nothing needs the norm first (and its memory goes
+        // back for the rest of the pass), else read with its norm. Clipping reads them after.
+        std::vector<std::size_t> learner_index(session.parameters().size(), n);
+        std::function<void(std::size_t)> final;
+        if (inter_op_threads() > 1 && !clipping && !options.share) {
+            for (std::size_t i = 0; i < n; ++i) learner_index[at[i]] = i;
+            if (!norm_first) {
+                open_update(scale, std::abs(scale));
+                opened = true;
+            }
+            final = [&](std::size_t k) {
+                const std::size_t i = learner_index[k];
+                if (i == n) return;  // not one of the learner's
+                if (norm_first) {
+                    pending_[i] = gradient_of(session, i, k);
+                    done_[i] = held;
+                    return;
+                }
+                apply_parameter(i, gradient_of(session, i, k));
+                session.release_gradient(k);
+            };
+        }
+        options.backward(final);
+    }
+    std::vector<char> stepped(n, 1);
+    if (options.share) {
+        stepped = options.share->stepped_here(*this);
+        if (stepped.size() != n)
+            throw InternalError(name_ + ": its share of the update has " + std::to_string(stepped.size()) +
+                                " flags for " + std::to_string(n) + " parameters");
+    }
+    if (norm_first) {
+        std::vector<double> square_sums(n, 0.0);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!stepped[i]) continue;
+            if (done_[i] == waiting) {
+                pending_[i] = gradient_of(session, i, at[i]);
+                done_[i] = held;
+            }
+            square_sums[i] = pending_[i].square_sum;
+        }
+        if (options.share) options.share->share_norms(square_sums);
+        // Summed in parameter order, whoever read each: the same norm, clipping and decision.
         double sq = 0.0;
-        bool any_applied = false;
-        for (std::size_t i = 0; i < parameters_.size(); ++i) {
-            if (done_[i] == waiting) defer_parameter(session, i);
-            any_applied |= done_[i] == applied;
-            sq += done_[i] == applied ? square_sums_[i] : pending_[i].square_sum;
-        }
-        const double norm = std::sqrt(sq) * norm_scale_;
-        if (!std::isfinite(norm)) {
-            if (any_applied)
-                throw InternalError(name_ + ": a non-finite gradient norm after parameters were updated early");
-            last_norm_ = norm;
-            updating_ = false;
-            return false;
-        }
+        for (double v : square_sums) sq += v;
+        if (!open_clipped_update(sq, scale, options.only_if_finite)) return false;
+        for (std::size_t i = 0; i < n; ++i)
+            if (!stepped[i]) {  // stepped elsewhere: passed by, its norm counts
+                square_sums_[i] = square_sums[i];
+                done_[i] = applied;
+            }
+    } else if (!opened) {
+        open_update(scale, std::abs(scale));
     }
     // The rest at once on inter-op threads, the largest first (the update is memory-bound; results
     // do not depend on the order). Parameters whose gradient never became ready (the loss does not
     // use them) still take their step: zero gradient, but decay and momentum go on.
     TaskGraph independent;
     std::vector<std::size_t> rest;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
         if (done_[i] == applied) continue;
         rest.push_back(i);
         independent.priority.push_back(static_cast<double>(parameters_[i].shape().size()));
@@ -275,27 +209,54 @@ bool Learner::end_update(const Session& session, bool only_if_finite) {
     independent.after.assign(rest.size(), {});
     run_task_graph(independent, inter_op_threads(), [&](int t, int) {
         const std::size_t i = rest[static_cast<std::size_t>(t)];
-        apply_parameter(i, done_[i] == deferred ? pending_[i] : gradient_of(session, i));
+        apply_parameter(i, done_[i] == held ? pending_[i] : gradient_of(session, i, at[i]));
     });
     double sq = 0.0;
     for (double v : square_sums_) sq += v;
     last_norm_ = std::sqrt(sq) * norm_scale_;
-    updating_ = false;
     ++steps_;
     return true;
+}
+
+std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
+    if (i >= parameters_.size() || k >= slots_)
+        throw InternalError(name_ + ": state_bytes(" + std::to_string(i) + ", " + std::to_string(k) + ") out of range");
+    return std::visit([](auto& values) { return std::as_writable_bytes(std::span(values)); }, state_[i * slots_ + k]);
+}
+
+void Learner::convert_state(std::size_t i, DType to) {
+    for (std::size_t k = i * slots_; k < (i + 1) * slots_; ++k)
+        state_[k] = std::visit(
+            [&](const auto& from) -> Slot {
+                // float to double is exact, double to float rounds to nearest
+                if (to == DType::f64) return std::vector<double>(from.begin(), from.end());
+                return std::vector<float>(from.begin(), from.end());
+            },
+            state_[k]);
+    state_precision_[i] = to;
+}
+
+void Learner::open_update(double gradient_scale, double norm_scale) {
+    const double lr = lr_(steps_);
+    if (!std::isfinite(lr))
+        throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
+    // A parameter converted by to_precision since the last update: its state follows it.
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (parameters_[i].precision() != state_precision_[i]) convert_state(i, parameters_[i].precision());
+    scale_ = gradient_scale;
+    norm_scale_ = norm_scale;
+    lr_now_ = lr;
+    factors_ = prepare(steps_ + 1);
 }
 
 void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     square_sums_[i] = grad.square_sum;
     done_[i] = applied;
-    if (state_precision_[i] == Precision::f64)
-        apply_as<double>(i, grad.f64);
-    else
-        apply_as<float>(i, grad.f32);
+    std::visit([&](const auto& ref) { apply_as(i, ref); }, grad.ref);
 }
 
 template <class T>
-void Learner::apply_as(std::size_t i, const Session::GradientViewOf<T>& grad) {
+void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
     static const std::vector<std::size_t> first_row{0};
     auto& w = parameters_[i].data<T>();
     StepOf<T> s{};
@@ -307,10 +268,7 @@ void Learner::apply_as(std::size_t i, const Session::GradientViewOf<T>& grad) {
     s.l2 = static_cast<T>(options_.l2_weight_decay);
     s.lr = static_cast<T>(lr_now_);
     s.t = steps_ + 1;
-    auto slot = [&](std::size_t k) -> T* {
-        Slot& st = state_[i * slots_ + k];
-        return values<T>(st.f32, st.f64).data();
-    };
+    auto slot = [&](std::size_t k) -> T* { return std::get<std::vector<T>>(state_[i * slots_ + k]).data(); };
     s.s0 = slots_ > 0 ? slot(0) : nullptr;
     s.s1 = slots_ > 1 ? slot(1) : nullptr;
     s.rows = nullptr;  // a dense gradient: any row may be non-zero
@@ -340,7 +298,8 @@ void Learner::apply_as(std::size_t i, const Session::GradientViewOf<T>& grad) {
     if (skips_zero_rows()) {
         for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
     } else {
-        const T* zeros = values<T>(zero_row_, zero_row64_).data();
+        const std::vector<T> zero_row(width, T(0));
+        const T* zeros = zero_row.data();
         for (std::size_t r = 0; r < w.size() / width; ++r) {
             const T* row = g.find(r);
             row_step(r, row ? row : zeros);
@@ -353,6 +312,17 @@ void Learner::apply_as(std::size_t i, const Session::GradientViewOf<T>& grad) {
 namespace {
 constexpr const char* state_marker = "loom-learner-state 2";
 
+// `values` as To: themselves when they are, else converted into `copy`.
+template <class To, class From>
+std::span<const To> in_type(const std::vector<From>& values, std::vector<To>& copy) {
+    if constexpr (std::is_same_v<To, From>) {
+        return values;
+    } else {
+        copy.assign(values.begin(), values.end());
+        return copy;
+    }
+}
+
 template <class T>
 void check_finite(const std::vector<T>& values, const std::string& learner, const Parameter& p) {
     const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
@@ -364,8 +334,7 @@ void check_finite(const std::vector<T>& values, const std::string& learner, cons
 
 void Learner::save_state(ByteWriter& out) const {
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        check_finite(state_[k].f32, name_, parameters_[k / slots_]);
-        check_finite(state_[k].f64, name_, parameters_[k / slots_]);
+        std::visit([&](const auto& values) { check_finite(values, name_, parameters_[k / slots_]); }, state_[k]);
     }
     out.str(state_marker);
     out.str(name_);
@@ -374,17 +343,18 @@ void Learner::save_state(ByteWriter& out) const {
     out.u64(slots_);
     // In the parameter's precision now (converted, when to_precision ran since the last update).
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        const Slot& slot = state_[k];
-        if (parameters_[k / slots_].precision() == Precision::f64) {
-            out.u64(1);
-            out.doubles(state_precision_[k / slots_] == Precision::f64
-                            ? slot.f64
-                            : std::vector<double>(slot.f32.begin(), slot.f32.end()));
-        } else {
-            out.u64(0);
-            std::vector<float> rounded(slot.f64.begin(), slot.f64.end());
-            out.floats(state_precision_[k / slots_] == Precision::f32 ? slot.f32 : rounded);
-        }
+        const bool f64 = parameters_[k / slots_].precision() == DType::f64;
+        out.u64(f64 ? 1 : 0);
+        std::visit(
+            [&](const auto& values) {
+                std::vector<double> doubles;
+                std::vector<float> floats;
+                if (f64)
+                    out.doubles(in_type(values, doubles));
+                else
+                    out.floats(in_type(values, floats));
+            },
+            state_[k]);
     }
 }
 
@@ -405,18 +375,15 @@ void Learner::load_state(ByteReader& in) {
         const Parameter& p = parameters_[k / slots_];
         const std::uint64_t precision = tagged ? in.u64() : 0;
         if (precision > 1) throw DataError("learner state for " + p.label() + " has an unknown precision tag");
-        if ((precision == 1) != (p.precision() == Precision::f64))
+        if ((precision == 1) != (p.precision() == DType::f64))
             throw UserError("learner state for " + p.label() + " is in " + (precision ? "double" : "float") +
                             ", the parameter is " + precision_name(p.precision()) +
                             "; convert the parameters with to_precision after loading, not before");
-        std::size_t size = 0;
-        if (precision == 1) {
-            state[k].f64 = in.doubles();
-            size = state[k].f64.size();
-        } else {
-            state[k].f32 = in.floats();
-            size = state[k].f32.size();
-        }
+        if (precision == 1)
+            state[k] = in.doubles();
+        else
+            state[k] = in.floats();
+        const std::size_t size = std::visit([](const auto& values) { return values.size(); }, state[k]);
         if (size != p.shape().size())
             throw DataError("learner state for parameter " + p.label() + " has " + std::to_string(size) +
                             " elements, the parameter has " + std::to_string(p.shape().size()));

@@ -3,7 +3,7 @@
 /// Learners: the update rules that turn a Session's parameter gradients into new parameter values.
 ///
 /// A learner owns the list of parameters it updates and the per-parameter state of its rule
-/// (momentum, squared-gradient averages, ...). `update(session)` applies ONE step: it reads each
+/// (momentum, squared-gradient averages, ...). `update(session, options)` applies ONE step: it reads each
 /// gradient straight from the session (no copy) and writes the parameter's live value
 /// (Parameter::data<T>()) in place. Every rule runs in its parameter's precision, float or double
 /// (its state too): the same code, a template on the element type.
@@ -76,6 +76,42 @@ struct LearnerOptions {
     bool lazy_sparse_rows = false;
 };
 
+class Learner;
+
+/// A data-parallel update shared out over processes (distributed/: ZeRO stage 1): each process
+/// steps its share of the parameters on gradients summed over every process, and the processes
+/// that step the others send their new values. Asked once every gradient is final.
+class UpdateShare {
+public:
+    virtual ~UpdateShare() = default;
+    /// \return per parameter of `learner`, whether this process steps it.
+    virtual std::vector<char> stepped_here(const Learner& learner) = 0;
+    /// Each parameter's squared gradient norm, read here for the parameters stepped here and 0 for
+    /// the others: fills in every one with the value its stepping process read, so that the global
+    /// norm (clipping, only_if_finite) is the same everywhere.
+    virtual void share_norms(std::vector<double>& square_sums) = 0;
+};
+
+/// How one Learner::update reads the gradients.
+struct UpdateOptions {
+    /// Multiplies every gradient first (the Trainer passes 1 / items to average).
+    double gradient_scale = 1.0;
+    /// A step whose global gradient norm is not finite changes nothing (Learner::update).
+    bool only_if_finite = false;
+    /// Runs the backward pass the update reads (empty: the session's gradients are final already).
+    /// It calls final(i), when `final` is not empty, as parameter i of the session gets its final
+    /// gradient, from any thread while backward goes on, and every gradient is final when it
+    /// returns. A learner steps parameter i in final(i) (and gives its gradient's memory back to
+    /// the session) when nothing needs every gradient first and inter-op threads run backward:
+    /// the memory-bound update overlaps the GEMMs. With only_if_finite, final(i) reads the gradient
+    /// and its norm, and every step waits for the check.
+    std::function<void(const std::function<void(std::size_t)>& final)> backward = {};
+    /// Set: this process steps only its share of the parameters (UpdateShare); the parameters it
+    /// steps get exactly the values the whole update gives, and the step count and
+    /// last_gradient_norm() move as with it.
+    UpdateShare* share = nullptr;
+};
+
 /// An update rule with its parameters and its state (above). Made by the factories below; a new rule
 /// derives from LearnerRule.
 class Learner {
@@ -84,43 +120,15 @@ public:
     Learner(const Learner&) = delete;
     Learner& operator=(const Learner&) = delete;
 
-    /// One step for every parameter, from the gradients of `session`'s last backward().
-    /// `gradient_scale` multiplies every gradient first (the Trainer passes 1/count to average).
-    /// With `only_if_finite`, a step whose global gradient norm is not finite (a NaN or an infinity
-    /// in any gradient, or squares beyond float's range) changes nothing, neither the parameters
-    /// nor the rule's state nor the step count, and returns false; last_gradient_norm() says what
-    /// it was. Otherwise returns true.
-    bool update(const Session& session, double gradient_scale = 1.0, bool only_if_finite = false);
-
-    /// The same step in parts, for a caller that updates each parameter as soon as its gradient is
-    /// final, while backward goes on elsewhere (Trainer with inter-op threads): begin_update, then
-    /// update_parameter(i) (applies now) or defer_parameter(i) (reads the gradient and its norm now,
-    /// applies in end_update) once per parameter i, from any thread, then end_update (which steps
-    /// the parameters that got neither). Only without clipping: that needs every gradient first.
-    /// end_update's `only_if_finite` is update's; it needs every parameter deferred, not updated.
-    bool can_update_early() const { return options_.gradient_clipping_norm <= 0; }
-    /// Opens the update (see can_update_early); a UserError when the learning rate is not finite.
-    void begin_update(double gradient_scale = 1.0);
-    /// Applies parameter i's step now, from its gradient in `session`.
-    void update_parameter(const Session& session, std::size_t i);
-    /// Reads parameter i's gradient (and its norm) now; the step is applied in end_update.
-    void defer_parameter(const Session& session, std::size_t i);
-    /// Closes the update (see can_update_early); returns false when `only_if_finite` refused it.
-    bool end_update(const Session& session, bool only_if_finite = false);
-    /// Closes an open update without applying what waits (after backward threw): the step count
-    /// does not move; parameters already updated early stay so.
-    void cancel_update() { updating_ = false; }
-
-    /// One step of a data-parallel run that shares the update out (ZeRO stage 1; distributed/):
-    /// this process steps only the parameters `mine` marks, whose gradients in `session` are the
-    /// sums over every process, and leaves the others and their state alone (the processes that
-    /// step them send their new values). The global norm (clipping, only_if_finite) must be the
-    /// same everywhere: `share_norms` gets each parameter's squared gradient norm, read here for
-    /// the parameters of `mine` and 0 for the others, and must fill in every one with the value its
-    /// stepping process read. The parameters stepped here then get exactly update()'s values, and
-    /// the step count and last_gradient_norm() move as with update().
-    bool update_share(const Session& session, const std::vector<char>& mine, double gradient_scale, bool only_if_finite,
-                      const std::function<void(std::vector<double>&)>& share_norms);
+    /// One step for every parameter (see the file's comment), the one entry of every update: plain,
+    /// overlapped with backward, guarded, shared out over processes (UpdateOptions). The gradients
+    /// are those of `session`'s last backward, or of the backward `options.backward` runs. With
+    /// `options.only_if_finite`, a step whose global gradient norm is not finite (a NaN or an
+    /// infinity in any gradient, or squares beyond float's range) changes nothing, neither the
+    /// parameters nor the rule's state nor the step count, and returns false; last_gradient_norm()
+    /// says what it was. Otherwise returns true. When the backward pass throws, nothing waiting is
+    /// applied and the step count stays (parameters stepped early stay so).
+    bool update(Session& session, const UpdateOptions& options = {});
     /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
     /// changes only the rows a gradient kept by rows lists.
     bool updates_rows_lazily() const { return skips_zero_rows(); }
@@ -201,39 +209,37 @@ private:
     LearningRate lr_;
     LearnerOptions options_;
     std::size_t slots_;
-    /// parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision (one of
-    /// the two vectors is used): a parameter converted by to_precision has its state converted at
-    /// the next update (begin_update) or save.
-    struct Slot {
-        std::vector<float> f32;
-        std::vector<double> f64;
-    };
+    /// parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision: a
+    /// parameter converted by to_precision has its state converted at the next update (when it
+    /// opens) or save.
+    using Slot = ByDType<std::vector>;
     std::vector<Slot> state_;
-    std::vector<Precision> state_precision_;  ///< per parameter
-    std::vector<float> zero_row_;             ///< the gradient of a row a by-rows gradient does not list
-    std::vector<double> zero_row64_;
+    std::vector<DType> state_precision_;  ///< per parameter (also without slots)
+    template <class T>
+    using ConstGradient = GradientRef<const T>;
     /// One parameter's gradient as the session holds it, in the parameter's precision.
     struct Gradient {
-        Session::GradientViewOf<float> f32;
-        Session::GradientViewOf<double> f64;
+        ByDType<ConstGradient> ref;
         double square_sum = 0.0;
     };
-    Gradient gradient_of(const Session& session, std::size_t i) const;
+    /// Parameter i's gradient: parameter `at` of `session`, read and its norm taken.
+    Gradient gradient_of(const Session& session, std::size_t i, std::size_t at) const;
     template <class T>
-    void gradient_as(const Session& session, std::size_t i, Session::GradientViewOf<T>& view, double& sq) const;
+    void gradient_as(const Session& session, std::size_t i, std::size_t at, GradientRef<const T>& grad,
+                     double& sq) const;
     void apply_parameter(std::size_t i, const Gradient& grad);
     template <class T>
-    void apply_as(std::size_t i, const Session::GradientViewOf<T>& grad);
-    void convert_state(std::size_t i, Precision to);
-    /// begin_update with the scale the gradients get and the one the reported norm gets (they
-    /// differ after clipping).
+    void apply_as(std::size_t i, const GradientRef<const T>& grad);
+    void convert_state(std::size_t i, DType to);
+    /// Fixes the update's scales (the gradients' and the reported norm's: they differ after
+    /// clipping), rate and factors; a UserError when the learning rate is not finite.
     void open_update(double gradient_scale, double norm_scale);
     /// From the squared global norm: false (nothing opened) when `only_if_finite` and the norm is not
     /// finite; else opens the update with the scale clipping asks for.
     bool open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite);
-    /// The open update: its scale and rate, and per parameter its squared norm, how far it is and
-    /// the gradient it waits with when deferred.
-    enum Part : char { waiting, deferred, applied };
+    /// The running update: its scale and rate, and per parameter its squared norm, how far it is and
+    /// the gradient it waits with once read.
+    enum Part : char { waiting, held, applied };
     bool updating_ = false;
     double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
     Factors factors_;

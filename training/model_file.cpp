@@ -106,15 +106,10 @@ void check_finite(const std::string& path, const Parameter& p, const xt::xarray<
 // Calls f with the file's value of `name`, in whichever precision it was saved; false if none.
 template <class F>
 bool with_stored(const ModelFile& file, const std::string& name, F&& f) {
-    if (auto it = file.parameters.find(name); it != file.parameters.end()) {
-        f(it->second);
-        return true;
-    }
-    if (auto it = file.parameters_f64.find(name); it != file.parameters_f64.end()) {
-        f(it->second);
-        return true;
-    }
-    return false;
+    const auto it = file.parameters.find(name);
+    if (it == file.parameters.end()) return false;
+    std::visit(f, it->second);
+    return true;
 }
 
 }  // namespace
@@ -128,7 +123,7 @@ void save_model_file(const std::string& path, const std::string& kind, const std
                             " has no name; parameters are stored by name");
         if (!names.insert(p.name()).second)
             throw UserError("save_model_file " + path + ": two parameters are named '" + p.name() + "'");
-        if (p.precision() == Precision::f64)
+        if (p.precision() == DType::f64)
             check_finite(path, p, p.data<double>());
         else
             check_finite(path, p, p.data<float>());
@@ -147,7 +142,7 @@ void save_model_file(const std::string& path, const std::string& kind, const std
         const auto& dims = p.shape().dims();
         w.u64(dims.size());
         for (std::size_t d : dims) w.u64(d);
-        if (p.precision() == Precision::f64) {
+        if (p.precision() == DType::f64) {
             w.u64(1);
             const auto& v = p.data<double>();
             w.doubles({v.data(), v.size()});
@@ -185,11 +180,8 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
         const std::uint64_t precision = tag == magic ? r.u64() : 0;
         if (precision > 1)
             throw DataError(path + ": parameter " + quoted_field(name) + " has an unknown precision tag");
-        const bool fresh = f.parameters.count(name) == 0 && f.parameters_f64.count(name) == 0;
-        if (precision == 1)
-            f.parameters_f64.emplace(name, read_values<double>(r, path, name, dims));
-        else
-            f.parameters.emplace(name, read_values<float>(r, path, name, dims));
+        const bool fresh = precision == 1 ? f.parameters.emplace(name, read_values<double>(r, path, name, dims)).second
+                                          : f.parameters.emplace(name, read_values<float>(r, path, name, dims)).second;
         if (!fresh) throw DataError(path + ": parameter " + quoted_field(name) + " appears twice");
     }
     if (!r.done()) throw DataError(path + ": unexpected bytes after the last parameter");
@@ -261,8 +253,6 @@ void assign_parameters(const ModelFile& file, const std::vector<Parameter>& para
         if (!found) missing.push_back("'" + p.name() + "' " + p.shape().str());
     }
     for (const auto& [name, v] : file.parameters)
-        if (!wanted.count(name)) extra.push_back(quoted_field(name));
-    for (const auto& [name, v] : file.parameters_f64)
         if (!wanted.count(name)) extra.push_back(quoted_field(name));
     if (!missing.empty() || !mis_shaped.empty() || !extra.empty()) {
         std::string msg = file.path + ": the parameters do not match the model";

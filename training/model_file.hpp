@@ -23,11 +23,11 @@ namespace loom {
 
 /// A model file as read_model_file reads it: its kind, records and parameters by name.
 struct ModelFile {
-    std::string path;                                          ///< where it was read from, for messages
-    std::string kind;                                          ///< which program's model, e.g. "qa_similarity"
-    std::map<std::string, std::string> records;                ///< the caller's records
-    std::map<std::string, xt::xarray<float>> parameters;       ///< by name, with their shapes: the float ones
-    std::map<std::string, xt::xarray<double>> parameters_f64;  ///< ... and those saved in double
+    std::string path;                            ///< where it was read from, for messages
+    std::string kind;                            ///< which program's model, e.g. "qa_similarity"
+    std::map<std::string, std::string> records;  ///< the caller's records
+    /// By name, with their shapes, each in the precision it was saved in.
+    std::map<std::string, ByDType<Array>> parameters;
 
     /// The record `key`; a DataError naming the file and the key when it has none.
     const std::string& record(const std::string& key) const;

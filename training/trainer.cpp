@@ -45,73 +45,37 @@ MinibatchResult Trainer::collect() const {
 }
 
 MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
-    if (options_.reduction) return train_share(inputs);
+    GradientReduction* const reduction = options_.reduction.get();
     const TrainingScope training;
-    session_->forward(inputs);
-    MinibatchResult r = collect();
-    if (r.loss_count == 0) throw UserError("Trainer::train_minibatch: the minibatch has no items (empty loss)");
-    const bool guard = options_.on_non_finite != NonFiniteAction::ignore;
-    if (guard && !std::isfinite(r.loss_sum)) return skip(r, "loss", r.loss_sum);  // no backward needed
-    const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
-    bool applied = true;
-    if (inter_op_threads() > 1 && learner_->can_update_early()) {
-        learner_->begin_update(scale);
-        struct CancelOnThrow {  // an exception from backward must not leave the update open
-            Learner& learner;
-            bool armed = true;
-            ~CancelOnThrow() {
-                if (armed) learner.cancel_update();
-            }
-        } cancel{*learner_};
-        if (guard) {
-            // The norm needs every gradient, so no parameter may change before the last is final:
-            // each gradient is read (its norm taken) on the worker that finished it, while backward
-            // goes on; the updates run after the check, all at once.
-            session_->backward([&](std::size_t i) { learner_->defer_parameter(*session_, i); });
-            applied = learner_->end_update(*session_, true);
-            session_->release_gradients();
-        } else {
-            // Each parameter is updated as soon as its gradient is final, on the worker that
-            // finished it, while backward goes on: the memory-bound update overlaps the GEMMs.
-            session_->backward([&](std::size_t i) {
-                learner_->update_parameter(*session_, i);
-                session_->release_gradient(i);
-            });
-            learner_->end_update(*session_);
-        }
-        cancel.armed = false;
-    } else {
-        session_->backward();
-        applied = learner_->update(*session_, scale, guard);
-        session_->release_gradients();
-    }
-    if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
-    samples_seen_ += r.loss_count;
-    return r;
-}
-
-MinibatchResult Trainer::train_share(const Bindings& inputs) {
-    GradientReduction& reduction = *options_.reduction;
-    const TrainingScope training;
-    MinibatchResult local;
+    MinibatchResult r;
     try {
         session_->forward(inputs);
-        local = collect();
+        r = collect();
     } catch (const std::exception& e) {
-        reduction.failed(e.what());  // the other processes stop at combine with this message
+        if (reduction) reduction->failed(e.what());  // the other processes stop at combine with this message
         throw;
     }
-    const MinibatchResult r = reduction.combine(local);
-    if (r.loss_count == 0) throw UserError("Trainer::train_minibatch: the global minibatch has no items");
+    if (reduction) r = reduction->combine(r);
+    if (r.loss_count == 0)
+        throw UserError(reduction ? "Trainer::train_minibatch: the global minibatch has no items"
+                                  : "Trainer::train_minibatch: the minibatch has no items (empty loss)");
     const bool guard = options_.on_non_finite != NonFiniteAction::ignore;
-    if (guard && !std::isfinite(r.loss_sum)) {  // the global loss: every process skips alike
-        reduction.finish(*session_);
+    if (guard && !std::isfinite(r.loss_sum)) {        // no backward needed; with a reduction the global loss
+        if (reduction) reduction->finish(*session_);  // so every process skips alike
         return skip(r, "loss", r.loss_sum);
     }
-    session_->backward([&](std::size_t i) { reduction.ready(*session_, i); });
-    reduction.finish(*session_);
-    const double scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
-    const bool applied = reduction.update(*learner_, *session_, scale, guard);
+    UpdateOptions update;
+    update.gradient_scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
+    update.only_if_finite = guard;
+    update.backward = [&](const std::function<void(std::size_t)>& final) {
+        if (!reduction) return session_->backward(final);
+        // A gradient is final for the learner only once summed over every process.
+        session_->backward([&](std::size_t i) { reduction->ready(*session_, i); });
+        reduction->finish(*session_);
+    };
+    if (reduction) update.share = reduction->share();
+    const bool applied = learner_->update(*session_, update);
+    if (reduction) reduction->updated(*learner_, applied);
     session_->release_gradients();
     if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
     samples_seen_ += r.loss_count;

@@ -34,14 +34,14 @@ enum class NonFiniteAction { skip, stop, ignore };
 
 /// Data-parallel training's hook (distributed/ implements it over MPI; training/ knows no MPI): each
 /// process trains on its share of every global minibatch and the hook makes them all see the sums
-/// over every process. Per train_minibatch the Trainer calls combine (after forward, with this
-/// process's sums; it returns everyone's), ready(i) as parameter i's gradient becomes final
-/// (possibly on a worker thread, so communication overlaps the rest of backward), then finish (the
+/// over every process. They are steps of train_minibatch's one route: combine (after forward, with
+/// this process's sums; it returns everyone's), ready(i) as parameter i's gradient becomes final
+/// (possibly on a worker thread, so communication overlaps the rest of backward), finish (the
 /// step's communication ends: every gradient in the session is the sum over processes; also called
-/// when a non-finite global loss skips backward). When forward throws, failed(what) instead of
-/// combine, and the error is rethrown. Every process ends the step with the same parameters, whether
-/// each steps every parameter or the reduction shares the update out (update()). ready and finish
-/// get the session to change its gradients in place (Session::mutable_gradient).
+/// when a non-finite global loss skips backward), then the learner's update, with share() when the
+/// reduction shares it out, and updated(). When forward throws, failed(what) instead of combine,
+/// and the error is rethrown. Every process ends the step with the same parameters. ready and
+/// finish change the session's gradients in place (Session::mutable_gradient).
 class GradientReduction {
 public:
     virtual ~GradientReduction() = default;
@@ -53,13 +53,12 @@ public:
     virtual void finish(Session& session) = 0;
     /// This process's forward threw `what`: tells the others instead of combine.
     virtual void failed(const std::string& what) = 0;
-    /// The learner's step, once finish made every gradient the global sum; returns what
-    /// Learner::update returns. By default every process steps every parameter alike; a reduction
-    /// may take the step over (distributed/: each process steps its share of the parameters and
-    /// the new values are exchanged), as long as every process ends with the same parameters.
-    virtual bool update(Learner& learner, const Session& session, double gradient_scale, bool only_if_finite) {
-        return learner.update(session, gradient_scale, only_if_finite);
-    }
+    /// The share of the learner's update this process takes (UpdateOptions::share), or nullptr (the
+    /// default): every process steps every parameter alike. Asked before backward.
+    virtual UpdateShare* share() { return nullptr; }
+    /// After the learner's update (`applied`: it was not refused): a reduction that shared it out
+    /// brings every process the new values of the parameters stepped elsewhere.
+    virtual void updated(const Learner& /*learner*/, bool /*applied*/) {}
     /// Whether this process holds the learner's whole state, so that Trainer::save_checkpoint may
     /// write it (a reduction that steps a share of the parameters per process keeps the rest of
     /// the state elsewhere until it gathers it).
@@ -135,7 +134,6 @@ public:
 
 private:
     MinibatchResult collect() const;
-    MinibatchResult train_share(const Bindings& inputs);
     MinibatchResult skip(MinibatchResult r, const std::string& what, double value);
 
     Variable loss_, metric_;

@@ -165,14 +165,13 @@ TEST_CASE("mpi: after the sums a table's gradient lists the rows of the whole gl
     const Session& mine = trainer.session();
     std::size_t tables = 0;
     for (std::size_t i = 0; i < one.parameters().size(); ++i) {
-        if (!whole.gradient_by_rows(i)) continue;
+        if (!whole.gradient(i).by_rows) continue;
         ++tables;
-        REQUIRE(mine.gradient_by_rows(i));
-        REQUIRE(mine.gradient_rows(i));
-        CHECK(*mine.gradient_rows(i) == *whole.gradient_rows(i));
-        std::vector<std::size_t> listed = mine.gradient_by_rows(i)->rows;
+        REQUIRE(mine.gradient(i).by_rows);
+        CHECK(mine.gradient(i).by_rows->sorted == whole.gradient(i).by_rows->sorted);
+        std::vector<std::size_t> listed = mine.gradient(i).by_rows->rows;
         std::sort(listed.begin(), listed.end());
-        CHECK(listed == *whole.gradient_rows(i));
+        CHECK(listed == whole.gradient(i).by_rows->sorted);
     }
     CHECK(tables == 2);
 }
@@ -198,13 +197,12 @@ struct Held {
 
 Held hold(const Session& s, std::size_t i) {
     Held h;
-    if (const RowGradient<float>* g = s.gradient_by_rows(i)) {
+    if (const RowGradient<float>* g = s.gradient(i).by_rows) {
         h.by_rows = true;
         h.rows = g->rows;
         h.row_values = g->data;
     } else {
-        const auto d = s.gradient(i);
-        h.dense.assign(d.begin(), d.end());
+        h.dense = s.gradient(i).to_dense();
     }
     return h;
 }
@@ -245,7 +243,7 @@ TEST_CASE("mpi: with two processes the update is exactly the one of the shares' 
         session.backward();
         for (std::size_t i = 0; i < held.size(); ++i) {
             if (held[i].by_rows) {
-                RowGradient<float>& g = *session.mutable_gradient_by_rows(i);
+                RowGradient<float>& g = *session.mutable_gradient(i).by_rows;
                 std::map<std::size_t, std::vector<float>> sum;  // sorted rows
                 for (std::size_t k = 0; k < held[i].rows.size(); ++k) {
                     auto& row = sum.try_emplace(held[i].rows[k], g.width, 0.0f).first->second;
@@ -263,11 +261,11 @@ TEST_CASE("mpi: with two processes the update is exactly the one of the shares' 
                 }
                 g.replace(std::move(rows), std::move(data));
             } else {
-                const std::span<float> to = session.mutable_gradient(i);
+                const std::span<float> to = session.mutable_gradient(i).dense;
                 for (std::size_t k = 0; k < to.size(); ++k) to[k] = held[i].dense[k] + to[k];
             }
         }
-        REQUIRE(learner->update(session, 1.0 / static_cast<double>(count0 + count1), true));
+        REQUIRE(learner->update(session, {1.0 / static_cast<double>(count0 + count1), true}));
         session.release_gradients();
 
         const MinibatchResult r = trainer.train_minibatch(bindings(many, pairs, share(*parallel, global)));

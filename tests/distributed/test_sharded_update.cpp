@@ -31,13 +31,12 @@ Gradients gradients_of(const Session& s, std::size_t count) {
     g.dense.resize(count);
     g.rows.resize(count);
     for (std::size_t i = 0; i < count; ++i) {
-        if (const RowGradient<float>* r = s.gradient_by_rows(i)) {
+        if (const RowGradient<float>* r = s.gradient(i).by_rows) {
             for (std::size_t k = 0; k < r->rows.size(); ++k)
                 g.rows[i][r->rows[k]].assign(r->data.begin() + std::ptrdiff_t(k * r->width),
                                              r->data.begin() + std::ptrdiff_t((k + 1) * r->width));
         } else {
-            const auto d = s.gradient(i);
-            g.dense[i].assign(d.begin(), d.end());
+            g.dense[i] = s.gradient(i).to_dense();
         }
     }
     return g;
@@ -60,7 +59,7 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
         shares.push_back(gradients_of(session, n));
     }
     for (std::size_t i = 0; i < n; ++i) {
-        if (RowGradient<float>* held = session.mutable_gradient_by_rows(i)) {
+        if (RowGradient<float>* held = session.mutable_gradient(i).by_rows) {
             RowGradient<float>& g = *held;
             std::map<std::size_t, std::vector<float>> sum;
             for (const Gradients& share : shares)
@@ -76,7 +75,7 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
             }
             g.replace(std::move(rows), std::move(data));
         } else {
-            const std::span<float> to = session.mutable_gradient(i);
+            const std::span<float> to = session.mutable_gradient(i).dense;
             for (std::size_t k = 0; k < to.size(); ++k) {
                 float s = shares[0].dense[i][k];
                 for (std::size_t r = 1; r < shares.size(); ++r) s += shares[r].dense[i][k];
@@ -84,7 +83,7 @@ double reference_step(Session& session, Learner& learner, const qa::Model& m, co
             }
         }
     }
-    REQUIRE(learner.update(session, 1.0 / static_cast<double>(count), true));
+    REQUIRE(learner.update(session, {1.0 / static_cast<double>(count), true}));
     session.release_gradients();
     return loss;
 }

@@ -343,7 +343,7 @@ TEST_CASE("every learner solves a small least-squares problem") {
         for (int i = 0; i < 600; ++i) {
             s.forward(in);
             s.backward();
-            learner->update(s, 1.0 / 16);
+            learner->update(s, {1.0 / 16});
         }
         s.forward(in);
         CHECK(s.sum(loss) / 16 < 1e-4);

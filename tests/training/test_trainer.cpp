@@ -156,12 +156,12 @@ TEST_CASE("session: a released gradient is gone until the next backward, which g
         const double x0 = static_cast<double>(n % 5) * 0.5 - 1.0, x1 = static_cast<double>((2 * n) % 7) * 0.3 - 0.9;
         sum_y += 2 * x0 - x1 + 1;
     }
-    CHECK(s.gradient(m.b)[0] == doctest::Approx(-2 * sum_y));
+    CHECK(s.gradient(m.b).dense[0] == doctest::Approx(-2 * sum_y));
     s.release_gradients();
     CHECK_THROWS_WITH_AS(s.gradient(m.b), doctest::Contains("released"), UserError);
     s.forward(m.minibatch(0));
     s.backward();
-    CHECK(s.gradient(m.b)[0] == doctest::Approx(-2 * sum_y));  // zeroed again, not added to stale memory
+    CHECK(s.gradient(m.b).dense[0] == doctest::Approx(-2 * sum_y));  // zeroed again, not added to stale memory
 }
 
 namespace {
@@ -326,13 +326,16 @@ TEST_CASE("learner: a cancelled update moves nothing and the next one opens") {
     s.forward(m.minibatch(0));
     s.backward();
     const auto w = m.w.value();
-    learner->begin_update(1.0);
-    learner->defer_parameter(s, 0);
-    CHECK_THROWS_AS(learner->begin_update(1.0), InternalError);  // still open
-    learner->cancel_update();
+    UpdateOptions failing{1.0, true};
+    failing.backward = [&](const std::function<void(std::size_t)>& final) {
+        if (final) final(0);
+        CHECK_THROWS_AS(learner->update(s, {1.0}), InternalError);  // still open
+        throw UserError("backward failed");
+    };
+    CHECK_THROWS_AS(learner->update(s, failing), UserError);  // cancelled
     CHECK(learner->step_count() == 0);
     CHECK(m.w.value() == w);
-    CHECK(learner->update(s, 1.0, true));
+    CHECK(learner->update(s, {1.0, true}));
     CHECK(learner->step_count() == 1);
     CHECK_FALSE(m.w.value() == w);
 }

@@ -26,7 +26,7 @@ struct Twin final : GradientReduction {
     }
     void ready(Session& session, std::size_t i) override {
         reported.push_back(i);
-        for (float& v : session.mutable_gradient(i)) v *= 2;
+        for (float& v : session.mutable_gradient(i).dense) v *= 2;
     }
     void finish(Session&) override { ++finishes; }
     void failed(const std::string& what) override {
@@ -91,20 +91,39 @@ TEST_CASE("trainer reduction: a twin reduction gives the plain update and sees e
 
 namespace {
 
-// A twin that takes the update over and steps through Learner::update_share, each parameter once,
-// all on this "process".
-struct SteppingTwin final : GradientReduction {
+// A twin that shares the update out (UpdateShare) with every parameter stepped on this "process".
+struct SteppingTwin final : GradientReduction, UpdateShare {
     int updates = 0;
     MinibatchResult combine(const MinibatchResult& local) override { return local; }
     void ready(Session&, std::size_t) override {}
     void finish(Session&) override {}
     void failed(const std::string&) override {}
-    bool update(Learner& learner, const Session& session, double scale, bool only_if_finite) override {
+    UpdateShare* share() override { return this; }
+    std::vector<char> stepped_here(const Learner& learner) override {
         ++updates;
-        const std::vector<char> all(learner.parameters().size(), 1);
-        return learner.update_share(session, all, scale, only_if_finite, [](std::vector<double>&) {});
+        return std::vector<char>(learner.parameters().size(), 1);
     }
+    void share_norms(std::vector<double>&) override {}
 };
+
+// A share of the update fixed by the test: its flags, and what it does to the norms.
+struct FixedShare final : UpdateShare {
+    std::vector<char> mine;
+    std::function<void(std::vector<double>&)> norms;
+    FixedShare(std::vector<char> m, std::function<void(std::vector<double>&)> n)
+        : mine(std::move(m)), norms(std::move(n)) {}
+    std::vector<char> stepped_here(const Learner&) override { return mine; }
+    void share_norms(std::vector<double>& square_sums) override { norms(square_sums); }
+};
+
+// Learner::update sharing out as `share` says.
+bool update_share(Learner& learner, Session& session, std::vector<char> mine, double scale, bool only_if_finite,
+                  std::function<void(std::vector<double>&)> norms) {
+    FixedShare share(std::move(mine), std::move(norms));
+    UpdateOptions options{scale, only_if_finite};
+    options.share = &share;
+    return learner.update(session, options);
+}
 
 }  // namespace
 
@@ -130,7 +149,7 @@ TEST_CASE("trainer reduction: a reduction that takes the update over gives the l
     CHECK(stepped.reduction() == twin);
 }
 
-TEST_CASE("learner: update_share steps only its parameters and takes the others' norms as given") {
+TEST_CASE("learner: a shared-out update steps only its parameters and takes the others' norms as given") {
     // Learners on the same gradients: `first` steps w only, told b's squared norm as `second` (b
     // only) reads it; `whole` steps both. Clipping makes the global norm decide the step.
     Regression model;
@@ -142,11 +161,11 @@ TEST_CASE("learner: update_share steps only its parameters and takes the others'
     auto learner = [&] { return adam({model.w, model.b}, 0.05, 0.9, 0.999, 1e-8, clip); };
     const xt::xarray<float> w0 = model.w.value(), b0 = model.b.value();
     double w_sq = 0;  // independently: the sum of w's squared gradient elements
-    for (float g : session.gradient(model.w)) w_sq += double(g) * double(g);
+    for (float g : session.gradient(model.w).dense) w_sq += double(g) * double(g);
 
     auto second = learner();
     double b_read = -1;
-    REQUIRE(second->update_share(session, {0, 1}, 1.0 / 6, true, [&](std::vector<double>& sums) {
+    REQUIRE(update_share(*second, session, {0, 1}, 1.0 / 6, true, [&](std::vector<double>& sums) {
         b_read = sums[1];
         sums[0] = w_sq;
     }));
@@ -156,7 +175,7 @@ TEST_CASE("learner: update_share steps only its parameters and takes the others'
 
     auto first = learner();
     std::vector<double> seen;
-    REQUIRE(first->update_share(session, {1, 0}, 1.0 / 6, true, [&](std::vector<double>& sums) {
+    REQUIRE(update_share(*first, session, {1, 0}, 1.0 / 6, true, [&](std::vector<double>& sums) {
         seen = sums;
         sums[1] = b_read;
     }));
@@ -173,18 +192,18 @@ TEST_CASE("learner: update_share steps only its parameters and takes the others'
     // The whole update from the same start: w bit for bit as `first` stepped it, the same norm.
     model.w.data() = w0;
     auto whole = learner();
-    REQUIRE(whole->update(session, 1.0 / 6, true));
+    REQUIRE(whole->update(session, {1.0 / 6, true}));
     CHECK(model.w.value() == w_first);
     CHECK(whole->last_gradient_norm() == first->last_gradient_norm());
 
     // A non-finite norm given for the other parameter: nothing changes, the step count stays.
     auto third = learner();
     const xt::xarray<float> w_now = model.w.value();
-    CHECK_FALSE(
-        third->update_share(session, {1, 0}, 1.0 / 6, true, [](std::vector<double>& sums) { sums[1] = std::nan(""); }));
+    CHECK_FALSE(update_share(*third, session, {1, 0}, 1.0 / 6, true,
+                             [](std::vector<double>& sums) { sums[1] = std::nan(""); }));
     CHECK(model.w.value() == w_now);
     CHECK(third->step_count() == 0);
     CHECK(std::isnan(third->last_gradient_norm()));
     // One flag per parameter, or an error.
-    CHECK_THROWS_AS(third->update_share(session, {1}, 1.0, false, [](std::vector<double>&) {}), InternalError);
+    CHECK_THROWS_AS(update_share(*third, session, {1}, 1.0, false, [](std::vector<double>&) {}), InternalError);
 }
