@@ -1,6 +1,6 @@
 #pragma once
-// Small helpers the test files share: scratch directories, whole-file reads and writes, and the
-// check that a call throws a loom::UserError whose message says what it must.
+// Small helpers the test files share: scratch directories, whole-file reads and writes, the check
+// that a call throws a loom::UserError whose message says what it must, and a node's plan index.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/errors.hpp"
+#include "graph/compile.hpp"
+#include "graph/variable.hpp"
 
 namespace loom::testing {
 
@@ -79,6 +81,13 @@ inline void expect_user_error(const std::function<void()>& f, const std::vector<
             CHECK(message.find(needle) != std::string::npos);
         }
     }
+}
+
+// The index of v's node in `plan`; the test fails when the plan does not hold it.
+inline int node_of(const Plan& plan, const Variable& v) {
+    const int i = plan.find(v.node().get());
+    REQUIRE(i >= 0);
+    return i;
 }
 
 }  // namespace loom::testing

@@ -7,6 +7,7 @@
 #include "core/errors.hpp"
 #include "core/gemm.hpp"
 #include "core/packed_gemm.hpp"
+#include "graph/op.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/broadcast.hpp"
 

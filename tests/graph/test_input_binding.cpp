@@ -12,16 +12,14 @@
 
 #include <loom.hpp>
 
+#include "test_support.hpp"
+
 #include "graph/executor.hpp"
 
 using namespace loom;
 
 namespace {
-int node_of(const Plan& plan, const Variable& v) {
-    const int i = plan.find(v.node().get());
-    REQUIRE(i >= 0);
-    return i;
-}
+using loom::testing::node_of;
 template <class T>
 const T* storage_of(const Value& v) {
     return v.data<T>().data();  // the const accessor: no copy made by asking

@@ -6,16 +6,14 @@
 
 #include <loom.hpp>
 
+#include "test_support.hpp"
+
 #include "graph/pass_plan.hpp"
 
 using namespace loom;
 
 namespace {
-int node_of(const Plan& plan, const Variable& v) {
-    const int i = plan.find(v.node().get());
-    REQUIRE(i >= 0);
-    return i;
-}
+using loom::testing::node_of;
 bool contains(const std::vector<int>& list, int x) { return std::find(list.begin(), list.end(), x) != list.end(); }
 }  // namespace
 
