@@ -18,6 +18,11 @@ std::atomic<bool> counting{false};
 std::atomic<std::size_t> allocations{0};
 }  // namespace
 
+// The replacements allocate with malloc, so free is the matching release. GCC, inlining a standard
+// allocator's new and delete into one function, sees only the declared operator new beside free
+// and warns (-Wmismatched-new-delete, under -O2 -g); the pairing is right, so the warning is off here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
     if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
     if (void* p = std::malloc(n ? n : 1)) return p;
@@ -28,6 +33,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace {
 
