@@ -18,21 +18,30 @@ std::atomic<bool> counting{false};
 std::atomic<std::size_t> allocations{0};
 }  // namespace
 
-// The replacements allocate with malloc, so free is the matching release. GCC, inlining a standard
-// allocator's new and delete into one function, sees only the declared operator new beside free
-// and warns (-Wmismatched-new-delete, under -O2 -g); the pairing is right, so the warning is off here.
+// Every unaligned form of operator new and delete is replaced, so that each allocation and its
+// release meet in malloc and free whichever forms the standard library pairs (std::stable_sort
+// takes a buffer with the nothrow new and gives it back with the sized delete); the aligned forms
+// stay the runtime's, new and delete alike. GCC, inlining a standard allocator's new and delete
+// into one function, sees only the declared operator new beside free and warns
+// (-Wmismatched-new-delete, under -O2 -g); the pairing is right, so the warning is off here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
     if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
+    return std::malloc(n ? n : 1);
+}
+void* operator new(std::size_t n) {
+    if (void* p = ::operator new(n, std::nothrow)) return p;
     throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) { return ::operator new(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return ::operator new(n, std::nothrow); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace {
