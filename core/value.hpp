@@ -35,6 +35,11 @@ using ByDType = std::variant<F<float>, F<double>>;
 template <class T>
 using Array = xt::xarray<T>;
 
+/// A std::vector of T, for the same reason: std::vector's defaulted allocator parameter does not
+/// match a template of one parameter under every compiler (clang 14 refuses it).
+template <class T>
+using VectorOf = std::vector<T>;
+
 /// \return f(T()) for T the element type `dtype` names (float or double): one call for both, as
 /// std::visit for a ByDType.
 template <class F>

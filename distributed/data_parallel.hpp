@@ -142,7 +142,7 @@ private:
     /// Sharded update: owner of each parameter; the others' gradients of this process's parameters
     /// (one part per other process, in rank order) and the parameters waiting for them.
     std::vector<int> owner_;
-    std::vector<ByDType<std::vector>> incoming_;
+    std::vector<ByDType<VectorOf>> incoming_;
     std::vector<std::size_t> owned_;
     std::vector<char> by_rows_table_;  ///< gradient kept by rows (an embedding table)
     std::vector<char> replicated_;     ///< stepped by every process (tables, unless shard_tables)

@@ -165,7 +165,7 @@ private:
     std::unordered_map<const Node*, std::size_t> index_of_node_;  ///< a parameter's node -> its index
     std::vector<Parameter> graph_parameters_;                     ///< every parameter the plan binds, and parameters_
     std::vector<std::size_t> zero_sizes_;  ///< per parameter: its size when the loss does not use it
-    ByDType<std::vector> zeros_;           ///< the gradient of a parameter the loss does not use
+    ByDType<VectorOf> zeros_;              ///< the gradient of a parameter the loss does not use
     std::size_t memory_budget_ = 0;        ///< 0: none
     std::shared_ptr<const Plan> plan_;
     ByDType<ExecutionPtr> ex_;  ///< in the session's precision

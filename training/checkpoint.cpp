@@ -19,7 +19,7 @@ constexpr std::uint64_t checkpoint_version = 2;
 struct StoredParameter {
     std::string name;
     Shape shape;
-    ByDType<std::vector> values;  ///< in the precision it was saved in
+    ByDType<VectorOf> values;  ///< in the precision it was saved in
     DType precision() const { return dtype_held(values); }
 };
 

@@ -212,7 +212,7 @@ private:
     /// parameters x slots, flattened: [p * slots_ + k], each in its parameter's precision: a
     /// parameter converted by to_precision has its state converted at the next update (when it
     /// opens) or save.
-    using Slot = ByDType<std::vector>;
+    using Slot = ByDType<VectorOf>;
     std::vector<Slot> state_;
     std::vector<DType> state_precision_;  ///< per parameter (also without slots)
     template <class T>
