@@ -44,6 +44,7 @@ Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameter
         const Parameter& p = parameters_[i];
         index_of_node_.emplace(p.node().get(), i);  // the first, when one is listed twice
         param_nodes_.push_back(plan_->find(p.node().get()));
+        if (param_nodes_.back() >= 0) wrt_.push_back(param_nodes_.back());
         if (param_nodes_.back() >= 0) params_of_node_[static_cast<std::size_t>(param_nodes_.back())].push_back(i);
         zero_sizes_.push_back(param_nodes_.back() < 0 ? p.shape().size() : 0);
     }
@@ -59,18 +60,13 @@ void Session::make_execution(DType precision) {
     });
     if (memory_budget_) set_memory_budget(memory_budget_);
     // A session with parameters trains: values its backward does not read are freed during forward.
-    std::vector<int> wrt;
-    for (int i : param_nodes_)
-        if (i >= 0) wrt.push_back(i);
     // Without, it only scores: each value is freed once its last reader ran.
-    std::visit(
-        [&](auto& ex) {
-            if (!wrt.empty())
-                ex->plan_backward(wrt);
-            else
-                ex->plan_forward_only();
-        },
-        ex_);
+    visit([&](auto& ex) {
+        if (!wrt_.empty())
+            ex.plan_backward(wrt_);
+        else
+            ex.plan_forward_only();
+    });
 }
 
 void Session::follow_precision() {
@@ -80,40 +76,33 @@ void Session::follow_precision() {
 
 void Session::forward(const Bindings& inputs) {
     follow_precision();
-    std::visit(
-        [&](auto& ex) {
-            ex->bind(inputs);
-            ex->forward();
-        },
-        ex_);
+    visit([&](auto& ex) {
+        ex.bind(inputs);
+        ex.forward();
+    });
 }
 
 void Session::backward() { backward(std::function<void(std::size_t)>{}); }
 
 void Session::backward(const std::function<void(std::size_t)>& on_ready) {
-    std::vector<int> wrt;
-    for (int i : param_nodes_)
-        if (i >= 0) wrt.push_back(i);
-    if (wrt.empty()) return;  // nothing to differentiate (and a scoring session kept no values for it)
+    if (wrt_.empty()) return;  // nothing to differentiate (and a scoring session kept no values for it)
     std::function<void(int)> ready;
     if (on_ready)
         ready = [&](int node) {
             for (std::size_t i : params_of_node_[static_cast<std::size_t>(node)]) on_ready(i);
         };
-    std::visit(
-        [&]<class T>(std::unique_ptr<Execution<T>>& ex) {
-            // Only outputs[0] is seeded: the others get zero weights.
-            std::unordered_map<int, const std::vector<T>*> seeds;
-            std::vector<std::vector<T>> zero(outputs_.size());
-            for (std::size_t o = 1; o < outputs_.size(); ++o) {
-                const int idx = plan_->outputs[o];
-                if (idx == plan_->outputs[0]) continue;
-                zero[o].assign(ex->value_buffer(idx).size(), T(0));
-                seeds[idx] = &zero[o];
-            }
-            ex->backward(wrt, seeds, ready);
-        },
-        ex_);
+    visit([&]<class T>(Execution<T>& ex) {
+        // Only outputs[0] is seeded: the others get zero weights.
+        std::unordered_map<int, const std::vector<T>*> seeds;
+        std::vector<std::vector<T>> zero(outputs_.size());
+        for (std::size_t o = 1; o < outputs_.size(); ++o) {
+            const int idx = plan_->outputs[o];
+            if (idx == plan_->outputs[0]) continue;
+            zero[o].assign(ex.value_buffer(idx).size(), T(0));
+            seeds[idx] = &zero[o];
+        }
+        ex.backward(wrt_, seeds, ready);
+    });
 }
 
 int Session::output_index(const Variable& v) const {
@@ -174,7 +163,7 @@ GradientRef<const T> Session::gradient(std::size_t i) const {
 void Session::release_gradient(std::size_t i) {
     const int node = param_node(i, "release_gradient");
     if (node < 0) return;
-    std::visit([&](auto& ex) { ex->release_gradient(node); }, ex_);
+    visit([&](auto& ex) { ex.release_gradient(node); });
 }
 
 void Session::release_gradients() {
@@ -205,7 +194,7 @@ std::size_t Session::parameter_index(const Parameter& p) const {
 
 void Session::set_memory_budget(std::size_t bytes) {
     memory_budget_ = bytes;
-    std::visit([&](auto& ex) { ex->set_memory_budget(bytes); }, ex_);
+    visit([&](auto& ex) { ex.set_memory_budget(bytes); });
 }
 
 std::size_t Session::loop_bytes_peak() const {

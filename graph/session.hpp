@@ -148,11 +148,17 @@ private:
     Execution<T>& execution(const char* what) {
         return const_cast<Execution<T>&>(std::as_const(*this).execution<T>(what));  // the session's own
     }
+    /// @{
     /// f(execution) for the session's one execution, float or double.
     template <class F>
     decltype(auto) visit(F&& f) const {
-        return std::visit([&](const auto& ex) -> decltype(auto) { return f(*ex); }, ex_);
+        return std::visit([&](const auto& ex) -> decltype(auto) { return f(std::as_const(*ex)); }, ex_);
     }
+    template <class F>
+    decltype(auto) visit(F&& f) {
+        return std::visit([&](auto& ex) -> decltype(auto) { return f(*ex); }, ex_);
+    }
+    /// @}
     void make_execution(DType precision);
     /// Makes the execution again when to_precision converted every parameter since the last pass.
     void follow_precision();
@@ -160,6 +166,7 @@ private:
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;
     std::vector<int> param_nodes_;  ///< plan index, or -1 when the loss does not use it
+    std::vector<int> wrt_;  ///< the plan indices of param_nodes_ that are used: what backward differentiates for
     /// per plan node: the parameters (indices) it is, so backward's report of a node costs no search
     std::vector<std::vector<std::size_t>> params_of_node_;
     std::unordered_map<const Node*, std::size_t> index_of_node_;  ///< a parameter's node -> its index

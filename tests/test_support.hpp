@@ -90,4 +90,11 @@ inline int node_of(const Plan& plan, const Variable& v) {
     return i;
 }
 
+// How many times `what` occurs in `text`, overlapping occurrences included.
+inline std::size_t occurrences(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+    return n;
+}
+
 }  // namespace loom::testing

@@ -38,13 +38,12 @@ struct Options {
 // before e and i, a silent final e), so that the default run shows a model learning context.
 PronunciationDictionary synthetic_words(std::size_t count, std::uint64_t seed) {
     const std::vector<std::pair<std::string, Pronunciation>> onsets{
-        {"b", {"B"}},   {"c", {"K"}},   {"d", {"D"}},   {"f", {"F"}},   {"g", {"G"}},   {"h", {"HH"}},
-        {"k", {"K"}},   {"l", {"L"}},   {"m", {"M"}},   {"n", {"N"}},   {"p", {"P"}},   {"r", {"R"}},
-        {"s", {"S"}},   {"t", {"T"}},   {"v", {"V"}},   {"w", {"W"}},   {"th", {"TH"}}, {"sh", {"SH"}},
-        {"ch", {"CH"}}, {"qu", {"K", "W"}}};
-    const std::vector<std::pair<std::string, Pronunciation>> vowels{
-        {"a", {"AE"}}, {"e", {"EH"}}, {"i", {"IH"}}, {"o", {"AA"}}, {"u", {"AH"}}, {"ee", {"IY"}}, {"oo", {"UW"}},
-        {"ai", {"EY"}}};
+        {"b", {"B"}}, {"c", {"K"}}, {"d", {"D"}},   {"f", {"F"}},   {"g", {"G"}},   {"h", {"HH"}},     {"k", {"K"}},
+        {"l", {"L"}}, {"m", {"M"}}, {"n", {"N"}},   {"p", {"P"}},   {"r", {"R"}},   {"s", {"S"}},      {"t", {"T"}},
+        {"v", {"V"}}, {"w", {"W"}}, {"th", {"TH"}}, {"sh", {"SH"}}, {"ch", {"CH"}}, {"qu", {"K", "W"}}};
+    const std::vector<std::pair<std::string, Pronunciation>> vowels{{"a", {"AE"}},  {"e", {"EH"}}, {"i", {"IH"}},
+                                                                    {"o", {"AA"}},  {"u", {"AH"}}, {"ee", {"IY"}},
+                                                                    {"oo", {"UW"}}, {"ai", {"EY"}}};
     const std::vector<std::pair<std::string, Pronunciation>> codas{
         {"", {}}, {"", {}}, {"n", {"N"}}, {"t", {"T"}}, {"ng", {"NG"}}, {"x", {"K", "S"}}, {"ck", {"K"}}, {"l", {"L"}}};
     std::mt19937_64 rng(seed);
@@ -61,7 +60,8 @@ PronunciationDictionary synthetic_words(std::size_t count, std::uint64_t seed) {
             for (const Pronunciation* part : {&onset.second, &vowel.second, &coda.second})
                 p.insert(p.end(), part->begin(), part->end());
         }
-        if (rng() % 4 == 0 && !p.empty() && word.back() != 'e' && std::string("aeiou").find(word.back()) == std::string::npos)
+        if (rng() % 4 == 0 && !p.empty() && word.back() != 'e' &&
+            std::string("aeiou").find(word.back()) == std::string::npos)
             word += "e";  // silent
         dict.add(word, p);
     }
@@ -110,7 +110,8 @@ std::unique_ptr<g2p::Model> load_model(const std::string& path) {
 // attention weight that decoder step gave the letter.
 void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const std::string& dir) {
     std::vector<std::vector<std::size_t>> words;
-    for (std::size_t i = 0; i < std::min(alignment_plots, dict.size()); ++i) words.push_back(g2p::letter_ids(dict.words()[i]));
+    for (std::size_t i = 0; i < std::min(alignment_plots, dict.size()); ++i)
+        words.push_back(g2p::letter_ids(dict.words()[i]));
     const auto emitted = m.predict(words, 5, 30).phonemes;
     Session s({m.alignment});
     s.forward(m.bind(words, emitted));
@@ -159,7 +160,8 @@ int train(const Options& o) {
         outputs.push_back({o.plot_dir + "/alignment_" + std::to_string(n) + ".svg", "--plot", true});
     check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
     if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
-    PronunciationDictionary train = o.train_file.empty() ? synthetic_words(o.words, o.seed) : read_pronunciations(o.train_file);
+    PronunciationDictionary train =
+        o.train_file.empty() ? synthetic_words(o.words, o.seed) : read_pronunciations(o.train_file);
     PronunciationDictionary eval =
         o.train_file.empty() ? synthetic_words(o.words / 5, o.seed + 1000) : PronunciationDictionary("no --eval");
     if (!o.eval_file.empty()) eval = read_pronunciations(o.eval_file);
@@ -214,7 +216,8 @@ int train(const Options& o) {
             *rate /= 2;
         }
         std::printf("epoch %zu (%.1f min): loss %.3f per word; held-out greedy WER %.1f %% PER %.2f %%%s\n", epoch + 1,
-                    minutes(), loss / std::max(count, 1.0), 100 * h.wer(), 100 * h.per(), better ? "" : ", rate halved");
+                    minutes(), loss / std::max(count, 1.0), 100 * h.wer(), 100 * h.per(),
+                    better ? "" : ", rate halved");
     }
     for (std::size_t i = 0; i < best.size(); ++i) m.parameters()[i].set_value(best[i]);
     if (!o.save.empty()) save_model(o.save, m), std::printf("saved %s\n", o.save.c_str());
@@ -246,19 +249,34 @@ int main(int argc, char** argv) {
         ->check(CLI::ExistingFile);
     app.add_option("--eval", o.eval_file, "dictionary to report WER and PER on")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
-    app.add_option("--model", o.model_file, "a model file written by --save (with --predict)")->check(CLI::ExistingFile);
+    app.add_option("--model", o.model_file, "a model file written by --save (with --predict)")
+        ->check(CLI::ExistingFile);
     app.add_option("--predict", o.predict, "words to pronounce, with --model (with --eval: WER and PER)");
     app.add_option("--plot", o.plot_dir, "write attention alignments of a few --eval words (SVG) here");
-    app.add_option("--minutes", o.minutes, "training time at most; 0: no limit")->capture_default_str()->check(CLI::Range(0.0, 1e6));
+    app.add_option("--minutes", o.minutes, "training time at most; 0: no limit")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1e6));
     app.add_option("--epochs", o.epochs, "epochs at most")->capture_default_str()->check(CLI::Range(1, 100000));
     app.add_option("--batch", o.batch, "pronunciations per step")->capture_default_str()->check(CLI::Range(1, 100000));
     app.add_option("--beam", o.beam, "beam width")->capture_default_str()->check(CLI::Range(1, 1000));
-    app.add_option("--max-length", o.max_length, "phonemes per word at most")->capture_default_str()->check(CLI::Range(1, 1000));
-    app.add_option("--learning-rate", o.learning_rate, "Adam's rate")->capture_default_str()->check(CLI::Range(1e-9, 10.0));
-    app.add_option("--embed", o.sizes.embed, "letter and phoneme embedding size")->capture_default_str()->check(CLI::Range(1, 4096));
-    app.add_option("--encoder", o.sizes.encoder, "encoder LSTM size per direction")->capture_default_str()->check(CLI::Range(1, 4096));
-    app.add_option("--decoder", o.sizes.decoder, "decoder LSTM size")->capture_default_str()->check(CLI::Range(1, 4096));
-    app.add_option("--words", o.words, "synthetic data: training words")->capture_default_str()->check(CLI::Range(10, 10000000));
+    app.add_option("--max-length", o.max_length, "phonemes per word at most")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    app.add_option("--learning-rate", o.learning_rate, "Adam's rate")
+        ->capture_default_str()
+        ->check(CLI::Range(1e-9, 10.0));
+    app.add_option("--embed", o.sizes.embed, "letter and phoneme embedding size")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--encoder", o.sizes.encoder, "encoder LSTM size per direction")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--decoder", o.sizes.decoder, "decoder LSTM size")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--words", o.words, "synthetic data: training words")
+        ->capture_default_str()
+        ->check(CLI::Range(10, 10000000));
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
     CLI11_PARSE(app, argc, argv);

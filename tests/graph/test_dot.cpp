@@ -6,15 +6,12 @@
 
 #include <loom.hpp>
 
+#include "test_support.hpp"
+
 using namespace loom;
 
 namespace {
-
-std::size_t count(const std::string& text, const std::string& what) {
-    std::size_t n = 0;
-    for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-    return n;
-}
+using loom::testing::occurrences;
 
 // The text of the first cluster, from its opening line to its closing brace.
 std::string first_cluster(const std::string& dot) {
@@ -38,7 +35,7 @@ TEST_CASE("to_dot: a running sum loop is a cluster with a dashed delay edge and 
     const std::string dot = to_dot({out});
     CHECK(dot.rfind("digraph", 0) == 0);
     CHECK(dot.back() == '\n');
-    CHECK(count(dot, "subgraph cluster") == 1);
+    CHECK(occurrences(dot, "subgraph cluster") == 1);
     const std::string cluster = first_cluster(dot);
     CHECK(cluster.find("past_value") != std::string::npos);
     CHECK(cluster.find("tanh") != std::string::npos);
@@ -47,7 +44,7 @@ TEST_CASE("to_dot: a running sum loop is a cluster with a dashed delay edge and 
     CHECK(cluster.find("forward (past_value)") != std::string::npos);
 
     // One dashed edge: tanh -> past_value (the value carried to the next step).
-    CHECK(count(dot, "style=dashed") == 1);
+    CHECK(occurrences(dot, "style=dashed") == 1);
     std::smatch m;
     REQUIRE(std::regex_search(dot, m, std::regex("n(\\d+) -> n(\\d+) \\[style=dashed")));
     const std::regex node_of(R"re((n\d+) \[label="([^"]*)")re");
@@ -73,7 +70,7 @@ TEST_CASE("to_dot: a running sum loop is a cluster with a dashed delay edge and 
     }
     CHECK(weight_seen);
     CHECK(input_seen);
-    CHECK(count(dot, "peripheries=2") == 1);
+    CHECK(occurrences(dot, "peripheries=2") == 1);
     CHECK(std::regex_search(dot, std::regex(R"(label="sequence[^"]*last_h\\n\[4\] x batch"[^\n]*peripheries=2)")));
 }
 
@@ -81,10 +78,10 @@ TEST_CASE("to_dot: a graph without loops has no cluster and no dashed edge -- na
     Variable a = input_variable({2}, "say \"a\"");
     Variable b = a * a;
     const std::string dot = to_dot({b});
-    CHECK(count(dot, "subgraph") == 0);
-    CHECK(count(dot, "dashed") == 0);
+    CHECK(occurrences(dot, "subgraph") == 0);
+    CHECK(occurrences(dot, "dashed") == 0);
     CHECK(dot.find(R"(say \"a\")") != std::string::npos);
-    CHECK(count(dot, " -> ") == 2);  // a feeds the product twice
+    CHECK(occurrences(dot, " -> ") == 2);  // a feeds the product twice
 }
 
 TEST_CASE("to_dot: a future_value loop is labelled as running backward") {
@@ -94,5 +91,5 @@ TEST_CASE("to_dot: a future_value loop is labelled as running backward") {
     r.replace_placeholders({{p, r}});
     const std::string dot = to_dot({r});
     CHECK(first_cluster(dot).find("backward (future_value)") != std::string::npos);
-    CHECK(count(dot, "style=dashed") == 1);
+    CHECK(occurrences(dot, "style=dashed") == 1);
 }

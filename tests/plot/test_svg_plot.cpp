@@ -6,15 +6,12 @@
 
 #include <loom.hpp>
 
+#include "test_support.hpp"
+
 using namespace loom;
 
 namespace {
-
-std::size_t count(const std::string& text, const std::string& what) {
-    std::size_t n = 0;
-    for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-    return n;
-}
+using loom::testing::occurrences;
 
 }  // namespace
 
@@ -25,8 +22,8 @@ TEST_CASE("svg line_charts: points placed on the padded y range, one polyline pe
         svg::line_charts({{"loss", "epoch", {{"train", {1.0, 2.0, 3.0}}, {"dev", {3.0, 2.0, 1.0}}}}});
     CHECK(svg.rfind("<svg", 0) == 0);
     CHECK(svg.find("</svg>") != std::string::npos);
-    CHECK(count(svg, "<polyline") == 2);
-    CHECK(count(svg, "<circle") == 6);
+    CHECK(occurrences(svg, "<polyline") == 2);
+    CHECK(occurrences(svg, "<circle") == 6);
     std::smatch m;
     REQUIRE(
         std::regex_search(svg, m, std::regex("points='([0-9.]+),([0-9.]+) ([0-9.]+),([0-9.]+) ([0-9.]+),([0-9.]+)")));
@@ -41,7 +38,7 @@ TEST_CASE("svg line_charts: points placed on the padded y range, one polyline pe
 
 TEST_CASE("svg heat_rows: one cell per label shaded from the row's min to max -- labels escaped") {
     const std::string svg = svg::heat_rows({{"question", {"who", "<b>", "it's"}, {0.1, 0.5, 0.3}}});
-    CHECK(count(svg, "width='28'") == 3);
+    CHECK(occurrences(svg, "width='28'") == 3);
     CHECK(svg.find("rgb(255,255,255)") != std::string::npos);  // 0.1, the smallest: white
     CHECK(svg.find("rgb(35,105,255)") != std::string::npos);   // 0.5, the largest: 255 - 220, 255 - 150
     CHECK(svg.find("rgb(145,180,255)") != std::string::npos);  // 0.3, half way
@@ -57,10 +54,10 @@ TEST_CASE(
     "svg heat_map: a cell per row and column shaded from 0 to the largest value -- labels escaped, bad input refused") {
     const std::string svg = svg::heat_map("'cat' <alignment>", {"K", "AE", "T"}, {"c", "a", "t"},
                                           {{0.8, 0.2, 0.0}, {0.1, 0.8, 0.1}, {0.0, 0.4, 0.6}});
-    CHECK(count(svg, "width='28'") == 9);
-    CHECK(count(svg, "rgb(35,105,255)") == 2);   // 0.8, the largest: 255 - 220, 255 - 150
-    CHECK(count(svg, "rgb(255,255,255)") == 2);  // the two zeros: white
-    CHECK(count(svg, "rgb(145,180,255)") == 1);  // 0.4, half of 0.8
+    CHECK(occurrences(svg, "width='28'") == 9);
+    CHECK(occurrences(svg, "rgb(35,105,255)") == 2);   // 0.8, the largest: 255 - 220, 255 - 150
+    CHECK(occurrences(svg, "rgb(255,255,255)") == 2);  // the two zeros: white
+    CHECK(occurrences(svg, "rgb(145,180,255)") == 1);  // 0.4, half of 0.8
     CHECK(svg.find("&apos;cat&apos; &lt;alignment&gt;") != std::string::npos);
     CHECK(svg.find(">AE<") != std::string::npos);
     CHECK_THROWS_WITH_AS(svg::heat_map("m", {"a"}, {"x", "y"}, {{1.0}}), doctest::Contains("1 values for 2 columns"),
