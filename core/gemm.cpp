@@ -11,6 +11,7 @@
 
 #include "core/errors.hpp"
 #include "core/packed_gemm.hpp"
+#include "core/parallel.hpp"
 
 namespace loom {
 
@@ -73,24 +74,62 @@ GemmTimer::~GemmTimer() {
     if (on_) timing_ns += now_ns() - start_ns_;
 }
 
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-    if (m == 0 || n == 0) return;
-    GemmTimer timer;
+namespace {
+void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
     if (own_kernels() && own_shape(m, n, k))
         return gemm_blocked(Isa::avx512, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c,
                 i(ldc));
 }
 
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
-          std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
-    if (m == 0 || n == 0) return;
-    GemmTimer timer;
+void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
+                std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
     if (own_kernels() && own_shape(m, n, k))
         return gemm_blocked(Isa::avx512, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c,
                 i(ldc));
+}
+
+// A product is split among idle inter-op threads when every part has at least this many
+// multiply-adds (2^20, about 10 microseconds of work). That is also above OpenBLAS's bound for its
+// small-matrix kernels (M N K <= 100^3 on its AVX-512 cores), so a part runs the same kernels as the
+// whole product would, and every element is summed in the same order: equal bits on any number
+// of threads. The split is along the longer of m and n, at multiples of 32 columns (a pair of
+// packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
+// larger operand.
+constexpr std::size_t kSplitWork = std::size_t{1} << 20;
+
+template <class T>
+void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+    const bool by_columns = n >= m;
+    const bool split = by_columns
+                           ? share_range(n, 32, m * k, kSplitWork,
+                                         [&](std::size_t j0, std::size_t j1) {
+                                             one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,
+                                                        trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+                                         })
+                           : share_range(m, 12, n * k, kSplitWork, [&](std::size_t i0, std::size_t i1) {
+                                 one_thread(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda,
+                                            lda, b, ldb, beta, c + i0 * ldc, ldc);
+                             });
+    if (!split) one_thread(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+    if (m == 0 || n == 0) return;
+    GemmTimer timer;
+    split_or_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
+          std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
+    if (m == 0 || n == 0) return;
+    GemmTimer timer;
+    split_or_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) { return own_kernels() && own_shape(m, n, k); }

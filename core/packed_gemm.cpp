@@ -6,6 +6,7 @@
 #include "core/gemm.hpp"
 #include "core/isa_kernels.hpp"
 #include "core/pack_right.hpp"
+#include "core/parallel.hpp"
 
 namespace loom {
 
@@ -72,7 +73,20 @@ void gemm_rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* co
             for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == T(0) ? T(0) : beta * d_rows[i][j];
         return;
     }
-    rows(isa, m, n, k, a_rows, packed, c_rows, d_rows, alpha, beta);
+    // A product of at least 2^18 multiply-adds per part is split by columns among idle inter-op
+    // threads, at pairs of panels: each thread reads its own panels of the packed weight (which
+    // then stay in its core's cache step after step), and computes every element as the whole
+    // product would, with the same FMAs in the same order.
+    constexpr std::size_t min_work = std::size_t{1} << 18;
+    const bool split = share_range(n, 2 * panel_width<T>, m * k, min_work, [&](std::size_t j0, std::size_t j1) {
+        thread_local std::vector<T*> c_part;
+        thread_local std::vector<const T*> d_part;
+        c_part.resize(m);
+        d_part.resize(m);
+        for (std::size_t i = 0; i < m; ++i) c_part[i] = c_rows[i] + j0, d_part[i] = d_rows[i] + j0;
+        rows(isa, m, j1 - j0, k, a_rows, packed + j0 * k, c_part.data(), d_part.data(), alpha, beta);
+    });
+    if (!split) rows(isa, m, n, k, a_rows, packed, c_rows, d_rows, alpha, beta);
 }
 
 template <class T>

@@ -4,6 +4,7 @@
 /// finished. The executor uses it to run independent plan steps at once (the two directions of a
 /// bidirectional recurrence, the two towers of a siamese model), each with single-threaded BLAS:
 /// small per-step GEMMs scale far better across independent recurrences than inside one GEMM.
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -31,7 +32,47 @@ std::vector<double> critical_path_priority(const TaskGraph& g, const std::vector
 
 /// Runs every task of `g` as run(task, worker) with worker in [0, threads), on `threads` threads
 /// (the calling one included). The first exception a task throws stops new tasks from starting
-/// and is rethrown here once running ones finish.
+/// and is rethrown here once running ones finish. A thread with no task ready takes parts of the
+/// work that running tasks share (share_parts) until one is.
 void run_task_graph(const TaskGraph& g, int threads, const std::function<void(int task, int worker)>& run);
+
+/// The threads of running task graphs that have no task to run and would take a part of shared
+/// work now: 0 outside run_task_graph, or when every thread is busy.
+int idle_threads();
+
+/// Runs part(context, i) once for every i in [0, parts): on the calling thread, and at once on any
+/// idle thread of a running task graph (idle_threads()), each taking the next part not taken yet.
+/// Returns when every part has run. With no idle thread, or while another share is open, every
+/// part runs here in order, so callers split work only when idle_threads() > 0. Parts must not
+/// throw, and must write disjoint memory: a product split by columns, say, whose every element is
+/// computed by exactly the same operations as unsplit, so results do not depend on the threads.
+void share_parts(std::size_t parts, void (*part)(void* context, std::size_t i), void* context);
+
+/// share_parts with a callable f(i).
+template <class F>
+void share_parts(std::size_t parts, F& f) {
+    share_parts(
+        parts, [](void* context, std::size_t i) { (*static_cast<F*>(context))(i); }, &f);
+}
+
+/// Splits [0, extent) among the calling thread and the idle ones (share_parts) into ranges whose
+/// bounds are multiples of `align` (the last ends at `extent`), each of at least `min_work` when a
+/// unit of the range costs `unit_work`, and calls run(begin, end) once per range. \return false,
+/// having run nothing, when no thread is idle or the work is too small to split.
+template <class Run>
+bool share_range(std::size_t extent, std::size_t align, std::size_t unit_work, std::size_t min_work, Run run) {
+    const auto idle = static_cast<std::size_t>(idle_threads());
+    if (idle == 0 || extent == 0 || align == 0) return false;
+    const std::size_t units = (extent + align - 1) / align;
+    std::size_t parts = std::min(idle + 1, units);
+    if (unit_work > 0) parts = std::min(parts, extent * unit_work / std::max<std::size_t>(min_work, 1));
+    if (parts < 2) return false;
+    auto part = [&](std::size_t i) {
+        const std::size_t begin = i * units / parts * align, end = std::min(extent, (i + 1) * units / parts * align);
+        run(begin, end);
+    };
+    share_parts(parts, part);
+    return true;
+}
 
 }  // namespace loom

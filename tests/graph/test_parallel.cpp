@@ -4,10 +4,17 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
+#include <random>
+#include <set>
 #include <stdexcept>
+#include <thread>
 
 #include <loom.hpp>
+
+#include "core/gemm.hpp"
+#include "core/packed_gemm.hpp"
 
 #include "gradcheck.hpp"
 
@@ -25,15 +32,22 @@ struct InterOp {
 
 // Two towers over two sequence inputs of their own lengths, each a BiLSTM then a Dense shared by
 // both towers (its weight gets gradient from two steps that may run at once), joined by a cosine.
+// Tiny by default; `wide` makes products big enough to be split between threads (share_parts).
 struct Towers {
-    Variable q = sequence::input_variable({3}, "q");
-    Variable a = sequence::input_variable({3}, "a");
-    layers::Layer shared_dense = layers::Dense(4);
-    layers::Layer q_enc = layers::BiRecurrence(layers::LSTM(5), layers::LSTM(5));
-    layers::Layer a_enc = layers::BiRecurrence(layers::LSTM(5), layers::LSTM(5));
+    std::size_t in, hidden, batch;
+    Variable q, a;
+    layers::Layer shared_dense, q_enc, a_enc;
     Variable loss;
     std::vector<Parameter> params;
-    Towers() {
+    explicit Towers(bool wide = false)
+        : in(wide ? 64 : 3),
+          hidden(wide ? 256 : 5),
+          batch(wide ? 48 : 4),
+          q(sequence::input_variable({in}, "q")),
+          a(sequence::input_variable({in}, "a")),
+          shared_dense(layers::Dense(wide ? 256 : 4)),
+          q_enc(layers::BiRecurrence(layers::LSTM(hidden), layers::LSTM(hidden))),
+          a_enc(layers::BiRecurrence(layers::LSTM(hidden), layers::LSTM(hidden))) {
         Variable qv = sequence::reduce_sum(shared_dense(q_enc(q)));
         Variable av = sequence::reduce_sum(shared_dense(a_enc(a)));
         loss = cosine_distance(qv, av);
@@ -42,10 +56,39 @@ struct Towers {
         layers::append_unique(params, a_enc.parameters());
     }
     Bindings inputs() const {
-        return {{q, Value::sequences(testing::random_sequences({3}, {4, 1, 6, 2}, 11))},
-                {a, Value::sequences(testing::random_sequences({3}, {7, 3, 2, 9}, 12))}};
+        std::vector<std::size_t> q_lengths{4, 1, 6, 2}, a_lengths{7, 3, 2, 9};
+        for (std::size_t i = 4; i < batch; ++i) q_lengths.push_back(1 + i % 5), a_lengths.push_back(1 + i % 7);
+        return {{q, Value::sequences(testing::random_sequences({in}, q_lengths, 11))},
+                {a, Value::sequences(testing::random_sequences({in}, a_lengths, 12))}};
     }
 };
+
+// Runs f() as a task of a 2-thread task graph once the other thread is idle, so that work f
+// shares (share_parts, and the products of gemm and gemm_rows built on it) is split. \return
+// whether the other thread was idle when f started.
+template <class F>
+bool with_an_idle_thread(F f) {
+    TaskGraph g;
+    g.after = {{}, {0}};
+    std::atomic<bool> idle{false};
+    run_task_graph(g, 2, [&](int task, int) {
+        if (task != 0) return;
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (idle_threads() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+        idle = idle_threads() > 0;
+        f();
+    });
+    return idle;
+}
+
+template <class T>
+std::vector<T> random_values(std::size_t n, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(u(gen));
+    return v;
+}
 }  // namespace
 
 TEST_CASE("run_task_graph runs every task once, after the tasks it waits for") {
@@ -206,4 +249,87 @@ TEST_CASE("critical_path_priority: a task's cost plus its most expensive chain o
     const auto p = critical_path_priority(g, {1, 5, 2, 1, 3});
     CHECK(p == std::vector<double>{7, 6, 3, 1, 3});
     CHECK_THROWS_AS(critical_path_priority(g, {1.0}), InternalError);
+}
+
+TEST_CASE("share_parts runs every part once, on the idle thread too, and returns when all ran") {
+    std::vector<std::atomic<int>> runs(64);
+    std::mutex m;
+    std::set<std::thread::id> threads;
+    auto part = [&](std::size_t i) {
+        ++runs[i];
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::lock_guard lock(m);
+        threads.insert(std::this_thread::get_id());
+    };
+    CHECK(with_an_idle_thread([&] {
+        share_parts(runs.size(), part);
+        for (const auto& r : runs) CHECK(r.load() == 1);  // all done before share_parts returned
+    }));
+    CHECK(threads.size() == 2);
+    // Outside a task graph no thread is idle: every part runs here, in order.
+    std::vector<std::size_t> order;
+    auto in_order = [&](std::size_t i) { order.push_back(i); };
+    CHECK(idle_threads() == 0);
+    share_parts(5, in_order);
+    CHECK(order == std::vector<std::size_t>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE_TEMPLATE("gemm split between threads gives the bits of one thread", T, float, double) {
+    // By columns (n >= m) and by rows, every transposition, an n that is no multiple of 32.
+    struct Case {
+        std::size_t m, n, k;
+    };
+    for (const Case c : {Case{64, 1024, 256}, Case{48, 1000, 300}, Case{1000, 256, 64}, Case{700, 130, 520}})
+        for (int trans = 0; trans < 4; ++trans) {
+            const bool ta = trans & 1, tb = trans & 2;
+            CAPTURE(c.m);
+            CAPTURE(c.n);
+            CAPTURE(trans);
+            const auto a = random_values<T>(c.m * c.k, 1), b = random_values<T>(c.k * c.n, 2);
+            const auto c0 = random_values<T>(c.m * c.n, 3);
+            const std::size_t lda = ta ? c.m : c.k, ldb = tb ? c.k : c.n;
+            std::vector<T> one = c0, split = c0;
+            gemm(ta, tb, c.m, c.n, c.k, T(0.75), a.data(), lda, b.data(), ldb, T(0.5), one.data(), c.n);
+            CHECK(with_an_idle_thread([&] {
+                gemm(ta, tb, c.m, c.n, c.k, T(0.75), a.data(), lda, b.data(), ldb, T(0.5), split.data(), c.n);
+            }));
+            CHECK(split == one);
+        }
+}
+
+TEST_CASE_TEMPLATE("gemm_rows split between threads gives the bits of one thread", T, float, double) {
+    for (const std::size_t n : {1024, 1000}) {
+        CAPTURE(n);
+        const std::size_t m = 64, k = 256;
+        const auto a = random_values<T>(m * k, 4), b = random_values<T>(k * n, 5), d = random_values<T>(m * n, 6);
+        std::vector<T> packed(packed_size<T>(k, n));
+        pack_right(false, k, n, b.data(), n, packed.data());
+        std::vector<T> one(m * n), split(m * n);
+        auto rows = [&](std::vector<T>& c) {
+            std::vector<const T*> a_rows, d_rows;
+            std::vector<T*> c_rows;
+            for (std::size_t i = 0; i < m; ++i)  // in reverse: rows lie anywhere
+                a_rows.push_back(a.data() + (m - 1 - i) * k), d_rows.push_back(d.data() + i * n),
+                    c_rows.push_back(c.data() + i * n);
+            gemm_rows_add(m, n, k, a_rows.data(), packed.data(), d_rows.data(), c_rows.data());
+        };
+        rows(one);
+        CHECK(with_an_idle_thread([&] { rows(split); }));
+        CHECK(split == one);
+    }
+}
+
+TEST_CASE("a model whose products are split between threads trains the same on 1 and 2 threads, bit for bit") {
+    auto train = [&](int threads) {
+        set_seed(10);
+        Towers m(true);
+        InterOp parallel(threads);
+        Trainer trainer(m.loss, Variable(), adam(m.params, 0.01));
+        for (int step = 0; step < 2; ++step) trainer.train_minibatch(m.inputs());
+        std::vector<std::vector<float>> weights;
+        for (const auto& p : m.params) weights.emplace_back(p.data().begin(), p.data().end());
+        return weights;
+    };
+    const auto serial = train(1);
+    CHECK(train(2) == serial);
 }
