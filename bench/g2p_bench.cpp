@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
         }
         g2p::Model m(sizes);
         if (trained) assign_parameters(*trained, m.parameters());
-        double train_seconds = 0, tokens = 0;
+        double train_seconds = 0, tokens = 0, train_gemm_seconds = 0;
         if (mode != "decode") {
             // Consecutive chunks of the file's pronunciations, in file order (variants after their word).
             const PronunciationDictionary train = read_pronunciations(train_file);
@@ -65,10 +65,13 @@ int main(int argc, char** argv) {
                 const std::vector<std::vector<std::size_t>> w(words.begin() + s * batch,
                                                               words.begin() + (s + 1) * batch),
                     p(prons.begin() + s * batch, prons.begin() + (s + 1) * batch);
+                gemm_timing(s >= warmup);
+                gemm_reset_timing();
                 const double t0 = bench::wall_seconds();
                 trainer.train_minibatch(m.bind(w, p));
                 if (s < warmup) continue;
                 train_seconds += bench::wall_seconds() - t0;
+                train_gemm_seconds += gemm_seconds();
                 for (std::size_t k = 0; k < batch; ++k) tokens += double(w[k].size() + p[k].size() + 1);
             }
         }
@@ -93,15 +96,17 @@ int main(int argc, char** argv) {
             }
             decoded = n;
         }
+        gemm_timing(false);
         rusage usage{};
         getrusage(RUSAGE_SELF, &usage);
         std::printf(
             "{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
             "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
-            "\"decode_words\": %zu, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": %zu, \"decoder\": %zu}\n",
+            "\"decode_words\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": %zu, \"decoder\": %zu}\n",
             threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
             train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
-            decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded, double(usage.ru_maxrss) / 1024,
+            decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded,
+            train_seconds > 0 ? train_gemm_seconds / train_seconds : 0.0, double(usage.ru_maxrss) / 1024,
             sizes.embed, sizes.encoder, sizes.decoder);
         return 0;
     });
