@@ -43,8 +43,9 @@ void ring() {
     bell.notify_all();
 }
 
-// Takes and runs one part of the open share, if one is left: true when it ran one.
-bool take_part() {
+// Takes and runs one part of the open share, if one is left: true when it ran one. A part that
+// throws ends the program (noexcept): the share could never close, and its owner would wait forever.
+bool take_part() noexcept {
     std::uint64_t s = open_share.state.load(std::memory_order_acquire);
     for (;;) {
         if (((s >> 32) & 1) == 0 || (s & 0xffffffffu) >= open_share.parts.load(std::memory_order_relaxed)) return false;
