@@ -95,16 +95,19 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 // multiply-adds (2^20, about 10 microseconds of work). That is also above OpenBLAS's bound for its
 // small-matrix kernels (M N K <= 100^3 on its AVX-512 cores), so a part runs the same kernels as the
 // whole product would, and every element is summed in the same order: equal bits on any number
-// of threads. The split is along the longer of m and n, at multiples of 32 columns (a pair of
-// packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
+// of threads (OpenBLAS running one thread per call). The split is along the longer of m and n, at multiples of 32
+// columns (a pair of packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
 // larger operand.
 constexpr std::size_t kSplitWork = std::size_t{1} << 20;
 
 template <class T>
 void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                   std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+    // Only where OpenBLAS runs one thread per call (as set_inter_op_threads(n > 1) sets it): its
+    // threaded products partition the work by its own sizes, and a part then need not sum as the
+    // whole would (seen with dgemm at 2 OpenBLAS threads).
     const bool by_columns = n >= m;
-    const bool split = by_columns
+    const bool split = blas_threads.load(std::memory_order_relaxed) == 1 && by_columns
                            ? share_range(n, 32, m * k, kSplitWork,
                                          [&](std::size_t j0, std::size_t j1) {
                                              one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,

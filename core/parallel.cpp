@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <queue>
 #include <system_error>
@@ -64,9 +65,23 @@ void pause() {
 #endif
 }
 
-// An idle thread of a task graph: takes shared parts until `woken()` (a task is ready, or the graph
-// is over). Spins while work came recently (a recurrence shares its products every few
-// microseconds), then sleeps until rung.
+// Sleeps until rung with woken() true (checked before sleeping, so no ringing is missed).
+template <class Woken>
+void sleep_until(Woken woken) {
+    sleepers.fetch_add(1);
+    for (;;) {
+        const std::uint32_t rung = bell.load();
+        if (woken()) break;
+        bell.wait(rung);
+    }
+    sleepers.fetch_sub(1);
+}
+
+bool share_open() { return ((open_share.state.load() >> 32) & 1) != 0; }
+
+// An idle thread: takes shared parts until `woken()` (a task is ready, a task graph has a seat for
+// it, or it is to stop). Spins while work came recently (a recurrence shares its products every
+// few microseconds), then sleeps until rung.
 template <class Woken>
 void idle_until(Woken woken) {
     constexpr int spins_before_sleep = 1 << 16;
@@ -80,21 +95,115 @@ void idle_until(Woken woken) {
             pause();
             continue;
         }
-        sleepers.fetch_add(1);
-        const std::uint32_t rung = bell.load();
-        const std::uint64_t s = open_share.state.load();
-        if (!woken() && ((s >> 32) & 1) == 0) bell.wait(rung);
-        sleepers.fetch_sub(1);
+        sleep_until([&] { return woken() || share_open(); });
         spins = 0;
     }
     idle_count.fetch_sub(1);
 }
+
+// The inter-op threads, started when a task graph first needs them and kept for the process, so
+// that a pass (a decoder's step, say) does not wait for a new thread before its products can be
+// split. A task graph's run offers its work to `seats` of them (worker 1, 2, ...) while the
+// caller is worker 0. Between runs, the first inter_op_threads() - 1 of them take shared parts
+// (a product of a graph run on one thread, a plan of a single step); the others sleep.
+class Pool {
+public:
+    static Pool& get() {
+        static Pool pool;
+        return pool;
+    }
+    Pool() = default;
+    Pool(const Pool&) = delete;
+    Pool& operator=(const Pool&) = delete;
+    ~Pool() {
+        stop_ = true;
+        bell.fetch_add(1);
+        bell.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+
+    // Runs work(0) here and work(1..seats) on pool threads that take a seat before work(0) returns;
+    // returns once every seat taken has finished. Seats not taken by then are withdrawn: work(0)
+    // alone must be able to do everything (a task graph's worker runs tasks until none is left).
+    void run(int seats, const std::function<void(int)>& work) {
+        if (seats > 0) seats = std::min(seats, start(seats));
+        if (seats <= 0 || owned_.exchange(true, std::memory_order_acquire)) {  // another graph runs: this one alone
+            work(0);
+            return;
+        }
+        work_.store(&work, std::memory_order_relaxed);
+        seats_.store(seats, std::memory_order_relaxed);
+        finished_.store(0, std::memory_order_relaxed);
+        const std::uint64_t generation = (state_.load(std::memory_order_relaxed) >> 32) + 1;  // odd: open
+        state_.store(generation << 32);
+        ring();
+        work(0);
+        const std::uint64_t closed = state_.exchange((generation + 1) << 32);
+        const auto taken = static_cast<int>(closed & 0xffffffffu);
+        while (finished_.load(std::memory_order_acquire) < taken) pause();
+        owned_.store(false, std::memory_order_release);
+    }
+
+private:
+    // Starts threads until there are `wanted` (fewer if the system has none to give). \return how many there are.
+    int start(int wanted) {
+        std::lock_guard lock(m_);
+        try {
+            while (static_cast<int>(threads_.size()) < wanted) {
+                const int index = static_cast<int>(threads_.size());
+                threads_.emplace_back([this, index] { loop(index); });
+            }
+        } catch (const std::system_error&) {
+            // No more threads to be had: the ones running (and the caller) do all the work.
+        }
+        return static_cast<int>(threads_.size());
+    }
+
+    bool seat_free() const {
+        const std::uint64_t s = state_.load();
+        return ((s >> 32) & 1) != 0 && static_cast<int>(s & 0xffffffffu) < seats_.load(std::memory_order_relaxed);
+    }
+
+    // Takes a seat of the open run and works in it: true when it did.
+    bool take_seat() {
+        std::uint64_t s = state_.load(std::memory_order_acquire);
+        for (;;) {
+            if (((s >> 32) & 1) == 0 || static_cast<int>(s & 0xffffffffu) >= seats_.load(std::memory_order_relaxed))
+                return false;
+            if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+        }
+        (*work_.load(std::memory_order_relaxed))(static_cast<int>(s & 0xffffffffu) + 1);
+        finished_.fetch_add(1, std::memory_order_release);
+        return true;
+    }
+
+    void loop(int index) {
+        auto helps = [&] { return index + 1 < inter_op_threads(); };
+        while (!stop_) {
+            if (take_seat()) continue;
+            if (helps())
+                idle_until([&] { return seat_free() || stop_ || !helps(); });
+            else
+                sleep_until([&] { return seat_free() || stop_ || helps(); });
+        }
+    }
+
+    std::mutex m_;
+    std::vector<std::thread> threads_;
+    // As OpenShare's state: a generation (odd while a run is open) and the seats taken.
+    std::atomic<std::uint64_t> state_{0};
+    std::atomic<int> seats_{0}, finished_{0};
+    std::atomic<const std::function<void(int)>*> work_{nullptr};
+    std::atomic<bool> owned_{false}, stop_{false};
+};
 }  // namespace
 
 void set_inter_op_threads(int n) {
     if (n < 1) throw UserError("set_inter_op_threads: need at least 1 thread, got " + std::to_string(n));
     inter_op = n;
     if (n > 1) set_blas_threads(1);
+    bell.fetch_add(1);  // the pool's threads look again whether they are to take shared parts
+    bell.notify_all();
 }
 
 int inter_op_threads() { return inter_op.load(); }
@@ -102,7 +211,8 @@ int inter_op_threads() { return inter_op.load(); }
 int idle_threads() { return idle_count.load(std::memory_order_relaxed); }
 
 void share_parts(std::size_t parts, void (*part)(void*, std::size_t), void* context) {
-    if (parts > 1 && idle_threads() > 0 && !open_share.owned.exchange(true, std::memory_order_acquire)) {
+    if (parts > 1 && inter_op_threads() > 1 && idle_threads() > 0 &&
+        !open_share.owned.exchange(true, std::memory_order_acquire)) {
         open_share.parts.store(parts, std::memory_order_relaxed);
         open_share.part.store(part, std::memory_order_relaxed);
         open_share.context.store(context, std::memory_order_relaxed);
@@ -201,14 +311,7 @@ void run_task_graph(const TaskGraph& g, int threads, const std::function<void(in
             news();
         }
     };
-    std::vector<std::thread> pool;
-    try {
-        for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
-    } catch (const std::system_error&) {
-        // No more threads to be had: the ones running (and this one) do all the work.
-    }
-    work(0);
-    for (auto& th : pool) th.join();
+    Pool::get().run(threads - 1, work);
     if (error) std::rethrow_exception(error);
 }
 

@@ -30,22 +30,25 @@ struct TaskGraph {
 /// Critical-path priorities: each task's cost plus the most expensive chain of tasks waiting on it.
 std::vector<double> critical_path_priority(const TaskGraph& g, const std::vector<double>& cost);
 
-/// Runs every task of `g` as run(task, worker) with worker in [0, threads), on `threads` threads
-/// (the calling one included). The first exception a task throws stops new tasks from starting
+/// Runs every task of `g` as run(task, worker) with worker in [0, threads), on `threads` threads:
+/// the calling one and threads loom starts once and keeps (a graph run from inside a task runs on
+/// its calling thread alone). The first exception a task throws stops new tasks from starting
 /// and is rethrown here once running ones finish. A thread with no task ready takes parts of the
 /// work that running tasks share (share_parts) until one is.
 void run_task_graph(const TaskGraph& g, int threads, const std::function<void(int task, int worker)>& run);
 
-/// The threads of running task graphs that have no task to run and would take a part of shared
-/// work now: 0 outside run_task_graph, or when every thread is busy.
+/// The inter-op threads that have nothing to do and would take a part of shared work now: those
+/// of a running task graph with no task ready, and between graphs the first inter_op_threads() - 1
+/// of loom's threads. 0 while every thread is busy, and before any task graph ran.
 int idle_threads();
 
 /// Runs part(context, i) once for every i in [0, parts): on the calling thread, and at once on any
-/// idle thread of a running task graph (idle_threads()), each taking the next part not taken yet.
-/// Returns when every part has run. With no idle thread, or while another share is open, every
-/// part runs here in order, so callers split work only when idle_threads() > 0. Parts must not
-/// throw, and must write disjoint memory: a product split by columns, say, whose every element is
-/// computed by exactly the same operations as unsplit, so results do not depend on the threads.
+/// idle inter-op thread (idle_threads()), each taking the next part not taken yet. Returns when
+/// every part has run. With inter_op_threads() 1, no idle thread, or while another share is open,
+/// every part runs here in order, so callers split work only when idle_threads() > 0. Parts must
+/// not throw (one that does ends the program), and must write disjoint memory: a product split by
+/// columns, say, whose every element is computed by exactly the same operations as unsplit, so
+/// results do not depend on the threads.
 void share_parts(std::size_t parts, void (*part)(void* context, std::size_t i), void* context);
 
 /// share_parts with a callable f(i).
