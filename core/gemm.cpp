@@ -91,13 +91,12 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
                 i(ldc));
 }
 
-// A product is split among idle inter-op threads when every part has at least this many
-// multiply-adds (2^20, about 10 microseconds of work). That is also above OpenBLAS's bound for its
-// small-matrix kernels (M N K <= 100^3 on its AVX-512 cores), so a part runs the same kernels as the
-// whole product would, and every element is summed in the same order: equal bits on any number
-// of threads (OpenBLAS running one thread per call). The split is along the longer of m and n, at multiples of 32
-// columns (a pair of packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
-// larger operand.
+// A product is split among inter-op threads (share_range) when every part has at least this many
+// multiply-adds (2^20, about 10 microseconds of work; 4 times as many when no thread is idle yet). That is also above
+// OpenBLAS's bound for its small-matrix kernels (M N K <= 100^3 on its AVX-512 cores), so a part runs the same kernels
+// as the whole product would, and every element is summed in the same order: equal bits on any number of threads
+// (OpenBLAS running one thread per call). The split is along the longer of m and n, at multiples of 32 columns (a pair
+// of packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the larger operand.
 constexpr std::size_t kSplitWork = std::size_t{1} << 20;
 
 template <class T>

@@ -73,8 +73,8 @@ void gemm_rows(Isa isa, std::size_t m, std::size_t n, std::size_t k, const T* co
             for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == T(0) ? T(0) : beta * d_rows[i][j];
         return;
     }
-    // A product of at least 2^18 multiply-adds per part is split by columns among idle inter-op
-    // threads, at pairs of panels: each thread reads its own panels of the packed weight (which
+    // A product of at least 2^18 multiply-adds per part (share_range) is split by columns among
+    // inter-op threads, at pairs of panels: each thread reads its own panels of the packed weight (which
     // then stay in its core's cache step after step), and computes every element as the whole
     // product would, with the same FMAs in the same order.
     constexpr std::size_t min_work = std::size_t{1} << 18;

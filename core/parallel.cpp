@@ -211,8 +211,7 @@ int inter_op_threads() { return inter_op.load(); }
 int idle_threads() { return idle_count.load(std::memory_order_relaxed); }
 
 void share_parts(std::size_t parts, void (*part)(void*, std::size_t), void* context) {
-    if (parts > 1 && inter_op_threads() > 1 && idle_threads() > 0 &&
-        !open_share.owned.exchange(true, std::memory_order_acquire)) {
+    if (parts > 1 && inter_op_threads() > 1 && !open_share.owned.exchange(true, std::memory_order_acquire)) {
         open_share.parts.store(parts, std::memory_order_relaxed);
         open_share.part.store(part, std::memory_order_relaxed);
         open_share.context.store(context, std::memory_order_relaxed);

@@ -43,9 +43,9 @@ void run_task_graph(const TaskGraph& g, int threads, const std::function<void(in
 int idle_threads();
 
 /// Runs part(context, i) once for every i in [0, parts): on the calling thread, and at once on any
-/// idle inter-op thread (idle_threads()), each taking the next part not taken yet. Returns when
-/// every part has run. With inter_op_threads() 1, no idle thread, or while another share is open,
-/// every part runs here in order, so callers split work only when idle_threads() > 0. Parts must
+/// inter-op thread that is idle or becomes idle before the parts are all taken, each taking the
+/// next part not taken yet. Returns when every part has run. With inter_op_threads() 1, or while
+/// another share is open, every part runs here in order. Parts must
 /// not throw (one that does ends the program), and must write disjoint memory: a product split by
 /// columns, say, whose every element is computed by exactly the same operations as unsplit, so
 /// results do not depend on the threads.
@@ -59,16 +59,20 @@ void share_parts(std::size_t parts, F& f) {
 }
 
 /// Splits [0, extent) among the calling thread and the idle ones (share_parts) into ranges whose
-/// bounds are multiples of `align` (the last ends at `extent`), each of at least `min_work` when a
-/// unit of the range costs `unit_work`, and calls run(begin, end) once per range. \return false,
-/// having run nothing, when no thread is idle or the work is too small to split.
+/// bounds are multiples of `align` (the last ends at `extent`) and calls run(begin, end) once per
+/// range, when a unit of the range costs `unit_work`: one range per idle thread and this one, each
+/// of at least `min_work`; with no thread idle now, up to 4 ranges of at least 4 x `min_work`,
+/// which a thread that becomes idle meanwhile (its own step done) can still take. \return false,
+/// having run nothing, with one inter-op thread or work too small to split.
 template <class Run>
 bool share_range(std::size_t extent, std::size_t align, std::size_t unit_work, std::size_t min_work, Run run) {
+    if (inter_op_threads() < 2 || extent == 0 || align == 0) return false;
     const auto idle = static_cast<std::size_t>(idle_threads());
-    if (idle == 0 || extent == 0 || align == 0) return false;
-    const std::size_t units = (extent + align - 1) / align;
-    std::size_t parts = std::min(idle + 1, units);
-    if (unit_work > 0) parts = std::min(parts, extent * unit_work / std::max<std::size_t>(min_work, 1));
+    const std::size_t units = (extent + align - 1) / align, work = extent * unit_work;
+    min_work = std::max<std::size_t>(min_work, 1);
+    std::size_t parts =
+        idle > 0 ? std::min(idle + 1, work / min_work) : std::min<std::size_t>(4, work / (4 * min_work));
+    parts = std::min(parts, units);
     if (parts < 2) return false;
     auto part = [&](std::size_t i) {
         const std::size_t begin = i * units / parts * align, end = std::min(extent, (i + 1) * units / parts * align);
