@@ -31,10 +31,11 @@ struct TaskGraph {
 std::vector<double> critical_path_priority(const TaskGraph& g, const std::vector<double>& cost);
 
 /// Runs every task of `g` as run(task, worker) with worker in [0, threads), on `threads` threads:
-/// the calling one and threads loom starts once and keeps (a graph run from inside a task runs on
-/// its calling thread alone). The first exception a task throws stops new tasks from starting
-/// and is rethrown here once running ones finish. A thread with no task ready takes parts of the
-/// work that running tasks share (share_parts) until one is.
+/// the calling one and threads loom starts once and keeps. A graph run from inside a task, or
+/// while another graph runs on another thread, runs on its calling thread alone. The first
+/// exception a task throws stops new tasks from starting and is rethrown here once running ones
+/// finish. A thread with no task ready takes parts of the work that running tasks share
+/// (share_parts) until one is.
 void run_task_graph(const TaskGraph& g, int threads, const std::function<void(int task, int worker)>& run);
 
 /// The inter-op threads that have nothing to do and would take a part of shared work now: those
