@@ -92,11 +92,13 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 }
 
 // A product is split among inter-op threads (share_range) when every part has at least this many
-// multiply-adds (2^20, about 10 microseconds of work; 4 times as many when no thread is idle yet). That is also above
-// OpenBLAS's bound for its small-matrix kernels (M N K <= 100^3 on its AVX-512 cores), so a part runs the same kernels
-// as the whole product would, and every element is summed in the same order: equal bits on any number of threads
-// (OpenBLAS running one thread per call). The split is along the longer of m and n, at multiples of 32 columns (a pair
-// of packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the larger operand.
+// multiply-adds (2^20, about 10 microseconds of work; 4 times as many when no thread is idle
+// yet). That is also above OpenBLAS's bound for its small-matrix kernels (M N K <= 100^3 on its
+// AVX-512 cores), so a part runs the same kernels as the whole product would, and every element
+// is summed in the same order: equal bits on any number of threads (OpenBLAS running one thread
+// per call). The split is along the longer of m and n, at multiples of 32 columns (a pair of
+// packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
+// larger operand.
 constexpr std::size_t kSplitWork = std::size_t{1} << 20;
 
 template <class T>
@@ -105,17 +107,17 @@ void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
     // Only where OpenBLAS runs one thread per call (as set_inter_op_threads(n > 1) sets it): its
     // threaded products partition the work by its own sizes, and a part then need not sum as the
     // whole would (seen with dgemm at 2 OpenBLAS threads).
-    const bool by_columns = n >= m;
-    const bool split = blas_threads.load(std::memory_order_relaxed) == 1 && by_columns
-                           ? share_range(n, 32, m * k, kSplitWork,
-                                         [&](std::size_t j0, std::size_t j1) {
-                                             one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,
-                                                        trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
-                                         })
-                           : share_range(m, 12, n * k, kSplitWork, [&](std::size_t i0, std::size_t i1) {
-                                 one_thread(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda,
-                                            lda, b, ldb, beta, c + i0 * ldc, ldc);
-                             });
+    const bool one_blas_thread = blas_threads.load(std::memory_order_relaxed) == 1;
+    const bool split = one_blas_thread &&
+                       (n >= m ? share_range(n, 32, m * k, kSplitWork,
+                                             [&](std::size_t j0, std::size_t j1) {
+                                                 one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,
+                                                            trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+                                             })
+                               : share_range(m, 12, n * k, kSplitWork, [&](std::size_t i0, std::size_t i1) {
+                                     one_thread(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda,
+                                                lda, b, ldb, beta, c + i0 * ldc, ldc);
+                                 }));
     if (!split) one_thread(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace

@@ -3,6 +3,7 @@
 // schedule keeps every gradient sum in serial order.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -297,6 +298,23 @@ TEST_CASE_TEMPLATE("gemm split between threads gives the bits of one thread", T,
             }));
             CHECK(split == one);
         }
+}
+
+TEST_CASE("with OpenBLAS threads inside each product, gemm is left whole: the bits of one call") {
+    // OpenBLAS's threaded dgemm partitions a product by its own sizes, so a part of a split product
+    // need not sum as the whole does (it did not at these shapes, by rows and by columns).
+    InterOp two(2);
+    set_blas_threads(2);
+    for (const auto [m, n, k] :
+         {std::array<std::size_t, 3>{700, 130, 520}, std::array<std::size_t, 3>{48, 1000, 300}}) {
+        CAPTURE(m);
+        const auto a = random_values<double>(m * k, 7), b = random_values<double>(k * n, 8);
+        std::vector<double> one(m * n), shared(m * n);
+        gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, one.data(), n);
+        CHECK(with_an_idle_thread(
+            [&] { gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, shared.data(), n); }));
+        CHECK(shared == one);
+    }
 }
 
 TEST_CASE_TEMPLATE("gemm_rows split between threads gives the bits of one thread", T, float, double) {
