@@ -102,12 +102,13 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
             "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
-            "\"decode_words\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": %zu, \"decoder\": %zu}\n",
+            "\"decode_words\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
+            "%zu, \"decoder\": %zu}\n",
             threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
             train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
             decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded,
-            train_seconds > 0 ? train_gemm_seconds / train_seconds : 0.0, double(usage.ru_maxrss) / 1024,
-            sizes.embed, sizes.encoder, sizes.decoder);
+            train_seconds > 0 ? train_gemm_seconds / train_seconds : 0.0, double(usage.ru_maxrss) / 1024, sizes.embed,
+            sizes.encoder, sizes.decoder);
         return 0;
     });
 }

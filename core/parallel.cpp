@@ -17,14 +17,49 @@ namespace loom {
 namespace {
 std::atomic<int> inter_op{1};
 
-// The one open share of share_parts. `state` holds a generation in its high 32 bits (odd while a
-// share is open) and the next part to take in its low 32: a thread takes part i by moving the
-// state from (generation, i) to (generation, i + 1), so a part of a share that has since closed
-// can never be taken. `parts`, `part` and `context` are written before the state opens and read
-// after it is seen open; a share closes only once all its parts are done, so whoever took a part
-// reads them as that share wrote them.
+// Rounds of work handed out from one word: a generation in the high 32 bits (odd while a round is
+// open) and how much of the round was taken in the low 32. Taking moves (generation, i) to
+// (generation, i + 1), so nothing of a round that has since closed can be taken. One thread opens
+// and closes; whatever it wrote before opening, a taker that took reads as written.
+class Rounds {
+public:
+    bool open() const { return ((state_.load() >> 32) & 1) != 0; }
+    /// Opens the next round; \return its generation.
+    std::uint64_t start() {
+        const std::uint64_t generation = (state_.load(std::memory_order_relaxed) >> 32) + 1;  // odd
+        state_.store(generation << 32);
+        return generation;
+    }
+    /// Closes the round `generation`; \return how much of it was taken.
+    std::uint32_t close(std::uint64_t generation) {
+        return static_cast<std::uint32_t>(state_.exchange((generation + 1) << 32) & 0xffffffffu);
+    }
+    /// Whether the open round has some of limit() left.
+    template <class Limit>
+    bool left(Limit limit) const {
+        const std::uint64_t s = state_.load();
+        return ((s >> 32) & 1) != 0 && (s & 0xffffffffu) < limit();
+    }
+    /// Takes the next of limit() of the open round: \return its index, or -1 when none is left.
+    template <class Limit>
+    std::int64_t take(Limit limit) {
+        std::uint64_t s = state_.load(std::memory_order_acquire);
+        for (;;) {
+            if (((s >> 32) & 1) == 0 || (s & 0xffffffffu) >= limit()) return -1;
+            if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+                return static_cast<std::int64_t>(s & 0xffffffffu);
+        }
+    }
+
+private:
+    std::atomic<std::uint64_t> state_{0};
+};
+
+// The one open share of share_parts: its parts are a round of `rounds`. `parts`, `part` and
+// `context` are written before the round opens; a share closes only once all its parts are done,
+// so whoever took a part reads them as that share wrote them.
 struct OpenShare {
-    std::atomic<std::uint64_t> state{0};
+    Rounds rounds;
     std::atomic<std::size_t> parts{0}, done{0};
     std::atomic<void (*)(void*, std::size_t)> part{nullptr};
     std::atomic<void*> context{nullptr};
@@ -47,14 +82,10 @@ void ring() {
 // Takes and runs one part of the open share, if one is left: true when it ran one. A part that
 // throws ends the program (noexcept): the share could never close, and its owner would wait forever.
 bool take_part() noexcept {
-    std::uint64_t s = open_share.state.load(std::memory_order_acquire);
-    for (;;) {
-        if (((s >> 32) & 1) == 0 || (s & 0xffffffffu) >= open_share.parts.load(std::memory_order_relaxed)) return false;
-        if (open_share.state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire))
-            break;
-    }
+    const std::int64_t i = open_share.rounds.take([] { return open_share.parts.load(std::memory_order_relaxed); });
+    if (i < 0) return false;
     open_share.part.load(std::memory_order_relaxed)(open_share.context.load(std::memory_order_relaxed),
-                                                    static_cast<std::size_t>(s & 0xffffffffu));
+                                                    static_cast<std::size_t>(i));
     open_share.done.fetch_add(1, std::memory_order_release);
     return true;
 }
@@ -77,8 +108,6 @@ void sleep_until(Woken woken) {
     sleepers.fetch_sub(1);
 }
 
-bool share_open() { return ((open_share.state.load() >> 32) & 1) != 0; }
-
 // An idle thread: takes shared parts until `woken()` (a task is ready, a task graph has a seat for
 // it, or it is to stop). Spins while work came recently (a recurrence shares its products every
 // few microseconds), then sleeps until rung.
@@ -95,7 +124,7 @@ void idle_until(Woken woken) {
             pause();
             continue;
         }
-        sleep_until([&] { return woken() || share_open(); });
+        sleep_until([&] { return woken() || open_share.rounds.open(); });
         spins = 0;
     }
     idle_count.fetch_sub(1);
@@ -134,12 +163,10 @@ public:
         work_.store(&work, std::memory_order_relaxed);
         seats_.store(seats, std::memory_order_relaxed);
         finished_.store(0, std::memory_order_relaxed);
-        const std::uint64_t generation = (state_.load(std::memory_order_relaxed) >> 32) + 1;  // odd: open
-        state_.store(generation << 32);
+        const std::uint64_t generation = rounds_.start();
         ring();
         work(0);
-        const std::uint64_t closed = state_.exchange((generation + 1) << 32);
-        const auto taken = static_cast<int>(closed & 0xffffffffu);
+        const auto taken = static_cast<int>(rounds_.close(generation));
         while (finished_.load(std::memory_order_acquire) < taken) pause();
         owned_.store(false, std::memory_order_release);
     }
@@ -160,22 +187,19 @@ private:
     }
 
     bool seat_free() const {
-        const std::uint64_t s = state_.load();
-        return ((s >> 32) & 1) != 0 && static_cast<int>(s & 0xffffffffu) < seats_.load(std::memory_order_relaxed);
+        return rounds_.left([this] { return seats(); });
     }
 
     // Takes a seat of the open run and works in it: true when it did.
     bool take_seat() {
-        std::uint64_t s = state_.load(std::memory_order_acquire);
-        for (;;) {
-            if (((s >> 32) & 1) == 0 || static_cast<int>(s & 0xffffffffu) >= seats_.load(std::memory_order_relaxed))
-                return false;
-            if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) break;
-        }
-        (*work_.load(std::memory_order_relaxed))(static_cast<int>(s & 0xffffffffu) + 1);
+        const std::int64_t seat = rounds_.take([this] { return seats(); });
+        if (seat < 0) return false;
+        (*work_.load(std::memory_order_relaxed))(static_cast<int>(seat) + 1);
         finished_.fetch_add(1, std::memory_order_release);
         return true;
     }
+
+    std::uint64_t seats() const { return static_cast<std::uint64_t>(seats_.load(std::memory_order_relaxed)); }
 
     void loop(int index) {
         auto helps = [&] { return index + 1 < inter_op_threads(); };
@@ -190,8 +214,7 @@ private:
 
     std::mutex m_;
     std::vector<std::thread> threads_;
-    // As OpenShare's state: a generation (odd while a run is open) and the seats taken.
-    std::atomic<std::uint64_t> state_{0};
+    Rounds rounds_;  // a run's seats
     std::atomic<int> seats_{0}, finished_{0};
     std::atomic<const std::function<void(int)>*> work_{nullptr};
     std::atomic<bool> owned_{false}, stop_{false};
@@ -216,13 +239,12 @@ void share_parts(std::size_t parts, void (*part)(void*, std::size_t), void* cont
         open_share.part.store(part, std::memory_order_relaxed);
         open_share.context.store(context, std::memory_order_relaxed);
         open_share.done.store(0, std::memory_order_relaxed);
-        const std::uint64_t generation = (open_share.state.load(std::memory_order_relaxed) >> 32) + 1;  // odd
-        open_share.state.store(generation << 32);
+        const std::uint64_t generation = open_share.rounds.start();
         ring();
         while (take_part()) {
         }
         while (open_share.done.load(std::memory_order_acquire) < parts) pause();
-        open_share.state.store((generation + 1) << 32, std::memory_order_release);
+        open_share.rounds.close(generation);
         open_share.owned.store(false, std::memory_order_release);
         return;
     }

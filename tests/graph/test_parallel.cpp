@@ -64,6 +64,19 @@ struct Towers {
     }
 };
 
+// The weights of Towers(wide) after `steps` Adam steps (rate 0.01) on `threads` inter-op threads.
+std::vector<std::vector<float>> trained_weights(int threads, std::uint64_t seed, bool wide, int steps,
+                                                const LearnerOptions& options = {}) {
+    set_seed(seed);
+    Towers m(wide);
+    InterOp parallel(threads);
+    Trainer trainer(m.loss, Variable(), adam(m.params, 0.01, 0.9, 0.999, 1e-8, options));
+    for (int step = 0; step < steps; ++step) trainer.train_minibatch(m.inputs());
+    std::vector<std::vector<float>> weights;
+    for (const auto& p : m.params) weights.emplace_back(p.data().begin(), p.data().end());
+    return weights;
+}
+
 // Runs f() as a task of a 2-thread task graph once the other thread is idle, so that work f
 // shares (share_parts, and the products of gemm and gemm_rows built on it) is split. \return
 // whether the other thread was idle when f started.
@@ -206,18 +219,8 @@ TEST_CASE("training on 2 threads (steps and parameter updates at once) equals tr
     LearnerOptions options;
     SUBCASE("no clipping") {}
     SUBCASE("clipping") { options.gradient_clipping_norm = 0.05; }
-    auto train = [&](int threads) {
-        set_seed(8);
-        Towers m;
-        InterOp parallel(threads);
-        Trainer trainer(m.loss, Variable(), adam(m.params, 0.01, 0.9, 0.999, 1e-8, options));
-        for (int step = 0; step < 3; ++step) trainer.train_minibatch(m.inputs());
-        std::vector<std::vector<float>> weights;
-        for (const auto& p : m.params) weights.emplace_back(p.data().begin(), p.data().end());
-        return weights;
-    };
-    const auto serial = train(1);
-    CHECK(train(2) == serial);
+    const auto serial = trained_weights(1, 8, false, 3, options);
+    CHECK(trained_weights(2, 8, false, 3, options) == serial);
 }
 
 TEST_CASE("a session's gradients stay right pass after pass as the weights change") {
@@ -350,16 +353,6 @@ TEST_CASE_TEMPLATE("gemm_rows split between threads gives the bits of one thread
 }
 
 TEST_CASE("a model whose products are split between threads trains the same on 1 and 2 threads, bit for bit") {
-    auto train = [&](int threads) {
-        set_seed(10);
-        Towers m(true);
-        InterOp parallel(threads);
-        Trainer trainer(m.loss, Variable(), adam(m.params, 0.01));
-        for (int step = 0; step < 2; ++step) trainer.train_minibatch(m.inputs());
-        std::vector<std::vector<float>> weights;
-        for (const auto& p : m.params) weights.emplace_back(p.data().begin(), p.data().end());
-        return weights;
-    };
-    const auto serial = train(1);
-    CHECK(train(2) == serial);
+    const auto serial = trained_weights(1, 10, true, 2);
+    CHECK(trained_weights(2, 10, true, 2) == serial);
 }
