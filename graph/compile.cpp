@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/errors.hpp"
+#include "graph/fold_products.hpp"
 #include "graph/fuse_scans.hpp"
 #include "graph/op.hpp"
 
@@ -297,6 +298,7 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
 
     write_back_inferred_types(*plan, g);
     for (Node* n : g.nodes) plan->keep_alive.push_back(n->shared_from_this());
+    fold_embedding_products(*plan);
     fuse_scans(*plan);
     return plan;
 }

@@ -4,12 +4,27 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/gemm.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
 namespace {
+
+// Padding steps hold id 0 (the executor zeroes them), which is always a valid row.
+template <class T>
+std::size_t row_of(T id, std::size_t vocab) {
+    const double v = static_cast<double>(id);
+    if (!(v >= 0) || v >= static_cast<double>(vocab) || v != std::floor(v)) {
+        std::ostringstream msg;
+        msg << "embedding: id " << v << " is not a row of the table (valid ids are 0.." << vocab - 1
+            << "); check the data or enlarge the vocabulary";
+        throw UserError(msg.str());
+    }
+    return static_cast<std::size_t>(v);
+}
 
 class Embedding final : public OpBase<Embedding> {
 public:
@@ -53,23 +68,124 @@ public:
             for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
         });
     }
+};
+
+// embedding_product(ids, table, W[, b]) = embedding(ids, table) times W (plus a bias b of the
+// output's shape): what compile's fold makes of an embedding read only by a product
+// (graph/fold_products.hpp). A batch of R ids holds at most V distinct ones (V the vocabulary), so
+// the product runs on the distinct ids' rows only, forward and backward: min(R, V) rows instead of
+// R. Each output row is the same sum as the unfolded product's, and the table's gradient is still
+// added by rows, only into the rows the ids used.
+class EmbeddingProduct final : public OpBase<EmbeddingProduct> {
+public:
+    explicit EmbeddingProduct(bool bias) : bias_(bias) {}
+    std::string name() const override { return bias_ ? "embedding_affine" : "embedding_times"; }
+    OpTraits traits() const override { return {.gradient_rows = 1u << 1}; }  // the table's rows
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t input) const override { return input < 3; }  // ids, table, W
+
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        const TypeInfo &ids = in[0], &table = in[1], &w = in[2];
+        if (ids.shape.size() != 1) shape_error(name(), in, "ids must hold one id per item (sample shape [1])");
+        if (table.shape.rank() != 2 || table.axis.is_dynamic())
+            shape_error(name(), in, "the table must be a static matrix [vocabulary, dim]");
+        if (w.shape.rank() < 1 || w.shape[0] != table.shape[1] || w.axis.is_dynamic())
+            shape_error(name(), in, "W must be static with the table's row size as its first axis");
+        const Shape out(std::vector<std::size_t>(w.shape.begin() + 1, w.shape.end()));
+        if (bias_ && (in[3].shape != out || in[3].axis.is_dynamic()))
+            shape_error(name(), in, "the bias must be static, of the output's shape " + out.str());
+        return {out, ids.axis};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const Distinct& d = distinct(c);
+        const std::size_t u = d.ids.size(), dim = c.in[1].dims[1], n = c.out.sample_size();
+        T* x = c.work->get(u * (dim + n));
+        T* y = x + u * dim;
+        gather_rows(d, c.in[1].data, dim, x);
+        if (bias_)
+            for (std::size_t k = 0; k < u; ++k) std::copy_n(c.in[3].data, n, y + k * n);
+        gemm(false, false, u, n, dim, T(1), x, dim, c.in[2].data, n, bias_ ? T(1) : T(0), y, n);
+        std::size_t i = 0;
+        c.for_each_row([&](std::size_t r) { std::copy_n(y + d.slot[i++] * n, n, c.out.data + r * n); });
+    }
+
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        const Distinct& d = distinct(c);
+        const std::size_t u = d.ids.size(), dim = c.in[1].dims[1], n = c.out.sample_size();
+        T* s = c.work->get(u * (n + 2 * dim));  // [u, n] the output gradient summed per id, then 2 [u, dim]
+        T* x = s + u * n;
+        std::fill_n(s, u * n, T(0));
+        std::size_t i = 0;
+        c.for_each_row([&](std::size_t r) {
+            T* to = s + d.slot[i++] * n;
+            const T* g = c.out_grad.data + r * n;
+            for (std::size_t j = 0; j < n; ++j) to[j] += g[j];
+        });
+        if (T* gw = c.in_grad[2].data) {  // dW += X^T S
+            gather_rows(d, c.in[1].data, dim, x);
+            gemm(true, false, dim, n, u, T(1), x, dim, s, n, T(1), gw, n);
+        }
+        if (bias_)
+            if (T* gb = c.in_grad[3].data)
+                for (std::size_t k = 0; k < u; ++k)
+                    for (std::size_t j = 0; j < n; ++j) gb[j] += s[k * n + j];
+        RowGradient<T>* by_rows = c.in_grad_by_rows.empty() ? nullptr : c.in_grad_by_rows[1];
+        T* gt = c.in_grad[1].data;
+        if (!gt && !by_rows) return;
+        T* dx = x + u * dim;  // dX = S W^T, one row per distinct id, added into its table row
+        gemm(false, true, u, dim, n, T(1), s, n, c.in[2].data, n, T(0), dx, dim);
+        for (std::size_t k = 0; k < u; ++k) {
+            T* to = by_rows ? by_rows->row(d.ids[k]) : gt + d.ids[k] * dim;
+            for (std::size_t j = 0; j < dim; ++j) to[j] += dx[k * dim + j];
+        }
+    }
 
 private:
-    // Padding steps hold id 0 (the executor zeroes them), which is always a valid row.
+    // The distinct ids of the real rows, in the order first seen, and per real row (in
+    // for_each_row's order) its id's position among them. The calling thread's, reused.
+    struct Distinct {
+        std::vector<std::size_t> ids, slot;
+        std::vector<std::int32_t> position;  // per table row: its place in ids, or -1
+    };
     template <class T>
-    static std::size_t row_of(T id, std::size_t vocab) {
-        const double v = static_cast<double>(id);
-        if (!(v >= 0) || v >= static_cast<double>(vocab) || v != std::floor(v)) {
-            std::ostringstream msg;
-            msg << "embedding: id " << v << " is not a row of the table (valid ids are 0.." << vocab - 1
-                << "); check the data or enlarge the vocabulary";
-            throw UserError(msg.str());
-        }
-        return static_cast<std::size_t>(v);
+    static const Distinct& distinct(const OpCall<T>& c) {
+        thread_local Distinct d;
+        const std::size_t vocab = c.in[1].dims[0];
+        for (std::size_t id : d.ids) d.position[id] = -1;  // what the last call left
+        d.ids.clear();
+        d.slot.clear();
+        if (d.position.size() < vocab) d.position.resize(vocab, -1);
+        c.for_each_row([&](std::size_t r) {
+            const std::size_t id = row_of(c.in[0].data[r], vocab);
+            std::int32_t& at = d.position[id];
+            if (at < 0) {
+                at = static_cast<std::int32_t>(d.ids.size());
+                d.ids.push_back(id);
+            }
+            d.slot.push_back(static_cast<std::size_t>(at));
+        });
+        return d;
     }
+    template <class T>
+    static void gather_rows(const Distinct& d, const T* table, std::size_t dim, T* to) {
+        for (std::size_t k = 0; k < d.ids.size(); ++k) std::copy_n(table + d.ids[k] * dim, dim, to + k * dim);
+    }
+
+    bool bias_;
 };
 
 }  // namespace
+
+bool is_embedding(const Op& op) { return dynamic_cast<const Embedding*>(&op) != nullptr; }
+
+std::shared_ptr<const Op> embedding_product(bool bias) {
+    static const auto with_bias = std::make_shared<const EmbeddingProduct>(true),
+                      without = std::make_shared<const EmbeddingProduct>(false);
+    return bias ? with_bias : without;
+}
 
 // Only the table (input 1), whose gradient the backward adds into by rows.
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name) {

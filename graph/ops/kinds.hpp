@@ -31,4 +31,12 @@ const BinaryKernels* binary_kernels(const Op& op);
 std::shared_ptr<const Op> select_delay_scan(const BinaryKernels& f, int direction);
 bool scan_fits(const TypeInfo& z, const TypeInfo& cond, const TypeInfo& c, const TypeInfo& init);
 
+// embedding.cpp and linear.cpp: the fold of an embedding read only by a product
+// (graph/fold_products.hpp). `embedding_product(bias)` runs times(embedding(ids, table), W), plus a
+// bias of the output's shape when `bias`, on inputs (ids, table, W[, b]).
+bool is_embedding(const Op& op);
+std::shared_ptr<const Op> embedding_product(bool bias);
+// times(x, W) (0) or affine(x, W, b) (1) with W not transposed, else -1.
+int plain_product_addends(const Op& op);
+
 }  // namespace loom

@@ -10,6 +10,7 @@
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/broadcast.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -19,6 +20,8 @@ class Times final : public OpBase<Times> {
 public:
     Times(bool transpose_right, bool addend) : transpose_(transpose_right), addend_(addend) {}
     std::string name() const override { return addend_ ? "affine" : transpose_ ? "times_transpose" : "times"; }
+    bool transposed() const { return transpose_; }
+    int addends() const { return addend_ ? 1 : 0; }
     // dX and dW need X and W; the addend's gradient is out_grad itself.
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t i) const override { return i < 2; }
@@ -361,6 +364,11 @@ private:
 };
 
 }  // namespace
+
+int plain_product_addends(const Op& op) {
+    const auto* t = dynamic_cast<const Times*>(&op);
+    return t && !t->transposed() ? t->addends() : -1;
+}
 
 Variable times(const Variable& x, const Variable& w, const std::string& name) {
     static const auto op = std::make_shared<const Times>(false, false);
