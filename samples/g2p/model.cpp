@@ -57,10 +57,11 @@ struct Model::Parts {
     Variable weights;  // the attention weights of the last step built
 
     // The decoder, one step: the LSTM's input is [embedding(y_{t-1}); h~_{t-1}], written as two
-    // products so that the embedding's part runs outside the loop over every step at once.
+    // products so that the embedding's part runs outside the loop over every step at once; the
+    // input feeding's product is added to it by affine (no separate sum in the loop).
     layers::DecoderOutput step(const Variable& previous, const std::vector<Variable>& s,
                                const std::vector<Variable>& memory) {
-        Variable gates = cell.project(phoneme_embed(previous)) + times(s[2], feed_weights);
+        Variable gates = affine(s[2], feed_weights, cell.project(phoneme_embed(previous)));
         const std::vector<Variable> hc = cell.step({s[0], s[1]}, gates);
         const layers::Attention a = attention(hc[0], layers::AttentionMemory::from_list(memory));
         weights = a.weights;
