@@ -139,6 +139,9 @@ TEST_CASE("an embedding product inside a loop: ids from the loop's own past, gra
         for (std::size_t t = 0; t < s.shape(0); ++t) s(t, t % width) += 3.0;
     Bindings in{{x, Value::sequences(xs)}};
     require_gradients("in a loop", sequence::reduce_sum(reduce_sum(h)), in, {table, w, b, x});
+    GradientCheckOptions segments;
+    segments.memory_budget = 6000;  // bytes: the loop runs in segments of a step or two, recomputed
+    require_gradients("in a loop, in segments", sequence::reduce_sum(reduce_sum(h)), in, {table, w, b, x}, segments);
 
     // Step by step by hand: h_0 = tanh(E[0] W + b + x_0) (past_value's initial state is 0: argmax 0).
     const auto e = table.value(), wv = w.value(), bv = b.value();
