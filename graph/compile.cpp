@@ -307,4 +307,17 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
 
 std::shared_ptr<const Plan> compile(const std::vector<Variable>& outputs) { return build_plan(outputs); }
 
+void renumber_plan(Plan& plan, std::vector<PlanNode> nodes, const std::vector<int>& moved,
+                   const std::vector<Node*>& replaced) {
+    for (auto& pn : nodes)
+        for (int& i : pn.inputs) i = moved[static_cast<std::size_t>(i)];
+    for (int& o : plan.outputs) o = moved[static_cast<std::size_t>(o)];
+    plan.index.clear();
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        plan.index[nodes[i].node] = static_cast<int>(i);
+        if (replaced[i]) plan.index[replaced[i]] = static_cast<int>(i);
+    }
+    plan.nodes = std::move(nodes);
+}
+
 }  // namespace loom

@@ -85,17 +85,9 @@ void fold_embedding_products(Plan& plan) {
         step.members = std::move(members);
         steps.push_back(std::move(step));
     }
-    for (auto& pn : nodes) {
-        for (int& i : pn.inputs) i = moved[i];
+    for (auto& pn : nodes)
         if (pn.loop >= 0) pn.loop = step_moved[pn.loop];
-    }
-    for (int& o : plan.outputs) o = moved[o];
-    plan.index.clear();
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-        plan.index[nodes[i].node] = static_cast<int>(i);
-        if (replaced_moved[i]) plan.index[replaced_moved[i]] = static_cast<int>(i);
-    }
-    plan.nodes = std::move(nodes);
+    renumber_plan(plan, std::move(nodes), moved, replaced_moved);
     plan.steps = std::move(steps);
 }
 

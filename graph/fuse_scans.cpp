@@ -76,15 +76,7 @@ void fuse_scans(Plan& plan) {
         step = PlanStep{};
         step.members = {moved[loop[0]]};
     }
-    for (auto& pn : nodes)
-        for (int& i : pn.inputs) i = moved[i];
-    for (int& o : plan.outputs) o = moved[o];
-    plan.index.clear();
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-        plan.index[nodes[i].node] = static_cast<int>(i);
-        if (fused_from[i]) plan.index[fused_from[i]] = static_cast<int>(i);
-    }
-    plan.nodes = std::move(nodes);
+    renumber_plan(plan, std::move(nodes), moved, fused_from);
 }
 
 }  // namespace loom
