@@ -71,24 +71,25 @@ struct Model::Parts {
 };
 
 Model::Model(Sizes s)
-    : parts_(std::make_shared<Parts>(Parts{
-          layers::Embedding(s.embed, letter_count(), glorot_uniform(), "letter_embedding"),
-          layers::Embedding(s.embed, phoneme_count(), glorot_uniform(), "phoneme_embedding"),
-          layers::BiRecurrence(layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_forward"),
-                               layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_backward")),
-          layers::Dense(s.decoder, layers::activations::tanh, false, glorot_uniform(), "combine"),
-          layers::Dense(phoneme_count(), {}, true, glorot_uniform(), "output"),
-          layers::LSTM(s.decoder, false, glorot_uniform(), "decoder"),
-          parameter({s.decoder, 4 * s.decoder}, glorot_uniform(), "decoder.feed_weights"),
-          layers::GeneralAttention("attention"),
-          {}})),
+    : parts_(std::make_shared<Parts>(
+          Parts{layers::Embedding(s.embed, letter_count(), glorot_uniform(), "letter_embedding"),
+                layers::Embedding(s.embed, phoneme_count(), glorot_uniform(), "phoneme_embedding"),
+                layers::BiRecurrence(layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_forward"),
+                                     layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_backward")),
+                layers::Dense(s.decoder, layers::activations::tanh, false, glorot_uniform(), "combine"),
+                layers::Dense(phoneme_count(), {}, true, glorot_uniform(), "output"),
+                layers::LSTM(s.decoder, false, glorot_uniform(), "decoder"),
+                parameter({s.decoder, 4 * s.decoder}, glorot_uniform(), "decoder.feed_weights"),
+                layers::GeneralAttention("attention"),
+                {}})),
       sizes(s),
       letters(sequence::input_variable({1}, "letters")),
-      decoder([parts = parts_](const Variable& previous_symbol, const std::vector<Variable>& states,
-                               const std::vector<Variable>& keys_values) {
-          return parts->step(previous_symbol, states, keys_values);
-      },
-              {Shape{s.decoder}, Shape{s.decoder}, Shape{s.decoder}}) {
+      decoder(
+          [parts = parts_](const Variable& previous_symbol, const std::vector<Variable>& states,
+                           const std::vector<Variable>& keys_values) {
+              return parts->step(previous_symbol, states, keys_values);
+          },
+          {Shape{s.decoder}, Shape{s.decoder}, Shape{s.decoder}}) {
     const SequenceAxis decoder_axis;
     previous = sequence::input_variable({1}, "previous_phonemes", decoder_axis);
     targets = sequence::input_variable({1}, "target_phonemes", decoder_axis);
@@ -125,8 +126,8 @@ Bindings Model::bind(const std::vector<std::vector<std::size_t>>& words,
 Model::Prediction Model::predict(const std::vector<std::vector<std::size_t>>& words, std::size_t beam,
                                  std::size_t max_length) {
     if (!generator_) {  // the same step over batch inputs; the parameters are read in place
-        generator_ = std::make_unique<layers::Generator>(
-            decoder, layers::attention_memory_inputs(2 * sizes.encoder).list());
+        generator_ =
+            std::make_unique<layers::Generator>(decoder, layers::attention_memory_inputs(2 * sizes.encoder).list());
         encoder_ = std::make_unique<Session>(memory.list());
     }
     encoder_->forward({{letters, Value::index_sequences(words)}});

@@ -180,6 +180,17 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return times_transpose(e.seq({2, 3}), e.seq({4, 3}));
          }},
+        // An embedding read only by its product: compile folds the two into embedding_affine /
+        // embedding_times (graph/fold_products.hpp); the ids (7 sequences' worth, repeats) are
+        // fewer distinct than rows.
+        {"linear", "affine of an embedding (folded)",
+         [](Env& e) {
+             return affine(embedding(e.ids(4), e.param({4, 3})), e.param({3, 5}), e.param({5}));
+         }},
+        {"linear", "times of an embedding (folded)",
+         [](Env& e) {
+             return times(embedding(e.ids(4), e.param({4, 3})), e.param({3, 2, 2}));
+         }},
         // ---- reductions and softmax ----
         {"reduce", "reduce_sum axis 0",
          [](Env& e) {
