@@ -86,6 +86,7 @@ public:
             return;
         }
         if (addend_) start_output(c);
+        if (item_vectors(c, false)) return;
         const T beta = addend_ ? T(1) : T(0);
         for_each_product(c, [&](std::size_t m, std::size_t n, std::size_t k, const T* x, const T* w, T* y) {
             gemm(false, transpose_, m, n, k, T(1), x, k, w, transpose_ ? k : n, beta, y, n);
@@ -120,6 +121,7 @@ public:
             }
             return;
         }
+        if (item_vectors(c, true)) return;
         // The products walked over out_grad's buffer: the output's value may have been freed.
         OpCall<T> over_grad = c;
         over_grad.out.data = const_cast<T*>(c.out_grad.data);
@@ -332,6 +334,67 @@ private:
             const T* src = from + b * len;
             for (std::size_t j = 0; j < len; ++j) dst[j] += src[j];
         }
+    }
+
+    // One row per item times the item's own matrix (attention's scores q K^T and context a V, per
+    // sequence and step): each product is a vector times a small matrix, which a GEMM call spends
+    // most of its time setting up. These are dot products and row updates instead, over the real
+    // items only (a padding item's output is zeroed after forward, and its output gradient is zero).
+    template <class T>
+    bool item_vectors(const OpCall<T>& c, bool backward) const {
+        const View<const T>&x = c.in[0], &w = c.in[1];
+        const std::size_t k = x.dims[x.dims.rank - 1];
+        if (w.dyn == 0 || x.sample_size() != k || x.dyn != w.dyn || c.out.dyn != x.dyn) return false;
+        for (std::size_t i = 0; i < x.dyn; ++i)
+            if (x.dims[i] != w.dims[i] || c.out.dims[i] != x.dims[i]) return false;
+        const std::size_t n = w.sample_size() / k;
+        const View<T>&gx = backward ? c.in_grad[0] : View<T>{}, &gw = backward ? c.in_grad[1] : View<T>{};
+        c.for_each_row([&](std::size_t r) {
+            const T* xr = x.data + r * k;
+            const T* wr = w.data + r * k * n;
+            if (!backward) {
+                T* y = c.out.data + r * n;
+                if (!addend_) std::fill_n(y, n, T(0));
+                if (transpose_)  // y[j] += x . W[j, :]
+                    for (std::size_t j = 0; j < n; ++j) y[j] += dot(xr, wr + j * k, k);
+                else  // y += x[i] W[i, :]
+                    for (std::size_t i = 0; i < k; ++i) add_scaled(y, xr[i], wr + i * n, n);
+                return;
+            }
+            const T* g = c.out_grad.data + r * n;
+            if (gx) {
+                T* dx = gx.data + r * k;
+                if (transpose_)  // dx += g[j] W[j, :]
+                    for (std::size_t j = 0; j < n; ++j) add_scaled(dx, g[j], wr + j * k, k);
+                else  // dx[i] += g . W[i, :]
+                    for (std::size_t i = 0; i < k; ++i) dx[i] += dot(g, wr + i * n, n);
+            }
+            if (gw) {
+                T* dw = gw.data + r * k * n;
+                if (transpose_)  // dW[j, :] += g[j] x
+                    for (std::size_t j = 0; j < n; ++j) add_scaled(dw + j * k, g[j], xr, k);
+                else  // dW[i, :] += x[i] g
+                    for (std::size_t i = 0; i < k; ++i) add_scaled(dw + i * n, xr[i], g, n);
+            }
+        });
+        return true;
+    }
+    // Written lane by lane so that the compiler vectorizes them without reassociating on its own.
+    template <class T>
+    static T dot(const T* a, const T* b, std::size_t n) {
+        constexpr std::size_t lanes = 16;
+        T acc[lanes] = {};
+        std::size_t i = 0;
+        for (; i + lanes <= n; i += lanes)
+            for (std::size_t l = 0; l < lanes; ++l) acc[l] += a[i + l] * b[i + l];
+        T sum = 0;
+        for (; i < n; ++i) sum += a[i] * b[i];
+        for (std::size_t l = 0; l < lanes; ++l) sum += acc[l];
+        return sum;
+    }
+    template <class T>
+    static void add_scaled(T* y, T a, const T* x, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
     }
 
     // Calls f(m, n, k, x, w, y) for each product: once when the right operand is static, else once

@@ -180,6 +180,20 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return times_transpose(e.seq({2, 3}), e.seq({4, 3}));
          }},
+        // One row per item times the item's own matrix (attention's q K^T and a V): the products
+        // run as dot products and row updates over the real items.
+        {"linear", "times_transpose vector x seq",
+         [](Env& e) {
+             return times_transpose(e.seq({3}), e.seq({4, 3}));
+         }},
+        {"linear", "times vector x seq",
+         [](Env& e) {
+             return times(e.seq({3}), e.seq({3, 4}));
+         }},
+        {"linear", "affine vector x seq",
+         [](Env& e) {
+             return affine(e.seq({3}), e.seq({3, 4}), e.param({4}));
+         }},
         // An embedding read only by its product: compile folds the two into embedding_affine /
         // embedding_times (graph/fold_products.hpp); the ids (7 sequences' worth, repeats) are
         // fewer distinct than rows.

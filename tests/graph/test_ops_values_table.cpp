@@ -181,6 +181,45 @@ TEST_CASE("times_transpose equals a loop over a times b transposed for a static 
     }
 }
 
+TEST_CASE("one row per item times the item's own matrix equals loops, for times, times_transpose and affine") {
+    // a: sequences of vectors [3]; each step of each sequence has its own matrix b [3, 4] (and its
+    // transpose's stand-in bt [4, 3]) and addend d [4].
+    const auto a_data = testing::random_sequences({3}, testing::default_lengths, 24);
+    const auto b_data = testing::random_sequences({3, 4}, testing::default_lengths, 25);
+    const auto bt_data = testing::random_sequences({4, 3}, testing::default_lengths, 26);
+    const auto d_data = testing::random_sequences({4}, testing::default_lengths, 27);
+    const SequenceAxis axis;
+    Variable a = sequence::input_variable({3}, "a", axis);
+    Variable b = sequence::input_variable({3, 4}, "b", axis);
+    Variable bt = sequence::input_variable({4, 3}, "bt", axis);
+    Variable d = sequence::input_variable({4}, "d", axis);
+    Variable plain = times(a, b), transposed = times_transpose(a, bt), shifted = affine(a, b, d);
+    auto out = evaluate({plain, transposed, shifted},
+                        {{a, Value::sequences(a_data)},
+                         {b, Value::sequences(b_data)},
+                         {bt, Value::sequences(bt_data)},
+                         {d, Value::sequences(d_data)}},
+                        Precision::f64);
+    for (std::size_t i = 0; i < a_data.size(); ++i) {
+        const auto p = out[plain].sequence<double>(i), q = out[transposed].sequence<double>(i),
+                   s = out[shifted].sequence<double>(i);
+        REQUIRE(p.shape() == std::vector<std::size_t>{a_data[i].shape()[0], 4});
+        REQUIRE(q.shape() == p.shape());
+        REQUIRE(s.shape() == p.shape());
+        for (std::size_t t = 0; t < p.shape()[0]; ++t)
+            for (std::size_t m = 0; m < 4; ++m) {
+                double want_p = 0, want_q = 0;
+                for (std::size_t j = 0; j < 3; ++j) {
+                    want_p += a_data[i](t, j) * b_data[i](t, j, m);
+                    want_q += a_data[i](t, j) * bt_data[i](t, m, j);
+                }
+                CHECK(p(t, m) == doctest::Approx(want_p).epsilon(1e-13));
+                CHECK(q(t, m) == doctest::Approx(want_q).epsilon(1e-13));
+                CHECK(s(t, m) == doctest::Approx(want_p + d_data[i](t, m)).epsilon(1e-13));
+            }
+    }
+}
+
 TEST_CASE("stop_gradient is the identity forward and passes no gradient") {
     Variable x = sequence::input_variable({2}, "x");
     Parameter w = parameter(xt::xarray<float>{1.5f, -2.0f}, "w");
