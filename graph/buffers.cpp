@@ -155,6 +155,14 @@ void Buffers<T>::ensure_gradient(int i) {
 }
 
 template <class T>
+bool Buffers<T>::take_gradient_unzeroed(int i) {
+    Slot& s = (*this)[i];
+    if (!needs_gradient(i) || s.by_rows || s.grad_alias >= 0 || s.grad.size() == s.dims.size()) return false;
+    pool_.resize(s.grad, s.dims.size());
+    return true;
+}
+
+template <class T>
 void Buffers<T>::release_step(const PlanStep& step) {
     for (int m : step.members) {
         Slot& s = (*this)[m];

@@ -85,6 +85,9 @@ public:
     void seed(const std::vector<int>& outputs, const std::unordered_map<int, const std::vector<T>*>& weights);
     // Node i's gradient buffer, zeroed, from the pool on first use.
     void ensure_gradient(int i);
+    // The same, not zeroed: true when it took the buffer now, whose contents the caller then sets
+    // before anything adds into them (back_loop zeroes it a step at a time, just ahead of its sweep).
+    bool take_gradient_unzeroed(int i);
     // After a step's backward ran: its members' gradients and values go back to the pool unless
     // they outlive the pass, and an alias hands its buffer to the addend it was lent to.
     void release_step(const PlanStep& step);

@@ -92,23 +92,28 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
     const PlanStep& step = plan_.steps[s];
     // The gradients this step adds into take memory now; for a loop, those of its inputs from
     // outside it only after the loop ran (back_from_outside).
-    const int loop = step.is_loop ? plan_.nodes[static_cast<std::size_t>(step.members.front())].loop : -1;
     if (step.is_loop && segments_[s].active) {  // only the gradients kept whole take memory
         for (std::size_t mi = 0; mi < step.members.size(); ++mi)
             if (segments_[s].full_grad[mi]) buffers_.ensure_gradient(step.members[mi]);
         return back_loop_segments(s, work);
     }
+    if (step.is_loop) {
+        // A member's gradient not taken yet has no reader outside the loop: nothing has added into
+        // it, and back_loop zeroes it a step at a time just before its steps are reached, while
+        // they are in cache, rather than all of it here. (Its inputs in the loop are members.)
+        thread_local std::vector<int> unzeroed;  // the calling thread's, reused: no allocation per pass
+        unzeroed.clear();
+        for (int m : step.members)
+            if (buffers_.take_gradient_unzeroed(m)) unzeroed.push_back(m);
+        record_peak(s, 0);
+        back_loop(step, work, unzeroed);
+        return;
+    }
     for (int m : step.members) {
         buffers_.ensure_gradient(m);
-        for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
-            if (plan_.nodes[static_cast<std::size_t>(j)].loop == loop || loop < 0) buffers_.ensure_gradient(j);
+        for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs) buffers_.ensure_gradient(j);
     }
-    if (step.is_loop) {
-        record_peak(s, 0);
-        back_loop(step, work);
-    } else {
-        back_node(step.members.front(), work);
-    }
+    back_node(step.members.front(), work);
 }
 
 template <class T>
@@ -185,9 +190,31 @@ void StepRunner<T>::back_node(int i, Workspace<T>& work) {
 }
 
 template <class T>
-void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
+void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work, std::span<const int> unzeroed) {
     const SequenceLayout& layout = loop_layout(step);
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
+    // Step t's slice of a member's gradient is added into by the members at t and by the delays
+    // at the steps up to `reach` later in the sweep's order; the sweep zeroes each slice `reach`
+    // steps ahead of itself. Another op reading time might write anywhere: all of it is zeroed.
+    std::size_t reach = 0;
+    for (int m : step.members) {
+        const OpTraits traits = plan_.nodes[static_cast<std::size_t>(m)].node->op->traits();
+        if (traits.delay_direction != 0)
+            reach = std::max(reach, traits.delay_steps);
+        else if (traits.reads_time)
+            reach = steps;
+    }
+    std::size_t zeroed = 0;  // slices zeroed, in the sweep's order
+    auto zero_ahead = [&](std::size_t k) {
+        for (; zeroed < steps && zeroed <= k + reach; ++zeroed) {
+            const std::size_t t = step.direction > 0 ? steps - 1 - zeroed : zeroed;
+            for (int m : unzeroed) {
+                auto& s = buffers_[m];
+                const std::size_t slice = n_seq * s.sample.size();
+                std::fill_n(s.grad.data() + t * slice, slice, T(0));
+            }
+        }
+    };
     // Per time step only gradients between loop members flow. Gradients to inputs from outside
     // the loop (weights, input projections, initial states) are taken once after the loop, over
     // all steps at once: one big GEMM for dW instead of one small one per step.
@@ -196,6 +223,7 @@ void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work) {
         std::vector<LoopCache<T>> caches = loop_caches(step.members.size());
         for (std::size_t k = 0; k < steps; ++k) {
             const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
+            zero_ahead(k);
             for (std::size_t mi = step.members.size(); mi-- > 0;) {
                 const int m = step.members[mi];
                 if (!buffers_.needs_gradient(m)) continue;

@@ -44,7 +44,7 @@ private:
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
     void back_node(int i, Workspace<T>& work);
-    void back_loop(const PlanStep& step, Workspace<T>& work);
+    void back_loop(const PlanStep& step, Workspace<T>& work, std::span<const int> unzeroed);
     void back_from_outside(const PlanStep& step, Workspace<T>& work);
     std::vector<LoopCache<T>> loop_caches(std::size_t members);
     const SequenceLayout& loop_layout(const PlanStep& step) const;

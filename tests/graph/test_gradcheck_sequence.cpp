@@ -24,6 +24,7 @@ struct Inputs {
     Parameter u = parameter(random_tensor({3, 3}, 12, -0.8, 0.8), "U");
     Parameter col = parameter(random_tensor({3, 1}, 13), "w_col");
     Parameter init = parameter(random_tensor({3}, 14), "init");
+    std::vector<Variable> loop_targets;  // a placeholder's target that no output holds
 };
 
 struct Built {
@@ -43,6 +44,19 @@ Variable rnn(Inputs& s, bool forward, const Variable& initial_state) {
     Variable h = tanh(times(s.x, s.w) + times(prev, s.u));
     h.replace_placeholders({{p, h}});
     return h;
+}
+
+// A loop a[t] = x[t] W + delay(tanh(a), k)[t] U whose output is a: the delay reaches k steps back
+// (or ahead) to tanh(a), which nothing outside the loop reads, so its gradient is added into only
+// by the loop's own steps.
+Variable reaching_loop(Inputs& s, bool forward, std::size_t k) {
+    Variable p = placeholder({3}, "b_prev");
+    Variable prev = forward ? past_value(p, 0.2, k) : future_value(p, 0.2, k);
+    Variable a = times(s.x, s.w) + times(prev, s.u);
+    Variable b = tanh(a);
+    a.replace_placeholders({{p, b}});
+    s.loop_targets.push_back(b);
+    return a;
 }
 
 // The seed's cumulative log-sum-exp over each sequence, as a loop.
@@ -202,6 +216,14 @@ const std::vector<Case> cases = {
     {"rnn loop (future)",
      [](Inputs& s) {
          return Built{rnn(s, false, 0.0), {s.x, s.w, s.u}};
+     }},
+    {"loop reaching 2 steps back to a member read only inside it",
+     [](Inputs& s) {
+         return Built{reaching_loop(s, true, 2), {s.x, s.w, s.u}};
+     }},
+    {"loop reaching 3 steps ahead to a member read only inside it",
+     [](Inputs& s) {
+         return Built{reaching_loop(s, false, 3), {s.x, s.w, s.u}};
      }},
     {"rnn loop, parameter initial state",
      [](Inputs& s) {
