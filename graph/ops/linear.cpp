@@ -339,19 +339,27 @@ private:
     // One row per item times the item's own matrix (attention's scores q K^T and context a V, per
     // sequence and step): each product is a vector times a small matrix, which a GEMM call spends
     // most of its time setting up. These are dot products and row updates instead, over the real
-    // items only (a padding item's output is zeroed after forward, and its output gradient is zero).
+    // rows only (a padding row's output is zeroed after forward, and its output gradient is zero).
+    // The matrix may be one per sequence for every step ([N] against x's [T, N]): a loop's whole
+    // call for the gradient of a memory it read at every step.
     template <class T>
     bool item_vectors(const OpCall<T>& c, bool backward) const {
         const View<const T>&x = c.in[0], &w = c.in[1];
         const std::size_t k = x.dims[x.dims.rank - 1];
-        if (w.dyn == 0 || x.sample_size() != k || x.dyn != w.dyn || c.out.dyn != x.dyn) return false;
-        for (std::size_t i = 0; i < x.dyn; ++i)
-            if (x.dims[i] != w.dims[i] || c.out.dims[i] != x.dims[i]) return false;
+        if (w.dyn == 0 || w.dyn > x.dyn || x.sample_size() != k || c.out.dyn != x.dyn) return false;
+        std::size_t matrices = 1;  // w's dynamic positions, the trailing ones of x's
+        for (std::size_t i = 0; i < x.dyn; ++i) {
+            if (c.out.dims[i] != x.dims[i]) return false;
+            if (i + w.dyn >= x.dyn) {
+                if (w.dims[i + w.dyn - x.dyn] != x.dims[i]) return false;
+                matrices *= x.dims[i];
+            }
+        }
         const std::size_t n = w.sample_size() / k;
         const View<T>&gx = backward ? c.in_grad[0] : View<T>{}, &gw = backward ? c.in_grad[1] : View<T>{};
         c.for_each_row([&](std::size_t r) {
             const T* xr = x.data + r * k;
-            const T* wr = w.data + r * k * n;
+            const T* wr = w.data + (r % matrices) * k * n;
             if (!backward) {
                 T* y = c.out.data + r * n;
                 if (!addend_) std::fill_n(y, n, T(0));
@@ -370,7 +378,7 @@ private:
                     for (std::size_t i = 0; i < k; ++i) dx[i] += dot(g, wr + i * n, n);
             }
             if (gw) {
-                T* dw = gw.data + r * k * n;
+                T* dw = gw.data + (r % matrices) * k * n;
                 if (transpose_)  // dW[j, :] += g[j] x
                     for (std::size_t j = 0; j < n; ++j) add_scaled(dw + j * k, g[j], xr, k);
                 else  // dW[i, :] += x[i] g

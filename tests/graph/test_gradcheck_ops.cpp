@@ -194,6 +194,14 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return affine(e.seq({3}), e.seq({3, 4}), e.param({4}));
          }},
+        {"linear", "times_transpose vector x batch",  // one matrix per sequence, every step
+         [](Env& e) {
+             return times_transpose(e.seq({3}), e.batch({4, 3}));
+         }},
+        {"linear", "times vector x batch",
+         [](Env& e) {
+             return times(e.seq({3}), e.batch({3, 4}));
+         }},
         // An embedding read only by its product: compile folds the two into embedding_affine /
         // embedding_times (graph/fold_products.hpp); the ids (7 sequences' worth, repeats) are
         // fewer distinct than rows.

@@ -181,7 +181,7 @@ TEST_CASE("times_transpose equals a loop over a times b transposed for a static 
     }
 }
 
-TEST_CASE("one row per item times the item's own matrix equals loops, for times, times_transpose and affine") {
+TEST_CASE("one row per item times the item's (or its sequence's) own matrix equals loops: times, times_transpose, affine") {
     // a: sequences of vectors [3]; each step of each sequence has its own matrix b [3, 4] (and its
     // transpose's stand-in bt [4, 3]) and addend d [4].
     const auto a_data = testing::random_sequences({3}, testing::default_lengths, 24);
@@ -193,26 +193,34 @@ TEST_CASE("one row per item times the item's own matrix equals loops, for times,
     Variable b = sequence::input_variable({3, 4}, "b", axis);
     Variable bt = sequence::input_variable({4, 3}, "bt", axis);
     Variable d = sequence::input_variable({4}, "d", axis);
+    // And one matrix per sequence for all its steps: m [4, 3] as a batch value.
+    const xt::xarray<double> m_data = testing::random_rows({4, 3}, a_data.size(), 28);
+    Variable per_sequence = input_variable({4, 3}, "m");
     Variable plain = times(a, b), transposed = times_transpose(a, bt), shifted = affine(a, b, d);
-    auto out = evaluate({plain, transposed, shifted},
+    Variable by_sequence = times_transpose(a, per_sequence);
+    auto out = evaluate({plain, transposed, shifted, by_sequence},
                         {{a, Value::sequences(a_data)},
                          {b, Value::sequences(b_data)},
                          {bt, Value::sequences(bt_data)},
-                         {d, Value::sequences(d_data)}},
+                         {d, Value::sequences(d_data)},
+                         {per_sequence, Value::batch(m_data)}},
                         Precision::f64);
     for (std::size_t i = 0; i < a_data.size(); ++i) {
         const auto p = out[plain].sequence<double>(i), q = out[transposed].sequence<double>(i),
-                   s = out[shifted].sequence<double>(i);
+                   s = out[shifted].sequence<double>(i), v = out[by_sequence].sequence<double>(i);
+        REQUIRE(v.shape() == p.shape());
         REQUIRE(p.shape() == std::vector<std::size_t>{a_data[i].shape()[0], 4});
         REQUIRE(q.shape() == p.shape());
         REQUIRE(s.shape() == p.shape());
         for (std::size_t t = 0; t < p.shape()[0]; ++t)
             for (std::size_t m = 0; m < 4; ++m) {
-                double want_p = 0, want_q = 0;
+                double want_p = 0, want_q = 0, want_v = 0;
                 for (std::size_t j = 0; j < 3; ++j) {
                     want_p += a_data[i](t, j) * b_data[i](t, j, m);
                     want_q += a_data[i](t, j) * bt_data[i](t, m, j);
+                    want_v += a_data[i](t, j) * m_data(i, m, j);
                 }
+                CHECK(v(t, m) == doctest::Approx(want_v).epsilon(1e-13));
                 CHECK(p(t, m) == doctest::Approx(want_p).epsilon(1e-13));
                 CHECK(q(t, m) == doctest::Approx(want_q).epsilon(1e-13));
                 CHECK(s(t, m) == doctest::Approx(want_p + d_data[i](t, m)).epsilon(1e-13));
