@@ -95,6 +95,17 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
     LOOM_ROW_PTR(10)
     LOOM_ROW_PTR(11)
 #undef LOOM_ROW_PTR
+    // The rows of C (and of the addend d) this block ends by reading and writing are fetched now,
+    // while the k loop runs: a loop step's C is often a fresh buffer and d a slice of a projection
+    // of every step, neither in cache, and their misses at the end stalled the block.
+    for (std::size_t r = 0; r < R; ++r) {
+        if (e.beta != T(0) && d[r] != c[r]) {
+            __builtin_prefetch(d[r] + col);
+            if constexpr (V > 1) __builtin_prefetch(d[r] + col + w);
+        }
+        __builtin_prefetch(c[r] + col, 1);
+        if constexpr (V > 1) __builtin_prefetch(c[r] + col + w, 1);
+    }
     for (std::size_t p = 0; p < k; ++p) {
         const Vr b0 = W::load(panel0 + p * w);
         const Vr b1 = V > 1 ? W::load(panel1 + p * w) : b0;
