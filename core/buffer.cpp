@@ -22,4 +22,11 @@ void* map_block(std::size_t bytes) {
 
 void unmap_block(void* p, std::size_t bytes) { munmap(p, bytes); }
 
+void* remap_block(void* p, std::size_t old_bytes, std::size_t new_bytes) {
+    void* q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) throw std::bad_alloc();
+    if (new_bytes >= huge_page && old_bytes < huge_page) madvise(q, new_bytes, MADV_HUGEPAGE);
+    return q;
+}
+
 }  // namespace loom

@@ -17,6 +17,9 @@ namespace loom {
 // their pages, so with several threads the process held memory no buffer used any more.
 void* map_block(std::size_t bytes);
 void unmap_block(void* p, std::size_t bytes);
+// A mapped block made larger in place or moved by the kernel (mremap): its pages go along, only
+// the added part is new memory.
+void* remap_block(void* p, std::size_t old_bytes, std::size_t new_bytes);
 inline constexpr std::size_t map_threshold = std::size_t{256} << 10;
 
 template <class T>
@@ -65,6 +68,22 @@ public:
             capacity_ = n;
         }
         size_ = n;
+    }
+    // Room for n elements: the first size() elements are kept. A mapped block grows by remapping, so
+    // that the memory it held is not returned to the kernel only to be taken and zeroed again.
+    void grow(std::size_t n) {
+        if (n > capacity_) {
+            if (data_ && capacity_ * sizeof(T) >= map_threshold) {
+                data_ = static_cast<T*>(remap_block(data_, capacity_ * sizeof(T), n * sizeof(T)));
+            } else {
+                Buffer bigger;
+                bigger.resize(n);
+                std::copy_n(data_, size_, bigger.data_);
+                bigger.size_ = size_;
+                *this = std::move(bigger);
+            }
+            capacity_ = n;
+        }
     }
     void assign(std::size_t n, T v) {
         resize(n);
@@ -118,9 +137,9 @@ public:
                 free_.pop_back();
             }
         }
-        if (b.capacity() < n) {
-            b = Buffer<T>();  // frees the old memory first
-            return fresh(n);
+        if (b.capacity() < n) {  // the largest free one grows, keeping the pages it has
+            b.resize(0);
+            b.grow(n + n / 8);
         }
         b.resize(n);
         return b;

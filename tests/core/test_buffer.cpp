@@ -1,5 +1,5 @@
 // BufferPool hands back free buffers best fit, never one many times too large for the request,
-// and replaces the largest free buffer when none is large enough.
+// and grows the largest free buffer when none is large enough.
 #include <doctest/doctest.h>
 
 #include "core/buffer.hpp"
@@ -27,7 +27,7 @@ TEST_CASE("buffer pool: best fit, no giant block for a small request, largest gi
     Buffer<float> b = pool.take(600000);
     CHECK(b.data() == big_data);
     CHECK(pool.free_bytes() == 0);
-    // Larger than every free buffer: the largest free one is dropped, not kept beside the new one.
+    // Larger than every free buffer: the largest free one grows to serve it, none is kept beside it.
     pool.give(std::move(a));
     pool.give(std::move(small));
     Buffer<float> huge = pool.take(1 << 21);
@@ -56,4 +56,24 @@ TEST_CASE("buffer pool: a free buffer up to four times the request serves it, a 
     CHECK(fifth.data() != block_data);
     CHECK(fifth.capacity() < capacity / 4);
     CHECK(pool.free_bytes() == capacity * sizeof(float));
+}
+
+TEST_CASE("buffer grow keeps the first elements, for a heap block and for a mapped one") {
+    for (std::size_t start : {std::size_t{1000}, std::size_t{1} << 20}) {  // 4 KB from the heap, 4 MiB mapped
+        CAPTURE(start);
+        Buffer<float> b;
+        b.resize(start);
+        for (std::size_t i = 0; i < start; ++i) b[i] = static_cast<float>(i);
+        b.grow(3 * start + 5);
+        CHECK(b.size() == start);
+        CHECK(b.capacity() == 3 * start + 5);
+        bool kept = true;
+        for (std::size_t i = 0; i < start; ++i) kept = kept && b[i] == static_cast<float>(i);
+        CHECK(kept);
+        b.resize(3 * start + 5);  // the new part is usable memory
+        b[3 * start + 4] = 1.5f;
+        CHECK(b[3 * start + 4] == 1.5f);
+        b.grow(10);  // never shrinks
+        CHECK(b.capacity() == 3 * start + 5);
+    }
 }
