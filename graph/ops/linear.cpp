@@ -1,6 +1,7 @@
 // Matrix products. times(x, W): x [a..., k] with W [k, m...] gives [a..., m...]; times_transpose(a, b)
 // multiplies by b's transpose: a [..., k], b [m, k] gives [..., m]. With a static right operand
-// every row of every time step goes through one GEMM; with a dynamic one, one GEMM per item.
+// every row of every time step goes through one GEMM; with a dynamic one, one GEMM per item, or,
+// for one row per item, dot products and row updates.
 #include <algorithm>
 #include <vector>
 
