@@ -72,18 +72,17 @@ public:
     // Room for n elements: the first size() elements are kept. A mapped block grows by remapping, so
     // that the memory it held is not returned to the kernel only to be taken and zeroed again.
     void grow(std::size_t n) {
-        if (n > capacity_) {
-            if (data_ && capacity_ * sizeof(T) >= map_threshold) {
-                data_ = static_cast<T*>(remap_block(data_, capacity_ * sizeof(T), n * sizeof(T)));
-            } else {
-                Buffer bigger;
-                bigger.resize(n);
-                std::copy_n(data_, size_, bigger.data_);
-                bigger.size_ = size_;
-                *this = std::move(bigger);
-            }
+        if (n <= capacity_) return;
+        if (data_ && capacity_ * sizeof(T) >= map_threshold) {
+            data_ = static_cast<T*>(remap_block(data_, capacity_ * sizeof(T), n * sizeof(T)));
             capacity_ = n;
+            return;
         }
+        Buffer bigger;
+        bigger.resize(n);
+        std::copy_n(data_, size_, bigger.data_);
+        bigger.size_ = size_;
+        *this = std::move(bigger);
     }
     void assign(std::size_t n, T v) {
         resize(n);

@@ -148,9 +148,8 @@ void Buffers<T>::seed(const std::vector<int>& outputs, const std::unordered_map<
 
 template <class T>
 void Buffers<T>::ensure_gradient(int i) {
+    if (!take_gradient_unzeroed(i)) return;
     Slot& s = (*this)[i];
-    if (!needs_gradient(i) || s.by_rows || s.grad_alias >= 0 || s.grad.size() == s.dims.size()) return;
-    pool_.resize(s.grad, s.dims.size());
     std::fill(s.grad.begin(), s.grad.end(), T(0));
 }
 

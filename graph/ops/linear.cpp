@@ -359,8 +359,9 @@ private:
         const std::size_t n = w.sample_size() / k;
         const View<T>&gx = backward ? c.in_grad[0] : View<T>{}, &gw = backward ? c.in_grad[1] : View<T>{};
         c.for_each_row([&](std::size_t r) {
+            const std::size_t matrix = (r % matrices) * k * n;
             const T* xr = x.data + r * k;
-            const T* wr = w.data + (r % matrices) * k * n;
+            const T* wr = w.data + matrix;
             if (!backward) {
                 T* y = c.out.data + r * n;
                 if (!addend_) std::fill_n(y, n, T(0));
@@ -379,7 +380,7 @@ private:
                     for (std::size_t i = 0; i < k; ++i) dx[i] += dot(g, wr + i * n, n);
             }
             if (gw) {
-                T* dw = gw.data + (r % matrices) * k * n;
+                T* dw = gw.data + matrix;
                 if (transpose_)  // dW[j, :] += g[j] x
                     for (std::size_t j = 0; j < n; ++j) add_scaled(dw + j * k, g[j], xr, k);
                 else  // dW[i, :] += x[i] g

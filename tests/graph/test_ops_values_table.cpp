@@ -181,7 +181,7 @@ TEST_CASE("times_transpose equals a loop over a times b transposed for a static 
     }
 }
 
-TEST_CASE("one row per item times the item's (or its sequence's) own matrix equals loops: times, times_transpose, affine") {
+TEST_CASE("a row per item times its item's or sequence's own matrix equals loops: times, times_transpose, affine") {
     // a: sequences of vectors [3]; each step of each sequence has its own matrix b [3, 4] (and its
     // transpose's stand-in bt [4, 3]) and addend d [4].
     const auto a_data = testing::random_sequences({3}, testing::default_lengths, 24);
