@@ -47,6 +47,11 @@ GemmChoice gemm_choice() {
     return choice;
 }
 
+bool blas_has_avx512() {
+    static const bool has = openblas_core_has_avx512(openblas_get_corename());
+    return has;
+}
+
 bool own_kernels() {
     if (active_isa() != Isa::avx512 || blas_threads.load(std::memory_order_relaxed) > 1) return false;
     switch (gemm_choice()) {
@@ -57,8 +62,7 @@ bool own_kernels() {
         case GemmChoice::automatic:
             break;
     }
-    static const bool blas_has_avx512 = openblas_core_has_avx512(openblas_get_corename());
-    return !blas_has_avx512;
+    return !blas_has_avx512();
 }
 
 bool own_shape(std::size_t m, std::size_t n, std::size_t k) { return n >= 16 && m * n * k >= (std::size_t{1} << 15); }
@@ -99,7 +103,16 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 // per call). The split is along the longer of m and n, at multiples of 32 columns (a pair of
 // packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
 // larger operand.
+//
+// Columns only where that is known to keep the bits: loom's kernels, and OpenBLAS's AVX-512
+// cores. OpenBLAS's Haswell/Zen sgemm run on one thread sums a row-major product's columns
+// differently with the number of columns in the call (split at 32 or at 512 columns of
+// [64 x 256] x [256 x 1024], about 4 % of the elements differ in the last bit), while parts of
+// its rows at multiples of 12 give the bits of the whole (every transposition, m from 100 to 997,
+// n and k from 64 to 1024). There a product is split by rows only.
 constexpr std::size_t kSplitWork = std::size_t{1} << 20;
+
+bool columns_split_exactly() { return own_kernels() || blas_has_avx512(); }
 
 template <class T>
 void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
@@ -109,7 +122,7 @@ void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
     // whole would (seen with dgemm at 2 OpenBLAS threads).
     const bool one_blas_thread = blas_threads.load(std::memory_order_relaxed) == 1;
     const bool split = one_blas_thread &&
-                       (n >= m ? share_range(n, 32, m * k, kSplitWork,
+                       (n >= m && columns_split_exactly() ? share_range(n, 32, m * k, kSplitWork,
                                              [&](std::size_t j0, std::size_t j1) {
                                                  one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,
                                                             trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);

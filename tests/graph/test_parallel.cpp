@@ -22,9 +22,15 @@
 using namespace loom;
 
 namespace {
+// n inter-op threads and OpenBLAS one thread per call, also for n = 1: a serial reference run with
+// OpenBLAS's default threads would sum its products as OpenBLAS partitions them (on Zen 3's Haswell
+// kernels not as one thread does), and "1 thread" would then mean whatever ran before the test.
 // Restores the serial default when a test ends, also on failure.
 struct InterOp {
-    explicit InterOp(int n) { set_inter_op_threads(n); }
+    explicit InterOp(int n) {
+        set_inter_op_threads(n);
+        set_blas_threads(1);
+    }
     ~InterOp() {
         set_inter_op_threads(1);
         set_blas_threads(1);
@@ -295,7 +301,9 @@ TEST_CASE_TEMPLATE("gemm split between threads gives the bits of one thread", T,
             const auto c0 = random_values<T>(c.m * c.n, 3);
             const std::size_t lda = ta ? c.m : c.k, ldb = tb ? c.k : c.n;
             std::vector<T> one = c0, split = c0;
+            set_inter_op_threads(1);  // the reference in one call, never split
             gemm(ta, tb, c.m, c.n, c.k, T(0.75), a.data(), lda, b.data(), ldb, T(0.5), one.data(), c.n);
+            set_inter_op_threads(2);
             CHECK(with_an_idle_thread([&] {
                 gemm(ta, tb, c.m, c.n, c.k, T(0.75), a.data(), lda, b.data(), ldb, T(0.5), split.data(), c.n);
             }));
