@@ -54,6 +54,17 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, const
       c41 = c00, c50 = c00, c51 = c00;
     const T *a0 = a[0], *a1 = a[R > 1 ? 1 : 0], *a2 = a[R > 2 ? 2 : 0], *a3 = a[R > 3 ? 3 : 0], *a4 = a[R > 4 ? 4 : 0],
             *a5 = a[R > 5 ? 5 : 0];
+    // The rows of C (and of the addend d) the block ends by reading and writing are fetched while
+    // the k loop runs, as in the AVX-512 kernel: a loop step's C is often a fresh buffer and d a
+    // slice of a projection of every step, and their misses at the end stalled the block.
+    for (std::size_t r = 0; r < R; ++r) {
+        if (beta != T(0) && d[r] != c[r]) {
+            __builtin_prefetch(d[r] + col);
+            __builtin_prefetch(d[r] + col + 2 * w - 1);
+        }
+        __builtin_prefetch(c[r] + col, 1);
+        __builtin_prefetch(c[r] + col + 2 * w - 1, 1);
+    }
     for (std::size_t p = 0; p < k; ++p, panel += 2 * w) {
         const V b0 = W::load(panel), b1 = W::load(panel + w);
 // One row of the block: broadcast a[r][p], two FMAs. A macro, because the accumulators are
