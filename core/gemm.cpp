@@ -121,16 +121,17 @@ void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
     // threaded products partition the work by its own sizes, and a part then need not sum as the
     // whole would (seen with dgemm at 2 OpenBLAS threads).
     const bool one_blas_thread = blas_threads.load(std::memory_order_relaxed) == 1;
-    const bool split = one_blas_thread &&
-                       (n >= m && columns_split_exactly() ? share_range(n, 32, m * k, kSplitWork,
-                                             [&](std::size_t j0, std::size_t j1) {
-                                                 one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,
-                                                            trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
-                                             })
-                               : share_range(m, 12, n * k, kSplitWork, [&](std::size_t i0, std::size_t i1) {
-                                     one_thread(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda,
-                                                lda, b, ldb, beta, c + i0 * ldc, ldc);
-                                 }));
+    const auto columns = [&](std::size_t j0, std::size_t j1) {
+        one_thread(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda, trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0,
+                   ldc);
+    };
+    const auto rows = [&](std::size_t i0, std::size_t i1) {
+        one_thread(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda, lda, b, ldb, beta,
+                   c + i0 * ldc, ldc);
+    };
+    const bool by_columns = n >= m && columns_split_exactly();
+    const bool split = one_blas_thread && (by_columns ? share_range(n, 32, m * k, kSplitWork, columns)
+                                                      : share_range(m, 12, n * k, kSplitWork, rows));
     if (!split) one_thread(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
