@@ -103,15 +103,14 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 // per call). The split is along the longer of m and n, at multiples of 32 columns (a pair of
 // packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
 // larger operand.
-//
-// Columns only where that is known to keep the bits: loom's kernels, and OpenBLAS's AVX-512
-// cores. OpenBLAS's Haswell/Zen sgemm run on one thread sums a row-major product's columns
-// differently with the number of columns in the call (split at 32 or at 512 columns of
-// [64 x 256] x [256 x 1024], about 4 % of the elements differ in the last bit), while parts of
-// its rows at multiples of 12 give the bits of the whole (every transposition, m from 100 to 997,
-// n and k from 64 to 1024). There a product is split by rows only.
 constexpr std::size_t kSplitWork = std::size_t{1} << 20;
 
+// A product is split by columns only where that is known to keep the bits: loom's kernels, and
+// OpenBLAS's AVX-512 cores. OpenBLAS's Haswell/Zen sgemm run on one thread sums a row-major
+// product's columns differently with the number of columns in the call (split at 32 or at 512
+// columns of [64 x 256] x [256 x 1024], about 4 % of the elements differ in the last bit), while
+// parts of its rows at multiples of 12 give the bits of the whole (every transposition, m from 100
+// to 997, n and k from 64 to 1024). There a product is split by rows only.
 bool columns_split_exactly() { return own_kernels() || blas_has_avx512(); }
 
 template <class T>
