@@ -73,6 +73,10 @@ Variable sqrt(const Variable& a, const std::string& name = {});
 Variable square(const Variable& a, const std::string& name = {});
 /// |a| (gradient 0 at 0).
 Variable abs(const Variable& a, const std::string& name = {});
+/// The sine of a (radians).
+Variable sin(const Variable& a, const std::string& name = {});
+/// The cosine of a (radians).
+Variable cos(const Variable& a, const std::string& name = {});
 /// The hyperbolic tangent of a.
 Variable tanh(const Variable& a, const std::string& name = {});
 /// 1 / (1 + e^-a).
@@ -260,6 +264,29 @@ Variable softmax(const Variable& a, const std::string& name = {});
 /// A static value v repeated on every item of `like`'s batch.
 Variable broadcast_as(const Variable& v, const Variable& like, const std::string& name = {});
 }  // namespace batch
+
+/// How attention() attends.
+struct AttentionOptions {
+    std::size_t heads = 1;  ///< H: the queries, keys and values are split into H equal slices, one per head
+    bool causal = false;    ///< each query sees the keys up to its own step (one sequence axis only)
+    /// Over a memory only: a batch value [Tk], 1 on each item's real keys (its first ones) and 0 on
+    /// its padding, as sequence::unpack's mask. Empty: every key is real (a key/value cache).
+    Variable key_mask{};
+};
+
+/// graph/ops/attention.cpp: multi-head scaled dot-product attention, per item and head h
+///   softmax(Q_h K_h^T / sqrt(dk)) V_h,  dk = D / H,
+/// computed as products of each item's rows where they lie, forward and backward; nothing larger
+/// than one item's and head's scores [Tq, Tk] is made, and backward recomputes them. Two forms:
+/// - over sequences: queries a sequence [D], keys [D] and values [Dv] sequences on one axis (the
+///   queries' for self-attention, another for cross-attention); each item's padded keys are never
+///   read; `causal` needs one axis. The result is a sequence [Dv] on the queries' axis.
+/// - over a memory: one query per item (a batch value [D]) over keys [Tk, D] and values [Tk, Dv]
+///   that are batch values (Tk may be a run-time size: a key/value cache, or sequence::unpack's
+///   output with its mask as options.key_mask). The result is a batch value [Dv].
+/// Sizes that do not divide by the heads, and every other mismatch, are a UserError naming the shapes.
+Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
+                   const AttentionOptions& options = {}, const std::string& name = {});
 
 /// graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
 /// axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.

@@ -90,7 +90,8 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
     for (std::size_t h = 0; h < b.live.size(); ++h)
         for (std::size_t v = 0; v < v_size; ++v)
             cands.push_back({b.live[h].log_probability + static_cast<double>(lp[b.live[h].row * v_size + v]), h, v});
-    const std::size_t keep = std::min(cands.size(), k == 1 ? std::size_t{1} : 2 * k);
+    // min(|cands|, 2K) without computing 2K, which overflows for an absurd K.
+    const std::size_t keep = k == 1 ? std::min(cands.size(), std::size_t{1}) : (k > cands.size() / 2 ? cands.size() : 2 * k);
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
                       [](const Candidate& a, const Candidate& c) { return a.log_probability > c.log_probability; });
     std::vector<Live> next;
@@ -121,20 +122,57 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
     b.done = b.live.empty() || (b.ended.size() >= k && b.ended[k - 1].score >= best_live);
 }
 
+// A state whose shape has an any_size dimension grows from step to step (a key/value cache: one
+// more row per step); its size per row is read from each pass's output.
+// The elements of a shape, any_size counted as 1.
+std::size_t fixed_size(const Shape& shape) {
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d == any_size ? 1 : d;
+    return n;
+}
+
+// Whether `actual` is a sample of `pattern`, where any_size matches every size.
+bool fits(const Shape& pattern, const Shape& actual) {
+    if (pattern.rank() != actual.rank()) return false;
+    for (std::size_t i = 0; i < pattern.rank(); ++i)
+        if (pattern[i] != any_size && pattern[i] != actual[i]) return false;
+    return true;
+}
+
+// Batch dims {rows, sample...} of a state of `pattern` holding `width` elements per row.
+std::vector<std::size_t> state_dims(std::size_t rows, const Shape& pattern, std::size_t width) {
+    std::vector<std::size_t> dims{rows};
+    const std::size_t fixed = fixed_size(pattern);
+    for (std::size_t d : pattern) dims.push_back(d == any_size ? (fixed ? width / fixed : 0) : d);
+    return dims;
+}
+
 }  // namespace
 
 struct Generator::State {
     Variable previous;
     std::vector<Variable> states, memory;  // memory: each distinct input once
     std::vector<std::size_t> memory_slot;  // per memory input given: its position in `memory`
+    std::vector<Shape> state_shapes;       // the decoder's, any_size where a state grows
+    std::vector<Parameter> parameters;     // the step's: generation runs in their precision
     Variable log_probs;
     std::vector<Variable> next_states;
     std::unique_ptr<Session> session;
     std::size_t vocabulary = 0;
 
+    // The precision the next pass runs in: the parameters' now (to_precision may have converted
+    // them since the last pass; the session follows them at its next forward).
+    DType precision() const {
+        if (parameters.empty()) return session->precision();
+        for (const Parameter& p : parameters)
+            if (p.precision() != DType::f64) return DType::f32;
+        return DType::f64;
+    }
+
     template <class T>
     Generated run(const std::vector<Value>& memory_values, const GenerateOptions& o,
-                  const std::vector<Value>& initial_states, std::size_t items);
+                  const std::vector<Value>& initial_states, const std::vector<std::vector<std::size_t>>& prompts,
+                  std::size_t items);
 };
 
 Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs)
@@ -149,8 +187,14 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
         if (at == s.memory.end()) s.memory.push_back(m);
     }
     s.previous = input_variable({1}, "previous_symbol");
-    for (std::size_t i = 0; i < decoder.state_shapes().size(); ++i)
-        s.states.push_back(input_variable(decoder.state_shapes()[i], "decoder_state_" + std::to_string(i)));
+    s.state_shapes = decoder.state_shapes();
+    for (std::size_t i = 0; i < s.state_shapes.size(); ++i) {
+        const Shape& shape = s.state_shapes[i];
+        if (std::count(shape.begin(), shape.end(), any_size) > 1)
+            throw UserError("Generator: decoder state " + std::to_string(i) + " of shape " + shape.str() +
+                            " has more than one any_size dimension; a growing state grows along one");
+        s.states.push_back(input_variable(shape, "decoder_state_" + std::to_string(i)));
+    }
     DecoderOutput out = decoder.step()(s.previous, s.states, memory_inputs);
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
@@ -163,6 +207,7 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     s.next_states = out.states;
     std::vector<Variable> outputs{s.log_probs};
     outputs.insert(outputs.end(), s.next_states.begin(), s.next_states.end());
+    s.parameters = parameters_of(outputs);
     s.session = std::make_unique<Session>(outputs);  // no parameters of its own: it scores only
 }
 
@@ -173,7 +218,8 @@ Generator& Generator::operator=(Generator&&) noexcept = default;
 std::size_t Generator::vocabulary() const { return state_->vocabulary; }
 
 Generated Generator::generate(const std::vector<Value>& memory, const GenerateOptions& o,
-                              const std::vector<Value>& initial_states) {
+                              const std::vector<Value>& initial_states,
+                              const std::vector<std::vector<std::size_t>>& prompts) {
     State& s = *state_;
     const std::string who = "Generator::generate: ";
     if (o.beam_width == 0) throw UserError(who + "beam_width must be at least 1");
@@ -199,36 +245,57 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     }
     for (std::size_t i = 0; i < initial_states.size(); ++i) {
         const Value& v = initial_states[i];
-        if (v.kind() != Value::Kind::Batch || !(v.sample_shape() == s.states[i].shape()) ||
+        if (v.kind() != Value::Kind::Batch || !fits(s.state_shapes[i], v.sample_shape()) ||
             (items != 0 && v.num_items() != items))
             throw UserError(who + "initial state " + std::to_string(i) + " must be a batch value of sample shape " +
-                            s.states[i].shape().str() + (items ? " with " + std::to_string(items) + " items" : "") +
+                            s.state_shapes[i].str() + (items ? " with " + std::to_string(items) + " items" : "") +
                             ", not a " + v.describe());
         items = v.num_items();
     }
-    if (items == 0) throw UserError(who + "with no memory, give the initial states (their items)");
+    if (items == 0 && !prompts.empty()) items = prompts.size();
+    if (items == 0) throw UserError(who + "with no memory, give the initial states or the prompts (their items)");
+    if (!prompts.empty() && prompts.size() != items)
+        throw UserError(who + std::to_string(prompts.size()) + " prompts for " + std::to_string(items) + " items");
+    for (std::size_t n = 0; n < prompts.size(); ++n)
+        for (std::size_t id : prompts[n])
+            if (id >= s.vocabulary)
+                throw UserError(who + "prompt " + std::to_string(n) + " holds the symbol " + std::to_string(id) +
+                                ", outside the vocabulary of " + std::to_string(s.vocabulary) + " symbols");
     // Distinct memory inputs bound once each.
     std::vector<Value> distinct(s.memory.size());
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
-    return s.session->precision() == DType::f64 ? s.run<double>(distinct, o, initial_states, items)
-                                                : s.run<float>(distinct, o, initial_states, items);
+    return s.precision() == DType::f64 ? s.run<double>(distinct, o, initial_states, prompts, items)
+                                       : s.run<float>(distinct, o, initial_states, prompts, items);
 }
 
 // One session pass per output step over every live hypothesis of every item still going (its
 // rows), the chosen symbols fed back. Buffers go around: the states' arrays are moved into the
 // bindings and taken back after each pass, the memory's rows are gathered again only when the rows'
-// items change (an item ends, or its beam narrows), and the outputs are read in place.
+// items change (an item ends, or its beam narrows), and the outputs are read in place. An item's
+// prompt is fed first, one symbol a step, while its one hypothesis follows it; a growing state
+// (a key/value cache) is copied by rows as any other, at its size of the step.
 template <class T>
 Generated Generator::State::run(const std::vector<Value>& memory_values, const GenerateOptions& o,
-                                const std::vector<Value>& initial_states, std::size_t items) {
+                                const std::vector<Value>& initial_states,
+                                const std::vector<std::vector<std::size_t>>& prompts, std::size_t items) {
     std::vector<Beam> beams(items);
     for (std::size_t n = 0; n < items; ++n) beams[n].live.push_back({{}, 0.0, n});
-    // The states each row of the last pass produced (its outputs, or the initial states).
+    auto prompt_length = [&](std::size_t n) { return prompts.empty() ? std::size_t{0} : prompts[n].size(); };
+    std::size_t longest_prompt = 0;
+    for (std::size_t n = 0; n < items; ++n) longest_prompt = std::max(longest_prompt, prompt_length(n));
+    // The states each row of the last pass produced (its outputs, or the initial states), and
+    // their elements per row.
     std::vector<xt::xarray<T>> initial;
     std::vector<const T*> produced;
+    std::vector<std::size_t> width;
     for (std::size_t i = 0; i < states.size(); ++i) {
         std::vector<std::size_t> dims{items};
-        dims.insert(dims.end(), states[i].shape().begin(), states[i].shape().end());
+        if (initial_states.empty()) {
+            for (std::size_t d : state_shapes[i]) dims.push_back(d == any_size ? 0 : d);
+        } else {
+            const Shape& given = initial_states[i].sample_shape();
+            dims.insert(dims.end(), given.begin(), given.end());
+        }
         xt::xarray<T> a = xt::zeros<T>(dims);
         if (!initial_states.empty()) {
             const Value& v = initial_states[i];
@@ -237,6 +304,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
             else
                 std::copy(v.data<double>().begin(), v.data<double>().end(), a.begin());
         }
+        width.push_back(a.size() / items);
         initial.push_back(std::move(a));
         produced.push_back(initial.back().data());
     }
@@ -244,7 +312,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     std::vector<Value> memory_rows(memory.size());
     std::vector<std::size_t> memory_items;  // the item of each row memory_rows holds
 
-    for (std::size_t t = 0; t < o.max_length; ++t) {
+    for (std::size_t t = 0; t < longest_prompt + o.max_length; ++t) {
         std::vector<std::size_t> parents, items_of_rows;
         for (std::size_t n = 0; n < items; ++n) {
             if (beams[n].done) continue;
@@ -257,21 +325,23 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         if (parents.empty()) break;
         const std::size_t rows = parents.size();
         xt::xarray<float> ids = xt::xarray<float>::from_shape({rows, std::size_t{1}});
-        for (std::size_t n = 0, r = 0; n < items; ++n)
-            if (!beams[n].done)
-                for (const Live& h : beams[n].live)
-                    ids(r++, 0) = static_cast<float>(h.symbols.empty() ? o.start_symbol : h.symbols.back());
+        for (std::size_t n = 0, r = 0; n < items; ++n) {
+            if (beams[n].done) continue;
+            for (const Live& h : beams[n].live) {
+                const std::size_t symbol = t == 0                      ? o.start_symbol
+                                           : t - 1 < prompt_length(n) ? prompts[n][t - 1]
+                                                                       : h.symbols.back();
+                ids(r++, 0) = static_cast<float>(symbol);
+            }
+        }
         Bindings in{{previous, Value::batch(std::move(ids))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
-            const std::size_t width = states[i].shape().size();
             xt::xarray<T>& a = state_rows[i];
-            if (a.size() != rows * width) {
-                std::vector<std::size_t> dims{rows};
-                dims.insert(dims.end(), states[i].shape().begin(), states[i].shape().end());
+            const auto dims = state_dims(rows, state_shapes[i], width[i]);
+            if (a.size() != rows * width[i] || !std::equal(dims.begin(), dims.end(), a.shape().begin(), a.shape().end()))
                 a = xt::xarray<T>::from_shape(dims);
-            }
             for (std::size_t r = 0; r < rows; ++r)
-                std::copy_n(produced[i] + parents[r] * width, width, a.data() + r * width);
+                std::copy_n(produced[i] + parents[r] * width[i], width[i], a.data() + r * width[i]);
             in.emplace(states[i], Value::batch(std::move(a)));
         }
         if (items_of_rows != memory_items) {
@@ -282,12 +352,17 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         session->forward(in);
         for (std::size_t i = 0; i < states.size(); ++i) {  // the arrays go round to the next pass
             state_rows[i] = std::move(in.at(states[i]).template data<T>());
-            produced[i] = session->value_data<T>(next_states[i]).data();
+            const std::span<const T> next = session->value_data<T>(next_states[i]);
+            produced[i] = next.data();
+            width[i] = next.size() / rows;
         }
         for (std::size_t m = 0; m < memory.size(); ++m) memory_rows[m] = std::move(in.at(memory[m]));
         const T* lp = session->value_data<T>(log_probs).data();
-        for (Beam& b : beams)
-            if (!b.done) extend(b, lp, vocabulary, o, t + 1 == o.max_length);
+        for (std::size_t n = 0; n < items; ++n) {
+            Beam& b = beams[n];
+            if (b.done || t < prompt_length(n)) continue;  // a prompt's symbols are given, not chosen
+            extend(b, lp, vocabulary, o, t + 1 == prompt_length(n) + o.max_length);
+        }
     }
 
     Generated g;

@@ -90,7 +90,11 @@ struct Generated {
 
 /// Generation with a trained Decoder. The step is compiled once over batch inputs: the previous
 /// symbol [1], each state, and `memory_inputs` (batch inputs, any_size where the memory's length
-/// varies, e.g. attention_memory_inputs(...).list()).
+/// varies, e.g. attention_memory_inputs(...).list()). A state whose shape has an any_size dimension
+/// grows: it starts with that dimension 0 (unless given) and takes whatever size the step returns
+/// (a Transformer's key/value cache, one more row per step); like every state it is reordered by
+/// each kept hypothesis's parent. Generation runs in the precision of the step's parameters at the
+/// time of the call (to_precision may change it between calls).
 class Generator {
 public:
     /// Compiles `decoder`'s step over batch inputs, reading `memory_inputs` as its memory.
@@ -111,8 +115,12 @@ public:
     /// \param options  beam width, length limit, start and end symbols
     /// \param initial_states  empty, or one batch Value per state
     /// \return each item's hypotheses, best first.
+    /// \param prompts  empty, or one per item: symbols fed after the start symbol, one a step, before
+    ///   the item's search begins (a decoder-only model's prompt); they are not in its hypotheses
+    ///   and max_length counts only what follows them
     Generated generate(const std::vector<Value>& memory, const GenerateOptions& options,
-                       const std::vector<Value>& initial_states = {});
+                       const std::vector<Value>& initial_states = {},
+                       const std::vector<std::vector<std::size_t>>& prompts = {});
     /// \return the size V of the step's logits (the output vocabulary).
     std::size_t vocabulary() const;
 

@@ -6,3 +6,4 @@
 #include "layers/decoder.hpp"
 #include "layers/layer.hpp"
 #include "layers/recurrent.hpp"
+#include "layers/transformer.hpp"

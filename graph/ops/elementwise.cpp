@@ -75,6 +75,8 @@ LOOM_UNARY(Log, "log", reads_x, std::log(x), T(1) / x)
 LOOM_UNARY(Sqrt, "sqrt", reads_y, std::sqrt(x), T(0.5) / y)
 LOOM_UNARY(Square, "square", reads_x, x* x, T(2) * x)
 LOOM_UNARY(Abs, "abs", reads_x, std::abs(x), x > 0 ? T(1) : (x < 0 ? T(-1) : T(0)))
+LOOM_UNARY(Sin, "sin", reads_x, std::sin(x), std::cos(x))
+LOOM_UNARY(Cos, "cos", reads_x, std::cos(x), -std::sin(x))
 LOOM_UNARY(Tanh, "tanh", reads_y, fast::tanh(x), T(1) - y * y)
 LOOM_UNARY(Sigmoid, "sigmoid", reads_y, fast::sigmoid(x), y*(T(1) - y))
 LOOM_UNARY(Relu, "relu", reads_x, x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
@@ -383,6 +385,8 @@ Variable log(const Variable& a, const std::string& name) { return unary<Log>(a, 
 Variable sqrt(const Variable& a, const std::string& name) { return unary<Sqrt>(a, name); }
 Variable square(const Variable& a, const std::string& name) { return unary<Square>(a, name); }
 Variable abs(const Variable& a, const std::string& name) { return unary<Abs>(a, name); }
+Variable sin(const Variable& a, const std::string& name) { return unary<Sin>(a, name); }
+Variable cos(const Variable& a, const std::string& name) { return unary<Cos>(a, name); }
 Variable tanh(const Variable& a, const std::string& name) { return unary<Tanh>(a, name); }
 Variable sigmoid(const Variable& a, const std::string& name) { return unary<Sigmoid>(a, name); }
 Variable relu(const Variable& a, const std::string& name) { return unary<Relu>(a, name); }

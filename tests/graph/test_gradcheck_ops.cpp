@@ -135,6 +135,8 @@ const std::vector<Case>& table() {
         {"elementwise", "square", [](Env& e) { return square(e.seq({3})); }},
         {"elementwise", "abs", [](Env& e) { return abs(e.seq({3}, 0.1, 1) * e.param({3}, -1, 1)); }},
         {"elementwise", "tanh", [](Env& e) { return tanh(e.seq({3}, -2, 2)); }},
+        {"elementwise", "sin", [](Env& e) { return sin(e.seq({3}, -4, 4)); }},
+        {"elementwise", "cos", [](Env& e) { return cos(e.seq({3}, -4, 4)); }},
         {"elementwise", "sigmoid", [](Env& e) { return sigmoid(e.seq({3}, -4, 4)); }},
         {"elementwise", "relu", [](Env& e) { return relu(e.seq({6}, -1, 1)); }},
         {"elementwise", "softplus", [](Env& e) { return softplus(e.seq({3}, -4, 4)); }},

@@ -1,0 +1,291 @@
+// Multi-head scaled dot-product attention as products per item and head:
+//   S = Q K^T / sqrt(dk)  [Tq, Tk],   P = softmax over each row's visible keys,   O = P V  [Tq, dv].
+// Two forms share the math. Over sequences, the queries are one sequence axis and the keys and values
+// another (or the same): each item's and head's rows are read where they lie in the time-major
+// tensors (row stride N * D), so no copy is made. Over a memory, one query per item (a batch value,
+// e.g. a generating decoder's step) reads keys and values that are batch values [Tk, D] (a key/value
+// cache, or an encoder's unpacked outputs with their mask).
+// Backward keeps nothing from forward: it recomputes S and P per item and head, in workspace of
+// 2 * Tq * Tk, then
+//   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) / sqrt(dk),  dQ += dS K,  dK += dS^T Q.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/errors.hpp"
+#include "core/gemm.hpp"
+#include "graph/op.hpp"
+#include "graph/ops.hpp"
+
+namespace loom {
+
+namespace {
+
+// Softmax of each row of s ([rows, cols], row stride cols) over its first visible(i) columns; the
+// columns after them get 0. A row with no visible column is all 0.
+template <class T, class Visible>
+void softmax_rows(T* s, std::size_t rows, std::size_t cols, Visible visible) {
+    for (std::size_t i = 0; i < rows; ++i) {
+        T* row = s + i * cols;
+        const std::size_t n = visible(i);
+        T top = -std::numeric_limits<T>::infinity();
+        for (std::size_t j = 0; j < n; ++j) top = std::max(top, row[j]);
+        T sum = 0;
+        for (std::size_t j = 0; j < n; ++j) sum += row[j] = std::exp(row[j] - top);
+        const T inv = n ? T(1) / sum : T(0);
+        for (std::size_t j = 0; j < n; ++j) row[j] *= inv;
+        std::fill(row + n, row + cols, T(0));
+    }
+}
+
+// dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
+template <class T>
+void softmax_backward_rows(const T* p, T* dp, std::size_t rows, std::size_t cols, T scale) {
+    for (std::size_t i = 0; i < rows; ++i) {
+        const T* pr = p + i * cols;
+        T* g = dp + i * cols;
+        T dot = 0;
+        for (std::size_t j = 0; j < cols; ++j) dot += pr[j] * g[j];
+        for (std::size_t j = 0; j < cols; ++j) g[j] = pr[j] * (g[j] - dot) * scale;
+    }
+}
+
+// One item's and head's operands: a matrix of `rows` rows of which row i starts at data + i * stride.
+template <class T>
+struct Rows {
+    T* data;
+    std::size_t stride;
+};
+
+// What one item's and head's forward and backward compute, given its rows (see the file comment).
+template <class T>
+struct HeadProduct {
+    std::size_t lq, lk, dk, dv;
+    bool causal;
+    T scale;
+
+    // P = softmax(Q K^T * scale) into p [lq, lk].
+    void weights(Rows<const T> q, Rows<const T> k, T* p) const {
+        gemm(false, true, lq, lk, dk, scale, q.data, q.stride, k.data, k.stride, T(0), p, lk);
+        softmax_rows(p, lq, lk, [&](std::size_t i) { return causal ? std::min(lk, i + 1) : lk; });
+    }
+    void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p) const {
+        weights(q, k, p);
+        gemm(false, false, lq, dv, lk, T(1), p, lk, v.data, v.stride, T(0), o.data, o.stride);
+    }
+    // Adds into whichever of dq, dk, dv has data; work holds 2 * lq * lk.
+    void backward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<const T> dout, Rows<T> dq, Rows<T> dkey,
+                  Rows<T> dval, T* work) const {
+        T* p = work;
+        T* ds = work + lq * lk;
+        weights(q, k, p);
+        if (dval.data) gemm(true, false, lk, dv, lq, T(1), p, lk, dout.data, dout.stride, T(1), dval.data, dval.stride);
+        if (!dq.data && !dkey.data) return;
+        gemm(false, true, lq, lk, dv, T(1), dout.data, dout.stride, v.data, v.stride, T(0), ds, lk);
+        softmax_backward_rows(p, ds, lq, lk, scale);
+        if (dq.data) gemm(false, false, lq, dk, lk, T(1), ds, lk, k.data, k.stride, T(1), dq.data, dq.stride);
+        if (dkey.data) gemm(true, false, lk, dk, lq, T(1), ds, lk, q.data, q.stride, T(1), dkey.data, dkey.stride);
+    }
+};
+
+std::size_t dim_of(const TypeInfo& t, std::size_t i) { return t.shape.rank() > i ? t.shape[i] : 0; }
+
+void check_heads(const std::string& op, std::span<const TypeInfo> in, std::size_t key_dim, std::size_t query_dim,
+                 std::size_t value_dim, std::size_t heads) {
+    if (heads == 0) shape_error(op, in, "heads must be at least 1");
+    if (query_dim != key_dim)
+        shape_error(op, in,
+                    "the queries (" + std::to_string(query_dim) + ") and keys (" + std::to_string(key_dim) +
+                        ") must have one size");
+    if (key_dim % heads != 0 || value_dim % heads != 0)
+        shape_error(op, in,
+                    "the key size " + std::to_string(key_dim) + " and value size " + std::to_string(value_dim) +
+                        " must be multiples of the " + std::to_string(heads) + " heads");
+}
+
+// Queries on one sequence axis over keys and values on another (or the same).
+class SequenceAttention final : public OpBase<SequenceAttention> {
+public:
+    SequenceAttention(std::size_t heads, bool causal) : heads_(heads), causal_(causal) {}
+    std::string name() const override { return "attention"; }
+    bool backward_reads_output() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        for (std::size_t i = 0; i < 3; ++i) {
+            if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
+                shape_error(name(), in,
+                            std::string(i == 0 ? "the queries" : i == 1 ? "the keys" : "the values") +
+                                " must be a sequence (it is on the " + in[i].axis.str() + ")");
+            if (in[i].shape.rank() != 1) shape_error(name(), in, "queries, keys and values must have rank-1 samples");
+        }
+        if (in[1].axis != in[2].axis && in[1].axis.kind != Axis::Kind::Any && in[2].axis.kind != Axis::Kind::Any)
+            shape_error(name(), in, "the keys and values must be on one sequence axis");
+        if (causal_ && in[0].axis != in[1].axis && in[0].axis.kind != Axis::Kind::Any &&
+            in[1].axis.kind != Axis::Kind::Any)
+            shape_error(name(), in, "causal attention needs the queries and keys on one sequence axis");
+        check_heads(name(), in, in[1].shape[0], in[0].shape[0], in[2].shape[0], heads_);
+        return {Shape{in[2].shape[0]}, in[0].axis};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
+            T* p = c.work->get(h.lq * h.lk);
+            h.forward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
+                      rows(c.in[2], n, head * h.dv, o.nk), rows(c.out, n, head * h.dv, o.nq), p);
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
+            T* work = c.work->get(2 * h.lq * h.lk);
+            auto grad = [&](std::size_t i, std::size_t col, std::size_t n_seq) {
+                return c.in_grad[i] ? rows(c.in_grad[i], n, col, n_seq) : Rows<T>{nullptr, 0};
+            };
+            h.backward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
+                       rows(c.in[2], n, head * h.dv, o.nk), rows(c.out_grad, n, head * h.dv, o.nq),
+                       grad(0, head * h.dk, o.nq), grad(1, head * h.dk, o.nk), grad(2, head * h.dv, o.nk), work);
+        });
+    }
+
+private:
+    struct Offsets {
+        std::size_t nq, nk;  // sequences in the queries' and in the keys' layouts (the row strides' N)
+    };
+    // Item n's rows of a time-major [T, N, D] tensor from column col on.
+    template <class V>
+    static auto rows(const V& v, std::size_t n, std::size_t col, std::size_t n_seq) {
+        const std::size_t width = v.sample_size();
+        return Rows<std::remove_pointer_t<decltype(v.data)>>{v.data + n * width + col, n_seq * width};
+    }
+    template <class T, class F>
+    void each_head(const OpCall<T>& c, F&& f) const {
+        const SequenceLayout& lq = *c.in_layouts[0];
+        const SequenceLayout& lk = *c.in_layouts[1];
+        if (lq.num_sequences() != lk.num_sequences())
+            throw UserError("attention: the queries hold " + std::to_string(lq.num_sequences()) +
+                            " sequences and the keys " + std::to_string(lk.num_sequences()));
+        const std::size_t dk = c.in[1].sample_size() / heads_, dv = c.in[2].sample_size() / heads_;
+        const Offsets o{lq.num_sequences(), lk.num_sequences()};
+        for (std::size_t n = 0; n < lq.num_sequences(); ++n) {
+            if (causal_ && lq.length(n) != lk.length(n))
+                throw UserError("attention: causal attention over sequence " + std::to_string(n) + " of " +
+                                std::to_string(lq.length(n)) + " queries and " + std::to_string(lk.length(n)) +
+                                " keys; causal needs one length");
+            const HeadProduct<T> h{lq.length(n), lk.length(n), dk, dv, causal_,
+                                   T(1) / std::sqrt(static_cast<T>(dk))};
+            if (h.lq == 0 || h.lk == 0) continue;
+            for (std::size_t head = 0; head < heads_; ++head) f(h, n, head, o);
+        }
+    }
+
+    std::size_t heads_;
+    bool causal_;
+};
+
+// One query per item (a batch value [D]) over keys and values that are batch values [Tk, D], with an
+// optional mask [Tk] (0: a padded key). Tk may be a run-time size (a cache growing step by step).
+class MemoryAttention final : public OpBase<MemoryAttention> {
+public:
+    MemoryAttention(std::size_t heads, bool masked) : heads_(heads), masked_(masked) {}
+    std::string name() const override { return "attention"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t) const override { return true; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        if (in[0].axis.is_sequence())
+            shape_error(name(), in, "over a memory, the query must be a batch value (one per item)");
+        for (std::size_t i = 1; i < in.size(); ++i)
+            if (in[i].axis.is_sequence())
+                shape_error(name(), in, "over a memory, the keys, values and mask must be batch values [Tk, ...]");
+        if (in[0].shape.rank() != 1 || in[1].shape.rank() != 2 || in[2].shape.rank() != 2)
+            shape_error(name(), in, "over a memory the query is [D], the keys [Tk, D] and the values [Tk, Dv]");
+        const std::size_t tk = in[1].shape[0];
+        auto known = [&](std::size_t a, std::size_t b) { return a == 0 || b == 0 || a == b; };
+        if (!known(tk, in[2].shape[0]) || (masked_ && (in[3].shape.rank() != 1 || !known(tk, in[3].shape[0]))))
+            shape_error(name(), in, "the keys, values and mask must have one number of steps Tk");
+        check_heads(name(), in, dim_of(in[1], 1), in[0].shape[0], dim_of(in[2], 1), heads_);
+        Axis axis = in[0].axis;
+        if (!axis.is_dynamic()) axis = in[1].axis;
+        return {Shape{in[2].shape[1]}, axis};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
+            const std::size_t width = c.out.sample_size();
+            h.forward(x.q, x.k, x.v, {c.out.data + x.row * width + x.head * h.dv, width}, c.work->get(h.lk));
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
+            auto grad = [&](std::size_t i, const Rows<const T>& r) {
+                if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
+                return Rows<T>{c.in_grad[i].data + (r.data - c.in[i].data), r.stride};
+            };
+            const std::size_t width = c.out_grad.sample_size();
+            h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width},
+                       grad(0, x.q), grad(1, x.k), grad(2, x.v), c.work->get(2 * h.lk));
+        });
+    }
+
+private:
+    template <class T>
+    struct Operands {
+        std::size_t row, head;
+        Rows<const T> q, k, v;
+    };
+    // f(product, operands) for every row to compute and head; a memory of one item serves every row.
+    template <class T, class F>
+    void each_head(const OpCall<T>& c, F&& f) const {
+        const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
+        const std::size_t tk = k.dims[k.dyn], dq = q.sample_size(), dk = dq / heads_, dv = v.sample_size() / tk / heads_;
+        const std::size_t kw = k.sample_size(), vw = v.sample_size();
+        if (tk == 0) return;
+        c.for_each_row([&](std::size_t r) {
+            const std::size_t item = k.dyn ? r : 0;
+            // The item's visible keys: the first `visible` ones, those the mask marks real (as
+            // sequence::unpack makes it: real steps first, then padding).
+            std::size_t visible = tk;
+            if (masked_) {
+                const T* m = c.in[3].data + (c.in[3].dyn ? item * tk : 0);
+                visible = 0;
+                while (visible < tk && m[visible] != T(0)) ++visible;
+                if (std::any_of(m + visible, m + tk, [](T x) { return x != T(0); }))
+                    throw UserError("attention: the key mask of item " + std::to_string(item) +
+                                    " has a padded key before a real one; a mask marks each item's first keys real");
+            }
+            if (visible == 0) return;
+            const HeadProduct<T> h{1, visible, dk, dv, false, T(1) / std::sqrt(static_cast<T>(dk))};
+            for (std::size_t head = 0; head < heads_; ++head)
+                f(h, Operands<T>{r, head,
+                                 {q.data + (q.dyn ? r * dq : 0) + head * dk, dq},
+                                 {k.data + item * kw + head * dk, kw / tk},
+                                 {v.data + item * vw + head * dv, vw / tk}});
+        });
+    }
+
+    std::size_t heads_;
+    bool masked_;
+};
+
+}  // namespace
+
+Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
+                   const AttentionOptions& options, const std::string& name) {
+    std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
+    if (queries.axis().is_sequence() || keys.axis().is_sequence()) {
+        if (options.key_mask)
+            throw UserError("attention: a key_mask is for keys that are batch values [Tk, D]; sequence keys are "
+                            "masked by their lengths");
+        return Variable(apply_op(std::make_shared<const SequenceAttention>(options.heads, options.causal), in, name));
+    }
+    if (options.causal)
+        throw UserError("attention: causal masking needs queries and keys that are sequences on one axis; a query "
+                        "over a memory sees all of it (a key/value cache holds only the past)");
+    if (options.key_mask) in.push_back(options.key_mask.node());
+    return Variable(
+        apply_op(std::make_shared<const MemoryAttention>(options.heads, static_cast<bool>(options.key_mask)), in, name));
+}
+
+}  // namespace loom

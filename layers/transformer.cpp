@@ -1,0 +1,402 @@
+#include "layers/transformer.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "graph/ops.hpp"
+#include "layers/attention.hpp"
+
+namespace loom::layers {
+
+namespace {
+
+// x W + b, W [in, out], b [out].
+struct Projection {
+    Parameter w, b;
+    Projection() = default;
+    Projection(std::size_t in, std::size_t out, const std::string& name)
+        : w(parameter(Shape{in, out}, glorot_uniform(), name + ".W")), b(parameter(Shape{out}, zeros(), name + ".b")) {}
+    Variable operator()(const Variable& x) const { return affine(x, w, b); }
+    void add_to(std::vector<Parameter>& p) const { p.insert(p.end(), {w, b}); }
+};
+
+// Layer norm with its scale and bias made now (LayerNormalization makes them at its first call).
+struct Norm {
+    Layer layer;
+    Norm() = default;
+    Norm(std::size_t dim, double epsilon, const std::string& name) : layer(LayerNormalization(epsilon, name)) {
+        layer(input_variable(Shape{dim}));  // makes the parameters
+    }
+    Variable operator()(const Variable& x) const { return layer(x); }
+    void add_to(std::vector<Parameter>& p) const { append_unique(p, layer.parameters()); }
+};
+
+void check_options(const std::string& name, const TransformerOptions& o) {
+    if (o.model_dim == 0 || o.heads == 0 || o.model_dim % o.heads != 0)
+        throw UserError(name + ": model_dim " + std::to_string(o.model_dim) + " must be a positive multiple of heads (" +
+                        std::to_string(o.heads) + ")");
+    if (o.feedforward_dim == 0) throw UserError(name + ": feedforward_dim must be at least 1");
+    if (!(o.dropout >= 0.0 && o.dropout < 1.0))
+        throw UserError(name + ": dropout " + std::to_string(o.dropout) + " must be in [0, 1)");
+    if (!(o.epsilon > 0.0)) throw UserError(name + ": epsilon must be positive");
+}
+
+void check_width(const std::string& name, const Variable& x, std::size_t model_dim, const char* what = "input") {
+    const Shape& s = x.shape();
+    if (s.rank() != 1 || s[0] != model_dim)
+        throw UserError(name + ": the " + what + " " + x.label() + " has sample shape " + s.str() + "; the layer takes [" +
+                        std::to_string(model_dim) + "] (model_dim)");
+}
+
+// Multi-head attention with its projections [nn.MultiheadAttention]: queries from one input, keys
+// and values from another (the same one for self-attention).
+struct AttentionBlock {
+    Projection q, k, v, out;
+    std::size_t heads = 1;
+    AttentionBlock() = default;
+    AttentionBlock(std::size_t d, std::size_t h, const std::string& name)
+        : q(d, d, name + ".q"), k(d, d, name + ".k"), v(d, d, name + ".v"), out(d, d, name + ".out"), heads(h) {}
+    Variable operator()(const Variable& x, const Variable& kv, bool causal) const {
+        return out(attention(q(x), k(kv), v(kv), {.heads = heads, .causal = causal}));
+    }
+    void add_to(std::vector<Parameter>& p) const {
+        for (const Projection* pr : {&q, &k, &v, &out}) pr->add_to(p);
+    }
+};
+
+// The feed-forward block: W2 dropout(relu(x W1 + b1)) + b2.
+struct FeedForward {
+    Projection inner, outer;
+    double dropout_rate = 0;
+    FeedForward() = default;
+    FeedForward(const TransformerOptions& o, const std::string& name)
+        : inner(o.model_dim, o.feedforward_dim, name + ".linear1"),
+          outer(o.feedforward_dim, o.model_dim, name + ".linear2"),
+          dropout_rate(o.dropout) {}
+    Variable operator()(const Variable& x) const {
+        Variable h = relu(inner(x));
+        return outer(dropout_rate > 0 ? dropout(h, dropout_rate) : h);
+    }
+    void add_to(std::vector<Parameter>& p) const {
+        inner.add_to(p);
+        outer.add_to(p);
+    }
+};
+
+// x + block(x) with the norm before the block (pre-norm) or after the sum (post-norm); the block's
+// output goes through dropout.
+template <class Block>
+Variable residual(const Variable& x, const Norm& norm, const TransformerOptions& o, Block&& block) {
+    auto drop = [&](const Variable& y) { return o.dropout > 0 ? dropout(y, o.dropout) : y; };
+    if (o.norm_first) return x + drop(block(norm(x)));
+    return norm(x + drop(block(x)));
+}
+
+}  // namespace
+
+Variable sinusoidal_positional_encoding(const Variable& positions, std::size_t dim) {
+    if (dim == 0 || dim % 2 != 0)
+        throw UserError("sinusoidal_positional_encoding: dim " + std::to_string(dim) + " must be even and positive");
+    if (!(positions.shape() == Shape{1}))
+        throw UserError("sinusoidal_positional_encoding: positions must have sample shape [1], not " +
+                        positions.shape().str());
+    // angle_j = p * frequency_j, frequency of 2i and 2i + 1 = 10000^(-2i / dim); cos x = sin(x + pi/2).
+    xt::xarray<double> frequency = xt::zeros<double>({std::size_t{1}, dim});
+    xt::xarray<double> phase = xt::zeros<double>({dim});
+    for (std::size_t j = 0; j < dim; ++j) {
+        frequency(0, j) = std::pow(10000.0, -static_cast<double>(j - j % 2) / static_cast<double>(dim));
+        phase(j) = j % 2 ? std::acos(0.0) : 0.0;
+    }
+    return sin(times(positions, constant(frequency)) + constant(phase));
+}
+
+Layer LearnedPositionalEncoding(std::size_t max_positions, std::size_t dim, const std::string& name) {
+    if (max_positions == 0 || dim == 0) throw UserError(name + ": max_positions and dim must be positive");
+    Parameter table = parameter(Shape{max_positions, dim}, normal(0.02), name + ".table");
+    auto call = [=](const Variable& positions) {
+        if (!(positions.shape() == Shape{1}))
+            throw UserError(name + ": positions must have sample shape [1], not " + positions.shape().str());
+        return embedding(positions, table, name);
+    };
+    return Layer(name, call, [=] { return std::vector<Parameter>{table}; });
+}
+
+// ---- encoder ----
+
+struct TransformerEncoderLayer::State {
+    std::string name;
+    TransformerOptions options;
+    AttentionBlock self;
+    FeedForward feedforward;
+    Norm norm_self, norm_feedforward;
+};
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerOptions& o, const std::string& name)
+    : state_(std::make_shared<State>()) {
+    check_options(name, o);
+    State& s = *state_;
+    s.name = name;
+    s.options = o;
+    s.self = AttentionBlock(o.model_dim, o.heads, name + ".self_attn");
+    s.feedforward = FeedForward(o, name);
+    s.norm_self = Norm(o.model_dim, o.epsilon, name + ".norm1");
+    s.norm_feedforward = Norm(o.model_dim, o.epsilon, name + ".norm2");
+}
+
+Variable TransformerEncoderLayer::operator()(const Variable& x) const {
+    const State& s = *state_;
+    check_width(s.name, x, s.options.model_dim);
+    if (!x.axis().is_sequence()) throw UserError(s.name + ": the input " + x.label() + " must be a sequence");
+    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, false); });
+    return residual(h, s.norm_feedforward, s.options, s.feedforward);
+}
+
+std::vector<Parameter> TransformerEncoderLayer::parameters() const {
+    std::vector<Parameter> p;
+    state_->self.add_to(p);
+    state_->feedforward.add_to(p);
+    state_->norm_self.add_to(p);
+    state_->norm_feedforward.add_to(p);
+    return p;
+}
+
+struct TransformerEncoder::State {
+    std::vector<TransformerEncoderLayer> layers;
+    Norm final_norm;
+    bool norm_first = true;
+};
+
+TransformerEncoder::TransformerEncoder(std::size_t layers, const TransformerOptions& o, const std::string& name)
+    : state_(std::make_shared<State>()) {
+    if (layers == 0) throw UserError(name + ": needs at least one layer");
+    check_options(name, o);
+    for (std::size_t i = 0; i < layers; ++i)
+        state_->layers.emplace_back(o, name + ".layers." + std::to_string(i));
+    state_->norm_first = o.norm_first;
+    if (o.norm_first) state_->final_norm = Norm(o.model_dim, o.epsilon, name + ".norm");
+}
+
+Variable TransformerEncoder::operator()(const Variable& x) const {
+    Variable h = x;
+    for (const auto& layer : state_->layers) h = layer(h);
+    return state_->norm_first ? state_->final_norm(h) : h;
+}
+
+std::vector<Parameter> TransformerEncoder::parameters() const {
+    std::vector<Parameter> p;
+    for (const auto& layer : state_->layers) append_unique(p, layer.parameters());
+    if (state_->norm_first) state_->final_norm.add_to(p);
+    return p;
+}
+
+// ---- decoder layer ----
+
+struct TransformerDecoderLayer::State {
+    std::string name;
+    TransformerOptions options;
+    bool cross_attention = true;
+    AttentionBlock self, cross;
+    FeedForward feedforward;
+    Norm norm_self, norm_cross, norm_feedforward;
+};
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerOptions& o, bool cross_attention,
+                                                 const std::string& name)
+    : state_(std::make_shared<State>()) {
+    check_options(name, o);
+    State& s = *state_;
+    s.name = name;
+    s.options = o;
+    s.cross_attention = cross_attention;
+    s.self = AttentionBlock(o.model_dim, o.heads, name + ".self_attn");
+    if (cross_attention) {
+        s.cross = AttentionBlock(o.model_dim, o.heads, name + ".multihead_attn");
+        s.norm_cross = Norm(o.model_dim, o.epsilon, name + ".norm2");
+    }
+    s.feedforward = FeedForward(o, name);
+    s.norm_self = Norm(o.model_dim, o.epsilon, name + ".norm1");
+    s.norm_feedforward = Norm(o.model_dim, o.epsilon, name + ".norm3");
+}
+
+bool TransformerDecoderLayer::has_cross_attention() const { return state_->cross_attention; }
+
+Variable TransformerDecoderLayer::operator()(const Variable& x, const Variable& memory) const {
+    const State& s = *state_;
+    check_width(s.name, x, s.options.model_dim);
+    if (!x.axis().is_sequence()) throw UserError(s.name + ": the input " + x.label() + " must be a sequence");
+    if (s.cross_attention != static_cast<bool>(memory))
+        throw UserError(s.name + (s.cross_attention ? ": attends over an encoder; give its output as memory"
+                                                    : ": has no cross-attention (made decoder-only); give no memory"));
+    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, true); });
+    if (s.cross_attention) {
+        check_width(s.name, memory, s.options.model_dim, "memory");
+        h = residual(h, s.norm_cross, s.options, [&](const Variable& y) { return s.cross(y, memory, false); });
+    }
+    return residual(h, s.norm_feedforward, s.options, s.feedforward);
+}
+
+CrossMemory TransformerDecoderLayer::cross_memory(const Variable& memory) const {
+    const State& s = *state_;
+    if (!s.cross_attention) throw UserError(s.name + ": has no cross-attention (made decoder-only)");
+    check_width(s.name, memory, s.options.model_dim, "memory");
+    sequence::Unpacked keys = sequence::unpack(s.cross.k(memory));
+    return {keys.data, sequence::unpack(s.cross.v(memory)).data, keys.mask};
+}
+
+Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, const CrossMemory& cross) const {
+    const State& s = *state_;
+    const TransformerOptions& o = s.options;
+    check_width(s.name, x, o.model_dim);
+    if (s.cross_attention != static_cast<bool>(cross.keys))
+        throw UserError(s.name + (s.cross_attention ? ": attends over an encoder; give its cross memory"
+                                                    : ": has no cross-attention; give no cross memory"));
+    const Shape row{1, o.model_dim};
+    auto self = [&](const Variable& y) {
+        cache.keys = splice({cache.keys, reshape(s.self.k(y), row)}, 0);
+        cache.values = splice({cache.values, reshape(s.self.v(y), row)}, 0);
+        return s.self.out(attention(s.self.q(y), cache.keys, cache.values, {.heads = o.heads}));
+    };
+    Variable h = residual(x, s.norm_self, o, self);
+    if (s.cross_attention) {
+        auto attend = [&](const Variable& y) {
+            return s.cross.out(attention(s.cross.q(y), cross.keys, cross.values, {.heads = o.heads, .key_mask = cross.mask}));
+        };
+        h = residual(h, s.norm_cross, o, attend);
+    }
+    return residual(h, s.norm_feedforward, o, s.feedforward);
+}
+
+std::vector<Parameter> TransformerDecoderLayer::parameters() const {
+    const State& s = *state_;
+    std::vector<Parameter> p;
+    s.self.add_to(p);
+    if (s.cross_attention) s.cross.add_to(p);
+    s.feedforward.add_to(p);
+    s.norm_self.add_to(p);
+    if (s.cross_attention) s.norm_cross.add_to(p);
+    s.norm_feedforward.add_to(p);
+    return p;
+}
+
+// ---- the whole decoder ----
+
+struct TransformerDecoder::State {
+    std::string name;
+    TransformerOptions options;
+    std::size_t vocabulary = 0;
+    bool cross_attention = true;
+    PositionalEncoding positions = PositionalEncoding::sinusoidal;
+    Parameter table;
+    Layer learned_positions;
+    std::vector<TransformerDecoderLayer> layers;
+    Norm final_norm;
+    Projection project;
+
+    // The embedded symbols plus their positions' encoding.
+    Variable embed(const Variable& symbols, const Variable& position) const {
+        Variable x = embedding(symbols, table) * constant(std::sqrt(static_cast<double>(options.model_dim)));
+        return x + (positions == PositionalEncoding::learned ? learned_positions(position)
+                                                             : sinusoidal_positional_encoding(position, options.model_dim));
+    }
+    Variable logits(const Variable& h) const { return project(options.norm_first ? final_norm(h) : h); }
+};
+
+TransformerDecoder::TransformerDecoder(std::size_t layers, std::size_t vocabulary, const TransformerOptions& o,
+                                       bool cross_attention, PositionalEncoding positions, std::size_t max_positions,
+                                       const std::string& name)
+    : state_(std::make_shared<State>()) {
+    if (layers == 0) throw UserError(name + ": needs at least one layer");
+    if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
+    check_options(name, o);
+    State& s = *state_;
+    s.name = name;
+    s.options = o;
+    s.vocabulary = vocabulary;
+    s.cross_attention = cross_attention;
+    s.positions = positions;
+    s.table = parameter(Shape{vocabulary, o.model_dim}, normal(1.0 / std::sqrt(static_cast<double>(o.model_dim))),
+                        name + ".embedding");
+    if (positions == PositionalEncoding::learned)
+        s.learned_positions = LearnedPositionalEncoding(max_positions, o.model_dim, name + ".positions");
+    else if (o.model_dim % 2 != 0)
+        throw UserError(name + ": sinusoidal positions need an even model_dim, not " + std::to_string(o.model_dim));
+    for (std::size_t i = 0; i < layers; ++i)
+        s.layers.emplace_back(o, cross_attention, name + ".layers." + std::to_string(i));
+    if (o.norm_first) s.final_norm = Norm(o.model_dim, o.epsilon, name + ".norm");
+    s.project = Projection(o.model_dim, vocabulary, name + ".project");
+}
+
+Variable TransformerDecoder::operator()(const Variable& previous_symbols, const Variable& memory) const {
+    const State& s = *state_;
+    if (!previous_symbols.axis().is_sequence() || !(previous_symbols.shape() == Shape{1}))
+        throw UserError(s.name + ": the previous symbols must be a sequence of ids [1], not " +
+                        previous_symbols.label() + " of " + previous_symbols.shape().str());
+    Variable h = s.embed(previous_symbols, sequence_positions(previous_symbols));
+    for (const auto& layer : s.layers) h = layer(h, memory);
+    return s.logits(h);
+}
+
+std::vector<Variable> TransformerDecoder::memory(const Variable& encoder_output) const {
+    std::vector<Variable> m;
+    for (const auto& layer : state_->layers) {
+        if (!layer.has_cross_attention()) break;
+        CrossMemory c = layer.cross_memory(encoder_output);
+        m.insert(m.end(), {c.keys, c.values, c.mask});
+    }
+    return m;
+}
+
+std::vector<Variable> TransformerDecoder::memory_inputs() const {
+    const State& s = *state_;
+    std::vector<Variable> m;
+    if (!s.cross_attention) return m;
+    for (std::size_t i = 0; i < s.layers.size(); ++i) {
+        const std::string layer = s.name + ".layers." + std::to_string(i);
+        m.push_back(input_variable({any_size, s.options.model_dim}, layer + ".cross_keys"));
+        m.push_back(input_variable({any_size, s.options.model_dim}, layer + ".cross_values"));
+        m.push_back(input_variable({any_size}, layer + ".cross_mask"));
+    }
+    return m;
+}
+
+Decoder TransformerDecoder::decoder() const {
+    std::shared_ptr<const State> s = state_;
+    std::vector<Shape> shapes{Shape{1}};
+    for (std::size_t i = 0; i < s->layers.size(); ++i) {
+        shapes.push_back(Shape{any_size, s->options.model_dim});
+        shapes.push_back(Shape{any_size, s->options.model_dim});
+    }
+    auto step = [s](const Variable& previous, const std::vector<Variable>& states,
+                    const std::vector<Variable>& memory) -> DecoderOutput {
+        const std::size_t n = s->layers.size();
+        if (states.size() != 1 + 2 * n || memory.size() != (s->cross_attention ? 3 * n : 0))
+            throw UserError(s->name + ": the step takes 1 + 2 x " + std::to_string(n) + " states and " +
+                            std::to_string(s->cross_attention ? 3 * n : 0) + " memory inputs, not " +
+                            std::to_string(states.size()) + " and " + std::to_string(memory.size()));
+        const Variable& position = states[0];
+        Variable h = s->embed(previous, position);
+        std::vector<Variable> next{position + constant(1.0)};
+        for (std::size_t i = 0; i < n; ++i) {
+            KeyValueCache cache{states[1 + 2 * i], states[2 + 2 * i]};
+            CrossMemory cross;
+            if (s->cross_attention) cross = {memory[3 * i], memory[3 * i + 1], memory[3 * i + 2]};
+            h = s->layers[i].step(h, cache, cross);
+            next.push_back(cache.keys);
+            next.push_back(cache.values);
+        }
+        return {s->logits(h), next};
+    };
+    return Decoder(step, shapes);
+}
+
+std::vector<Parameter> TransformerDecoder::parameters() const {
+    const State& s = *state_;
+    std::vector<Parameter> p{s.table};
+    if (s.positions == PositionalEncoding::learned) append_unique(p, s.learned_positions.parameters());
+    for (const auto& layer : s.layers) append_unique(p, layer.parameters());
+    if (s.options.norm_first) s.final_norm.add_to(p);
+    s.project.add_to(p);
+    return p;
+}
+
+}  // namespace loom::layers

@@ -1,0 +1,164 @@
+#pragma once
+/// \file
+/// The Transformer (Vaswani et al. 2017) built on loom::attention: the three ways of attention
+/// (bidirectional self-attention in the encoder, causal self-attention and cross-attention in the
+/// decoder), positional encodings, and a decoder defined once that gives two graphs over the same
+/// parameters:
+/// - teacher forcing (TransformerDecoder::operator()): every target step at once, the causal mask
+///   instead of a loop, so training runs in parallel over the steps;
+/// - one generating step (TransformerDecoder::decoder(), for Generator): it reads each layer's
+///   key/value cache (batch values [t, model_dim], the keys and values of the steps before),
+///   appends this step's, and returns the logits and the longer caches. The cross-attention's keys
+///   and values of the encoder's output are computed once per source (TransformerDecoder::memory).
+/// Names follow PyTorch's nn.Transformer*Layer where one exists (in brackets below).
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/decoder.hpp"
+#include "layers/layer.hpp"
+
+namespace loom::layers {
+
+/// Sizes and options of a Transformer's layers.
+struct TransformerOptions {
+    std::size_t model_dim = 256;         ///< the width of every layer's input and output [d_model]
+    std::size_t heads = 4;               ///< attention heads; must divide model_dim [nhead]
+    std::size_t feedforward_dim = 1024;  ///< the feed-forward block's inner width [dim_feedforward]
+    /// Dropout on the attention and feed-forward outputs before each residual sum, and inside the
+    /// feed-forward block [dropout]; active in training mode only (graph/mode.hpp).
+    double dropout = 0.1;
+    /// Layer norm before each block, inside the residual branch (pre-norm; a stack then ends with a
+    /// final norm), or after each residual sum (false: post-norm, the original) [norm_first].
+    bool norm_first = true;
+    double epsilon = 1e-5;  ///< the layer norms' epsilon [layer_norm_eps]
+};
+
+/// The sinusoidal encoding of positions (a [1] value of whole numbers, on any axis) as [dim]
+/// (dim even): sin(p / 10000^(2i/dim)) at 2i, cos(...) at 2i + 1.
+Variable sinusoidal_positional_encoding(const Variable& positions, std::size_t dim);
+
+/// A learned table of `max_positions` positions [max_positions, dim]: positions (a [1] value of
+/// whole numbers) -> [dim]. A position past the table is a UserError naming its size.
+Layer LearnedPositionalEncoding(std::size_t max_positions, std::size_t dim,
+                                const std::string& name = "LearnedPositionalEncoding");
+
+/// One encoder layer: bidirectional self-attention and the feed-forward block, each with its
+/// residual and layer norm [nn.TransformerEncoderLayer].
+class TransformerEncoderLayer {
+public:
+    /// Makes the layer's parameters; heads that do not divide model_dim are a UserError.
+    explicit TransformerEncoderLayer(const TransformerOptions& options,
+                                     const std::string& name = "TransformerEncoderLayer");
+    /// \param x  a sequence [model_dim]
+    /// \return a sequence [model_dim] on x's axis
+    Variable operator()(const Variable& x) const;
+    /// \return the layer's parameters.
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+/// `layers` encoder layers, and with pre-norm a final layer norm [nn.TransformerEncoder].
+class TransformerEncoder {
+public:
+    /// Makes every layer's parameters.
+    TransformerEncoder(std::size_t layers, const TransformerOptions& options,
+                       const std::string& name = "TransformerEncoder");
+    /// \param x  a sequence [model_dim]
+    /// \return a sequence [model_dim] on x's axis
+    Variable operator()(const Variable& x) const;
+    /// \return every layer's parameters.
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+/// A layer's key/value cache: the keys and values of every step so far, batch values [t, model_dim].
+struct KeyValueCache {
+    Variable keys;    ///< [t, model_dim]
+    Variable values;  ///< [t, model_dim]
+};
+
+/// The cross-attention's keys and values of an encoder's output, unpacked per item (batch values),
+/// read whole at every generating step.
+struct CrossMemory {
+    Variable keys;    ///< [T_max, model_dim]
+    Variable values;  ///< [T_max, model_dim]
+    Variable mask;    ///< [T_max]: 1 on the item's source steps, 0 on its padding
+};
+
+/// One decoder layer: causal self-attention, cross-attention over an encoder's output (unless made
+/// without), and the feed-forward block, each with its residual and layer norm
+/// [nn.TransformerDecoderLayer].
+class TransformerDecoderLayer {
+public:
+    /// cross_attention false: a decoder-only layer (no encoder; seed 004's summarizing decoder).
+    explicit TransformerDecoderLayer(const TransformerOptions& options, bool cross_attention = true,
+                                     const std::string& name = "TransformerDecoderLayer");
+    /// Teacher forcing: every step at once under the causal mask.
+    /// \param x  a sequence [model_dim] (the targets' axis)
+    /// \param memory  the encoder's output, a sequence [model_dim] on the source axis (empty
+    ///   without cross-attention)
+    Variable operator()(const Variable& x, const Variable& memory = {}) const;
+    /// The cross-attention's keys and values of `memory` (a sequence [model_dim]), unpacked per item.
+    CrossMemory cross_memory(const Variable& memory) const;
+    /// One generating step.
+    /// \param x  this step's input, a batch value [model_dim]
+    /// \param cache  the keys and values of the steps before; on return, with this step's appended
+    /// \param cross  cross_memory()'s values as batch inputs (empty without cross-attention)
+    /// \return this step's output, a batch value [model_dim]
+    Variable step(const Variable& x, KeyValueCache& cache, const CrossMemory& cross = {}) const;
+    /// \return whether the layer attends over an encoder.
+    bool has_cross_attention() const;
+    /// \return the layer's parameters.
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+/// How a TransformerDecoder encodes positions.
+enum class PositionalEncoding { sinusoidal, learned };
+
+/// A whole decoder: the target embedding (times sqrt(model_dim)) plus positional encoding, `layers`
+/// decoder layers, a final layer norm with pre-norm, and the projection to the vocabulary.
+class TransformerDecoder {
+public:
+    /// \param layers  decoder layers
+    /// \param vocabulary  output symbols V (the ids of the previous symbols too)
+    /// \param options  the layers' sizes
+    /// \param cross_attention  false: decoder-only (no encoder)
+    /// \param positions  sinusoidal, or learned (a table of max_positions)
+    /// \param max_positions  the learned table's size (positions 0 .. max_positions - 1)
+    TransformerDecoder(std::size_t layers, std::size_t vocabulary, const TransformerOptions& options,
+                       bool cross_attention = true, PositionalEncoding positions = PositionalEncoding::sinusoidal,
+                       std::size_t max_positions = 512, const std::string& name = "TransformerDecoder");
+    /// Teacher forcing: the logits [V] at every step of `previous_symbols` (a sequence of ids [1]:
+    /// the start symbol, then the targets but the last), attending over `memory` (the encoder's
+    /// output, a sequence [model_dim]; empty when decoder-only).
+    Variable operator()(const Variable& previous_symbols, const Variable& memory = {}) const;
+    /// The values a generating step reads as its memory, computed from the encoder's output (a
+    /// sequence [model_dim]): each layer's CrossMemory keys, values and mask, in that order. Evaluate
+    /// them once per batch of sources and hand them to Generator::generate. Empty when decoder-only.
+    std::vector<Variable> memory(const Variable& encoder_output) const;
+    /// Batch inputs of the same shapes (any_size steps), for Generator's memory_inputs.
+    std::vector<Variable> memory_inputs() const;
+    /// The generating step as a Decoder: states [position [1], then per layer keys and values
+    /// [any_size, model_dim]], the caches growing one row a step from empty; memory: memory_inputs().
+    Decoder decoder() const;
+    /// \return every parameter: embedding, layers, norm, projection.
+    std::vector<Parameter> parameters() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace loom::layers

@@ -1,0 +1,194 @@
+// loom::attention, the multi-head scaled dot-product attention op: values against a loop-by-loop
+// computation written here (per item, head, query and key), gradients by finite differences in
+// double on ragged batches (self, causal, cross, over a memory with a mask and over a growing
+// cache), batch invariance, padding never read, and the shape errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include <xtensor/xview.hpp>
+
+#include "gradcheck.hpp"
+
+using namespace loom;
+using loom::testing::random_rows;
+using loom::testing::random_sequences;
+using loom::testing::require_gradients;
+
+namespace {
+
+using Matrix = xt::xarray<double>;
+
+// softmax(q_h . k_h / sqrt(dk)) v_h for one query row over `visible` key rows, every head.
+std::vector<double> attend(const Matrix& q, std::size_t i, const Matrix& k, const Matrix& v, std::size_t visible,
+                           std::size_t heads) {
+    const std::size_t d = q.shape()[1], dv = v.shape()[1], dk = d / heads, dh = dv / heads;
+    std::vector<double> out(dv, 0.0);
+    for (std::size_t h = 0; h < heads; ++h) {
+        std::vector<double> s(visible);
+        double top = -1e300, sum = 0;
+        for (std::size_t j = 0; j < visible; ++j) {
+            double dot = 0;
+            for (std::size_t c = 0; c < dk; ++c) dot += q(i, h * dk + c) * k(j, h * dk + c);
+            s[j] = dot / std::sqrt(static_cast<double>(dk));
+            top = std::max(top, s[j]);
+        }
+        for (double& x : s) sum += (x = std::exp(x - top));
+        for (std::size_t j = 0; j < visible; ++j)
+            for (std::size_t c = 0; c < dh; ++c) out[h * dh + c] += s[j] / sum * v(j, h * dh + c);
+    }
+    return out;
+}
+
+// The expected result of each query row of each item; keys and values per item.
+std::vector<Matrix> expected(const std::vector<Matrix>& q, const std::vector<Matrix>& k, const std::vector<Matrix>& v,
+                             std::size_t heads, bool causal) {
+    std::vector<Matrix> out;
+    for (std::size_t n = 0; n < q.size(); ++n) {
+        Matrix o = xt::zeros<double>({q[n].shape()[0], v[n].shape()[1]});
+        for (std::size_t i = 0; i < q[n].shape()[0]; ++i) {
+            const auto row = attend(q[n], i, k[n], v[n], causal ? i + 1 : k[n].shape()[0], heads);
+            for (std::size_t c = 0; c < row.size(); ++c) o(i, c) = row[c];
+        }
+        out.push_back(o);
+    }
+    return out;
+}
+
+void check_close(const Value& got, const std::vector<Matrix>& want, double tolerance) {
+    REQUIRE(got.num_items() == want.size());
+    for (std::size_t n = 0; n < want.size(); ++n) {
+        const auto g = got.sequence<double>(n);
+        REQUIRE(g.size() == want[n].size());
+        for (std::size_t e = 0; e < want[n].size(); ++e) {
+            INFO("item " << n << " element " << e);
+            CHECK(static_cast<double>(g.data()[e]) == doctest::Approx(want[n].data()[e]).epsilon(tolerance));
+        }
+    }
+}
+
+const std::vector<std::size_t> query_lengths{2, 4, 1}, key_lengths{3, 1, 5}, self_lengths{1, 3, 7};
+
+}  // namespace
+
+TEST_CASE("attention over sequences equals softmax(Q K^T / sqrt(dk)) V per item and head") {
+    const SequenceAxis keys_axis;
+    Variable q = sequence::input_variable({4}, "q");
+    Variable k = sequence::input_variable({4}, "k", keys_axis), v = sequence::input_variable({6}, "v", keys_axis);
+    const auto qs = random_sequences({4}, query_lengths, 1, -2, 2), ks = random_sequences({4}, key_lengths, 2, -2, 2),
+               vs = random_sequences({6}, key_lengths, 3);
+    Variable cross = attention(q, k, v, {.heads = 2});
+    CHECK(cross.shape() == Shape{6});
+    CHECK(cross.axis() == q.axis());
+    const Bindings in{{q, Value::sequences(qs)}, {k, Value::sequences(ks)}, {v, Value::sequences(vs)}};
+    check_close(evaluate({cross}, in, DType::f64)[cross], expected(qs, ks, vs, 2, false), 1e-12);
+    check_close(evaluate({cross}, in)[cross], expected(qs, ks, vs, 2, false), 1e-5);
+
+    SUBCASE("causal self-attention: each step sees itself and the steps before") {
+        Variable x = sequence::input_variable({6}, "x");
+        const auto xs = random_sequences({6}, self_lengths, 4, -2, 2);
+        for (std::size_t heads : {1, 3}) {
+            Variable self = attention(x, x, x, {.heads = heads, .causal = true});
+            check_close(evaluate({self}, {{x, Value::sequences(xs)}}, DType::f64)[self],
+                        expected(xs, xs, xs, heads, true), 1e-12);
+        }
+    }
+}
+
+TEST_CASE("attention over a memory: one query per item, the mask's padded keys never read") {
+    Variable query = input_variable({4}, "query");
+    Variable keys = input_variable({any_size, 4}, "keys"), values = input_variable({any_size, 2}, "values");
+    Variable mask = input_variable({any_size}, "mask");
+    Variable out = attention(query, keys, values, {.heads = 2, .key_mask = mask});
+    Matrix qv = random_rows({4}, 3, 5, -2, 2), kv = random_rows({5, 4}, 3, 6, -2, 2), vv = random_rows({5, 2}, 3, 7);
+    Matrix m = xt::zeros<double>({3, 5});
+    const std::vector<std::size_t> real{5, 2, 1};
+    for (std::size_t n = 0; n < 3; ++n)
+        for (std::size_t j = 0; j < 5; ++j) {
+            m(n, j) = j < real[n] ? 1.0 : 0.0;
+            if (j >= real[n]) kv(n, j, 0) = vv(n, j, 1) = std::numeric_limits<double>::quiet_NaN();
+        }
+    const auto got = evaluate({out}, {{query, Value::batch(qv)}, {keys, Value::batch(kv)}, {values, Value::batch(vv)},
+                                      {mask, Value::batch(m)}},
+                              DType::f64)[out]
+                         .data<double>();
+    for (std::size_t n = 0; n < 3; ++n) {
+        Matrix qn = xt::view(qv, xt::range(n, n + 1), xt::all());
+        Matrix kn = xt::view(kv, n, xt::all(), xt::all()), vn = xt::view(vv, n, xt::all(), xt::all());
+        const auto want = attend(qn, 0, kn, vn, real[n], 2);
+        for (std::size_t c = 0; c < 2; ++c) CHECK(got(n, c) == doctest::Approx(want[c]).epsilon(1e-12));
+    }
+    SUBCASE("a mask with a real key after a padded one is refused") {
+        m(0, 1) = 0.0;
+        CHECK_THROWS_WITH_AS(evaluate({out}, {{query, Value::batch(qv)}, {keys, Value::batch(kv)},
+                                              {values, Value::batch(vv)}, {mask, Value::batch(m)}}),
+                             doctest::Contains("padded key before a real one"), UserError);
+    }
+}
+
+TEST_CASE("attention gradients in double on ragged batches: self, causal, cross, over a memory and a cache") {
+    Variable x = sequence::input_variable({4}, "x"), y = sequence::input_variable({4}, "y");
+    Parameter wq = parameter(loom::testing::random_tensor({4, 4}, 21, -0.8, 0.8), "Wq");
+    Parameter wk = parameter(loom::testing::random_tensor({4, 4}, 22, -0.8, 0.8), "Wk");
+    Parameter wv = parameter(loom::testing::random_tensor({4, 6}, 23, -0.8, 0.8), "Wv");
+    const std::vector<Parameter> params{wq, wk, wv};
+    to_precision(params, DType::f64);
+    std::vector<Variable> wrt{x, wq, wk, wv};
+    const Bindings in{{x, Value::sequences(random_sequences({4}, self_lengths, 24, -1.5, 1.5))},
+                      {y, Value::sequences(random_sequences({4}, key_lengths, 25, -1.5, 1.5))}};
+    SUBCASE("bidirectional self-attention, 2 heads") {
+        require_gradients("self", tanh(attention(times(x, wq), times(x, wk), times(x, wv), {.heads = 2})), in, wrt);
+    }
+    SUBCASE("causal self-attention, 1 and 2 heads") {
+        for (std::size_t heads : {1, 2})
+            require_gradients("causal", attention(times(x, wq), times(x, wk), times(x, wv), {heads, true}) * 1.3, in,
+                              wrt);
+    }
+    SUBCASE("cross-attention: queries on one axis, keys and values on another") {
+        Bindings cross = in;
+        cross[x] = Value::sequences(random_sequences({4}, query_lengths, 26, -1.5, 1.5));
+        wrt.push_back(y);
+        require_gradients("cross", square(attention(times(x, wq), times(y, wk), times(y, wv), {.heads = 2})), cross,
+                          wrt);
+    }
+    SUBCASE("over an unpacked memory with its mask, the query a batch value") {
+        sequence::Unpacked keys = sequence::unpack(times(x, wk)), values = sequence::unpack(times(x, wv));
+        Variable query = times(sequence::last(x), wq);
+        require_gradients("memory", attention(query, keys.data, values.data, {.heads = 2, .key_mask = keys.mask}),
+                          in, wrt);
+    }
+    SUBCASE("over a growing cache: a batch [t, D] with this step's row spliced on") {
+        Variable cache = input_variable({any_size, 4}, "cache");
+        Variable q = input_variable({4}, "q");
+        Variable grown = splice({cache, reshape(times(q, wk), Shape{1, 4})}, 0);
+        Variable out = attention(times(q, wq), grown, times(grown, slice(wv, 1, 0, 4)), {.heads = 2});
+        const Bindings step{{cache, Value::batch(random_rows({3, 4}, 2, 27))}, {q, Value::batch(random_rows({4}, 2, 28))}};
+        require_gradients("cache", out, step, {cache, q, wq, wk, wv});
+    }
+}
+
+TEST_CASE("attention is batch invariant: each item alone gets the values and gradients it gets in the batch") {
+    Variable x = sequence::input_variable({4}, "x"), y = sequence::input_variable({4}, "y");
+    Variable out = attention(x, y, y, {.heads = 2}) + attention(x, x, x, {.heads = 4, .causal = true});
+    const Bindings in{{x, Value::sequences(random_sequences({4}, {2, 5, 1, 3}, 31))},
+                      {y, Value::sequences(random_sequences({4}, {4, 1, 2, 6}, 32))}};
+    const auto report = check_batch_invariance({out}, in);
+    INFO(report.str());
+    CHECK(report.ok);
+}
+
+TEST_CASE("attention's shape errors name the op and the sizes") {
+    Variable x = sequence::input_variable({6}, "x"), y = sequence::input_variable({6}, "y");
+    Variable z = sequence::input_variable({4}, "z");
+    CHECK_THROWS_WITH_AS(attention(x, x, x, {.heads = 4}), doctest::Contains("multiples of the 4 heads"), UserError);
+    CHECK_THROWS_WITH_AS(attention(x, z, z), doctest::Contains("queries (6) and keys (4)"), UserError);
+    CHECK_THROWS_WITH_AS(attention(x, y, y, {.causal = true}), doctest::Contains("causal attention needs"), UserError);
+    CHECK_THROWS_WITH_AS(attention(x, y, x), doctest::Contains("keys and values must be on one sequence axis"),
+                         UserError);
+    Variable q = input_variable({6}, "q");
+    CHECK_THROWS_WITH_AS(attention(q, x, x), doctest::Contains("must be a sequence"), UserError);
+    CHECK_THROWS_WITH_AS(attention(x, x, x, {.key_mask = q}), doctest::Contains("key_mask"), UserError);
+    Variable keys = input_variable({any_size, 6}, "keys");
+    CHECK_THROWS_WITH_AS(attention(q, keys, keys, {.causal = true}), doctest::Contains("causal"), UserError);
+}
