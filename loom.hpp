@@ -15,6 +15,7 @@
 #include "data/ctf.hpp"
 #include "data/output_files.hpp"
 #include "data/pronunciations.hpp"
+#include "data/word_lists.hpp"
 #include "graph/check_invariance.hpp"
 #include "graph/compile.hpp"
 #include "graph/dot.hpp"

@@ -85,6 +85,20 @@ int open_temporary(const std::string& path, std::string& tmp) {
 
 }  // namespace
 
+void try_temporary_beside(const std::string& path) {
+    // A serial longer than any run reaches, so a name that passes here fits open_temporary's too.
+    const std::string tmp = path + std::string(temporary_marker) + std::to_string(::getpid()) + ".99999999999";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) return;  // the directory holds such a name already: it takes one
+    if (fd < 0) {
+        const std::string why = std::strerror(errno);
+        const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+        throw UserError("cannot create a file in '" + (dir.empty() ? std::string(".") : dir.string()) + "': " + why);
+    }
+    ::close(fd);
+    ::unlink(tmp.c_str());
+}
+
 std::uint64_t fnv1a64(const void* data, std::size_t size) {
     const auto* p = static_cast<const unsigned char*>(data);
     std::uint64_t h = 1469598103934665603ull;

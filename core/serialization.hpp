@@ -31,6 +31,12 @@ std::string unpack_checked_bytes(const std::string& bytes, const std::string& so
 /// killed before their rename, and the `<path>.tmp` of earlier loom versions). Throws UserError.
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts);
 
+/// Creates and removes the temporary write_file_atomically(path, ...) would write first, so that
+/// a directory or file system that takes no such file (a read-only mount, /proc, a name too long
+/// once the temporary's suffix is added) is known before any work. Nothing else is touched; throws
+/// UserError "cannot create a file in 'dir': reason".
+void try_temporary_beside(const std::string& path);
+
 /// \return the 64-bit FNV-1a hash of `size` bytes at `data` (the checksum of checked files).
 std::uint64_t fnv1a64(const void* data, std::size_t size);
 

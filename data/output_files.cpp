@@ -66,19 +66,30 @@ std::string not_replaceable(fs::file_status status) {
     }
 }
 
+// Linux's NAME_MAX: no file system of it takes a longer name (the limit is in bytes, not characters).
+constexpr std::size_t longest_name = 255;
+
 void check_directory(const std::string& path, const std::string& what, bool may_create) {
-    fs::path dir = lexical(path).parent_path();
+    auto refuse = [&](const std::string& why) { throw UserError(what + " " + path + ": cannot write there: " + why); };
+    for (const fs::path& part : lexical(path))
+        if (const std::size_t n = part.native().size(); n > longest_name)
+            refuse("the name " + quoted_field(part.native()) + " is " + std::to_string(n) +
+                   " bytes long; a file or directory name holds at most " + std::to_string(longest_name) + " bytes");
+    const fs::path parent = lexical(path).parent_path();
+    fs::path dir = parent;
     std::error_code ec;
     while (may_create && !fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
     const auto status = fs::status(dir, ec);
-    std::string why;
-    if (!fs::exists(status))
-        why = "directory '" + dir.string() + "' does not exist";
-    else if (!fs::is_directory(status))
-        why = "'" + dir.string() + "' is not a directory";
-    else if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        why = "directory '" + dir.string() + "': " + std::strerror(errno);
-    if (!why.empty()) throw UserError(what + " " + path + ": cannot write there: " + why);
+    if (!fs::exists(status)) refuse("directory '" + dir.string() + "' does not exist");
+    if (!fs::is_directory(status)) refuse("'" + dir.string() + "' is not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) refuse("directory '" + dir.string() + "': " + std::strerror(errno));
+    // The permission bits can say yes where the file system says no (/proc, a read-only
+    // mount): what decides is a file actually made, as the atomic write will make it.
+    try {
+        try_temporary_beside(dir == parent ? lexical(path).string() : (dir / "probe").string());
+    } catch (const UserError& e) {
+        refuse(e.what());
+    }
 }
 
 }  // namespace
@@ -106,6 +117,10 @@ void check_outputs(const std::vector<FileOption>& outputs, const std::vector<Fil
         }
         std::error_code ec;
         if (const std::string kind = not_replaceable(fs::status(out.path, ec)); !kind.empty()) refuse(kind);
+        if (out.named_by_program && fs::exists(fs::symlink_status(out.path, ec)))
+            throw UserError(out.option + " " + out.path + ": exists, and " + out.option +
+                            " names its files itself; refusing to replace it (move it away or choose another "
+                            "directory)");
         check_directory(out.path, out.option, out.creates_directory);
     }
 }

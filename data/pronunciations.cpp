@@ -29,7 +29,7 @@ const std::vector<Pronunciation>* PronunciationDictionary::find(const std::strin
     return it == index_.end() ? nullptr : &pronunciations_[it->second];
 }
 
-bool PronunciationDictionary::add(const std::string& word, Pronunciation pronunciation) {
+bool PronunciationDictionary::add(const std::string& word, Pronunciation pronunciation, std::size_t line) {
     if (word.empty()) throw UserError("'" + source_ + "': cannot add a pronunciation of an empty word");
     if (pronunciation.empty())
         throw UserError("'" + source_ + "': cannot add an empty pronunciation of " + quoted_field(word));
@@ -37,6 +37,7 @@ bool PronunciationDictionary::add(const std::string& word, Pronunciation pronunc
     if (inserted) {
         words_.push_back(word);
         pronunciations_.emplace_back();
+        lines_.push_back(line);
     }
     std::vector<Pronunciation>& known = pronunciations_[it->second];
     if (std::find(known.begin(), known.end(), pronunciation) != known.end()) {
@@ -146,7 +147,7 @@ PronunciationDictionary parse_pronunciations(std::istream& in, const std::string
             if (phoneme.empty()) lines.fail(phoneme_problem(columns[i], columns[0]));
             phonemes.emplace_back(phoneme);
         }
-        dictionary.add(word, std::move(phonemes));
+        dictionary.add(word, std::move(phonemes), lines.line_number());
     }
     // No caller wants an empty dictionary: a model trained or scored on it learns and says nothing.
     if (dictionary.size() == 0)

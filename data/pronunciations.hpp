@@ -55,18 +55,24 @@ public:
     /// stress was dropped: "a AH0" and "a(2) AH1" give one pronunciation and one merged repeat.
     std::size_t merged_repeats() const { return merged_repeats_; }
 
+    /// The line of the file word `i` was first read from (for messages: "file:line"); 0 for a word
+    /// given to add() without one.
+    std::size_t line(std::size_t i) const { return lines_.at(i); }
+
     /// The word's pronunciations, or nullptr when the dictionary does not hold the word.
     const std::vector<Pronunciation>* find(const std::string& word) const;
 
     /// Adds a pronunciation of `word` (a new word goes last); false, and only counted in
     /// merged_repeats(), when the word already has it. Phonemes are taken as given (parsing is what
-    /// checks them against ARPAbet). Throws UserError for an empty word or pronunciation.
-    bool add(const std::string& word, Pronunciation pronunciation);
+    /// checks them against ARPAbet). `line`: where a new word was read (line()). Throws UserError for
+    /// an empty word or pronunciation.
+    bool add(const std::string& word, Pronunciation pronunciation, std::size_t line = 0);
 
 private:
     std::string source_;
     std::vector<std::string> words_;
     std::vector<std::vector<Pronunciation>> pronunciations_;
+    std::vector<std::size_t> lines_;
     std::unordered_map<std::string, std::size_t> index_;
     std::size_t num_pronunciations_ = 0;
     std::size_t merged_repeats_ = 0;

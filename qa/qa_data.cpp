@@ -206,7 +206,9 @@ QaData parse_qa_text(std::istream& in, const std::string& path, bool labels_opti
                  lines.line_number()};
         if (p.question.empty() || p.answer.empty())
             lines.fail(std::string(p.question.empty() ? "question" : "sentence") + " is empty");
-        const std::string key = data_text::ascii_lower(cols[0]);
+        // Keyed by the question's tokens, as in parse_qa_tsv: spacing cannot split a group.
+        std::string key;
+        for (const auto& token : p.question) (key += data_text::ascii_lower(token)) += ' ';
         p.group = group_of.emplace(key, group_of.size()).first->second;
         data.pairs.push_back(std::move(p));
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
@@ -52,21 +53,35 @@ std::string IdfTable::to_text() const {
     return out.str();
 }
 
+namespace {
+
+// A count as to_text() writes it: a whole number from `min` to 2^53 (the counts a double holds
+// exactly), the whole of `text`; NaN when it is not one (inf, nan, 1e308, 2.5, "3 ").
+double count_of(std::string_view text, double min) {
+    double v = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+    const bool whole = error == std::errc() && end == text.data() + text.size() && v == std::floor(v);
+    return whole && v >= min && v <= 9007199254740992.0 ? v : std::nan("");
+}
+
+}  // namespace
+
 IdfTable IdfTable::parse(const std::string& text, const std::string& source) {
     std::istringstream in(text);
     IdfTable idf;
     std::string line;
     std::size_t number = 1;
     if (!std::getline(in, line) || line.rfind("documents ", 0) != 0 ||
-        (idf.documents = std::atof(line.c_str() + 10)) <= 0)
-        data_text::fail(source, number, "expected 'documents N' with N > 0");
+        std::isnan(idf.documents = count_of(std::string_view(line).substr(10), 1)))
+        data_text::fail(source, number, "expected 'documents N' with N a whole number from 1 to 2^53");
     while (std::getline(in, line)) {
         ++number;
         const std::size_t tab = line.rfind('\t');
-        const double df = tab == std::string::npos ? 0 : std::atof(line.c_str() + tab + 1);
-        if (!(df >= 1 && df <= idf.documents) || !idf.document_frequency.emplace(line.substr(0, tab), df).second)
+        const double df = tab == std::string::npos ? std::nan("") : count_of(std::string_view(line).substr(tab + 1), 1);
+        if (!(df <= idf.documents) || !idf.document_frequency.emplace(line.substr(0, tab), df).second)
             data_text::fail(source, number,
-                            "expected word<TAB>document frequency (1 to the documents), each word once");
+                            "expected word<TAB>document frequency (a whole number from 1 to the documents), each "
+                            "word once");
     }
     return idf;
 }

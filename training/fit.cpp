@@ -100,6 +100,13 @@ FitResult fit(Trainer& trainer, const EpochSource& source, const FitOptions& o,
             const auto it = extras.find(state_key);
             if (it == extras.end()) throw UserError(where + " was not written by fit: it has no fit records");
             s = FitState::parse(it->second, where);
+            // The best parameters so far live in their own file: a checkpoint copied without it would
+            // train for hours and then fail to restore them, so it is refused before anything changes.
+            if (o.restore_best && s.result.best >= 0 && !best_path.empty() && !std::filesystem::exists(best_path))
+                throw UserError(where + " has a best evaluation (at step " +
+                                std::to_string(s.result.evaluations[static_cast<std::size_t>(s.result.best)].step) +
+                                ") whose parameters' file '" + best_path +
+                                "' is missing; copy it beside the checkpoint, or resume without restore_best");
         });
         if (c.position.minibatch >= n)
             throw UserError(where + " stopped at minibatch " + std::to_string(c.position.minibatch) +

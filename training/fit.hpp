@@ -100,7 +100,9 @@ struct FitResult {
 /// `evaluate` may be empty: then nothing is evaluated, kept or stopped early. It runs in whatever
 /// mode it sets (Trainer::test_minibatch and Session evaluation run in inference mode); a NaN score
 /// never counts as an improvement. A source without minibatches, a checkpoint whose position lies
-/// outside this source's epoch, or one that fit did not write is a UserError.
+/// outside this source's epoch, one that fit did not write, or (with restore_best) one that has a
+/// best evaluation whose best_path file is missing (a checkpoint copied without its ".best") is a
+/// UserError, before anything changes.
 FitResult fit(Trainer& trainer, const EpochSource& source, const FitOptions& options,
               const std::function<Evaluation()>& evaluate = {});
 

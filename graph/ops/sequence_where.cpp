@@ -3,6 +3,7 @@
 // its condition's axis. An op whose result would hold an empty sequence refuses it, naming the
 // sequence (docs/semantics.md: loom has no empty sequences).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -27,11 +28,11 @@ void require_one_element(const std::string& op, std::span<const TypeInfo> in, st
         shape_error(op, in, std::string(what) + " must have one element per step or item (shape [1])");
 }
 
+// The shortest text that reads back as v: 1e-310 and 1.0000001 as themselves, never "0" or "1".
 std::string number(double v) {
-    std::string s = std::to_string(v);
-    s.erase(s.find_last_not_of('0') + 1);
-    if (!s.empty() && s.back() == '.') s.pop_back();
-    return s;
+    char text[32];
+    const auto [end, error] = std::to_chars(text, text + sizeof text, v);
+    return error == std::errc() ? std::string(text, end) : std::to_string(v);
 }
 
 // sequence::where(cond): the positions where cond is non-zero, each repeated cond times.

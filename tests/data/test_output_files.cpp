@@ -108,6 +108,42 @@ TEST_CASE("output files: check_outputs follows symbolic links to the inputs and 
     CHECK(refusal({{dir.file("other.loom"), "--save"}}, {{data, "--train"}}) == "accepted");
 }
 
+TEST_CASE("output files: a name the file system refuses is refused before any work, by option") {
+    testing::TempDir dir("check_outputs_names");
+    // A regular file whose directory takes no new file, whoever runs this (root too): /proc.
+    const std::string proc = refusal({{"/proc/version", "--save"}});
+    CHECK(proc.starts_with("--save /proc/version: cannot write there: "));
+    CHECK(proc.find("'/proc'") != std::string::npos);
+    // A file name of 256 bytes: every Linux file system takes at most 255.
+    const std::string long_name = dir.file(std::string(256, 'm'));
+    const std::string too_long = refusal({{long_name, "--save"}});
+    CHECK(too_long.starts_with("--save " + long_name + ": cannot write there: "));
+    CHECK(too_long.find("256 bytes") != std::string::npos);
+    CHECK(too_long.find("at most 255") != std::string::npos);
+    CHECK(refusal({{dir.file(std::string(256, 'd') + "/a.svg"), "--plot", true}}).find("256 bytes") !=
+          std::string::npos);
+    // 255 bytes is a legal name, but the atomic write's temporary beside it is longer: refused too,
+    // as that write would fail after the work.
+    CHECK(refusal({{dir.file(std::string(255, 'n')), "--save"}}).find("cannot write there") != std::string::npos);
+    const std::string fits = dir.file(std::string(200, 'f'));
+    CHECK(refusal({{fits, "--save"}}) == "accepted");
+    CHECK_NOTHROW(write_text_atomically(fits, "x"));
+    std::filesystem::remove(fits);
+    CHECK(std::filesystem::is_empty(dir.path));  // the checks leave nothing behind
+}
+
+TEST_CASE("output files: a file the program names itself is never replaced, only one the user named") {
+    testing::TempDir dir("check_outputs_named");
+    const std::string mine = dir.file("alignment_1.svg");
+    std::ofstream(mine) << "the user's own picture";
+    CHECK(refusal({{mine, "--plot", true, true}}) ==
+          "--plot " + mine +
+              ": exists, and --plot names its files itself; refusing to replace it (move it away or choose "
+              "another directory)");
+    CHECK(refusal({{dir.file("alignment_2.svg"), "--plot", true, true}}) == "accepted");
+    CHECK(refusal({{mine, "--save"}}) == "accepted");  // named by the user: replaced as asked
+}
+
 namespace {
 
 // refusal() as seen by the unprivileged user nobody (uid and gid 65534), from a child process that

@@ -92,6 +92,18 @@ TEST_CASE("pronunciations: a variant may come first, any number marks one, words
     CHECK(d.merged_repeats() == 1);
 }
 
+TEST_CASE("pronunciations: each word keeps the line it was first read from, for messages") {
+    const PronunciationDictionary d = parse("# header\nb(2) B IY1\n\ncat K AE1 T\nb B IY0 Z\n");
+    REQUIRE(d.words() == std::vector<std::string>{"b", "cat"});
+    CHECK(d.line(0) == 2);
+    CHECK(d.line(1) == 4);
+    PronunciationDictionary built("built");
+    built.add("x", {"EH", "K", "S"});
+    built.add("y", {"W", "AY"}, 7);
+    CHECK(built.line(0) == 0);
+    CHECK(built.line(1) == 7);
+}
+
 TEST_CASE("pronunciations: every phoneme with every stress, runs of spaces and tabs") {
     std::string line = "all\t";
     Pronunciation expected;

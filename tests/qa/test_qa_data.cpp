@@ -219,6 +219,16 @@ TEST_CASE("read_qa_text: raw pairs are tokenised and grouped by question -- a he
     CHECK(d.labels() == std::vector<int>{1, 1, 0});
 }
 
+TEST_CASE("read_qa_text: spacing around or inside a question does not split its group") {
+    TempFile f("raw_spacing.tsv",
+               "Who wrote Hamlet?\tShakespeare did.\t1\n"
+               "Who wrote Hamlet? \tMarlowe did.\t0\n"
+               " Who  wrote Hamlet?\tBacon did.\t0\n");
+    const QaData d = read_qa_text(f.path.string());
+    CHECK(d.num_groups == 1);
+    CHECK(d.groups() == std::vector<std::size_t>{0, 0, 0});
+}
+
 TEST_CASE("read_qa_text: pairs to score may have no label -- bad lines name the file and line") {
     TempFile f("raw_to_score.tsv", "q one\ta b\nq two\tc d\n");
     const QaData d = read_qa_text(f.path.string(), true);

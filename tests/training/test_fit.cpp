@@ -242,6 +242,37 @@ TEST_CASE("fit refuses an empty source and a checkpoint it did not write or that
     expect_user_error([&] { fit(*to, other.source(2), o); }, {"fit.ckpt", "minibatch 3", "2 per epoch"});
 }
 
+TEST_CASE("fit refuses at the start a checkpoint whose best parameters' file is missing") {
+    TempDir dir("fit_best_missing");
+    Model m(1);
+    auto t = make_trainer(m);
+    FitOptions o;
+    o.max_epochs = 2;
+    o.evaluate_every = 2;
+    o.checkpoint_path = dir.file("fit.ckpt");
+    o.max_steps = 3;  // one evaluation, so a best one, then stopped
+    ScriptedEvaluation first{m, {0.5}, {}};
+    fit(*t, m.source(5), o, std::ref(first));
+    REQUIRE(std::filesystem::exists(o.checkpoint_path + ".best"));
+    // Copied elsewhere without its .best file: refused before a step, naming the missing file.
+    const std::string copy = dir.file("copy.ckpt");
+    std::filesystem::copy_file(o.checkpoint_path, copy);
+    o.checkpoint_path = copy;
+    o.max_steps = 0;
+    Model other(2);
+    auto to = make_trainer(other);
+    const auto before = values_of(other);
+    ScriptedEvaluation never{other, {}, {}};
+    expect_user_error([&] { fit(*to, other.source(5), o, std::ref(never)); },
+                      {"copy.ckpt.best", "missing", "copy.ckpt"});
+    CHECK(values_of(other) == before);
+    CHECK(never.seen.empty());
+    // Without restore_best the best parameters are never read back: the run goes on.
+    o.restore_best = false;
+    ScriptedEvaluation later{other, {0.1, 0.2, 0.3, 0.4}, {}};
+    CHECK(fit(*to, other.source(5), o, std::ref(later)).resumed);
+}
+
 TEST_CASE("fit draws the progress bar and prints a line per epoch and per evaluation") {
     Model m(1);
     auto t = make_trainer(m);

@@ -1,0 +1,40 @@
+#include "data/word_lists.hpp"
+
+#include <iostream>
+
+#include "core/errors.hpp"
+#include "core/serialization.hpp"
+#include "core/utf8.hpp"
+#include "data/text.hpp"
+
+namespace loom {
+
+WordListReader::WordListReader(const std::string& path)
+    : source_(path == "-" ? "standard input" : path),
+      file_(path == "-" ? std::ifstream() : data_text::open_for_reading(path)),
+      lines_(std::make_unique<data_text::LineReader>(path == "-" ? std::cin : static_cast<std::istream&>(file_),
+                                                     source_, data_text::TextCheck::utf8)) {}
+
+WordListReader::WordListReader(std::istream& in, std::string source)
+    : source_(std::move(source)),
+      lines_(std::make_unique<data_text::LineReader>(in, source_, data_text::TextCheck::utf8)) {}
+
+WordListReader::~WordListReader() = default;
+
+bool WordListReader::next_batch(std::vector<ListedWord>& batch, std::size_t count) {
+    if (count == 0) throw UserError("WordListReader::next_batch: a batch of 0 words");
+    batch.clear();
+    std::string line;
+    while (batch.size() < count && lines_->next(line)) {
+        const std::vector<std::string> words = data_text::split_whitespace(line);
+        if (words.empty()) continue;
+        if (words.size() > 1)
+            lines_->fail(std::to_string(words.size()) + " words (" + quoted_field(words[0]) + ", " +
+                         quoted_field(words[1]) + (words.size() > 2 ? ", ..." : "") +
+                         "); a word list has one word a line");
+        batch.push_back({words[0], lines_->line_number()});
+    }
+    return !batch.empty();
+}
+
+}  // namespace loom
