@@ -3,30 +3,40 @@
 //   g2p                                             built-in synthetic words, a short run
 //   g2p --train cmudict-train.dict --eval cmudict-dev.dict --minutes 30 --save M.loom
 //   g2p --model M.loom --predict word other ...      word<TAB>PH1 PH2 ... per word, on stdout
+//   g2p --model M.loom --predict-file words.txt      the same for a list, one word a line ("-": stdin)
 //   g2p --model M.loom --eval cmudict-dev.dict      WER and PER of a saved model
-//   g2p ... --plot DIR                               attention alignments (letters x phonemes), SVG
+//   g2p ... --eval D --plot DIR                      attention alignments (letters x phonemes), SVG
+//
+// Every input's words are checked before any work (samples/g2p/words.hpp: the model's letters, upper
+// case read as lower case, at most 64 letters), and every output can be created (check_outputs).
+// Words to pronounce are decoded a batch at a time, so memory does not grow with their number.
 //
 // A BiLSTM reads the letters; an LSTM decoder attends over them inside its loop (Luong's general
 // score, input feeding), trained with teacher forcing; beam search writes the phonemes. The model
 // is samples/g2p/model.hpp; the reader, WER/PER and beam search are loom's.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <random>
 
 #include <loom.hpp>
 
 #include "model.hpp"
+#include "words.hpp"
 
 using namespace loom;
 
 namespace {
 
 struct Options {
-    std::string train_file, eval_file, save, model_file, plot_dir;
+    std::string train_file, eval_file, save, model_file, plot_dir, predict_file;
     std::vector<std::string> predict;
     std::size_t epochs = 8, batch = 64, beam = 5, threads = 1, max_length = 30, words = 3000;
     double minutes = 0, learning_rate = 2e-3;  // minutes 0: no time limit
@@ -69,6 +79,12 @@ PronunciationDictionary synthetic_words(std::size_t count, std::uint64_t seed) {
 }
 
 constexpr std::size_t alignment_plots = 4;  // words drawn by --plot: alignment_1.svg ...
+// Words per decoder call (times the beam width in hypotheses): what decoding holds is bounded by this
+// and max_letters, never by the number of words.
+constexpr std::size_t decode_batch = 128;
+// The learning rate is halved once the held-out PER has not improved for this many epochs in a row:
+// one flat epoch is often noise, and halving on it would stall a run that was still learning.
+constexpr std::size_t rate_patience = 2;
 
 struct Scored {
     G2PScore score;
@@ -79,9 +95,9 @@ struct Scored {
 // Beam search over every word of `dict` (each word's first pronunciation is not used), in batches.
 Scored predict_all(g2p::Model& m, const PronunciationDictionary& dict, std::size_t beam, std::size_t max_length) {
     Scored s;
-    for (std::size_t start = 0; start < dict.size(); start += 128) {
+    for (std::size_t start = 0; start < dict.size(); start += decode_batch) {
         std::vector<std::vector<std::size_t>> words;
-        for (std::size_t i = start; i < std::min(start + 128, dict.size()); ++i)
+        for (std::size_t i = start; i < std::min(start + decode_batch, dict.size()); ++i)
             words.push_back(g2p::letter_ids(dict.words()[i]));
         const auto p = m.predict(words, beam, max_length);
         s.unfinished += p.unfinished;
@@ -89,21 +105,6 @@ Scored predict_all(g2p::Model& m, const PronunciationDictionary& dict, std::size
     }
     s.score = score_pronunciations(s.predictions, dict.pronunciations());
     return s;
-}
-
-void save_model(const std::string& path, const g2p::Model& m) {
-    save_model_file(path, "g2p", m.parameters(),
-                    {{"settings", settings_record({{"embed", double(m.sizes.embed)},
-                                                   {"encoder", double(m.sizes.encoder)},
-                                                   {"decoder", double(m.sizes.decoder)}})}});
-}
-
-std::unique_ptr<g2p::Model> load_model(const std::string& path) {
-    const ModelFile f = read_model_file(path, "g2p");
-    auto size = [&](const char* name) { return f.whole_setting(name, 1, 4096); };
-    auto m = std::make_unique<g2p::Model>(g2p::Sizes{size("embed"), size("encoder"), size("decoder")});
-    assign_parameters(f, m->parameters());
-    return m;
 }
 
 // One picture per word: a row per emitted phoneme (and </s>), a column per letter, shaded by the
@@ -132,20 +133,76 @@ void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const s
     }
 }
 
-int predict(const Options& o) {
-    auto m = load_model(o.model_file);
-    std::vector<std::vector<std::size_t>> words;
-    for (const std::string& w : o.predict) words.push_back(g2p::letter_ids(w));
-    const auto p = words.empty() ? g2p::Model::Prediction{} : m->predict(words, o.beam, o.max_length);
-    for (std::size_t i = 0; i < words.size(); ++i) {
-        std::string line = o.predict[i] + "\t";
-        for (const std::string& ph : g2p::phonemes_of(p.phonemes[i])) line += (line.back() == '\t' ? "" : " ") + ph;
-        std::printf("%s\n", line.c_str());
+// Prints "word<TAB>PH1 PH2 ..." for each word given, decoding decode_batch words at a time.
+class Pronouncer {
+public:
+    Pronouncer(g2p::Model& m, const Options& o) : model_(m), options_(o) {}
+    // `shown` as the user wrote it, `word` as the model reads it (model_word).
+    void add(const std::string& shown, const std::string& word) {
+        shown_.push_back(shown), ids_.push_back(g2p::letter_ids(word));
+        if (ids_.size() == decode_batch) flush();
     }
-    if (p.unfinished > 0)
-        std::cerr << p.unfinished << " word(s) reached " << o.max_length << " phonemes without ending\n";
+    void flush() {
+        if (ids_.empty()) return;
+        const auto p = model_.predict(ids_, options_.beam, options_.max_length);
+        for (std::size_t i = 0; i < ids_.size(); ++i) {
+            std::string line = shown_[i] + "\t";
+            for (const std::string& ph : g2p::phonemes_of(p.phonemes[i])) line += (line.back() == '\t' ? "" : " ") + ph;
+            std::printf("%s\n", line.c_str());
+        }
+        unfinished += p.unfinished;
+        shown_.clear(), ids_.clear();
+    }
+    std::size_t unfinished = 0;
+
+private:
+    g2p::Model& model_;
+    const Options& options_;
+    std::vector<std::string> shown_;
+    std::vector<std::vector<std::size_t>> ids_;
+};
+
+// Words of a list given by --predict-file, each checked with its file and line; `each` is called with
+// the word as written and as the model reads it.
+template <class Each>
+void read_word_list(const std::string& path, Each&& each) {
+    WordListReader list(path);
+    std::vector<ListedWord> batch;
+    while (list.next_batch(batch, decode_batch))
+        for (const ListedWord& w : batch)
+            each(w.word, g2p::model_word(w.word, list.source() + ":" + std::to_string(w.line)));
+}
+
+int predict(const Options& o) {
+    // Every word is checked before the model is read: the arguments, then a list file (a pass of its
+    // own, so an error on its last line comes before any output). Standard input and pipes are read
+    // once, so their words are checked as they come.
+    std::vector<std::string> words;
+    for (std::size_t i = 0; i < o.predict.size(); ++i) {
+        const std::string& w = o.predict[i];
+        std::error_code ec;
+        if (std::filesystem::exists(w, ec))
+            throw UserError("--predict " + w +
+                            ": names a file; to pronounce the words of a file, one a line, use "
+                            "--predict-file " +
+                            w);
+        words.push_back(g2p::model_word(w, "--predict word " + std::to_string(i + 1)));
+    }
+    const bool list_in_file =
+        !o.predict_file.empty() && o.predict_file != "-" && std::filesystem::is_regular_file(o.predict_file);
+    if (list_in_file) read_word_list(o.predict_file, [](const std::string&, const std::string&) {});
+    PronunciationDictionary eval("no --eval");
+    if (!o.eval_file.empty()) eval = g2p::model_dictionary(read_pronunciations(o.eval_file));
+
+    auto m = g2p::load_model(o.model_file);
+    Pronouncer out(*m, o);
+    for (std::size_t i = 0; i < words.size(); ++i) out.add(o.predict[i], words[i]);
+    if (!o.predict_file.empty())
+        read_word_list(o.predict_file, [&](const std::string& shown, const std::string& w) { out.add(shown, w); });
+    out.flush();
+    if (out.unfinished > 0)
+        std::cerr << out.unfinished << " word(s) reached " << o.max_length << " phonemes without ending\n";
     if (!o.eval_file.empty()) {  // a saved model scored on a dictionary
-        const PronunciationDictionary eval = read_pronunciations(o.eval_file);
         const Scored s = predict_all(*m, eval, o.beam, o.max_length);
         std::printf("%s, %zu words, beam %zu: WER %.2f %%, PER %.2f %%\n", eval.source().c_str(), eval.size(), o.beam,
                     100 * s.score.wer(), 100 * s.score.per());
@@ -153,25 +210,41 @@ int predict(const Options& o) {
     return 0;
 }
 
+// A dictionary's words as the model reads them, with a note when upper case was folded.
+PronunciationDictionary checked_words(const PronunciationDictionary& d) {
+    std::size_t folded = 0;
+    PronunciationDictionary out = g2p::model_dictionary(d, &folded);
+    if (folded > 0)
+        std::fprintf(stderr, "note: %s: %zu word(s) with upper case read as lower case (the model's letters are)\n",
+                     d.source().c_str(), folded);
+    return out;
+}
+
+// Whether word i of n is held out to choose the learning rate's decay and the parameters kept: every
+// 50th word, and below 50 words the last one, so that any list of two words or more has a held-out set.
+bool held_out(std::size_t i, std::size_t n) { return n >= 50 ? i % 50 == 49 : n >= 2 && i == n - 1; }
+
 int train(const Options& o) {
     // Every file this run writes is checked before minutes of training, not after (data/output_files.hpp).
+    // Its alignment_N.svg names are the program's: an existing one is the user's and is never replaced.
     std::vector<FileOption> outputs{{o.save, "--save"}};
     for (std::size_t n = 1; !o.plot_dir.empty() && n <= alignment_plots; ++n)
-        outputs.push_back({o.plot_dir + "/alignment_" + std::to_string(n) + ".svg", "--plot", true});
+        outputs.push_back({o.plot_dir + "/alignment_" + std::to_string(n) + ".svg", "--plot", true, true});
     check_outputs(outputs, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
-    if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
+    // Every word of every input is checked (and case folded) before the model is built.
     PronunciationDictionary train =
-        o.train_file.empty() ? synthetic_words(o.words, o.seed) : read_pronunciations(o.train_file);
+        o.train_file.empty() ? synthetic_words(o.words, o.seed) : checked_words(read_pronunciations(o.train_file));
     PronunciationDictionary eval =
         o.train_file.empty() ? synthetic_words(o.words / 5, o.seed + 1000) : PronunciationDictionary("no --eval");
-    if (!o.eval_file.empty()) eval = read_pronunciations(o.eval_file);
-    // Every 50th training word chooses the learning rate's decay and the parameters kept, never --eval.
-    PronunciationDictionary held("every 50th training word");
+    if (!o.eval_file.empty()) eval = checked_words(read_pronunciations(o.eval_file));
+    if (!o.plot_dir.empty()) std::filesystem::create_directories(o.plot_dir);
+    // Held-out training words choose the learning rate's decay and the parameters kept, never --eval.
+    PronunciationDictionary held(train.size() >= 50 ? "every 50th training word" : "the last training word");
     std::vector<std::vector<std::size_t>> words, prons;
     std::vector<ItemLengths> lengths;
     for (std::size_t i = 0; i < train.size(); ++i) {
         const auto& refs = train.pronunciations()[i];
-        if (i % 50 == 49) {
+        if (held_out(i, train.size())) {
             for (const auto& r : refs) held.add(train.words()[i], r);
             continue;
         }
@@ -194,33 +267,47 @@ int train(const Options& o) {
     Batcher batches(lengths, {.batch_size = o.batch, .sort_window = 20, .seed = o.seed});
     const auto start = std::chrono::steady_clock::now();
     auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };
-    double best_per = 2;
+    if (held.size() == 0)
+        std::printf("nothing held out (one training word): the last epoch is kept, the rate never halved\n");
+    // The first epoch is always trained to its end, whatever --minutes says: a model is never saved or
+    // scored untrained. Later epochs stop when the time is up.
+    double best_per = std::numeric_limits<double>::infinity();
+    std::size_t flat_epochs = 0;
     std::vector<xt::xarray<float>> best;
     std::size_t epoch = 0;
-    const double limit = o.minutes > 0 ? o.minutes : 1e300;
-    for (; epoch < o.epochs && minutes() < limit; ++epoch) {
+    const double limit = o.minutes > 0 ? o.minutes : std::numeric_limits<double>::infinity();
+    for (; epoch < o.epochs && (epoch == 0 || minutes() < limit); ++epoch) {
         double loss = 0, count = 0;
-        for (std::size_t b = 0; b < batches.batches_per_epoch() && minutes() < limit; ++b) {
+        for (std::size_t b = 0; b < batches.batches_per_epoch() && (epoch == 0 || minutes() < limit); ++b) {
             std::vector<std::vector<std::size_t>> w, p;
             for (std::size_t i : batches.next()) w.push_back(words[i]), p.push_back(prons[i]);
             const MinibatchResult r = trainer.train_minibatch(m.bind(w, p));
             loss += r.loss_sum, count += double(r.loss_count);
         }
+        if (epoch == 0 && minutes() >= limit)
+            std::printf("note: --minutes %g ran out within the first epoch, which was trained to its end\n", o.minutes);
+        if (held.size() == 0) {
+            std::printf("epoch %zu (%.1f min): loss %.3f per word\n", epoch + 1, minutes(),
+                        loss / std::max(count, 1.0));
+            continue;
+        }
         const G2PScore h = predict_all(m, held, 1, o.max_length).score;  // greedy: quick
-        const bool better = h.per() < best_per;
+        const bool better = h.per() < best_per, halve = !better && ++flat_epochs >= rate_patience;
         if (better) {
-            best_per = h.per();
+            best_per = h.per(), flat_epochs = 0;
             best.clear();
             for (const Parameter& p : m.parameters()) best.push_back(p.value());
-        } else {
-            *rate /= 2;
+        } else if (halve) {
+            *rate /= 2, flat_epochs = 0;
         }
         std::printf("epoch %zu (%.1f min): loss %.3f per word; held-out greedy WER %.1f %% PER %.2f %%%s\n", epoch + 1,
                     minutes(), loss / std::max(count, 1.0), 100 * h.wer(), 100 * h.per(),
-                    better ? "" : ", rate halved");
+                    better  ? ""
+                    : halve ? ", rate halved"
+                            : ", no better");
     }
     for (std::size_t i = 0; i < best.size(); ++i) m.parameters()[i].set_value(best[i]);
-    if (!o.save.empty()) save_model(o.save, m), std::printf("saved %s\n", o.save.c_str());
+    if (!o.save.empty()) g2p::save_model(o.save, m), std::printf("saved %s\n", o.save.c_str());
     if (eval.size() > 0) {
         const auto t0 = std::chrono::steady_clock::now();
         const Scored s = predict_all(m, eval, o.beam, o.max_length);
@@ -242,28 +329,54 @@ int train(const Options& o) {
 
 }  // namespace
 
+// CLI11's Range lets NaN through (every comparison with it is false) and reads "inf": a floating
+// option must be a finite number, refused by its name otherwise.
+const CLI::Validator finite_number(
+    [](std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && !std::isfinite(v) ? text + " is not a finite number" : std::string();
+    },
+    "FINITE");
+
+// Bounds on what one run may cost (README, "The g2p sample"). A word has at most g2p::max_letters
+// letters and no letter spells more than two phonemes, so 128 phonemes leave room; beam search costs
+// beam x max-length decoder steps per word, and the literature's widths are 5 to 10.
+constexpr std::size_t max_beam = 32, max_phonemes = 128, max_batch = 1024, max_synthetic_words = 200000;
+
 int main(int argc, char** argv) {
     Options o;
     CLI::App app{"Train a spelling -> pronunciation model with attention, or pronounce words with a saved one"};
-    app.add_option("--train", o.train_file, "pronunciation dictionary (CMUdict format); default: synthetic words")
+    app.add_option("--train", o.train_file,
+                   "pronunciation dictionary (CMUdict format; upper case is read as lower case); default: "
+                   "synthetic words")
         ->check(CLI::ExistingFile);
     app.add_option("--eval", o.eval_file, "dictionary to report WER and PER on")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
-    app.add_option("--model", o.model_file, "a model file written by --save (with --predict)")
+    app.add_option("--model", o.model_file, "a model file written by --save (with --predict, --predict-file, --eval)")
         ->check(CLI::ExistingFile);
     app.add_option("--predict", o.predict, "words to pronounce, with --model (with --eval: WER and PER)");
-    app.add_option("--plot", o.plot_dir, "write attention alignments of a few --eval words (SVG) here");
-    app.add_option("--minutes", o.minutes, "training time at most; 0: no limit")
+    app.add_option("--predict-file", o.predict_file,
+                   "a file of words to pronounce, one a line, with --model; '-': standard input");
+    app.add_option("--plot", o.plot_dir,
+                   "write attention alignments of a few --eval words (SVG) here; never replaces an existing "
+                   "alignment_N.svg");
+    app.add_option("--minutes", o.minutes, "training time at most (the first epoch always ends); 0: no limit")
         ->capture_default_str()
+        ->check(finite_number)
         ->check(CLI::Range(0.0, 1e6));
     app.add_option("--epochs", o.epochs, "epochs at most")->capture_default_str()->check(CLI::Range(1, 100000));
-    app.add_option("--batch", o.batch, "pronunciations per step")->capture_default_str()->check(CLI::Range(1, 100000));
-    app.add_option("--beam", o.beam, "beam width")->capture_default_str()->check(CLI::Range(1, 1000));
+    app.add_option("--batch", o.batch, "pronunciations per step")
+        ->capture_default_str()
+        ->check(CLI::Range(std::size_t{1}, max_batch));
+    app.add_option("--beam", o.beam, "beam width")->capture_default_str()->check(CLI::Range(std::size_t{1}, max_beam));
     app.add_option("--max-length", o.max_length, "phonemes per word at most")
         ->capture_default_str()
-        ->check(CLI::Range(1, 1000));
-    app.add_option("--learning-rate", o.learning_rate, "Adam's rate")
+        ->check(CLI::Range(std::size_t{1}, max_phonemes));
+    app.add_option("--learning-rate", o.learning_rate,
+                   "Adam's rate (halved after 2 epochs without a better held-out PER)")
         ->capture_default_str()
+        ->check(finite_number)
         ->check(CLI::Range(1e-9, 10.0));
     app.add_option("--embed", o.sizes.embed, "letter and phoneme embedding size")
         ->capture_default_str()
@@ -276,15 +389,25 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096));
     app.add_option("--words", o.words, "synthetic data: training words")
         ->capture_default_str()
-        ->check(CLI::Range(10, 10000000));
+        ->check(CLI::Range(std::size_t{10}, max_synthetic_words));
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
     CLI11_PARSE(app, argc, argv);
     try {
-        if (o.model_file.empty() ? !o.predict.empty() : o.predict.empty() && o.eval_file.empty())
-            throw UserError("--model FILE goes with --predict WORDS or --eval FILE (prediction builds nothing else)");
+        const bool predicts = !o.predict.empty() || !o.predict_file.empty();
+        if (o.model_file.empty() ? predicts : !predicts && o.eval_file.empty())
+            throw UserError(
+                "--model FILE goes with --predict WORDS, --predict-file FILE or --eval FILE (prediction "
+                "builds nothing else)");
         if (!o.model_file.empty() && (!o.train_file.empty() || !o.save.empty() || !o.plot_dir.empty()))
             throw UserError("--model FILE predicts only: --train, --save and --plot do not go with it");
+        if (std::find(o.predict.begin(), o.predict.end(), "-") != o.predict.end())
+            throw UserError("--predict -: to read the words to pronounce from standard input, use --predict-file -");
+        // The alignments are drawn for --eval words; the synthetic words (no --train) bring their own.
+        if (!o.plot_dir.empty() && !o.train_file.empty() && o.eval_file.empty())
+            throw UserError("--plot " + o.plot_dir +
+                            ": the alignments are drawn for words of --eval, and there is none; give --eval FILE "
+                            "too");
         std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a line at a time, also into a file: progress shows
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(o.threads));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/utf8.hpp"
+
 using namespace loom;
 
 namespace g2p {
@@ -18,15 +20,21 @@ const std::string& letters_text() {
 std::size_t letter_count() { return letters_text().size(); }
 std::size_t phoneme_count() { return 2 + arpabet_phonemes().size(); }
 
+std::size_t letter_index(char letter) {
+    const auto at = letters_text().find(letter);
+    return at == std::string::npos ? letter_count() : at;
+}
+
 std::vector<std::size_t> letter_ids(const std::string& word) {
     if (word.empty()) throw UserError("g2p: an empty word");
     std::vector<std::size_t> ids;
-    for (char ch : word) {
-        const auto at = letters_text().find(ch);
-        if (at == std::string::npos)
-            throw UserError("g2p: the word '" + word + "' holds '" + std::string(1, ch) +
-                            "'; words are lower-case letters, ' . and -");
-        ids.push_back(at);
+    for (std::size_t i = 0; i < word.size(); ++i) {
+        ids.push_back(letter_index(word[i]));
+        if (ids.back() == letter_count()) {
+            const std::size_t length = std::max<std::size_t>(utf8_sequence_length(std::string_view(word).substr(i)), 1);
+            throw UserError("g2p: the word " + quoted_field(word) + " holds " + quoted_field(word.substr(i, length)) +
+                            "; words are lower-case letters, ' . and -");
+        }
     }
     return ids;
 }
@@ -47,6 +55,12 @@ Pronunciation phonemes_of(const std::vector<std::size_t>& ids) {
     for (std::size_t id : ids)
         if (id >= 2 && id < phoneme_count()) p.push_back(arpabet_phonemes()[id - 2]);
     return p;
+}
+
+std::vector<std::pair<std::string, std::vector<std::size_t>>> sizing_parameters(const Sizes& s) {
+    return {{"letter_embedding.E", {letter_count(), s.embed}},
+            {"encoder_forward.U", {s.encoder, 4 * s.encoder}},
+            {"decoder.feed_weights", {s.decoder, 4 * s.decoder}}};
 }
 
 struct Model::Parts {
@@ -138,6 +152,43 @@ Model::Prediction Model::predict(const std::vector<std::vector<std::size_t>>& wo
     p.unfinished = g.unfinished;
     for (const auto& item : g.items) p.phonemes.push_back(item.front().symbols);
     return p;
+}
+
+void save_model(const std::string& path, const Model& m) {
+    save_model_file(path, "g2p", m.parameters(),
+                    {{"settings", settings_record({{"embed", double(m.sizes.embed)},
+                                                   {"encoder", double(m.sizes.encoder)},
+                                                   {"decoder", double(m.sizes.decoder)}})}});
+}
+
+namespace {
+
+// The shape of the file's parameter `name`; empty when it has none.
+std::vector<std::size_t> shape_in_file(const ModelFile& f, const std::string& name) {
+    const auto it = f.parameters.find(name);
+    if (it == f.parameters.end()) return {};
+    return std::visit([](const auto& a) { return std::vector<std::size_t>(a.shape().begin(), a.shape().end()); },
+                      it->second);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+    const ModelFile f = read_model_file(path, "g2p");
+    auto size = [&](const char* name) { return f.whole_setting(name, 1, 4096); };
+    const Sizes sizes{size("embed"), size("encoder"), size("decoder")};
+    // The settings must be those of the parameters the file holds: a file that claims 4096 everywhere
+    // over small parameters would otherwise build a model of gigabytes before the shapes disagree.
+    for (const auto& [name, shape] : sizing_parameters(sizes))
+        if (const auto held = shape_in_file(f, name); held != shape)
+            throw DataError(path + ": its settings (embed " + std::to_string(sizes.embed) + ", encoder " +
+                            std::to_string(sizes.encoder) + ", decoder " + std::to_string(sizes.decoder) +
+                            ") make parameter '" + name + "' " + Shape(shape).str() + ", but the file holds " +
+                            (held.empty() ? std::string("no such parameter") : Shape(held).str()) +
+                            "; it is not a model file this program wrote");
+    auto m = std::make_unique<Model>(sizes);
+    assign_parameters(f, m->parameters());
+    return m;
 }
 
 }  // namespace g2p

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <loom.hpp>
@@ -19,7 +20,10 @@ namespace g2p {
 inline constexpr std::size_t end_symbol = 0, start_symbol = 1;
 std::size_t letter_count();
 std::size_t phoneme_count();
-// A UserError naming the word and the character for anything outside the letters.
+// The id of a letter; letter_count() for any other byte.
+std::size_t letter_index(char letter);
+// A UserError naming the word and the character for anything outside the letters (words.hpp's
+// model_word checks and folds a word before it gets here).
 std::vector<std::size_t> letter_ids(const std::string& word);
 std::vector<std::size_t> phoneme_ids(const loom::Pronunciation& p);
 loom::Pronunciation phonemes_of(const std::vector<std::size_t>& ids);
@@ -27,6 +31,10 @@ loom::Pronunciation phonemes_of(const std::vector<std::size_t>& ids);
 struct Sizes {
     std::size_t embed = 64, encoder = 128, decoder = 256;
 };
+
+// The parameters that fix the three sizes, by name, with the shapes `sizes` give them: a model file's
+// settings are checked against its own parameters before a model of those settings is built.
+std::vector<std::pair<std::string, std::vector<std::size_t>>> sizing_parameters(const Sizes& sizes);
 
 class Model {
     struct Parts;
@@ -36,12 +44,12 @@ public:
     explicit Model(Sizes sizes);
 
     Sizes sizes;
-    loom::Variable letters;                 // a sequence of letter ids [1]
-    loom::Variable previous, targets;       // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
-    loom::layers::AttentionMemory memory;   // the encoder states, per word
-    loom::layers::Decoder decoder;          // one step, used by both graphs below
-    loom::Variable loss;                    // per word: the summed cross entropy of its phonemes
-    loom::Variable alignment;               // the attention weights of each decoder step [T_max letters]
+    loom::Variable letters;                // a sequence of letter ids [1]
+    loom::Variable previous, targets;      // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
+    loom::layers::AttentionMemory memory;  // the encoder states, per word
+    loom::layers::Decoder decoder;         // one step, used by both graphs below
+    loom::Variable loss;                   // per word: the summed cross entropy of its phonemes
+    loom::Variable alignment;              // the attention weights of each decoder step [T_max letters]
 
     std::vector<loom::Parameter> parameters() const;
     // Teacher forcing: letters, previous and targets for these (word, pronunciation) id lists.
@@ -59,5 +67,11 @@ private:
     std::unique_ptr<loom::layers::Generator> generator_;
     std::unique_ptr<loom::Session> encoder_;
 };
+
+// A model file of kind "g2p": the parameters and the three sizes (its "settings" record).
+void save_model(const std::string& path, const Model& m);
+// Reads one back. Throws DataError when the file's settings are not those of the parameters it holds
+// (sizing_parameters), before a model of those settings is built; UserError for another kind of file.
+std::unique_ptr<Model> load_model(const std::string& path);
 
 }  // namespace g2p

@@ -275,6 +275,10 @@ int main(int argc, char** argv) {
             throw UserError("--score FILE and --model FILE go together (scoring builds nothing else)");
         if (!o.model_file.empty() && !(o.train_file + o.eval_file + o.save + o.plot_dir + o.graph_file).empty())
             throw UserError("--model FILE scores only: --train, --eval, --save, --plot and --graph do not go with it");
+        // The plots draw the --eval pairs' attention; the synthetic data (no --train) brings its own.
+        if (!o.plot_dir.empty() && !o.train_file.empty() && o.eval_file.empty())
+            throw UserError("--plot " + o.plot_dir +
+                            ": the plots are drawn for the pairs of --eval, and there is none; give --eval FILE too");
         std::cout << std::unitbuf;
         set_blas_threads(1);  // independent steps run side by side instead (bench/README.md)
         set_inter_op_threads(static_cast<int>(o.threads));

@@ -24,7 +24,9 @@ std::vector<ListedWord> all_words(const std::string& text, std::size_t batch_siz
 }  // namespace
 
 TEST_CASE("word lists: one word a line, each with its line -- blank lines and surrounding space skipped") {
-    const auto words = all_words("\xEF\xBB\xBF" "cat\r\n\n  dog \t\n\t\nx-ray\ncafé\n   \no'neil");
+    const auto words = all_words(
+        "\xEF\xBB\xBF"
+        "cat\r\n\n  dog \t\n\t\nx-ray\ncafé\n   \no'neil");
     REQUIRE(words.size() == 5);
     CHECK(words[0].word == "cat");
     CHECK(words[0].line == 1);

@@ -77,10 +77,16 @@ TEST_CASE("sequence::where refuses an all-zero sequence and counts that are not 
         },
         {"sequence::where", "nan", "step 1"});
     // A subnormal count is neither 0 nor 1: the message shows the number, not "0".
-    expect_user_error([&] { evaluate({w}, {{cond, conditions({{1, 1e-310}})}}); },
-                      {"sequence::where", "is 1e-310 at step 1"});
-    expect_user_error([&] { evaluate({w}, {{cond, conditions({{1, 1.0000001}})}}); },
-                      {"sequence::where", "is 1.0000001 at step 1"});
+    expect_user_error(
+        [&] {
+            evaluate({w}, {{cond, conditions({{1, 1e-310}})}});
+        },
+        {"sequence::where", "is 1e-310 at step 1"});
+    expect_user_error(
+        [&] {
+            evaluate({w}, {{cond, conditions({{1, 1.0000001}})}});
+        },
+        {"sequence::where", "is 1.0000001 at step 1"});
     expect_user_error([&] { sequence::where(sequence::input_variable({2}, "wide")); }, {"sequence::where", "[2]"});
     expect_user_error([&] { sequence::where(input_variable({1}, "flat")); }, {"sequence::where", "sequence"});
 }

@@ -2,7 +2,7 @@
 # built-in synthetic words with --save and --plot, then --model M --predict must print exactly one
 # "word<TAB>PH1 PH2 ..." line per word on stdout (ARPAbet without stress digits), alignments must be
 # SVG files, and bad input must fail with a message and nothing on stdout: a word outside the
-# letters, a model file cut in half, --predict without --model, --model with --train, --save into a
+# letters (named whole), a model file cut in half, --predict without --model, --model with --train, --save into a
 # missing directory (before any training), a beam width of 0. Outputs are checked before any work,
 # with nothing written and the input unchanged: the training dictionary as --save, a device as
 # --save, --save into the --plot directory, a directory where --plot writes alignment_1.svg.
@@ -57,7 +57,8 @@ function(expect_failure what pattern)
     message(FATAL_ERROR "${what}: expected a failure matching '${pattern}' and nothing on stdout, got ${rc}: '${out}' '${err}'")
   endif()
 endfunction()
-expect_failure("a word outside the letters" "'Cat' holds 'C'" --model ${dir}/m.loom --predict Cat)
+expect_failure("a word outside the letters" "--predict word 2: the word 'café' holds 'é'"
+  --model ${dir}/m.loom --predict cat café)
 file(SIZE ${dir}/m.loom size)
 math(EXPR keep "${size} / 2")
 execute_process(COMMAND head -c ${keep} ${dir}/m.loom OUTPUT_FILE ${dir}/cut.loom)

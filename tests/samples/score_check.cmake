@@ -8,7 +8,8 @@
 # the input unchanged): the training data as --save, --save and --graph on one path, a device as
 # --graph, a directory as --save, a directory where --plot writes training.svg, --save into the
 # --plot directory; a FIFO or /dev/zero as --model fails at once; counts out of range (--epochs -1)
-# and --train with --score are refused; --plot works with fewer than 10 questions (nothing held out).
+# and --train with --score are refused, and so is --plot with --train but no --eval (nothing to draw);
+# --plot works with fewer than 10 questions (nothing held out).
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
@@ -115,6 +116,12 @@ if(rc EQUAL 0)  # opening a FIFO would block until a writer came: a hang, cut by
   endif()
 endif()
 expect_failure("/dev/zero as --model" "'/dev/zero' is not a regular file" --model /dev/zero --score ${dir}/pairs.tsv)
+# --plot draws the --eval pairs: with --train and no --eval it is refused, before training.
+expect_failure("--plot without --eval" "--plot .*/P0: the plots are drawn for the pairs of --eval"
+  ${small} --train ${dir}/d.tsv --plot ${dir}/P0)
+if(EXISTS ${dir}/P0)
+  message(FATAL_ERROR "--plot without --eval created its directory")
+endif()
 expect_failure("--epochs -1" "--epochs" ${tiny} --epochs -1)
 expect_failure("--embed 0" "--embed" ${tiny} --embed 0)
 expect_failure("--score with --train" "scores only" --model ${dir}/m.loom --score ${dir}/pairs.tsv --train ${dir}/d.tsv)

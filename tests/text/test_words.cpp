@@ -27,7 +27,8 @@ TEST_CASE("idf table as text: round trip and malformed text named by source and 
     bad("documents 2\na 1\n", "m:2:");
     // The count of documents is a whole number a corpus can have: inf and nan would score every pair
     // nan, 1e308 would shift every score; each is refused at its line.
-    for (const char* n : {"inf", "nan", "-inf", "1e308", "2.5", "3x", "1e16"}) bad(std::string("documents ") + n + "\n", "m:1:");
+    for (const char* n : {"inf", "nan", "-inf", "1e308", "2.5", "3x", "1e16"})
+        bad(std::string("documents ") + n + "\n", "m:1:");
     bad("documents 2\na\tnan\n", "m:2:");
     bad("documents 2\na\t1.5\n", "m:2:");
     bad("documents 2\na\t1 \n", "m:2:");

@@ -1,0 +1,56 @@
+// The g2p sample's model files (samples/g2p/model.hpp): written and read back, and a file whose
+// settings are not those of its parameters refused before a model of those settings is built.
+#include <doctest/doctest.h>
+
+#include <sys/resource.h>
+
+#include "core/errors.hpp"
+#include "g2p/model.hpp"
+#include "test_support.hpp"
+
+using namespace loom;
+
+namespace {
+
+// The peak resident memory of this process so far, in MB.
+double peak_rss_mb() {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_maxrss) / 1024;
+}
+
+}  // namespace
+
+TEST_CASE("g2p model file: saved and read back with its sizes") {
+    testing::TempDir dir("g2p_model_file");
+    g2p::Model m({8, 6, 10});
+    g2p::save_model(dir.file("m.loom"), m);
+    const auto back = g2p::load_model(dir.file("m.loom"));
+    CHECK(back->sizes.embed == 8);
+    CHECK(back->sizes.encoder == 6);
+    CHECK(back->sizes.decoder == 10);
+    for (const auto& [name, shape] : g2p::sizing_parameters(m.sizes)) {
+        const auto params = m.parameters();
+        const auto it =
+            std::find_if(params.begin(), params.end(), [&](const Parameter& p) { return p.name() == name; });
+        REQUIRE_MESSAGE(it != params.end(), name);
+        CHECK(it->shape() == Shape(shape));
+    }
+}
+
+TEST_CASE("g2p model file: settings of 4096 over small parameters are refused before the model is built") {
+    testing::TempDir dir("g2p_model_claims");
+    g2p::Model small({8, 6, 10});
+    const std::string path = dir.file("claims.loom");
+    save_model_file(path, "g2p", small.parameters(),
+                    {{"settings", settings_record({{"embed", 4096}, {"encoder", 4096}, {"decoder", 4096}})}});
+    const double before = peak_rss_mb();
+    CHECK_THROWS_WITH_AS(
+        g2p::load_model(path),
+        doctest::Contains("make parameter 'letter_embedding.E' [29, 4096], but the file holds [29, 8]"), DataError);
+    CHECK(peak_rss_mb() - before < 200);  // a model of these settings holds gigabytes
+    // One size off is found too.
+    save_model_file(path, "g2p", small.parameters(),
+                    {{"settings", settings_record({{"embed", 8}, {"encoder", 6}, {"decoder", 4096}})}});
+    CHECK_THROWS_WITH_AS(g2p::load_model(path), doctest::Contains("'decoder.feed_weights'"), DataError);
+}

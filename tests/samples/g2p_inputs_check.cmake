@@ -1,0 +1,110 @@
+# The g2p sample's training run with a user's own files (run by CTest, tests/CMakeLists.txt): what
+# goes wrong is refused before any training (nothing on stdout, nothing written), and what is
+# accepted trains as documented. Checked: a word outside the letters in --eval, named with file:line
+# and the whole character; a 100,000-letter word, named with its file:line and the limit; an
+# upper-case (CMUdict 0.7b style) dictionary, read as lower case with a note; fewer than 50 words,
+# with one held out; no rate halving after epoch 1 nor after a single flat epoch (2 of patience); a
+# single training word, with nothing held out said so; --minutes too short for one epoch, which is
+# trained to its end; NaN and infinite floating options and costs past their bounds (--words,
+# --beam, --max-length, --batch) refused by name; --save onto /proc/version or a 256-byte name;
+# --plot without --eval words; --plot where the user already has an alignment_1.svg.
+set(dir ${WORK_DIR})
+file(REMOVE_RECURSE ${dir})
+file(MAKE_DIRECTORY ${dir})
+set(tiny --epochs 1 --embed 8 --encoder 6 --decoder 8)
+
+function(expect_failure what pattern)
+  execute_process(COMMAND ${SAMPLE} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "${pattern}" OR NOT out STREQUAL "")
+    message(FATAL_ERROR "${what}: expected a failure matching '${pattern}' and nothing on stdout, got ${rc}: '${out}' '${err}'")
+  endif()
+endfunction()
+# Runs the sample, which must succeed; its stdout and stderr in OUT and ERR.
+function(run what)
+  execute_process(COMMAND ${SAMPLE} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}): '${out}' '${err}'")
+  endif()
+  set(OUT "${out}" PARENT_SCOPE)
+  set(ERR "${err}" PARENT_SCOPE)
+endfunction()
+
+file(WRITE ${dir}/d.dict "cat K AE1 T\ndog D AO1 G\nmoon M UW1 N\n")
+file(WRITE ${dir}/accent.dict "tea T IY1\ncafé K AE0 F EY1\n")
+expect_failure("--eval word outside the letters" "accent.dict:2: the word 'café' holds 'é'"
+  ${tiny} --train ${dir}/d.dict --eval ${dir}/accent.dict --save ${dir}/m1.loom)
+string(REPEAT "a" 100000 long_word)
+file(WRITE ${dir}/long.dict "cat K AE1 T\n${long_word} AH0\n")
+expect_failure("a 100,000-letter word" "long.dict:2: the word 'aaaa.*100000 letters; a word may have at most 64"
+  ${tiny} --train ${dir}/long.dict)
+if(EXISTS ${dir}/m1.loom)
+  message(FATAL_ERROR "a refused run saved a model")
+endif()
+
+# CMUdict 0.7b writes its words in upper case.
+file(WRITE ${dir}/upper.dict "ABBEY AE1 B IY0\nCAT K AE1 T\nDOG D AO1 G\nMOON M UW1 N\n")
+run("an upper-case dictionary" ${tiny} --train ${dir}/upper.dict --eval ${dir}/upper.dict)
+if(NOT ERR MATCHES "upper.dict: 4 word\\(s\\) with upper case read as lower case" OR NOT OUT MATCHES "WER")
+  message(FATAL_ERROR "an upper-case dictionary: no note or no score: '${OUT}' '${ERR}'")
+endif()
+
+# Fewer than 50 words: one held out, scored for real. Epoch 1 is never followed by a halving (it is
+# the first score), and a single flat epoch is not either: a rate of 1e-9 leaves the model as it
+# is, so epochs 2 and 3 score as epoch 1, and the rate is halved after the second of them.
+run("3 training words" --epochs 3 --embed 8 --encoder 6 --decoder 8 --learning-rate 1e-9 --max-length 100
+  --train ${dir}/d.dict)
+if(NOT OUT MATCHES "of 2 words \\([^)]*\\), 1 words held out")
+  message(FATAL_ERROR "3 training words: not one held out: '${OUT}'")
+endif()
+if(NOT OUT MATCHES "epoch 1 [^\n]*PER [0-9.]+ %\nepoch 2 [^\n]*, no better\nepoch 3 [^\n]*, rate halved\n")
+  message(FATAL_ERROR "3 flat epochs: expected no halving after epochs 1 and 2, then a halving: '${OUT}'")
+endif()
+# An untrained model's first score is far above 200 % (30-phoneme garbage): still not a reason to halve.
+run("epoch 1 of an untrained model" --words 60 ${tiny})
+if(NOT OUT MATCHES "\nepoch 1 [^\n]*PER [2-9][0-9][0-9]\\.[0-9]+ %\n" OR OUT MATCHES "rate halved")
+  message(FATAL_ERROR "epoch 1 with a held-out PER over 200 %: expected no halving: '${OUT}'")
+endif()
+file(WRITE ${dir}/one.dict "cat K AE1 T\n")
+run("1 training word" --epochs 2 --embed 8 --encoder 6 --decoder 8 --train ${dir}/one.dict)
+if(NOT OUT MATCHES "nothing held out" OR OUT MATCHES "rate halved|held-out greedy")
+  message(FATAL_ERROR "1 training word: expected 'nothing held out' and no held-out score: '${OUT}'")
+endif()
+
+# --minutes too short for one epoch: that epoch is trained to its end, with a note.
+run("--minutes 1e-9" --words 60 ${tiny} --minutes 1e-9)
+if(NOT OUT MATCHES "ran out within the first epoch" OR NOT OUT MATCHES "\nepoch 1 ")
+  message(FATAL_ERROR "--minutes 1e-9: expected epoch 1 and a note: '${OUT}'")
+endif()
+
+expect_failure("--minutes nan" "--minutes: nan is not a finite number" --minutes nan)
+expect_failure("--minutes inf" "--minutes: inf is not a finite number" --minutes inf)
+expect_failure("--learning-rate nan" "--learning-rate: nan is not a finite number" --learning-rate nan)
+expect_failure("--learning-rate 1e999" "--learning-rate: 1e999 is not a finite number" --learning-rate 1e999)
+expect_failure("--words 10000000" "--words: .*10000000 not in range 10 to 200000" --words 10000000)
+expect_failure("--beam 1000" "--beam: .*1000 not in range 1 to 32" --beam 1000)
+expect_failure("--max-length 1000" "--max-length: .*1000 not in range 1 to 128" --max-length 1000)
+expect_failure("--batch 100000" "--batch: .*100000 not in range 1 to 1024" --batch 100000)
+
+# Outputs the file system refuses, before training.
+expect_failure("--save /proc/version" "--save /proc/version: cannot write there: cannot create a file in '/proc'"
+  --words 60 ${tiny} --save /proc/version)
+string(REPEAT "m" 256 long_name)
+expect_failure("--save with a 256-byte name" "--save .*: cannot write there: .* is 256 bytes long"
+  --words 60 ${tiny} --save ${dir}/${long_name})
+
+# --plot draws --eval words: without them it is refused, and nothing is created.
+expect_failure("--plot without --eval" "--plot .*/P0: the alignments are drawn for words of --eval"
+  ${tiny} --train ${dir}/d.dict --plot ${dir}/P0)
+if(EXISTS ${dir}/P0)
+  message(FATAL_ERROR "--plot without --eval created its directory")
+endif()
+# A user's own alignment_1.svg is never replaced: the program chose that name, the user did not.
+file(MAKE_DIRECTORY ${dir}/P1)
+file(WRITE ${dir}/P1/alignment_1.svg "mine")
+expect_failure("--plot over an existing alignment_1.svg" "--plot .*P1/alignment_1.svg: exists, and --plot names"
+  --words 60 ${tiny} --plot ${dir}/P1)
+file(READ ${dir}/P1/alignment_1.svg mine)
+if(NOT mine STREQUAL "mine")
+  message(FATAL_ERROR "--plot replaced the user's alignment_1.svg")
+endif()
+file(REMOVE_RECURSE ${dir})
