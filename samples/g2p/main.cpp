@@ -180,8 +180,8 @@ int predict(const Options& o) {
     std::vector<std::string> words;
     for (std::size_t i = 0; i < o.predict.size(); ++i) {
         const std::string& w = o.predict[i];
-        std::error_code ec;
-        if (std::filesystem::exists(w, ec))
+        std::error_code ec;  // a directory named like a word is no list: the word is pronounced
+        if (std::filesystem::exists(w, ec) && !std::filesystem::is_directory(w, ec))
             throw UserError("--predict " + w +
                             ": names a file; to pronounce the words of a file, one a line, use "
                             "--predict-file " +
