@@ -79,9 +79,10 @@ PronunciationDictionary synthetic_words(std::size_t count, std::uint64_t seed) {
 }
 
 constexpr std::size_t alignment_plots = 4;  // words drawn by --plot: alignment_1.svg ...
-// Words per decoder call (times the beam width in hypotheses): what decoding holds is bounded by this
-// and max_letters, never by the number of words.
-constexpr std::size_t decode_batch = 128;
+// Words per decoder call: 128, fewer for a wide beam so that a call holds at most 640 hypotheses
+// (words x beam width). What decoding holds is then bounded by this, g2p::max_letters and the
+// --max-length bound, never by the number of words.
+std::size_t decode_batch(std::size_t beam) { return std::clamp<std::size_t>(640 / beam, 1, 128); }
 // The learning rate is halved once the held-out PER has not improved for this many epochs in a row:
 // one flat epoch is often noise, and halving on it would stall a run that was still learning.
 constexpr std::size_t rate_patience = 2;
@@ -95,9 +96,10 @@ struct Scored {
 // Beam search over every word of `dict` (each word's first pronunciation is not used), in batches.
 Scored predict_all(g2p::Model& m, const PronunciationDictionary& dict, std::size_t beam, std::size_t max_length) {
     Scored s;
-    for (std::size_t start = 0; start < dict.size(); start += decode_batch) {
+    const std::size_t batch = decode_batch(beam);
+    for (std::size_t start = 0; start < dict.size(); start += batch) {
         std::vector<std::vector<std::size_t>> words;
-        for (std::size_t i = start; i < std::min(start + decode_batch, dict.size()); ++i)
+        for (std::size_t i = start; i < std::min(start + batch, dict.size()); ++i)
             words.push_back(g2p::letter_ids(dict.words()[i]));
         const auto p = m.predict(words, beam, max_length);
         s.unfinished += p.unfinished;
@@ -133,14 +135,14 @@ void plot_alignments(g2p::Model& m, const PronunciationDictionary& dict, const s
     }
 }
 
-// Prints "word<TAB>PH1 PH2 ..." for each word given, decoding decode_batch words at a time.
+// Prints "word<TAB>PH1 PH2 ..." for each word given, decoding decode_batch(beam) words at a time.
 class Pronouncer {
 public:
     Pronouncer(g2p::Model& m, const Options& o) : model_(m), options_(o) {}
     // `shown` as the user wrote it, `word` as the model reads it (model_word).
     void add(const std::string& shown, const std::string& word) {
         shown_.push_back(shown), ids_.push_back(g2p::letter_ids(word));
-        if (ids_.size() == decode_batch) flush();
+        if (ids_.size() == decode_batch(options_.beam)) flush();
     }
     void flush() {
         if (ids_.empty()) return;
@@ -168,7 +170,7 @@ template <class Each>
 void read_word_list(const std::string& path, Each&& each) {
     WordListReader list(path);
     std::vector<ListedWord> batch;
-    while (list.next_batch(batch, decode_batch))
+    while (list.next_batch(batch, 128))
         for (const ListedWord& w : batch)
             each(w.word, g2p::model_word(w.word, list.source() + ":" + std::to_string(w.line)));
 }
