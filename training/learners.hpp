@@ -68,11 +68,12 @@ LearningRate warmup_linear_decay(double peak, std::uint64_t warmup_steps, std::u
 struct LearnerOptions {
     double gradient_clipping_norm = 0.0;  ///< > 0: rescale so the global L2 norm is at most this
     double l2_weight_decay = 0.0;         ///< > 0: adds l2_weight_decay * w to every gradient
-    /// Adam only, off by default. "Lazy Adam": a row of a parameter (the last axis, e.g. one
-    /// embedding vector of a [vocab, dim] table) whose raw gradient is entirely zero is skipped:
-    /// neither its moments nor its weights change. This differs from exact Adam (whose moments
-    /// decay and whose weights keep moving on old momentum) but saves the work for the many
-    /// embedding rows a minibatch does not touch. L2 decay is not applied to skipped rows.
+    /// Every learner, off by default. "Lazy" updates (as lazy Adam): a row of a parameter (the
+    /// last axis, e.g. one embedding vector of a [vocab, dim] table) whose raw gradient is entirely
+    /// zero is skipped: neither its state (moments, accumulators) nor its weights change. This
+    /// differs from the exact rule (under which Adam's moments decay and its weights keep moving on
+    /// old momentum) but saves the work for the many embedding rows a minibatch does not touch. L2
+    /// decay is not applied to skipped rows.
     bool lazy_sparse_rows = false;
 };
 
