@@ -38,13 +38,10 @@ QaData make_synthetic_qa(const SyntheticQaOptions& o) {
         const std::size_t true_slot = uniform(0, o.candidates - 1);  // where the true answer sits
         for (std::size_t c = 0; c < o.candidates; ++c) {
             QaPair p{question, {}, c == true_slot, q, data.pairs.size() + 1};
-            if (c == true_slot) {
-                p.answer = sequence(topic, o.a_min, o.a_max);
-                for (std::size_t k = 0; k < o.copy && k < question.size(); ++k)
-                    p.answer[uniform(0, p.answer.size() - 1)] = question[uniform(0, question.size() - 1)];
-            } else {
-                p.answer = sequence((topic + 1 + uniform(0, o.topics - 2)) % o.topics, o.a_min, o.a_max);
-            }
+            const bool is_true = c == true_slot;
+            p.answer = sequence(is_true ? topic : (topic + 1 + uniform(0, o.topics - 2)) % o.topics, o.a_min, o.a_max);
+            for (std::size_t k = 0; k < (is_true ? o.copy : o.distractor_copy) && k < question.size(); ++k)
+                p.answer[uniform(0, p.answer.size() - 1)] = question[uniform(0, question.size() - 1)];
             data.pairs.push_back(std::move(p));
         }
     }

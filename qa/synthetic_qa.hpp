@@ -13,10 +13,11 @@ namespace loom {
 
 /// The options of make_synthetic_qa, the generator the PyTorch peer of the benchmarks uses: a question has a hidden
 /// topic and draws half its tokens ("w<id>") from the topic's words; its true answer draws half from the same topic and
-/// repeats `copy` of the question's tokens; wrong answers come from other topics.
+/// repeats `copy` of the question's tokens; wrong answers come from other topics and repeat `distractor_copy` of them.
 struct SyntheticQaOptions {
     /// The number of questions.
-    std::size_t questions = 400, candidates = 4, vocab = 10000, topics = 20, topic_words = 50, copy = 3;
+    std::size_t questions = 400, candidates = 4, vocab = 10000, topics = 20, topic_words = 50, copy = 3,
+                distractor_copy = 0;
     /// The shortest question, in tokens.
     std::size_t q_min = 5, q_max = 20, a_min = 10, a_max = 40;
     /// Draws the questions and answers.
@@ -32,6 +33,9 @@ struct SyntheticQaOptions {
 /// The words of each topic.
 /// \var SyntheticQaOptions::copy
 /// The question's tokens a true answer repeats.
+/// \var SyntheticQaOptions::distractor_copy
+/// The question's tokens each wrong answer repeats: with as many as `copy`, shared words no longer tell the true
+/// answer apart, only the topic does.
 /// \var SyntheticQaOptions::q_max
 /// The longest question, in tokens.
 /// \var SyntheticQaOptions::a_min

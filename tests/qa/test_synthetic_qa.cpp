@@ -1,5 +1,6 @@
 // Synthetic QA data (qa/synthetic_qa.hpp): its counts, labels, lengths and groups, the topic
-// words shared by a question and its true answer, determinism per seed, and its refusals.
+// words shared by a question and its true answer, wrong answers that repeat the question's words,
+// determinism per seed, and its refusals.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -56,4 +57,21 @@ TEST_CASE("synthetic QA data: the same seed gives the same data and bad sizes ar
     CHECK_THROWS_AS(make_synthetic_qa({.topics = 1}), UserError);
     CHECK_THROWS_AS(make_synthetic_qa({.q_min = 9, .q_max = 3}), UserError);
     CHECK_THROWS_AS(make_synthetic_qa({.candidates = 0}), UserError);
+}
+
+TEST_CASE("synthetic QA data: wrong answers that repeat the question's words mislead word overlap") {
+    // With the topic's 50 words a true answer shares about 1.3 words with its question by chance; each
+    // wrong answer repeats 2 of the question's tokens (once if both draws hit the same one).
+    const QaData d = make_synthetic_qa({.questions = 200, .vocab = 10000, .copy = 0, .distractor_copy = 2});
+    double shared_true = 0, shared_wrong = 0;
+    std::size_t wrong_sharing_none = 0;
+    for (const auto& p : d.pairs) {
+        const std::set<std::string> q(p.question.begin(), p.question.end());
+        std::size_t shared = 0;
+        for (const auto& w : std::set<std::string>(p.answer.begin(), p.answer.end())) shared += q.count(w);
+        (p.label ? shared_true : shared_wrong) += static_cast<double>(shared);
+        if (!p.label && shared == 0) ++wrong_sharing_none;
+    }
+    CHECK(wrong_sharing_none == 0);
+    CHECK(shared_wrong / 600 > shared_true / 200);
 }
