@@ -1,12 +1,14 @@
 #pragma once
 // Small helpers the test files share: scratch directories, whole-file reads and writes, the check
-// that a call throws a loom::UserError whose message says what it must, and a node's plan index.
+// that a call throws a loom::UserError whose message says what it must, a node's plan index, and the
+// real data beside the checkout (a test case without it is skipped, never passed).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -96,5 +98,14 @@ inline std::size_t occurrences(const std::string& text, const std::string& what)
     for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
     return n;
 }
+
+// The exit code of a run in which every test case that matched was skipped for missing real data:
+// CTest reports such a test as skipped (SKIP_RETURN_CODE, tests/CMakeLists.txt).
+inline constexpr int skip_return_code = 77;
+
+// The real data beside the checkout, ../shared/data/<relative> (README: where it comes from), when it
+// is there. Otherwise the running test case is recorded as skipped with the path it looked for
+// (tests/main.cpp prints it and sets the exit code) and nullopt comes back: the test case returns.
+std::optional<std::filesystem::path> real_data(const std::string& relative);
 
 }  // namespace loom::testing

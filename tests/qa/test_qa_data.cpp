@@ -1,5 +1,4 @@
-// Question / answer / label TSV reader (SelQA layout), and the real SelQA dev split when present;
-// QA pairs as token-id sequences with labels.
+// Question / answer / label TSV reader (SelQA layout), and QA pairs as token-id sequences with labels.
 #include <doctest/doctest.h>
 
 #include <filesystem>
