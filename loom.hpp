@@ -11,6 +11,7 @@
 #include "core/serialization.hpp"
 #include "core/shape.hpp"
 #include "core/value.hpp"
+#include "core/version.hpp"
 #include "data/batching.hpp"
 #include "data/ctf.hpp"
 #include "data/output_files.hpp"

@@ -1,8 +1,10 @@
 // Built against an installed loom: evaluates a small graph over two sequences and checks the values
-// (and one gradient) against numbers worked out by hand. Exits non-zero on any mismatch.
+// (and one gradient) against numbers worked out by hand, and that the library linked has the version
+// find_package found. Exits non-zero on any mismatch.
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include <loom.hpp>
@@ -42,8 +44,13 @@ int main() {
         const xt::xarray<float> dw = g[w].tensor();
         auto d = [](double z) { return 1 - std::tanh(z) * std::tanh(z); };
         ok &= near(dw(0, 0), d(1) * 2 + d(-1) * 0 + d(-0.5) * 1 + d(1) * 4, "dw_0");
+        if (loom::version() != LOOM_PACKAGE_VERSION) {
+            std::fprintf(stderr, "install_check: loom::version() is %s, the package says %s\n",
+                         std::string(loom::version()).c_str(), LOOM_PACKAGE_VERSION);
+            ok = false;
+        }
         if (!ok) return 1;
-        std::printf("install_check: loom::loom found, graph values and gradient correct\n");
+        std::printf("install_check: loom::loom %s found, graph values and gradient correct\n", LOOM_PACKAGE_VERSION);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "install_check: %s\n", e.what());
