@@ -231,7 +231,7 @@ int train(Options o) {
         std::printf("  %-36s %.4f  %.4f  %+.4f (%+.4f .. %+.4f)\n", name.c_str(), x.map, x.mrr, d.mean, d.low, d.high);
     }
     if (synthetic)
-        std::printf("real data: qa_similarity --train selqa-ass-test.tsv --eval selqa-ass-dev.tsv (README: SelQA)\n");
+        std::printf("real data (SelQA, README): qa_similarity --train selqa-ass-test.tsv --eval selqa-ass-dev.tsv\n");
     if (o.plot_dir.empty()) return 0;
     std::vector<svg::Chart> charts{{"training loss (listwise)", "epoch", {{"loss", r.epoch_losses}}}};
     if (!held_maps.empty())  // nothing was held out (fewer than 10 questions): no evaluations to draw
