@@ -33,6 +33,14 @@ int main(int argc, char** argv) {
     app.add_option("--decode-batch", decode_batch, "words per beam search")->check(CLI::Range(1, 100000));
     app.add_option("--beam", beam, "beam width")->check(CLI::Range(1, 1000));
     app.add_option("--max-len", max_length, "phonemes per word at most")->check(CLI::Range(1, 1000));
+    std::string architecture = "lstm";
+    app.add_option("--architecture", architecture, "lstm or transformer (a --model file says its own)")
+        ->check(CLI::IsMember({"lstm", "transformer"}));
+    app.add_option("--layers", sizes.layers)->check(CLI::Range(1, 64));
+    app.add_option("--model-dim", sizes.model)->check(CLI::Range(2, 4096));
+    app.add_option("--heads", sizes.heads)->check(CLI::Range(1, 256));
+    app.add_option("--feedforward", sizes.feedforward)->check(CLI::Range(1, 65536));
+    app.add_option("--dropout", sizes.dropout)->check(CLI::Range(0.0, 0.9));
     app.add_option("--embed", sizes.embed)->check(CLI::Range(1, 4096));
     app.add_option("--encoder", sizes.encoder)->check(CLI::Range(1, 4096));
     app.add_option("--decoder", sizes.decoder)->check(CLI::Range(1, 4096));
@@ -41,13 +49,13 @@ int main(int argc, char** argv) {
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(threads));
         set_seed(1);
+        sizes.architecture = g2p::architecture_named(architecture);
         std::unique_ptr<ModelFile> trained;
         if (!model_file.empty()) {  // decoding a trained model: hypotheses as long as real ones
             trained = std::make_unique<ModelFile>(read_model_file(model_file, "g2p"));
             // Whole numbers in the range the options allow: a double from a file converted to size_t
             // is undefined behaviour when it is negative, NaN or huge.
-            sizes = {trained->whole_setting("embed", 1, 4096), trained->whole_setting("encoder", 1, 4096),
-                     trained->whole_setting("decoder", 1, 4096)};
+            sizes = g2p::sizes_of(*trained);
         }
         g2p::Model m(sizes);
         if (trained) assign_parameters(*trained, m.parameters());
@@ -68,6 +76,7 @@ int main(int argc, char** argv) {
                 gemm_timing(s >= warmup);
                 gemm_reset_timing();
                 const double t0 = bench::wall_seconds();
+                const TrainingScope training;  // dropout drops, as in g2p's training
                 trainer.train_minibatch(m.bind(w, p));
                 if (s < warmup) continue;
                 train_seconds += bench::wall_seconds() - t0;
@@ -103,12 +112,14 @@ int main(int argc, char** argv) {
             "{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
             "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
             "\"decode_words\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
-            "%zu, \"decoder\": %zu}\n",
+            "%zu, \"decoder\": %zu, \"architecture\": \"%s\", \"layers\": %zu, \"model\": %zu, \"heads\": %zu, "
+            "\"feedforward\": %zu}\n",
             threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
             train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
             decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded,
             train_seconds > 0 ? train_gemm_seconds / train_seconds : 0.0, double(usage.ru_maxrss) / 1024, sizes.embed,
-            sizes.encoder, sizes.decoder);
+            sizes.encoder, sizes.decoder, g2p::architecture_name(sizes.architecture).c_str(), sizes.layers, sizes.model,
+            sizes.heads, sizes.feedforward);
         return 0;
     });
 }

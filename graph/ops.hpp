@@ -265,6 +265,12 @@ Variable softmax(const Variable& a, const std::string& name = {});
 Variable broadcast_as(const Variable& v, const Variable& like, const std::string& name = {});
 }  // namespace batch
 
+/// graph/ops/normalization.cpp: layer normalization over the last axis,
+/// (x - mean) / sqrt(var + epsilon) * scale + bias with the mean and (biased) variance of each row;
+/// scale and bias are static [d], d = x's last axis. One op forward and backward.
+Variable layer_norm(const Variable& x, const Variable& scale, const Variable& bias, double epsilon = 1e-5,
+                    const std::string& name = {});
+
 /// How attention() attends.
 struct AttentionOptions {
     std::size_t heads = 1;  ///< H: the queries, keys and values are split into H equal slices, one per head

@@ -142,9 +142,7 @@ Layer LayerNormalization(double epsilon, const std::string& name) {
             state->scale = parameter(Shape{d}, constant_initializer(1.0), name + ".scale");
             state->bias = parameter(Shape{d}, zeros(), name + ".bias");
         }
-        Variable centered = x - reduce_mean(x, -1);
-        Variable deviation = sqrt(reduce_mean(square(centered), -1) + constant(epsilon));
-        return centered / deviation * state->scale + state->bias;
+        return layer_norm(x, state->scale, state->bias, epsilon, name);
     };
     auto params = [state] {
         return state->scale ? std::vector<Parameter>{state->scale, state->bias} : std::vector<Parameter>{};

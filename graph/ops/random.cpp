@@ -2,6 +2,7 @@
 // afresh at every forward in training mode (a Bernoulli(1 - rate) draw scaled by 1 / (1 - rate), so
 // the expectation is a), all ones in inference mode. Keeping the mask as a node's output lets the
 // backward of element_times reuse it instead of drawing or storing anything itself.
+#include <cmath>
 #include <mutex>
 #include <random>
 
@@ -30,10 +31,17 @@ public:
             std::fill_n(m, n, T(1));
             return;
         }
+        // Each 64-bit draw decides four elements by its 16-bit quarters: dropped when a quarter is
+        // below rate * 2^16 (the rate rounded to 1/65536), a quarter of the generator calls of one
+        // Bernoulli draw per element (which took an eighth of a Transformer's training step).
         const T keep = static_cast<T>(1.0 / (1.0 - rate_));
-        std::bernoulli_distribution dropped(rate_);
+        const auto threshold = static_cast<std::uint64_t>(std::llround(rate_ * 65536.0));
         std::lock_guard lock(mutex_);  // one op may be shared by graphs evaluated on several threads
-        for (std::size_t i = 0; i < n; ++i) m[i] = dropped(rng_) ? T(0) : keep;
+        for (std::size_t i = 0; i < n; i += 4) {
+            const std::uint64_t bits = rng_();
+            for (std::size_t j = 0; j < 4 && i + j < n; ++j)
+                m[i + j] = ((bits >> (16 * j)) & 0xffffu) < threshold ? T(0) : keep;
+        }
     }
     template <class T>
     void bwd(const OpCall<T>&) const {}  // the mask does not depend on the operand's values

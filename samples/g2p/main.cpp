@@ -36,9 +36,9 @@ using namespace loom;
 namespace {
 
 struct Options {
-    std::string train_file, eval_file, save, model_file, plot_dir, predict_file;
+    std::string train_file, eval_file, save, model_file, plot_dir, predict_file, architecture = "lstm";
     std::vector<std::string> predict;
-    std::size_t epochs = 8, batch = 64, beam = 5, threads = 1, max_length = 30, words = 3000;
+    std::size_t epochs = 8, batch = 64, beam = 5, threads = 1, max_length = 30, words = 3000, warmup = 0;
     double minutes = 0, learning_rate = 2e-3;  // minutes 0: no time limit
     std::uint64_t seed = 1;
     g2p::Sizes sizes;
@@ -259,12 +259,23 @@ int train(const Options& o) {
     g2p::Model m(o.sizes);
     std::printf("data: %zu pronunciations of %zu words (%s), %zu words held out; eval: %zu words\n", words.size(),
                 train.size() - held.size(), train.source().c_str(), held.size(), eval.size());
-    std::printf("model: letters %zu -> BiLSTM %zu+%zu -> attention LSTM decoder %zu -> %zu phonemes; %zu parameters\n",
-                o.sizes.embed, o.sizes.encoder, o.sizes.encoder, o.sizes.decoder, g2p::phoneme_count(),
-                parameter_count(m.parameters()));
-    auto rate = std::make_shared<double>(o.learning_rate);  // halved when the held-out PER stops falling
+    const g2p::Sizes& z = o.sizes;
+    if (z.architecture == g2p::Architecture::lstm)
+        std::printf("model: letters %zu -> BiLSTM %zu+%zu -> attention LSTM decoder %zu -> %zu phonemes; %zu parameters\n",
+                    z.embed, z.encoder, z.encoder, z.decoder, g2p::phoneme_count(), parameter_count(m.parameters()));
+    else
+        std::printf("model: Transformer, %zu + %zu layers of %zu, %zu heads, feed-forward %zu, dropout %.2g, label "
+                    "smoothing %.2g, warm-up %zu steps -> %zu phonemes; %zu parameters\n",
+                    z.layers, z.layers, z.model, z.heads, z.feedforward, z.dropout, z.label_smoothing, o.warmup,
+                    g2p::phoneme_count(), parameter_count(m.parameters()));
+    // Rises linearly over the first o.warmup steps; halved when the held-out PER stops falling.
+    auto rate = std::make_shared<double>(o.learning_rate);
+    const double warmup = static_cast<double>(o.warmup);
     Trainer trainer(m.loss, Variable(),
-                    adam(m.parameters(), LearningRate([rate](std::uint64_t) { return *rate; }), 0.9, 0.999, 1e-8,
+                    adam(m.parameters(), LearningRate([rate, warmup](std::uint64_t step) {
+                             return *rate * (warmup > 0 ? std::min(1.0, static_cast<double>(step + 1) / warmup) : 1.0);
+                         }),
+                         0.9, z.architecture == g2p::Architecture::lstm ? 0.999 : 0.98, 1e-8,
                          {.gradient_clipping_norm = 5.0}));
     Batcher batches(lengths, {.batch_size = o.batch, .sort_window = 20, .seed = o.seed});
     const auto start = std::chrono::steady_clock::now();
@@ -283,6 +294,7 @@ int train(const Options& o) {
         for (std::size_t b = 0; b < batches.batches_per_epoch() && (epoch == 0 || minutes() < limit); ++b) {
             std::vector<std::vector<std::size_t>> w, p;
             for (std::size_t i : batches.next()) w.push_back(words[i]), p.push_back(prons[i]);
+            const TrainingScope training;  // dropout drops while training only
             const MinibatchResult r = trainer.train_minibatch(m.bind(w, p));
             loss += r.loss_sum, count += double(r.loss_count);
         }
@@ -380,6 +392,29 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(1e-9, 10.0));
+    app.add_option("--architecture", o.architecture, "lstm (BiLSTM encoder, attention LSTM decoder) or transformer")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"lstm", "transformer"}));
+    app.add_option("--layers", o.sizes.layers, "Transformer: encoder layers, and as many decoder layers")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    app.add_option("--model-dim", o.sizes.model, "Transformer: the layers' width")
+        ->capture_default_str()
+        ->check(CLI::Range(2, 4096));
+    app.add_option("--heads", o.sizes.heads, "Transformer: attention heads (divide --model-dim)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    app.add_option("--feedforward", o.sizes.feedforward, "Transformer: the feed-forward block's width")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65536));
+    app.add_option("--dropout", o.sizes.dropout, "Transformer: dropout rate")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 0.9));
+    app.add_option("--label-smoothing", o.sizes.label_smoothing, "Transformer: target mass spread over all phonemes")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 0.5));
+    app.add_option("--warmup", o.warmup, "steps over which the learning rate rises to its value (transformer: 1000)")
+        ->check(CLI::Range(0, 10000000));
     app.add_option("--embed", o.sizes.embed, "letter and phoneme embedding size")
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
@@ -396,6 +431,8 @@ int main(int argc, char** argv) {
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
     CLI11_PARSE(app, argc, argv);
     try {
+        o.sizes.architecture = g2p::architecture_named(o.architecture);
+        if (o.sizes.architecture == g2p::Architecture::transformer && app.count("--warmup") == 0) o.warmup = 1000;
         const bool predicts = !o.predict.empty() || !o.predict_file.empty();
         if (o.model_file.empty() ? predicts : !predicts && o.eval_file.empty())
             throw UserError(

@@ -1,6 +1,7 @@
 #include "model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/utf8.hpp"
 
@@ -50,6 +51,47 @@ std::vector<std::size_t> phoneme_ids(const Pronunciation& p) {
     return ids;
 }
 
+std::string architecture_name(Architecture a) { return a == Architecture::lstm ? "lstm" : "transformer"; }
+
+Architecture architecture_named(const std::string& name) {
+    if (name == "lstm") return Architecture::lstm;
+    if (name == "transformer") return Architecture::transformer;
+    throw UserError("g2p: --architecture " + name + " is neither lstm nor transformer");
+}
+
+std::map<std::string, std::string> model_records(const Sizes& s) {
+    if (s.architecture == Architecture::lstm)
+        return {{"settings", settings_record({{"embed", double(s.embed)},
+                                              {"encoder", double(s.encoder)},
+                                              {"decoder", double(s.decoder)}})}};
+    return {{"architecture", architecture_name(s.architecture)},
+            {"settings", settings_record({{"layers", double(s.layers)},
+                                          {"model", double(s.model)},
+                                          {"heads", double(s.heads)},
+                                          {"feedforward", double(s.feedforward)}})}};
+}
+
+Sizes sizes_of(const ModelFile& f) {
+    Sizes s;
+    const auto a = f.records.find("architecture");
+    if (a != f.records.end()) s.architecture = architecture_named(a->second);
+    if (s.architecture == Architecture::lstm) {
+        s.embed = f.whole_setting("embed", 1, 4096);
+        s.encoder = f.whole_setting("encoder", 1, 4096);
+        s.decoder = f.whole_setting("decoder", 1, 4096);
+    } else {
+        s.layers = f.whole_setting("layers", 1, 64);
+        s.model = f.whole_setting("model", 2, 4096);
+        s.heads = f.whole_setting("heads", 1, 4096);
+        s.feedforward = f.whole_setting("feedforward", 1, 65536);
+        if (s.model % s.heads != 0 || s.model % 2 != 0)
+            throw DataError(f.path + ": its settings say model " + std::to_string(s.model) + " and heads " +
+                            std::to_string(s.heads) + "; a g2p Transformer's model size is even and a multiple of "
+                            "its heads");
+    }
+    return s;
+}
+
 Pronunciation phonemes_of(const std::vector<std::size_t>& ids) {
     Pronunciation p;
     for (std::size_t id : ids)
@@ -58,6 +100,12 @@ Pronunciation phonemes_of(const std::vector<std::size_t>& ids) {
 }
 
 std::vector<std::pair<std::string, std::vector<std::size_t>>> sizing_parameters(const Sizes& s) {
+    if (s.architecture == Architecture::transformer) {
+        const std::string last = std::to_string(s.layers - 1);  // the layer count: its last layer exists
+        return {{"letter_embedding", {letter_count(), s.model}},
+                {"encoder.layers." + last + ".linear1.W", {s.model, s.feedforward}},
+                {"decoder.layers." + last + ".linear1.W", {s.model, s.feedforward}}};
+    }
     return {{"letter_embedding.E", {letter_count(), s.embed}},
             {"encoder_forward.U", {s.encoder, 4 * s.encoder}},
             {"decoder.feed_weights", {s.decoder, 4 * s.decoder}}};
@@ -84,36 +132,77 @@ struct Model::Parts {
     }
 };
 
-Model::Model(Sizes s)
-    : parts_(std::make_shared<Parts>(
-          Parts{layers::Embedding(s.embed, letter_count(), glorot_uniform(), "letter_embedding"),
-                layers::Embedding(s.embed, phoneme_count(), glorot_uniform(), "phoneme_embedding"),
-                layers::BiRecurrence(layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_forward"),
-                                     layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_backward")),
-                layers::Dense(s.decoder, layers::activations::tanh, false, glorot_uniform(), "combine"),
-                layers::Dense(phoneme_count(), {}, true, glorot_uniform(), "output"),
-                layers::LSTM(s.decoder, false, glorot_uniform(), "decoder"),
-                parameter({s.decoder, 4 * s.decoder}, glorot_uniform(), "decoder.feed_weights"),
-                layers::GeneralAttention("attention"),
-                {}})),
-      sizes(s),
-      letters(sequence::input_variable({1}, "letters")),
-      decoder(
-          [parts = parts_](const Variable& previous_symbol, const std::vector<Variable>& states,
-                           const std::vector<Variable>& keys_values) {
-              return parts->step(previous_symbol, states, keys_values);
-          },
-          {Shape{s.decoder}, Shape{s.decoder}, Shape{s.decoder}}) {
+struct Model::TransformerParts {
+    Parameter letter_table;
+    layers::TransformerEncoder encoder;
+    layers::TransformerDecoder decoder;
+
+    TransformerParts(const Sizes& s, const layers::TransformerOptions& o)
+        : letter_table(parameter({letter_count(), s.model}, normal(1.0 / std::sqrt(double(s.model))), "letter_embedding")),
+          encoder(s.layers, o, "encoder"),
+          decoder(s.layers, phoneme_count(), o, true, layers::PositionalEncoding::sinusoidal, 512, "decoder") {}
+
+    // The letters embedded (times sqrt(model)) plus their positions, through the encoder.
+    Variable encode(const Variable& letters, const Sizes& s) const {
+        Variable x = embedding(letters, letter_table) * constant(std::sqrt(double(s.model))) +
+                     layers::sinusoidal_positional_encoding(layers::sequence_positions(letters), s.model);
+        return encoder(s.dropout > 0 ? dropout(x, s.dropout) : x);
+    }
+};
+
+
+Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters")), decoder(make_decoder(s)) {
     const SequenceAxis decoder_axis;
     previous = sequence::input_variable({1}, "previous_phonemes", decoder_axis);
     targets = sequence::input_variable({1}, "target_phonemes", decoder_axis);
-    memory = layers::attention_memory(parts_->encoder(parts_->letter_embed(letters)));
-    const layers::DecoderOutput out = decoder.unfold(previous, memory.list());
-    alignment = parts_->weights;
-    loss = sequence::reduce_sum(cross_entropy_with_softmax(out.logits, one_hot(targets, phoneme_count())), "loss");
+    Variable logits, y = one_hot(targets, phoneme_count());
+    if (transformer_) {
+        const Variable encoded = transformer_->encode(letters, s);
+        logits = transformer_->decoder(previous, encoded);
+        memory = transformer_->decoder.memory(encoded);
+        const double e = s.label_smoothing;  // the targets' mass spread over every phoneme
+        if (e > 0) y = y * (1.0 - e) + e / static_cast<double>(phoneme_count());
+    } else {
+        memory = layers::attention_memory(parts_->encoder(parts_->letter_embed(letters))).list();
+        logits = decoder.unfold(previous, memory).logits;
+        alignment = parts_->weights;
+    }
+    loss = sequence::reduce_sum(cross_entropy_with_softmax(logits, y), "loss");
+}
+
+layers::Decoder Model::make_decoder(const Sizes& s) {
+    if (s.architecture == Architecture::transformer) {
+        const layers::TransformerOptions o{
+            .model_dim = s.model, .heads = s.heads, .feedforward_dim = s.feedforward, .dropout = s.dropout};
+        transformer_ = std::make_shared<TransformerParts>(s, o);
+        return transformer_->decoder.decoder();
+    }
+    parts_ = std::make_shared<Parts>(
+        Parts{layers::Embedding(s.embed, letter_count(), glorot_uniform(), "letter_embedding"),
+              layers::Embedding(s.embed, phoneme_count(), glorot_uniform(), "phoneme_embedding"),
+              layers::BiRecurrence(layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_forward"),
+                                   layers::LSTM(s.encoder, false, glorot_uniform(), "encoder_backward")),
+              layers::Dense(s.decoder, layers::activations::tanh, false, glorot_uniform(), "combine"),
+              layers::Dense(phoneme_count(), {}, true, glorot_uniform(), "output"),
+              layers::LSTM(s.decoder, false, glorot_uniform(), "decoder"),
+              parameter({s.decoder, 4 * s.decoder}, glorot_uniform(), "decoder.feed_weights"),
+              layers::GeneralAttention("attention"),
+              {}});
+    return layers::Decoder(
+        [parts = parts_](const Variable& previous_symbol, const std::vector<Variable>& states,
+                         const std::vector<Variable>& keys_values) {
+            return parts->step(previous_symbol, states, keys_values);
+        },
+        {Shape{s.decoder}, Shape{s.decoder}, Shape{s.decoder}});
 }
 
 std::vector<Parameter> Model::parameters() const {
+    if (transformer_) {
+        std::vector<Parameter> all{transformer_->letter_table};
+        layers::append_unique(all, transformer_->encoder.parameters());
+        layers::append_unique(all, transformer_->decoder.parameters());
+        return all;
+    }
     const Parts& p = *parts_;
     std::vector<Parameter> all = p.letter_embed.parameters();
     for (const auto& more : {p.encoder.parameters(), p.phoneme_embed.parameters(), p.cell.parameters(),
@@ -140,13 +229,14 @@ Bindings Model::bind(const std::vector<std::vector<std::size_t>>& words,
 Model::Prediction Model::predict(const std::vector<std::vector<std::size_t>>& words, std::size_t beam,
                                  std::size_t max_length) {
     if (!generator_) {  // the same step over batch inputs; the parameters are read in place
-        generator_ =
-            std::make_unique<layers::Generator>(decoder, layers::attention_memory_inputs(2 * sizes.encoder).list());
-        encoder_ = std::make_unique<Session>(memory.list());
+        generator_ = std::make_unique<layers::Generator>(
+            decoder, transformer_ ? transformer_->decoder.memory_inputs()
+                                  : layers::attention_memory_inputs(2 * sizes.encoder).list());
+        encoder_ = std::make_unique<Session>(memory);
     }
     encoder_->forward({{letters, Value::index_sequences(words)}});
     std::vector<Value> memory_values;
-    for (const Variable& v : memory.list()) memory_values.push_back(encoder_->value(v));
+    for (const Variable& v : memory) memory_values.push_back(encoder_->value(v));
     const layers::Generated g = generator_->generate(memory_values, {beam, max_length, start_symbol, end_symbol});
     Prediction p;
     p.unfinished = g.unfinished;
@@ -155,10 +245,7 @@ Model::Prediction Model::predict(const std::vector<std::vector<std::size_t>>& wo
 }
 
 void save_model(const std::string& path, const Model& m) {
-    save_model_file(path, "g2p", m.parameters(),
-                    {{"settings", settings_record({{"embed", double(m.sizes.embed)},
-                                                   {"encoder", double(m.sizes.encoder)},
-                                                   {"decoder", double(m.sizes.decoder)}})}});
+    save_model_file(path, "g2p", m.parameters(), model_records(m.sizes));
 }
 
 namespace {
@@ -175,15 +262,13 @@ std::vector<std::size_t> shape_in_file(const ModelFile& f, const std::string& na
 
 std::unique_ptr<Model> load_model(const std::string& path) {
     const ModelFile f = read_model_file(path, "g2p");
-    auto size = [&](const char* name) { return f.whole_setting(name, 1, 4096); };
-    const Sizes sizes{size("embed"), size("encoder"), size("decoder")};
+    const Sizes sizes = sizes_of(f);
     // The settings must be those of the parameters the file holds: a file that claims 4096 everywhere
     // over small parameters would otherwise build a model of gigabytes before the shapes disagree.
     for (const auto& [name, shape] : sizing_parameters(sizes))
         if (const auto held = shape_in_file(f, name); held != shape)
-            throw DataError(path + ": its settings (embed " + std::to_string(sizes.embed) + ", encoder " +
-                            std::to_string(sizes.encoder) + ", decoder " + std::to_string(sizes.decoder) +
-                            ") make parameter '" + name + "' " + Shape(shape).str() + ", but the file holds " +
+            throw DataError(path + ": its settings make parameter '" + name + "' " + Shape(shape).str() +
+                            ", but the file holds " +
                             (held.empty() ? std::string("no such parameter") : Shape(held).str()) +
                             "; it is not a model file this program wrote");
     auto m = std::make_unique<Model>(sizes);

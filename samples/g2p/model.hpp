@@ -1,11 +1,16 @@
 #pragma once
-// The spelling -> pronunciation model of the g2p sample (CNTK's sequence-to-sequence tutorial 204):
-// letters -> embedding -> BiLSTM encoder; an LSTM decoder that attends (Luong's general score) over
-// the encoder states inside its loop and feeds h~_t = tanh(W_c [c_t; h_t]) into its next step; the
-// phoneme scores from h~_t. The decoder is written once (Model::step) and serves teacher-forced
-// training (Decoder::unfold) and beam search (Generator). A library, so the bench measures the
-// same model.
+// The spelling -> pronunciation models of the g2p sample, in two architectures:
+// - lstm (CNTK's sequence-to-sequence tutorial 204): letters -> embedding -> BiLSTM encoder; an LSTM
+//   decoder that attends (Luong's general score) over the encoder states inside its loop and feeds
+//   h~_t = tanh(W_c [c_t; h_t]) into its next step; the phoneme scores from h~_t. The decoder is
+//   written once (Model::step) and serves teacher-forced training (Decoder::unfold) and beam search
+//   (Generator).
+// - transformer (Vaswani et al. 2017): letters -> embedding + sinusoidal positions -> encoder layers
+//   (self-attention); decoder layers (causal self-attention, cross-attention over the letters) trained
+//   on all steps at once; beam search through the decoder's cached step (layers/transformer.hpp).
+// A library, so the bench measures the same models.
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,22 +33,44 @@ std::vector<std::size_t> letter_ids(const std::string& word);
 std::vector<std::size_t> phoneme_ids(const loom::Pronunciation& p);
 loom::Pronunciation phonemes_of(const std::vector<std::size_t>& ids);
 
+enum class Architecture { lstm, transformer };
+
 struct Sizes {
-    std::size_t embed = 64, encoder = 128, decoder = 256;
+    Architecture architecture = Architecture::lstm;
+    std::size_t embed = 64, encoder = 128, decoder = 256;  // the LSTM's
+    // The Transformer's: `layers` encoder and as many decoder layers, model size, heads, feed-forward
+    // width, dropout, label smoothing of the targets.
+    std::size_t layers = 3, model = 256, heads = 4, feedforward = 1024;
+    double dropout = 0.1, label_smoothing = 0.1;
 };
 
-// The parameters that fix the three sizes, by name, with the shapes `sizes` give them: a model file's
+// "lstm" or "transformer", and back (a UserError naming the option's value otherwise).
+std::string architecture_name(Architecture a);
+Architecture architecture_named(const std::string& name);
+// The sizes as a model file's records ("architecture", "settings"), and back: a file without an
+// "architecture" record holds an LSTM (as every g2p file before the Transformer).
+std::map<std::string, std::string> model_records(const Sizes& s);
+Sizes sizes_of(const loom::ModelFile& f);
+// The parameters that fix the sizes, by name, with the shapes `sizes` give them: a model file's
 // settings are checked against its own parameters before a model of those settings is built.
 std::vector<std::pair<std::string, std::vector<std::size_t>>> sizing_parameters(const Sizes& sizes);
 
 class Model {
     struct Parts;
-    std::shared_ptr<Parts> parts_;  // the layers; first, as the decoder's step holds them
+    struct TransformerParts;
+    std::shared_ptr<Parts> parts_;  // the LSTM's layers; first, as the decoder's step holds them
+    std::shared_ptr<TransformerParts> transformer_;  // or the Transformer's
 
 public:
     explicit Model(Sizes sizes);
 
     Sizes sizes;
+    loom::Variable letters;                 // a sequence of letter ids [1]
+    loom::Variable previous, targets;       // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
+    std::vector<loom::Variable> memory;     // what the decoder's generating step reads, per word
+    loom::layers::Decoder decoder;          // one step: the LSTM's graphs both, the Transformer's generation
+    loom::Variable loss;                    // per word: the summed cross entropy of its phonemes
+    loom::Variable alignment;  // the attention weights of each decoder step [T_max letters] (LSTM only)
     loom::Variable letters;                // a sequence of letter ids [1]
     loom::Variable previous, targets;      // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
     loom::layers::AttentionMemory memory;  // the encoder states, per word
@@ -64,11 +91,12 @@ public:
     Prediction predict(const std::vector<std::vector<std::size_t>>& words, std::size_t beam, std::size_t max_length);
 
 private:
+    loom::layers::Decoder make_decoder(const Sizes& s);  // makes the parts of s.architecture
     std::unique_ptr<loom::layers::Generator> generator_;
     std::unique_ptr<loom::Session> encoder_;
 };
 
-// A model file of kind "g2p": the parameters and the three sizes (its "settings" record).
+// A model file of kind "g2p": the parameters, the architecture and its sizes (model_records).
 void save_model(const std::string& path, const Model& m);
 // Reads one back. Throws DataError when the file's settings are not those of the parameters it holds
 // (sizing_parameters), before a model of those settings is built; UserError for another kind of file.

@@ -1,0 +1,93 @@
+// Layer normalization over the last axis, in one op (Ba et al. 2016):
+//   y = (x - mean) * r * scale + bias,  r = 1 / sqrt(var + epsilon),  mean and var over the row.
+// Backward keeps nothing: it recomputes each row's mean and r from x, then with g = dy * scale and
+// x^ = (x - mean) r:
+//   dx = r (g - mean(g) - x^ mean(g x^)),  dscale += dy x^,  dbias += dy.
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "graph/op.hpp"
+#include "graph/ops.hpp"
+
+namespace loom {
+
+namespace {
+
+class LayerNorm final : public OpBase<LayerNorm> {
+public:
+    explicit LayerNorm(double epsilon) : epsilon_(epsilon) {}
+    std::string name() const override { return "layer_norm"; }
+    bool backward_reads_output() const override { return false; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        const Shape& x = in[0].shape;
+        if (x.rank() == 0) shape_error(name(), in, "x needs at least one axis to normalize over");
+        const std::size_t d = x[x.rank() - 1];
+        for (std::size_t i : {1, 2}) {
+            if (in[i].axis.is_dynamic()) shape_error(name(), in, "scale and bias must be static (parameters)");
+            if (!(in[i].shape == Shape{d}))
+                shape_error(name(), in, "scale and bias must be [" + std::to_string(d) + "], x's last axis");
+        }
+        return in[0];
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const std::size_t d = c.in[1].size();
+        const T *scale = c.in[1].data, *bias = c.in[2].data;
+        c.for_each_row([&](std::size_t r) {
+            const T* x = c.in[0].data + r * d;
+            T* y = c.out.data + r * d;
+            const auto [mean, rstd] = moments(x, d);
+            for (std::size_t j = 0; j < d; ++j) y[j] = (x[j] - mean) * rstd * scale[j] + bias[j];
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        const std::size_t d = c.in[1].size();
+        const T* scale = c.in[1].data;
+        T *dx = c.in_grad[0].data, *dscale = c.in_grad[1].data, *dbias = c.in_grad[2].data;
+        T* g = c.work->get(d);
+        c.for_each_row([&](std::size_t r) {
+            const T* x = c.in[0].data + r * d;
+            const T* dy = c.out_grad.data + r * d;
+            const auto [mean, rstd] = moments(x, d);
+            T g_mean = 0, gx_mean = 0;
+            for (std::size_t j = 0; j < d; ++j) {
+                const T xhat = (x[j] - mean) * rstd;
+                g[j] = dy[j] * scale[j];
+                g_mean += g[j];
+                gx_mean += g[j] * xhat;
+                if (dscale) dscale[j] += dy[j] * xhat;
+                if (dbias) dbias[j] += dy[j];
+            }
+            if (!dx) return;
+            g_mean /= static_cast<T>(d);
+            gx_mean /= static_cast<T>(d);
+            T* dxr = dx + r * d;
+            for (std::size_t j = 0; j < d; ++j) dxr[j] += rstd * (g[j] - g_mean - (x[j] - mean) * rstd * gx_mean);
+        });
+    }
+
+private:
+    template <class T>
+    std::pair<T, T> moments(const T* x, std::size_t d) const {
+        T mean = 0, var = 0;
+        for (std::size_t j = 0; j < d; ++j) mean += x[j];
+        mean /= static_cast<T>(d);
+        for (std::size_t j = 0; j < d; ++j) var += (x[j] - mean) * (x[j] - mean);
+        var /= static_cast<T>(d);
+        return {mean, T(1) / std::sqrt(var + static_cast<T>(epsilon_))};
+    }
+    double epsilon_;
+};
+
+}  // namespace
+
+Variable layer_norm(const Variable& x, const Variable& scale, const Variable& bias, double epsilon,
+                    const std::string& name) {
+    if (!(epsilon > 0.0) || !std::isfinite(epsilon))
+        throw UserError("layer_norm: epsilon " + std::to_string(epsilon) + " on " + x.label() + " must be positive");
+    return Variable(apply_op(std::make_shared<const LayerNorm>(epsilon), {x.node(), scale.node(), bias.node()}, name));
+}
+
+}  // namespace loom
