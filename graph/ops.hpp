@@ -293,6 +293,12 @@ struct AttentionOptions {
 /// Sizes that do not divide by the heads, and every other mismatch, are a UserError naming the shapes.
 Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
                    const AttentionOptions& options = {}, const std::string& name = {});
+/// The weights attention() applies over sequences, averaged over the heads (for one head, slice
+/// the queries and keys): a sequence [Tk_max] on the queries' axis, each row item n's weights over
+/// its keys and 0 past them (Tk_max, the keys' longest sequence, is known when a batch is bound and
+/// is 0 in shape()). For pictures of what a model attends to; differentiable.
+Variable attention_weights(const Variable& queries, const Variable& keys, const AttentionOptions& options = {},
+                           const std::string& name = {});
 
 /// graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
 /// axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.

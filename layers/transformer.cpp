@@ -243,6 +243,15 @@ CrossMemory TransformerDecoderLayer::cross_memory(const Variable& memory) const 
     return {keys.data, sequence::unpack(s.cross.v(memory)).data, keys.mask};
 }
 
+Variable TransformerDecoderLayer::cross_attention_weights(const Variable& x, const Variable& memory) const {
+    const State& s = *state_;
+    if (!s.cross_attention) throw UserError(s.name + ": has no cross-attention (made decoder-only)");
+    check_width(s.name, memory, s.options.model_dim, "memory");
+    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, true); });
+    Variable queries = s.cross.q(s.options.norm_first ? s.norm_cross(h) : h);
+    return attention_weights(queries, s.cross.k(memory), {.heads = s.options.heads});
+}
+
 Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, const CrossMemory& cross) const {
     const State& s = *state_;
     const TransformerOptions& o = s.options;
@@ -334,6 +343,17 @@ Variable TransformerDecoder::operator()(const Variable& previous_symbols, const 
     Variable h = s.embed(previous_symbols, sequence_positions(previous_symbols));
     for (const auto& layer : s.layers) h = layer(h, memory);
     return s.logits(h);
+}
+
+Variable TransformerDecoder::cross_attention_weights(const Variable& previous_symbols, const Variable& memory,
+                                                    std::size_t layer) const {
+    const State& s = *state_;
+    if (layer >= s.layers.size())
+        throw UserError(s.name + ": no layer " + std::to_string(layer) + " (it has " + std::to_string(s.layers.size()) +
+                        ")");
+    Variable h = s.embed(previous_symbols, sequence_positions(previous_symbols));
+    for (std::size_t i = 0; i < layer; ++i) h = s.layers[i](h, memory);
+    return s.layers[layer].cross_attention_weights(h, memory);
 }
 
 std::vector<Variable> TransformerDecoder::memory(const Variable& encoder_output) const {

@@ -108,6 +108,9 @@ public:
     Variable operator()(const Variable& x, const Variable& memory = {}) const;
     /// The cross-attention's keys and values of `memory` (a sequence [model_dim]), unpacked per item.
     CrossMemory cross_memory(const Variable& memory) const;
+    /// The cross-attention's weights (attention_weights: the mean of the heads) at every step of x
+    /// over memory, as operator()(x, memory) computes them: a sequence [T_max source] on x's axis.
+    Variable cross_attention_weights(const Variable& x, const Variable& memory) const;
     /// One generating step.
     /// \param x  this step's input, a batch value [model_dim]
     /// \param cache  the keys and values of the steps before; on return, with this step's appended
@@ -144,6 +147,9 @@ public:
     /// the start symbol, then the targets but the last), attending over `memory` (the encoder's
     /// output, a sequence [model_dim]; empty when decoder-only).
     Variable operator()(const Variable& previous_symbols, const Variable& memory = {}) const;
+    /// The cross-attention weights of decoder layer `layer` (0 first), the mean of its heads, at
+    /// every step of the teacher-forced graph: a sequence [T_max source] on previous_symbols' axis.
+    Variable cross_attention_weights(const Variable& previous_symbols, const Variable& memory, std::size_t layer) const;
     /// The values a generating step reads as its memory, computed from the encoder's output (a
     /// sequence [model_dim]): each layer's CrossMemory keys, values and mask, in that order. Evaluate
     /// them once per batch of sources and hand them to Generator::generate. Empty when decoder-only.

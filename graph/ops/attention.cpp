@@ -69,6 +69,12 @@ struct HeadProduct {
         gemm(false, true, lq, lk, dk, scale, q.data, q.stride, k.data, k.stride, T(0), p, lk);
         softmax_rows(p, lq, lk, [&](std::size_t i) { return causal ? std::min(lk, i + 1) : lk; });
     }
+    // Given dP in ds (overwritten with dS), adds dS K into dq and dS^T Q into dkey where they have data.
+    void weights_backward(Rows<const T> q, Rows<const T> k, const T* p, T* ds, Rows<T> dq, Rows<T> dkey) const {
+        softmax_backward_rows(p, ds, lq, lk, scale);
+        if (dq.data) gemm(false, false, lq, dk, lk, T(1), ds, lk, k.data, k.stride, T(1), dq.data, dq.stride);
+        if (dkey.data) gemm(true, false, lk, dk, lq, T(1), ds, lk, q.data, q.stride, T(1), dkey.data, dkey.stride);
+    }
     void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p) const {
         weights(q, k, p);
         gemm(false, false, lq, dv, lk, T(1), p, lk, v.data, v.stride, T(0), o.data, o.stride);
@@ -82,9 +88,7 @@ struct HeadProduct {
         if (dval.data) gemm(true, false, lk, dv, lq, T(1), p, lk, dout.data, dout.stride, T(1), dval.data, dval.stride);
         if (!dq.data && !dkey.data) return;
         gemm(false, true, lq, lk, dv, T(1), dout.data, dout.stride, v.data, v.stride, T(0), ds, lk);
-        softmax_backward_rows(p, ds, lq, lk, scale);
-        if (dq.data) gemm(false, false, lq, dk, lk, T(1), ds, lk, k.data, k.stride, T(1), dq.data, dq.stride);
-        if (dkey.data) gemm(true, false, lk, dk, lq, T(1), ds, lk, q.data, q.stride, T(1), dkey.data, dkey.stride);
+        weights_backward(q, k, p, ds, dq, dkey);
     }
 };
 
@@ -183,6 +187,90 @@ private:
     bool causal_;
 };
 
+// The weights SequenceAttention applies, averaged over the heads: per query step a row [Tk_max]
+// (the keys' longest sequence, a run-time size), 0 past the item's keys. For pictures of what a
+// model attends to; differentiable like the rest.
+class AttentionWeights final : public OpBase<AttentionWeights> {
+public:
+    AttentionWeights(std::size_t heads, bool causal) : heads_(heads), causal_(causal) {}
+    std::string name() const override { return "attention_weights"; }
+    bool backward_reads_output() const override { return false; }
+    OpTraits traits() const override { return {.step_capable = false}; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
+                shape_error(name(), in, std::string(i == 0 ? "the queries" : "the keys") + " must be a sequence");
+            if (in[i].shape.rank() != 1) shape_error(name(), in, "queries and keys must have rank-1 samples");
+        }
+        if (causal_ && in[0].axis != in[1].axis && in[0].axis.kind != Axis::Kind::Any &&
+            in[1].axis.kind != Axis::Kind::Any)
+            shape_error(name(), in, "causal attention needs the queries and keys on one sequence axis");
+        check_heads(name(), in, in[1].shape[0], in[0].shape[0], in[1].shape[0], heads_);
+        return {Shape{0}, in[0].axis};  // [Tk_max], known when a batch is bound
+    }
+    template <class T>
+    void prep(const OpCall<T>& c, Prepared& p) const {
+        p.has_shape = true;
+        p.shape = Shape{c.in_layouts[1]->max_length()};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const SequenceLayout &lq = *c.in_layouts[0], &lk = *c.in_layouts[1];
+        const std::size_t width = lk.max_length(), n_seq = lq.num_sequences();
+        each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, Rows<const T> q, Rows<const T> k) {
+            T* p = c.work->get(h.lq * h.lk);
+            h.weights(q, k, p);
+            for (std::size_t i = 0; i < h.lq; ++i) {
+                T* out = c.out.data + (i * n_seq + n) * width;
+                if (head == 0) std::fill_n(out, width, T(0));
+                for (std::size_t j = 0; j < h.lk; ++j) out[j] += p[i * h.lk + j] / static_cast<T>(heads_);
+            }
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        const SequenceLayout &lq = *c.in_layouts[0], &lk = *c.in_layouts[1];
+        const std::size_t width = lk.max_length(), n_seq = lq.num_sequences();
+        each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, Rows<const T> q, Rows<const T> k) {
+            T* p = c.work->get(2 * h.lq * h.lk);
+            T* ds = p + h.lq * h.lk;
+            h.weights(q, k, p);
+            for (std::size_t i = 0; i < h.lq; ++i)
+                for (std::size_t j = 0; j < h.lk; ++j)
+                    ds[i * h.lk + j] = c.out_grad.data[(i * n_seq + n) * width + j] / static_cast<T>(heads_);
+            auto grad = [&](std::size_t i, const Rows<const T>& r) {
+                if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
+                return Rows<T>{c.in_grad[i].data + (r.data - c.in[i].data), r.stride};
+            };
+            (void)head;
+            h.weights_backward(q, k, p, ds, grad(0, q), grad(1, k));
+        });
+    }
+
+private:
+    template <class T, class F>
+    void each_head(const OpCall<T>& c, F&& f) const {
+        const SequenceLayout &lq = *c.in_layouts[0], &lk = *c.in_layouts[1];
+        if (lq.num_sequences() != lk.num_sequences())
+            throw UserError("attention_weights: the queries hold " + std::to_string(lq.num_sequences()) +
+                            " sequences and the keys " + std::to_string(lk.num_sequences()));
+        const std::size_t d = c.in[0].sample_size(), dk = d / heads_, nq = lq.num_sequences();
+        for (std::size_t n = 0; n < nq; ++n) {
+            const HeadProduct<T> h{lq.length(n), lk.length(n), dk, 0, causal_, T(1) / std::sqrt(static_cast<T>(dk))};
+            if (causal_ && h.lq != h.lk)
+                throw UserError("attention_weights: causal attention over sequences of different lengths");
+            if (h.lq == 0 || h.lk == 0) continue;
+            for (std::size_t head = 0; head < heads_; ++head)
+                f(h, n, head, Rows<const T>{c.in[0].data + n * d + head * dk, nq * d},
+                  Rows<const T>{c.in[1].data + n * d + head * dk, nq * d});
+        }
+    }
+
+    std::size_t heads_;
+    bool causal_;
+};
+
 // One query per item (a batch value [D]) over keys and values that are batch values [Tk, D], with an
 // optional mask [Tk] (0: a padded key). Tk may be a run-time size (a cache growing step by step).
 class MemoryAttention final : public OpBase<MemoryAttention> {
@@ -270,6 +358,13 @@ private:
 };
 
 }  // namespace
+
+Variable attention_weights(const Variable& queries, const Variable& keys, const AttentionOptions& options,
+                           const std::string& name) {
+    if (options.key_mask) throw UserError("attention_weights: sequence keys are masked by their lengths; no key_mask");
+    return Variable(apply_op(std::make_shared<const AttentionWeights>(options.heads, options.causal),
+                             {queries.node(), keys.node()}, name));
+}
 
 Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
                    const AttentionOptions& options, const std::string& name) {

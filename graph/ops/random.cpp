@@ -16,6 +16,34 @@ namespace loom {
 
 namespace {
 
+// xoshiro256** (Blackman and Vigna 2018), its state filled from one seed by splitmix64.
+class Xoshiro256 {
+public:
+    explicit Xoshiro256(std::uint64_t seed) {
+        for (std::uint64_t& word : s_) {
+            seed += 0x9e3779b97f4a7c15ull;
+            std::uint64_t z = seed;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            word = z ^ (z >> 31);
+        }
+    }
+    std::uint64_t operator()() {
+        const std::uint64_t result = rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+        s_[2] ^= s_[0];
+        s_[3] ^= s_[1];
+        s_[1] ^= s_[2];
+        s_[0] ^= s_[3];
+        s_[2] ^= t;
+        s_[3] = rotl(s_[3], 45);
+        return result;
+    }
+
+private:
+    static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+    std::uint64_t s_[4];
+};
+
 class RandomMask final : public OpBase<RandomMask> {
 public:
     RandomMask(double rate, std::uint64_t seed) : rate_(rate), rng_(seed) {}
@@ -31,14 +59,21 @@ public:
             std::fill_n(m, n, T(1));
             return;
         }
-        // Each 64-bit draw decides four elements by its 16-bit quarters: dropped when a quarter is
-        // below rate * 2^16 (the rate rounded to 1/65536), a quarter of the generator calls of one
-        // Bernoulli draw per element (which took an eighth of a Transformer's training step).
+        // One draw of the op's generator seeds a xoshiro256** stream for this mask (the op's
+        // generator, which checkpoints keep, advances by one per forward); each 64-bit number of the
+        // stream decides four elements by its 16-bit quarters: dropped when a quarter is below
+        // rate * 2^16 (the rate rounded to 1/65536). A Bernoulli draw of mt19937_64 per element took
+        // an eighth of a Transformer's training step.
         const T keep = static_cast<T>(1.0 / (1.0 - rate_));
         const auto threshold = static_cast<std::uint64_t>(std::llround(rate_ * 65536.0));
-        std::lock_guard lock(mutex_);  // one op may be shared by graphs evaluated on several threads
+        std::uint64_t seed;
+        {
+            std::lock_guard lock(mutex_);  // one op may be shared by graphs evaluated on several threads
+            seed = rng_();
+        }
+        Xoshiro256 stream(seed);
         for (std::size_t i = 0; i < n; i += 4) {
-            const std::uint64_t bits = rng_();
+            const std::uint64_t bits = stream();
             for (std::size_t j = 0; j < 4 && i + j < n; ++j)
                 m[i + j] = ((bits >> (16 * j)) & 0xffffu) < threshold ? T(0) : keep;
         }

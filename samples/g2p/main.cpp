@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(std::size_t{1}, max_phonemes));
     app.add_option("--learning-rate", o.learning_rate,
-                   "Adam's rate (halved after 2 epochs without a better held-out PER)")
+                   "Adam's rate (transformer: 1e-3; halved after 2 epochs without a better held-out PER)")
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(1e-9, 10.0));
@@ -432,7 +432,10 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     try {
         o.sizes.architecture = g2p::architecture_named(o.architecture);
-        if (o.sizes.architecture == g2p::Architecture::transformer && app.count("--warmup") == 0) o.warmup = 1000;
+        if (o.sizes.architecture == g2p::Architecture::transformer) {  // the Transformer's own defaults
+            if (app.count("--warmup") == 0) o.warmup = 1000;
+            if (app.count("--learning-rate") == 0) o.learning_rate = 1e-3;
+        }
         const bool predicts = !o.predict.empty() || !o.predict_file.empty();
         if (o.model_file.empty() ? predicts : !predicts && o.eval_file.empty())
             throw UserError(

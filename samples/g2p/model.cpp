@@ -160,6 +160,7 @@ Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters
         const Variable encoded = transformer_->encode(letters, s);
         logits = transformer_->decoder(previous, encoded);
         memory = transformer_->decoder.memory(encoded);
+        alignment = transformer_->decoder.cross_attention_weights(previous, encoded, s.layers - 1);
         const double e = s.label_smoothing;  // the targets' mass spread over every phoneme
         if (e > 0) y = y * (1.0 - e) + e / static_cast<double>(phoneme_count());
     } else {

@@ -168,6 +168,33 @@ TEST_CASE("attention gradients in double on ragged batches: self, causal, cross,
     }
 }
 
+TEST_CASE("attention_weights: per query the mean over heads of softmax(q k / sqrt(dk)), 0 past the item's keys") {
+    const SequenceAxis keys_axis;
+    Variable q = sequence::input_variable({4}, "q"), k = sequence::input_variable({4}, "k", keys_axis);
+    const auto qs = random_sequences({4}, query_lengths, 41, -2, 2), ks = random_sequences({4}, key_lengths, 42, -2, 2);
+    Variable w = attention_weights(q, k, {.heads = 2});
+    const Value got = evaluate({w}, {{q, Value::sequences(qs)}, {k, Value::sequences(ks)}}, DType::f64)[w];
+    for (std::size_t n = 0; n < qs.size(); ++n) {
+        const auto g = got.sequence<double>(n);  // [Lq, 5]: the keys' longest is 5
+        REQUIRE(g.shape()[1] == 5);
+        for (std::size_t i = 0; i < qs[n].shape()[0]; ++i)
+            for (std::size_t j = 0; j < 5; ++j) {
+                double want = 0;  // one-hot values pick weight j out of attend(): the mean of the heads' weights
+                if (j < key_lengths[n]) {
+                    Matrix onehot = xt::zeros<double>({key_lengths[n], std::size_t{2}});
+                    onehot(j, 0) = onehot(j, 1) = 1.0;
+                    const auto row = attend(qs[n], i, ks[n], onehot, key_lengths[n], 2);
+                    want = (row[0] + row[1]) / 2;
+                }
+                CHECK(g(i, j) == doctest::Approx(want).epsilon(1e-12));
+            }
+    }
+    Parameter wq = parameter(loom::testing::random_tensor({4, 4}, 43, -0.8, 0.8), "Wq");
+    to_precision({wq}, DType::f64);
+    require_gradients("attention_weights", square(attention_weights(times(q, wq), k, {.heads = 2})) * 3.0,
+                      {{q, Value::sequences(qs)}, {k, Value::sequences(ks)}}, {q, k, wq});
+}
+
 TEST_CASE("attention is batch invariant: each item alone gets the values and gradients it gets in the batch") {
     Variable x = sequence::input_variable({4}, "x"), y = sequence::input_variable({4}, "y");
     Variable out = attention(x, y, y, {.heads = 2}) + attention(x, x, x, {.heads = 4, .causal = true});
