@@ -36,7 +36,6 @@ loom::Pronunciation phonemes_of(const std::vector<std::size_t>& ids);
 enum class Architecture { lstm, transformer };
 
 struct Sizes {
-    Architecture architecture = Architecture::lstm;
     std::size_t embed = 64, encoder = 128, decoder = 256;  // the LSTM's
     // The Transformer's: `layers` encoder and as many decoder layers, model size, heads, feed-forward
     // width, dropout, label smoothing of the targets. The G2P literature's 3 + 3 layers of 256 (ff
@@ -44,6 +43,7 @@ struct Sizes {
     // cores see three times the epochs.
     std::size_t layers = 3, model = 128, heads = 4, feedforward = 512;
     double dropout = 0.1, label_smoothing = 0.1;
+    Architecture architecture = Architecture::lstm;  // last, so that {embed, encoder, decoder} is an LSTM's
 };
 
 // "lstm" or "transformer", and back (a UserError naming the option's value otherwise).
