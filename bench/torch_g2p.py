@@ -11,6 +11,9 @@ at --threads N (intra-op; inter-op 1), plus the process's peak RSS (getrusage ru
         [--mode train|decode|both] [--batch 64] [--steps 30] [--warmup 3]
         [--decode-batch 128] [--decode-words 6336] [--beam 5] [--max-len 30]
     env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_g2p.py --threads 2 --train-minutes 3
+    env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_g2p.py --architecture transformer [--decode-cache]
+        [--layers 3] [--model-dim 128] [--heads 4] [--feedforward 512] [--dropout 0.1] [--loom-model M.loom]
+    /usr/bin/python3 bench/torch_g2p.py --architecture transformer --check   # cached step == whole prefix
 
 How the loom side matches it:
 
@@ -39,9 +42,19 @@ How the loom side matches it:
     consecutive batches of --decode-batch, beam width K = --beam, at most --max-len tokens
     (</s> included). The first batch is decoded once untimed (warm-up), then all batches are timed.
     The beam rule is in beam_search()'s docstring.
+
+--architecture transformer: the Transformer of samples/g2p (layers/transformer.cpp), see
+TransformerG2P's docstring. Same data, batches, timing and JSON fields; the loss adds label
+smoothing, the optimizer Adam(lr 1e-3, betas (0.9, 0.98), eps 1e-8) with gradient clipping at
+norm 5 (as the sample's). Decoding, same beam rule, two ways:
+  * default: nn.TransformerDecoder re-run over the whole prefix at every step (what its users do);
+  * --decode-cache: a key/value cache per layer (TransformerCachedBeam), PyTorch's best.
+--check compares the two step by step (logits to 1e-4) on a few words; --loom-model loads the
+parameters of a loom model file (g2p --architecture transformer --save) into the peer.
 """
 import argparse
 import json
+import math
 import os
 import random
 import resource
@@ -67,7 +80,22 @@ def parse_args():
     p.add_argument("--embed", type=int, default=64)
     p.add_argument("--hidden", type=int, default=128, help="encoder LSTM hidden per direction")
     p.add_argument("--dec-hidden", type=int, default=256)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--lr", type=float, default=None, help="Adam's rate (default: lstm 2e-3, transformer 1e-3)")
+    p.add_argument("--architecture", choices=["lstm", "transformer"], default="lstm")
+    p.add_argument("--layers", type=int, default=3, help="transformer: encoder layers, and as many decoder layers")
+    p.add_argument("--model-dim", type=int, default=128, help="transformer: d_model")
+    p.add_argument("--heads", type=int, default=4, help="transformer: attention heads")
+    p.add_argument("--feedforward", type=int, default=512, help="transformer: dim_feedforward")
+    p.add_argument("--dropout", type=float, default=0.1, help="transformer: dropout")
+    p.add_argument("--label-smoothing", type=float, default=0.1, help="transformer: label smoothing of the loss")
+    p.add_argument("--lr-warmup", type=int, default=1000,
+                   help="transformer, --train-minutes only: steps over which the rate rises linearly (as g2p's)")
+    p.add_argument("--decode-cache", action="store_true",
+                   help="transformer: decode with a key/value cache per layer (default: re-run the whole prefix)")
+    p.add_argument("--check", action="store_true",
+                   help="transformer: check that cached decoding gives the prefix re-run's logits, then exit")
+    p.add_argument("--loom-model", default=None,
+                   help="transformer: decode with the parameters of this loom model file (g2p --save)")
     p.add_argument("--decode-batch", type=int, default=128)
     p.add_argument("--decode-words", type=int, default=None, help="default: all distinct dev words")
     p.add_argument("--beam", type=int, default=5)
@@ -217,15 +245,330 @@ class G2P(nn.Module):
                                reduction="sum") / b["words"]
 
 
+def sinusoidal_positions(count, dim):
+    """pe[p, 2i] = sin(p / 10000^(2i/dim)), pe[p, 2i+1] = cos(p / 10000^(2i/dim)), [count, dim]."""
+    position = torch.arange(count, dtype=torch.float64)[:, None]
+    frequency = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    pe = torch.zeros(count, dim, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(position * frequency)
+    pe[:, 1::2] = torch.cos(position * frequency)
+    return pe.float()
+
+
+class TransformerG2P(nn.Module):
+    """The Transformer of samples/g2p (layers/transformer.cpp), d = --model-dim:
+
+      * source: letter embedding [29, d] x sqrt(d) + sinusoidal positions, dropout; `layers`
+        nn.TransformerEncoderLayer(d, heads, ff, dropout, relu, norm_first=True) and a final
+        LayerNorm (nn.TransformerEncoder(norm=...)); the padding masked (src_key_padding_mask);
+      * target: phoneme embedding [41, d] x sqrt(d) + the same positions (no dropout); `layers`
+        nn.TransformerDecoderLayer(d, heads, ff, dropout, norm_first=True) under the causal mask with
+        memory_key_padding_mask, a final LayerNorm, Linear(d, 41) with bias.
+
+    loom has no dropout on the attention weights (only on each block's output and inside the
+    feed-forward block), so the attention modules' own dropout is set to 0 here. Initialisation as
+    loom's: embeddings normal(0, 1/sqrt(d)), every projection (q, k, v each) Glorot-uniform, biases 0,
+    layer norms 1 and 0.
+    """
+
+    def __init__(self, layers=3, d=128, heads=4, ff=512, dropout=0.1, label_smoothing=0.1, max_positions=512):
+        super().__init__()
+        assert d % heads == 0 and d % 2 == 0
+        self.d, self.heads, self.label_smoothing = d, heads, label_smoothing
+        self.scale = math.sqrt(d)
+        self.letter_emb = nn.Embedding(len(LETTERS), d)
+        self.phone_emb = nn.Embedding(len(PHONEMES), d)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(d, heads, ff, dropout, activation="relu", batch_first=True, norm_first=True),
+            layers, norm=nn.LayerNorm(d))
+        self.decoder = nn.TransformerDecoder(
+            nn.TransformerDecoderLayer(d, heads, ff, dropout, activation="relu", batch_first=True, norm_first=True),
+            layers, norm=nn.LayerNorm(d))
+        self.out = nn.Linear(d, len(PHONEMES))
+        self.register_buffer("pe", sinusoidal_positions(max_positions, d), persistent=False)
+        self._causal = {}
+        for module in self.modules():
+            if isinstance(module, nn.MultiheadAttention):
+                module.dropout = 0.0  # no dropout on the attention weights, as loom
+        with torch.no_grad():
+            for emb in (self.letter_emb, self.phone_emb):
+                nn.init.normal_(emb.weight, 0.0, 1.0 / math.sqrt(d))
+            for module in self.modules():
+                if isinstance(module, nn.MultiheadAttention):
+                    for part in module.in_proj_weight.split(d):  # q, k, v: each Glorot [d, d]
+                        nn.init.xavier_uniform_(part)
+                    nn.init.zeros_(module.in_proj_bias)
+                elif isinstance(module, nn.Linear):
+                    nn.init.xavier_uniform_(module.weight)
+                    nn.init.zeros_(module.bias)
+
+    def causal(self, n):
+        """The causal mask [n, n]: -inf above the diagonal (nn.Transformer.generate_square_subsequent_mask)."""
+        if n not in self._causal:
+            self._causal[n] = torch.triu(torch.full((n, n), float("-inf")), 1)
+        return self._causal[n]
+
+    def encode(self, letters, lengths):
+        """The encoder's output [B, T, d] and the padding [B, T] (True past each word's end)."""
+        pad = torch.arange(letters.size(1))[None, :] >= lengths[:, None]
+        x = self.dropout(self.letter_emb(letters) * self.scale + self.pe[:letters.size(1)])
+        return self.encoder(x, src_key_padding_mask=pad), pad
+
+    def embed_targets(self, y):
+        """Phoneme ids [B, U] -> [B, U, d]: embedding x sqrt(d) + positions 0..U-1 (no dropout, as loom)."""
+        return self.phone_emb(y) * self.scale + self.pe[:y.size(1)]
+
+    def loss(self, b):
+        """Label-smoothed cross-entropy summed over the real target steps, divided by the number of words.
+        Target padding needs no key mask: it comes after each word's real steps, which the causal mask hides it from."""
+        memory, pad = self.encode(b["letters"], b["lengths"])
+        u = b["y_in"].size(1)
+        h = self.decoder(self.embed_targets(b["y_in"]), memory, tgt_mask=self.causal(u), memory_key_padding_mask=pad)
+        logits = self.out(h)
+        return F.cross_entropy(logits.flatten(0, 1), b["y_out"].flatten(), ignore_index=-100, reduction="sum",
+                               label_smoothing=self.label_smoothing) / b["words"]
+
+    def load_loom(self, path):
+        """Sets every parameter from a loom model file of samples/g2p's Transformer (g2p --save)."""
+        records, params = read_loom_model(path)
+        settings = dict(zip(*[iter(records["settings"].split())] * 2))
+        want = {"layers": len(self.encoder.layers), "model": self.d, "heads": self.heads,
+                "feedforward": self.encoder.layers[0].linear1.out_features}
+        for key, value in want.items():
+            if float(settings[key]) != value:
+                raise SystemExit("torch_g2p: %s has %s %s, the peer was made with %s (give the file's sizes)"
+                                 % (path, key, settings[key], value))
+        used = set()
+
+        def take(name):
+            used.add(name)
+            return params[name]
+
+        def linear(module, name):  # loom: x W + b, W [in, out]; torch: x W^T + b
+            module.weight.copy_(take(name + ".W").t())
+            module.bias.copy_(take(name + ".b"))
+
+        def norm(module, name):
+            module.weight.copy_(take(name + ".scale"))
+            module.bias.copy_(take(name + ".bias"))
+
+        def attention(module, name):
+            module.in_proj_weight.copy_(torch.cat([take("%s.%s.W" % (name, p)).t() for p in "qkv"]))
+            module.in_proj_bias.copy_(torch.cat([take("%s.%s.b" % (name, p)) for p in "qkv"]))
+            linear(module.out_proj, name + ".out")
+
+        with torch.no_grad():
+            self.letter_emb.weight.copy_(take("letter_embedding"))
+            self.phone_emb.weight.copy_(take("decoder.embedding"))
+            for i, layer in enumerate(self.encoder.layers):
+                n = "encoder.layers.%d" % i
+                attention(layer.self_attn, n + ".self_attn")
+                linear(layer.linear1, n + ".linear1")
+                linear(layer.linear2, n + ".linear2")
+                norm(layer.norm1, n + ".norm1")
+                norm(layer.norm2, n + ".norm2")
+            norm(self.encoder.norm, "encoder.norm")
+            for i, layer in enumerate(self.decoder.layers):
+                n = "decoder.layers.%d" % i
+                attention(layer.self_attn, n + ".self_attn")
+                attention(layer.multihead_attn, n + ".multihead_attn")
+                linear(layer.linear1, n + ".linear1")
+                linear(layer.linear2, n + ".linear2")
+                for k in (1, 2, 3):
+                    norm(getattr(layer, "norm%d" % k), "%s.norm%d" % (n, k))
+            norm(self.decoder.norm, "decoder.norm")
+            linear(self.out, "decoder.project")
+        if used != set(params):
+            raise SystemExit("torch_g2p: %s holds parameters the peer has no place for: %s"
+                             % (path, ", ".join(sorted(set(params) - used))))
+
+
+def read_loom_model(path):
+    """The records and parameters of a loom model file (training/model_file.cpp in a checked file,
+    core/serialization.cpp): header "LOOMFILE", version 1, payload size, FNV-1a checksum; payload
+    "loom-model-file 2", kind, records, then per parameter name, dims, precision (0 float, 1 double)
+    and values. Strings and arrays are a u64 count, then the bytes."""
+    import struct
+    data = open(path, "rb").read()
+    if data[:8] != b"LOOMFILE" or struct.unpack_from("<Q", data, 8)[0] != 1:
+        raise SystemExit("torch_g2p: %s is not a loom file" % path)
+    size, = struct.unpack_from("<Q", data, 16)
+    payload = data[32:]
+    if len(payload) != size:
+        raise SystemExit("torch_g2p: %s is truncated" % path)
+    pos = 0
+
+    def u64():
+        nonlocal pos
+        pos += 8
+        return struct.unpack_from("<Q", payload, pos - 8)[0]
+
+    def text():
+        nonlocal pos
+        n = u64()
+        pos += n
+        return payload[pos - n:pos].decode()
+
+    if text() != "loom-model-file 2" or text() != "g2p":
+        raise SystemExit("torch_g2p: %s is not a g2p model file (version 2)" % path)
+    records = {}
+    for _ in range(u64()):
+        key = text()
+        records[key] = text()
+    if records.get("architecture") != "transformer":
+        raise SystemExit("torch_g2p: %s holds no Transformer" % path)
+    params = {}
+    for _ in range(u64()):
+        name = text()
+        dims = [u64() for _ in range(u64())]
+        dtype = torch.float64 if u64() == 1 else torch.float32
+        n = u64()
+        width = 8 if dtype == torch.float64 else 4
+        values = torch.frombuffer(bytearray(payload[pos:pos + n * width]), dtype=dtype)
+        pos += n * width
+        params[name] = values.reshape(dims).float()
+    return records, params
+
+
+# ------------------------------------------------------------------------------- beam decoders
+# What beam_search needs of a model: encode the batch (K rows per word), then per step the logits
+# [N, 41] of each row given its last token, and the rows reordered by their parents.
+
+class LSTMBeam:
+    """The LSTM model's step: (h, c, htilde) per row, attention over the word's letters."""
+
+    def __init__(self, model, letters, lengths, K, max_len):
+        self.model = model
+        self.memory = tuple(x.repeat_interleave(K, 0) for x in model.encode(letters, lengths))
+        self.state = model.initial_state(letters.size(0) * K)
+
+    def step(self, y):
+        self.state = self.model.step(self.model.phone_emb(y), self.state, *self.memory)
+        return self.model.out(self.state[2])
+
+    def reorder(self, rows):
+        self.state = tuple(s[rows] for s in self.state)
+
+
+class TransformerRerunBeam:
+    """nn.TransformerDecoder over the whole prefix at every step (the encoder's output repeated for
+    the K rows of each word), the last position's logits: how nn.Transformer users decode."""
+
+    def __init__(self, model, letters, lengths, K, max_len):
+        self.model = model
+        memory, pad = model.encode(letters, lengths)
+        self.memory, self.pad = memory.repeat_interleave(K, 0), pad.repeat_interleave(K, 0)
+        self.prefix = torch.zeros(self.memory.size(0), 0, dtype=torch.long)
+
+    def step(self, y):
+        m = self.model
+        self.prefix = torch.cat([self.prefix, y[:, None]], 1)
+        u = self.prefix.size(1)
+        h = m.decoder(m.embed_targets(self.prefix), self.memory, tgt_mask=m.causal(u),
+                      memory_key_padding_mask=self.pad)
+        return m.out(h[:, -1])
+
+    def reorder(self, rows):
+        self.prefix = self.prefix[rows]
+
+
+class TransformerCachedBeam:
+    """The same decoder, one position a step: each layer computes only the new position's q, k, v,
+    appends k and v to its cache ([max_len, N, d], time-major so that a step writes one contiguous
+    slice) and attends over the cache; the caches are reordered by the parents (index_select into a
+    second buffer, swapped). Cross-attention keys and values are computed once per word ([B, T,
+    heads, d/heads]) and the K rows of a word attend over them together (no copy per row). Same
+    modules, same parameters as nn.TransformerDecoderLayer's forward in eval mode (norm_first, relu).
+    The attention products are one query row per row and head: written as broadcast products and
+    sums, 4-12x faster here than torch.bmm/matmul, which loop over thousands of tiny matrices."""
+
+    def __init__(self, model, letters, lengths, K, max_len):
+        self.model, self.K, self.t = model, K, 0
+        memory, pad = model.encode(letters, lengths)
+        B, T, d = memory.shape
+        h = model.heads
+        self.B, self.N, self.d, self.h, self.dh = B, B * K, d, h, d // h
+        self.cross = []
+        for layer in model.decoder.layers:
+            w, b = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
+            k = F.linear(memory, w[d:2 * d], b[d:2 * d]).view(B, 1, T, h, self.dh)
+            v = F.linear(memory, w[2 * d:], b[2 * d:]).view(B, 1, T, h, self.dh)
+            self.cross.append((k, v))
+        # scores [B, K, T, heads] + 0 on the letters, -inf on the padding
+        self.cross_bias = torch.zeros(B, 1, T, 1).masked_fill(pad[:, None, :, None], float("-inf"))
+        n = len(model.decoder.layers)
+        self.keys = [torch.empty(max_len, self.N, d) for _ in range(n)]
+        self.values = [torch.empty(max_len, self.N, d) for _ in range(n)]
+        self.spare = [torch.empty(max_len, self.N, d) for _ in range(2 * n)]
+
+    def step(self, y):
+        m, t, N, d, h, dh = self.model, self.t, self.N, self.d, self.h, self.dh
+        scale = dh ** -0.5
+        x = m.phone_emb(y) * m.scale + m.pe[t]  # [N, d]
+        for i, layer in enumerate(m.decoder.layers):
+            # causal self-attention over the cache
+            sa = layer.self_attn
+            q, k, v = F.linear(layer.norm1(x), sa.in_proj_weight, sa.in_proj_bias).split(d, 1)
+            self.keys[i][t] = k
+            self.values[i][t] = v
+            keys = self.keys[i][:t + 1].view(t + 1, N, h, dh)
+            values = self.values[i][:t + 1].view(t + 1, N, h, dh)
+            p = torch.softmax((keys * (q * scale).view(N, h, dh)).sum(-1), 0)  # [t+1, N, heads]
+            o = (p.unsqueeze(-1) * values).sum(0)  # [N, heads, dh]
+            x = x + sa.out_proj(o.view(N, d))
+            # cross-attention: the K rows of a word against the word's keys
+            ca = layer.multihead_attn
+            q = F.linear(layer.norm2(x), ca.in_proj_weight[:d], ca.in_proj_bias[:d]) * scale
+            ck, cv = self.cross[i]
+            s = (q.view(self.B, self.K, 1, h, dh) * ck).sum(-1) + self.cross_bias  # [B, K, T, heads]
+            o = (torch.softmax(s, 2).unsqueeze(-1) * cv).sum(2)  # [B, K, heads, dh]
+            x = x + ca.out_proj(o.view(N, d))
+            # feed-forward
+            x = x + layer.linear2(F.relu(layer.linear1(layer.norm3(x))))
+        self.t += 1
+        return m.out(m.decoder.norm(x))
+
+    def reorder(self, rows):
+        t = self.t
+        for cache in (self.keys, self.values):
+            for i in range(len(cache)):
+                spare = self.spare.pop()
+                torch.index_select(cache[i][:t], 1, rows, out=spare[:t])
+                self.spare.append(cache[i])
+                cache[i] = spare
+
+
+class CheckedBeam:
+    """Runs the cached and the re-running decoder side by side on the same tokens and reorders,
+    keeping the largest difference of their logits; beam search follows the cached one's."""
+
+    def __init__(self, model, letters, lengths, K, max_len):
+        self.cached = TransformerCachedBeam(model, letters, lengths, K, max_len)
+        self.rerun = TransformerRerunBeam(model, letters, lengths, K, max_len)
+        self.max_difference, self.steps = 0.0, 0
+
+    def step(self, y):
+        a, b = self.cached.step(y), self.rerun.step(y)
+        self.max_difference = max(self.max_difference, float((a - b).abs().max()))
+        self.steps += 1
+        return a
+
+    def reorder(self, rows):
+        self.cached.reorder(rows)
+        self.rerun.reorder(rows)
+
+
 @torch.no_grad()
-def beam_search(model, letters, lengths, beam, max_len, fixed_steps=False):
+def beam_search(model, letters, lengths, beam, max_len, fixed_steps=False, decoder=LSTMBeam):
     """Best pronunciation (list of phoneme ids, no </s>) of each word, and the decoder steps run.
 
     Batched over words: rows = words x K (word-major: row b*K + k). At the start only hypothesis
     0 of each word is alive (score 0, the others -inf). Each step: log_softmax of the logits;
     candidate score = hypothesis raw score (sum of log p) + log p(token); the top K of the word's
-    K x 41 candidates (torch.topk) become its new beam; h, c, htilde, lengths and token
-    histories are reordered by the back-pointers (candidate index // 41).
+    K x 41 candidates (torch.topk) become its new beam; the decoder's state (LSTM: h, c, htilde;
+    Transformer: the prefix, or the key/value caches), lengths and token histories are reordered by
+    the back-pointers (candidate index // 41). `decoder` is one of the *Beam classes above.
 
     A hypothesis that emits </s> has ended. It keeps its slot in the beam with its raw score
     frozen: its only continuation is </s> again at log p = 0, so it competes with the live ones
@@ -241,9 +584,7 @@ def beam_search(model, letters, lengths, beam, max_len, fixed_steps=False):
     """
     B, K, V = letters.size(0), beam, len(PHONEMES)
     N = B * K
-    hbar, keys, mask = model.encode(letters, lengths)
-    hbar, keys, mask = (x.repeat_interleave(K, 0) for x in (hbar, keys, mask))
-    state = model.initial_state(N)
+    dec = decoder(model, letters, lengths, K, max_len)
     y = torch.full((N,), BOS, dtype=torch.long)
     score = torch.full((B, K), float("-inf"))
     score[:, 0] = 0.0
@@ -259,13 +600,12 @@ def beam_search(model, letters, lengths, beam, max_len, fixed_steps=False):
     steps = 0
     for t in range(max_len):
         steps += 1
-        state = model.step(model.phone_emb(y), state, hbar, keys, mask)
-        logp = torch.log_softmax(model.out(state[2]), 1)
+        logp = torch.log_softmax(dec.step(y), 1)
         logp = torch.where(ended[:, None], frozen, logp)
         score, index = (score.view(N, 1) + logp).view(B, K * V).topk(K, 1)
         rows = (base + torch.div(index, V, rounding_mode="floor")).view(N)
         y = (index % V).view(N)
-        state = tuple(s[rows] for s in state)
+        dec.reorder(rows)
         was_ended = ended[rows]
         length = length[rows] + (~was_ended).long()
         history = torch.cat([history[rows], y[:, None]], 1)
@@ -296,8 +636,17 @@ def train_step(model, opt, b):
     opt.zero_grad(set_to_none=True)
     loss = model.loss(b)
     loss.backward()
+    if ARGS.architecture == "transformer":  # the sample's gradient clipping (global norm)
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
     opt.step()
     return float(loss)
+
+
+def beam_decoder(a):
+    """The beam_search decoder class of --architecture and --decode-cache."""
+    if a.architecture == "lstm":
+        return LSTMBeam
+    return TransformerCachedBeam if a.decode_cache else TransformerRerunBeam
 
 
 def bench_train(a, model, opt, train):
@@ -332,11 +681,12 @@ def bench_decode(a, model, dev_words):
     words = dev_words[:a.decode_words]
     batches = decode_batches(a, words)
     model.eval()
-    beam_search(model, *batches[0], a.beam, a.max_len, a.fixed_steps)  # warm-up, untimed
+    dec = beam_decoder(a)
+    beam_search(model, *batches[0], a.beam, a.max_len, a.fixed_steps, dec)  # warm-up, untimed
     steps, phones = 0, 0
     start = time.perf_counter()
     for letters, lengths in batches:
-        out, s = beam_search(model, letters, lengths, a.beam, a.max_len, a.fixed_steps)
+        out, s = beam_search(model, letters, lengths, a.beam, a.max_len, a.fixed_steps, dec)
         steps += s
         phones += sum(len(p) for p in out)
     elapsed = time.perf_counter() - start
@@ -363,6 +713,10 @@ def edit_distance(a, b):
 def sanity(a, model, opt, train, dev_words, refs):
     """Train --train-minutes on shuffled chunks of the training file, then score dev (beam search)."""
     rng = random.Random(a.seed)
+    if a.architecture == "transformer" and a.lr_warmup > 0:  # the rate rises over the first steps, as g2p's
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / a.lr_warmup))
+    else:
+        schedule = None
     model.train()
     deadline = time.perf_counter() + 60.0 * a.train_minutes
     step, epoch, recent = 0, 0, []
@@ -371,6 +725,8 @@ def sanity(a, model, opt, train, dev_words, refs):
         rng.shuffle(order)
         for i in range(0, len(order) - a.batch + 1, a.batch):
             recent.append(train_step(model, opt, make_batch([train[j] for j in order[i:i + a.batch]])))
+            if schedule is not None:
+                schedule.step()
             step += 1
             if step % 200 == 0:
                 print("step %d epoch %d loss/word %.3f" % (step, epoch, sum(recent) / len(recent)),
@@ -383,7 +739,7 @@ def sanity(a, model, opt, train, dev_words, refs):
     errors, edits, ref_len, done = 0, 0, 0, 0
     start = time.perf_counter()
     for letters, lengths in decode_batches(a, dev_words):
-        out, _ = beam_search(model, letters, lengths, a.beam, a.max_len)
+        out, _ = beam_search(model, letters, lengths, a.beam, a.max_len, decoder=beam_decoder(a))
         for pred in out:
             word_refs = refs[dev_words[done]]
             done += 1
@@ -400,6 +756,24 @@ def sanity(a, model, opt, train, dev_words, refs):
     }
 
 
+@torch.no_grad()
+def check(a, model, dev_words):
+    """Cached decoding against re-running the prefix: beam search (width --beam, all --max-len steps,
+    so reorders at every length) on a few dev words, both decoders fed the same tokens and parents."""
+    model.eval()
+    letters, lengths = letter_tensor(dev_words[:8])
+    holder = {}
+
+    def checked(*args):
+        holder["beam"] = CheckedBeam(*args)
+        return holder["beam"]
+
+    out, _ = beam_search(model, letters, lengths, a.beam, a.max_len, True, checked)
+    c = holder["beam"]
+    return {"check_words": len(out), "check_steps": c.steps, "check_max_logit_difference": c.max_difference,
+            "check_passed": c.max_difference <= 1e-4}
+
+
 def main():
     a = ARGS
     torch.set_num_threads(a.threads)
@@ -409,19 +783,40 @@ def main():
     dev_words, refs = dev_references(read_dict(os.path.join(a.data, "cmudict-dev.dict")))
     if a.decode_words is None:
         a.decode_words = len(dev_words)
-    model = G2P(a.embed, a.hidden, a.dec_hidden)
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    if a.architecture == "lstm":
+        a.lr = a.lr or 2e-3
+        model = G2P(a.embed, a.hidden, a.dec_hidden)
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    else:
+        a.lr = a.lr or 1e-3
+        model = TransformerG2P(a.layers, a.model_dim, a.heads, a.feedforward, a.dropout, a.label_smoothing)
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-8)
     result = {
         "engine": "pytorch", "torch": torch.__version__, "threads": a.threads, "blas_threads": a.blas_threads, "batch": a.batch,
-        "warmup": a.warmup, "steps": a.steps, "embed": a.embed, "hidden": a.hidden,
-        "dec_hidden": a.dec_hidden, "letters": len(LETTERS),
+        "warmup": a.warmup, "steps": a.steps, "architecture": a.architecture, "lr": a.lr, "letters": len(LETTERS),
         "phonemes": len(PHONEMES), "parameters": sum(p.numel() for p in model.parameters()),
         "decode_batch": a.decode_batch, "beam": a.beam, "max_len": a.max_len,
         "fixed_steps": a.fixed_steps, "seed": a.seed, "mode": a.mode,
     }
+    if a.architecture == "lstm":
+        result.update(embed=a.embed, hidden=a.hidden, dec_hidden=a.dec_hidden)
+    else:
+        result.update(layers=a.layers, model=a.model_dim, heads=a.heads, feedforward=a.feedforward,
+                      dropout=a.dropout, label_smoothing=a.label_smoothing, decode_cache=a.decode_cache)
+    if a.architecture != "transformer" and (a.check or a.loom_model or a.decode_cache):
+        raise SystemExit("torch_g2p: --check, --loom-model and --decode-cache are for --architecture transformer")
+    if a.loom_model is not None:
+        model.load_loom(a.loom_model)
+        result["loom_model"] = a.loom_model
     if a.load_state is not None:
         model.load_state_dict(torch.load(a.load_state))
-    if a.train_minutes is not None:
+    if a.check:
+        result.update(check(a, model, dev_words))
+        if not result["check_passed"]:
+            print(json.dumps(result))
+            raise SystemExit("torch_g2p: the cached decoder's logits differ from the re-run's by %g"
+                             % result["check_max_logit_difference"])
+    elif a.train_minutes is not None:
         result.update(sanity(a, model, opt, train, dev_words, refs))
         if a.save_state is not None:
             torch.save(model.state_dict(), a.save_state)
@@ -429,6 +824,11 @@ def main():
         if a.mode in ("train", "both"):
             result.update(bench_train(a, model, opt, train))
         if a.mode in ("decode", "both"):
+            if a.architecture == "transformer" and a.mode == "both":  # decode the weights as loaded (as g2p_bench)
+                if a.loom_model is not None:
+                    model.load_loom(a.loom_model)
+                elif a.load_state is not None:
+                    model.load_state_dict(torch.load(a.load_state))
             result.update(bench_decode(a, model, dev_words))
     result["peak_rss_mib"] = round(peak_rss_mib(), 1)
     result["omp_wait_policy_env"] = os.environ.get("OMP_WAIT_POLICY", "")
