@@ -68,7 +68,12 @@ int main(int argc, char** argv) {
                 for (const auto& p : train.pronunciations()[i])
                     words.push_back(g2p::letter_ids(train.words()[i])), prons.push_back(g2p::phoneme_ids(p));
             if (words.size() < (warmup + steps) * batch) throw UserError("g2p_bench: --train has too few entries");
-            Trainer trainer(m.loss, Variable(), adam(m.parameters(), 2e-3));
+            // g2p's optimizer: the LSTM's Adam(2e-3); the Transformer's Adam(1e-3, betas (0.9, 0.98)) with the
+            // gradient clipped at norm 5, as bench/torch_g2p.py's (without the warm-up of the rate: same cost).
+            const bool transformer = sizes.architecture == g2p::Architecture::transformer;
+            Trainer trainer(m.loss, Variable(),
+                            transformer ? adam(m.parameters(), 1e-3, 0.9, 0.98, 1e-8, {.gradient_clipping_norm = 5.0})
+                                        : adam(m.parameters(), 2e-3));
             for (std::size_t s = 0; s < warmup + steps; ++s) {
                 const std::vector<std::vector<std::size_t>> w(words.begin() + s * batch,
                                                               words.begin() + (s + 1) * batch),
@@ -85,8 +90,11 @@ int main(int argc, char** argv) {
             }
         }
         double decode_seconds = 0;
-        std::size_t decoded = 0;
+        std::size_t decoded = 0, phonemes = 0, unfinished = 0;
         if (mode != "train") {
+            // The Transformer decodes the weights as loaded, not as the timed steps changed them (as the peer).
+            if (trained && sizes.architecture == g2p::Architecture::transformer)
+                assign_parameters(*trained, m.parameters());
             const PronunciationDictionary dev = read_pronunciations(dev_file);
             const std::size_t n = decode_words == 0 ? dev.size() : std::min(decode_words, dev.size());
             {  // warm-up, untimed (as the peer's): the step's graph is compiled at the first call
@@ -100,8 +108,10 @@ int main(int argc, char** argv) {
                 for (std::size_t i = start; i < std::min(start + decode_batch, n); ++i)
                     words.push_back(g2p::letter_ids(dev.words()[i]));
                 const double t0 = bench::wall_seconds();
-                m.predict(words, beam, max_length);
+                const g2p::Model::Prediction p = m.predict(words, beam, max_length);
                 decode_seconds += bench::wall_seconds() - t0;
+                for (const auto& ids : p.phonemes) phonemes += ids.size();
+                unfinished += p.unfinished;
             }
             decoded = n;
         }
@@ -111,12 +121,13 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
             "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
-            "\"decode_words\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
+            "\"decode_words\": %zu, \"decode_mean_phonemes\": %.3f, \"decode_unfinished\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
             "%zu, \"decoder\": %zu, \"architecture\": \"%s\", \"layers\": %zu, \"model\": %zu, \"heads\": %zu, "
             "\"feedforward\": %zu}\n",
             threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
             train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
             decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded,
+            decoded > 0 ? double(phonemes) / double(decoded) : 0.0, unfinished,
             train_seconds > 0 ? train_gemm_seconds / train_seconds : 0.0, double(usage.ru_maxrss) / 1024, sizes.embed,
             sizes.encoder, sizes.decoder, g2p::architecture_name(sizes.architecture).c_str(), sizes.layers, sizes.model,
             sizes.heads, sizes.feedforward);
