@@ -64,11 +64,30 @@ bool read_line(std::istream& in, std::string& line) {
     return true;
 }
 
-LineReader::LineReader(std::istream& in, std::string source, TextCheck check)
-    : in_(in), source_(std::move(source)), check_(check) {}
+LineReader::LineReader(std::istream& in, std::string source, TextCheck check, std::size_t max_line_bytes)
+    : in_(in), source_(std::move(source)), check_(check), max_line_bytes_(max_line_bytes) {}
+
+// read_line, a byte at a time from the stream's buffer, refusing a line past max_line_bytes_.
+bool LineReader::read_bounded(std::string& line) {
+    line.clear();
+    std::streambuf* buffer = in_.rdbuf();
+    bool any = false;
+    for (int c = buffer->sbumpc(); c != std::char_traits<char>::eof(); c = buffer->sbumpc()) {
+        any = true;
+        if (c == '\n') break;
+        if (line.size() == max_line_bytes_) {
+            ++line_no_;
+            fail("a line longer than " + std::to_string(max_line_bytes_) + " bytes; it is not read further");
+        }
+        line.push_back(static_cast<char>(c));
+    }
+    if (!any) in_.setstate(std::ios::eofbit);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return any;
+}
 
 bool LineReader::next(std::string& line) {
-    if (!read_line(in_, line)) {
+    if (!(max_line_bytes_ ? read_bounded(line) : read_line(in_, line))) {
         if (in_.bad()) throw DataError("error while reading '" + source_ + "' after line " + std::to_string(line_no_));
         return false;
     }

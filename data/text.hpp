@@ -40,7 +40,9 @@ public:
     /// \param in  the text, read from its current position
     /// \param source  names it in messages (the file's name)
     /// \param check  what else to reject
-    LineReader(std::istream& in, std::string source, TextCheck check);
+    /// \param max_line_bytes  a longer line is a DataError, read no further (an endless line from a
+    ///        pipe or a device holds no memory); 0: no bound
+    LineReader(std::istream& in, std::string source, TextCheck check, std::size_t max_line_bytes = 0);
     /// False at the end of the input; throws DataError when reading fails.
     bool next(std::string& line);
     /// \return the 1-based number of the line last read (0 before the first).
@@ -54,7 +56,10 @@ private:
     std::istream& in_;
     std::string source_;
     TextCheck check_;
+    std::size_t max_line_bytes_;
     std::size_t line_no_ = 0;
+
+    bool read_bounded(std::string& line);
 };
 
 /// The UTF-8 checks live in core/utf8.hpp (checkpoints quote names with them too).

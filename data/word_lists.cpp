@@ -1,5 +1,6 @@
 #include "data/word_lists.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 #include "core/errors.hpp"
@@ -9,15 +10,35 @@
 
 namespace loom {
 
+namespace {
+
+// A line of a word list holds one word: a megabyte is far past any, and an endless line (a device,
+// a pipe that never sends a line end) stops here instead of taking all memory.
+constexpr std::size_t longest_line = 1 << 20;
+
+// A device or a socket is no list (/dev/zero would be read forever); a FIFO is, read as it comes.
+const std::string& readable_list(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_type type = fs::status(path, ec).type();
+    if (type == fs::file_type::character || type == fs::file_type::block || type == fs::file_type::socket)
+        throw DataError("'" + path + "' is a " +
+                        (type == fs::file_type::socket ? std::string("socket") : std::string("device")) +
+                        ", not a word list; give a file of words, one a line, or '-' for standard input");
+    return path;
+}
+
+}  // namespace
+
 WordListReader::WordListReader(const std::string& path)
     : source_(path == "-" ? "standard input" : path),
-      file_(path == "-" ? std::ifstream() : data_text::open_for_reading(path)),
+      file_(path == "-" ? std::ifstream() : data_text::open_for_reading(readable_list(path))),
       lines_(std::make_unique<data_text::LineReader>(path == "-" ? std::cin : static_cast<std::istream&>(file_),
-                                                     source_, data_text::TextCheck::utf8)) {}
+                                                     source_, data_text::TextCheck::utf8, longest_line)) {}
 
 WordListReader::WordListReader(std::istream& in, std::string source)
     : source_(std::move(source)),
-      lines_(std::make_unique<data_text::LineReader>(in, source_, data_text::TextCheck::utf8)) {}
+      lines_(std::make_unique<data_text::LineReader>(in, source_, data_text::TextCheck::utf8, longest_line)) {}
 
 WordListReader::~WordListReader() = default;
 

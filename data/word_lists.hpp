@@ -8,8 +8,9 @@
 ///   while (words.next_batch(batch, 128)) ...    // each word with its line, for "file:line" messages
 ///
 /// White space before and after a word is dropped and blank lines are skipped; a line with white
-/// space inside ("new york") is a DataError "file:line: ..." (one word a line), as are NUL bytes and
-/// invalid UTF-8. What a word may hold beyond that is the program's to check, with the line given.
+/// space inside ("new york") is a DataError "file:line: ..." (one word a line), as are NUL bytes,
+/// invalid UTF-8 and a line of more than a megabyte (read no further, so an endless line holds no
+/// memory). What a word may hold beyond that is the program's to check, with the line given.
 #include <cstddef>
 #include <fstream>
 #include <istream>
@@ -33,7 +34,7 @@ struct ListedWord {
 class WordListReader {
 public:
     /// Opens the file `path`, or standard input for "-"; a DataError names a file that cannot be read
-    /// (a directory, a missing file). A FIFO is read as it comes, once.
+    /// (a directory, a missing file, a device or a socket). A FIFO is read as it comes, once.
     explicit WordListReader(const std::string& path);
     /// Reads `in` from its current position; `source` names it in messages.
     WordListReader(std::istream& in, std::string source);

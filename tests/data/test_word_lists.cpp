@@ -76,3 +76,12 @@ TEST_CASE("word lists: two words on a line, invalid UTF-8 and a missing file are
     std::vector<ListedWord> batch;
     CHECK_THROWS_AS(reader.next_batch(batch, 0), UserError);
 }
+
+TEST_CASE("word lists: an endless line stops at a megabyte and a device is refused by name") {
+    // 100,000 letters are read (the program names such a word); 2 MB without a line end are not.
+    CHECK(all_words("cat\n" + std::string(100000, 'a') + "\n").at(1).word.size() == 100000);
+    CHECK_THROWS_WITH_AS(all_words("cat\n" + std::string(2 << 20, 'b')),
+                         doctest::Contains("list.txt:2: a line longer than 1048576 bytes"), DataError);
+    CHECK_THROWS_WITH_AS(WordListReader("/dev/zero"), doctest::Contains("'/dev/zero' is a device"), DataError);
+    CHECK(all_words("a\r\nb").size() == 2);  // the last line needs no line end
+}
