@@ -409,9 +409,11 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 65536));
     app.add_option("--dropout", o.sizes.dropout, "Transformer: dropout rate")
         ->capture_default_str()
+        ->check(finite_number)
         ->check(CLI::Range(0.0, 0.9));
     app.add_option("--label-smoothing", o.sizes.label_smoothing, "Transformer: target mass spread over all phonemes")
         ->capture_default_str()
+        ->check(finite_number)
         ->check(CLI::Range(0.0, 0.5));
     app.add_option("--warmup", o.warmup, "steps over which the learning rate rises to its value (transformer: 1000)")
         ->check(CLI::Range(0, 10000000));

@@ -80,6 +80,9 @@ expect_failure("--minutes nan" "--minutes: nan is not a finite number" --minutes
 expect_failure("--minutes inf" "--minutes: inf is not a finite number" --minutes inf)
 expect_failure("--learning-rate nan" "--learning-rate: nan is not a finite number" --learning-rate nan)
 expect_failure("--learning-rate 1e999" "--learning-rate: 1e999 is not a finite number" --learning-rate 1e999)
+expect_failure("--dropout nan" "--dropout: nan is not a finite number" --architecture transformer --dropout nan)
+expect_failure("--label-smoothing nan" "--label-smoothing: nan is not a finite number"
+  --architecture transformer --label-smoothing nan)
 expect_failure("--words 10000000" "--words: .*10000000 not in range 10 to 200000" --words 10000000)
 expect_failure("--beam 1000" "--beam: .*1000 not in range 1 to 32" --beam 1000)
 expect_failure("--max-length 1000" "--max-length: .*1000 not in range 1 to 128" --max-length 1000)
