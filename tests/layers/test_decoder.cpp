@@ -263,6 +263,23 @@ TEST_CASE("beam search on a bigram model: the hypotheses worked out by hand, len
     CHECK(best.layout().length(0) == 2);  // b, end
 }
 
+TEST_CASE("beam search with an absurd width (2^63) keeps every candidate instead of wrapping 2K around") {
+    Parameter table = parameter(xt::xarray<float>(bigram_log_probs()), "bigram");
+    layers::Generator gen(bigram_decoder(table), {});
+    const std::size_t huge = std::size_t{1} << 63;
+    const auto wide = gen.generate({}, {huge, 3, 1, 0}, {counters(2)});
+    const auto exact = gen.generate({}, {64, 3, 1, 0}, {counters(2)});  // wider than every hypothesis here
+    REQUIRE(wide.items.size() == 2);
+    for (std::size_t n = 0; n < 2; ++n) {
+        REQUIRE(!wide.items[n].empty());
+        REQUIRE(wide.items[n].size() == exact.items[n].size());
+        for (std::size_t k = 0; k < exact.items[n].size(); ++k) {
+            CHECK(wide.items[n][k].symbols == exact.items[n][k].symbols);
+            CHECK(wide.items[n][k].score == doctest::Approx(exact.items[n][k].score));
+        }
+    }
+}
+
 TEST_CASE("generation: bad options are UserErrors before any step") {
     Parameter table = parameter(xt::xarray<float>(bigram_log_probs()), "bigram");
     layers::Generator gen(bigram_decoder(table), {});
