@@ -33,8 +33,8 @@ struct Norm {
 
 void check_options(const std::string& name, const TransformerOptions& o) {
     if (o.model_dim == 0 || o.heads == 0 || o.model_dim % o.heads != 0)
-        throw UserError(name + ": model_dim " + std::to_string(o.model_dim) + " must be a positive multiple of heads (" +
-                        std::to_string(o.heads) + ")");
+        throw UserError(name + ": model_dim " + std::to_string(o.model_dim) +
+                        " must be a positive multiple of heads (" + std::to_string(o.heads) + ")");
     if (o.feedforward_dim == 0) throw UserError(name + ": feedforward_dim must be at least 1");
     if (!(o.dropout >= 0.0 && o.dropout < 1.0))
         throw UserError(name + ": dropout " + std::to_string(o.dropout) + " must be in [0, 1)");
@@ -44,8 +44,8 @@ void check_options(const std::string& name, const TransformerOptions& o) {
 void check_width(const std::string& name, const Variable& x, std::size_t model_dim, const char* what = "input") {
     const Shape& s = x.shape();
     if (s.rank() != 1 || s[0] != model_dim)
-        throw UserError(name + ": the " + what + " " + x.label() + " has sample shape " + s.str() + "; the layer takes [" +
-                        std::to_string(model_dim) + "] (model_dim)");
+        throw UserError(name + ": the " + what + " " + x.label() + " has sample shape " + s.str() +
+                        "; the layer takes [" + std::to_string(model_dim) + "] (model_dim)");
 }
 
 // Multi-head attention with its projections [nn.MultiheadAttention]: queries from one input, keys
@@ -170,8 +170,7 @@ TransformerEncoder::TransformerEncoder(std::size_t layers, const TransformerOpti
     : state_(std::make_shared<State>()) {
     if (layers == 0) throw UserError(name + ": needs at least one layer");
     check_options(name, o);
-    for (std::size_t i = 0; i < layers; ++i)
-        state_->layers.emplace_back(o, name + ".layers." + std::to_string(i));
+    for (std::size_t i = 0; i < layers; ++i) state_->layers.emplace_back(o, name + ".layers." + std::to_string(i));
     state_->norm_first = o.norm_first;
     if (o.norm_first) state_->final_norm = Norm(o.model_dim, o.epsilon, name + ".norm");
 }
@@ -268,7 +267,8 @@ Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, 
     Variable h = residual(x, s.norm_self, o, self);
     if (s.cross_attention) {
         auto attend = [&](const Variable& y) {
-            return s.cross.out(attention(s.cross.q(y), cross.keys, cross.values, {.heads = o.heads, .key_mask = cross.mask}));
+            return s.cross.out(
+                attention(s.cross.q(y), cross.keys, cross.values, {.heads = o.heads, .key_mask = cross.mask}));
         };
         h = residual(h, s.norm_cross, o, attend);
     }
@@ -304,8 +304,9 @@ struct TransformerDecoder::State {
     // The embedded symbols plus their positions' encoding.
     Variable embed(const Variable& symbols, const Variable& position) const {
         Variable x = embedding(symbols, table) * constant(std::sqrt(static_cast<double>(options.model_dim)));
-        return x + (positions == PositionalEncoding::learned ? learned_positions(position)
-                                                             : sinusoidal_positional_encoding(position, options.model_dim));
+        return x + (positions == PositionalEncoding::learned
+                        ? learned_positions(position)
+                        : sinusoidal_positional_encoding(position, options.model_dim));
     }
     Variable logits(const Variable& h) const { return project(options.norm_first ? final_norm(h) : h); }
 };
@@ -346,7 +347,7 @@ Variable TransformerDecoder::operator()(const Variable& previous_symbols, const 
 }
 
 Variable TransformerDecoder::cross_attention_weights(const Variable& previous_symbols, const Variable& memory,
-                                                    std::size_t layer) const {
+                                                     std::size_t layer) const {
     const State& s = *state_;
     if (layer >= s.layers.size())
         throw UserError(s.name + ": no layer " + std::to_string(layer) + " (it has " + std::to_string(s.layers.size()) +

@@ -118,7 +118,9 @@ public:
         for (std::size_t i = 0; i < 3; ++i) {
             if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
                 shape_error(name(), in,
-                            std::string(i == 0 ? "the queries" : i == 1 ? "the keys" : "the values") +
+                            std::string(i == 0   ? "the queries"
+                                        : i == 1 ? "the keys"
+                                                 : "the values") +
                                 " must be a sequence (it is on the " + in[i].axis.str() + ")");
             if (in[i].shape.rank() != 1) shape_error(name(), in, "queries, keys and values must have rank-1 samples");
         }
@@ -176,8 +178,7 @@ private:
                 throw UserError("attention: causal attention over sequence " + std::to_string(n) + " of " +
                                 std::to_string(lq.length(n)) + " queries and " + std::to_string(lk.length(n)) +
                                 " keys; causal needs one length");
-            const HeadProduct<T> h{lq.length(n), lk.length(n), dk, dv, causal_,
-                                   T(1) / std::sqrt(static_cast<T>(dk))};
+            const HeadProduct<T> h{lq.length(n), lk.length(n), dk, dv, causal_, T(1) / std::sqrt(static_cast<T>(dk))};
             if (h.lq == 0 || h.lk == 0) continue;
             for (std::size_t head = 0; head < heads_; ++head) f(h, n, head, o);
         }
@@ -312,8 +313,8 @@ public:
                 return Rows<T>{c.in_grad[i].data + (r.data - c.in[i].data), r.stride};
             };
             const std::size_t width = c.out_grad.sample_size();
-            h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width},
-                       grad(0, x.q), grad(1, x.k), grad(2, x.v), c.work->get(2 * h.lk));
+            h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width}, grad(0, x.q),
+                       grad(1, x.k), grad(2, x.v), c.work->get(2 * h.lk));
         });
     }
 
@@ -327,7 +328,8 @@ private:
     template <class T, class F>
     void each_head(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
-        const std::size_t tk = k.dims[k.dyn], dq = q.sample_size(), dk = dq / heads_, dv = v.sample_size() / tk / heads_;
+        const std::size_t tk = k.dims[k.dyn], dq = q.sample_size(), dk = dq / heads_,
+                          dv = v.sample_size() / tk / heads_;
         const std::size_t kw = k.sample_size(), vw = v.sample_size();
         if (tk == 0) return;
         c.for_each_row([&](std::size_t r) {
@@ -346,7 +348,8 @@ private:
             if (visible == 0) return;
             const HeadProduct<T> h{1, visible, dk, dv, false, T(1) / std::sqrt(static_cast<T>(dk))};
             for (std::size_t head = 0; head < heads_; ++head)
-                f(h, Operands<T>{r, head,
+                f(h, Operands<T>{r,
+                                 head,
                                  {q.data + (q.dyn ? r * dq : 0) + head * dk, dq},
                                  {k.data + item * kw + head * dk, kw / tk},
                                  {v.data + item * vw + head * dv, vw / tk}});
@@ -371,16 +374,18 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
     std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
     if (queries.axis().is_sequence() || keys.axis().is_sequence()) {
         if (options.key_mask)
-            throw UserError("attention: a key_mask is for keys that are batch values [Tk, D]; sequence keys are "
-                            "masked by their lengths");
+            throw UserError(
+                "attention: a key_mask is for keys that are batch values [Tk, D]; sequence keys are "
+                "masked by their lengths");
         return Variable(apply_op(std::make_shared<const SequenceAttention>(options.heads, options.causal), in, name));
     }
     if (options.causal)
-        throw UserError("attention: causal masking needs queries and keys that are sequences on one axis; a query "
-                        "over a memory sees all of it (a key/value cache holds only the past)");
+        throw UserError(
+            "attention: causal masking needs queries and keys that are sequences on one axis; a query "
+            "over a memory sees all of it (a key/value cache holds only the past)");
     if (options.key_mask) in.push_back(options.key_mask.node());
-    return Variable(
-        apply_op(std::make_shared<const MemoryAttention>(options.heads, static_cast<bool>(options.key_mask)), in, name));
+    return Variable(apply_op(
+        std::make_shared<const MemoryAttention>(options.heads, static_cast<bool>(options.key_mask)), in, name));
 }
 
 }  // namespace loom

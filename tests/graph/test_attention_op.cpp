@@ -109,10 +109,12 @@ TEST_CASE("attention over a memory: one query per item, the mask's padded keys n
             m(n, j) = j < real[n] ? 1.0 : 0.0;
             if (j >= real[n]) kv(n, j, 0) = vv(n, j, 1) = std::numeric_limits<double>::quiet_NaN();
         }
-    const auto got = evaluate({out}, {{query, Value::batch(qv)}, {keys, Value::batch(kv)}, {values, Value::batch(vv)},
-                                      {mask, Value::batch(m)}},
-                              DType::f64)[out]
-                         .data<double>();
+    const auto got =
+        evaluate(
+            {out},
+            {{query, Value::batch(qv)}, {keys, Value::batch(kv)}, {values, Value::batch(vv)}, {mask, Value::batch(m)}},
+            DType::f64)[out]
+            .data<double>();
     for (std::size_t n = 0; n < 3; ++n) {
         Matrix qn = xt::view(qv, xt::range(n, n + 1), xt::all());
         Matrix kn = xt::view(kv, n, xt::all(), xt::all()), vn = xt::view(vv, n, xt::all(), xt::all());
@@ -121,8 +123,10 @@ TEST_CASE("attention over a memory: one query per item, the mask's padded keys n
     }
     SUBCASE("a mask with a real key after a padded one is refused") {
         m(0, 1) = 0.0;
-        CHECK_THROWS_WITH_AS(evaluate({out}, {{query, Value::batch(qv)}, {keys, Value::batch(kv)},
-                                              {values, Value::batch(vv)}, {mask, Value::batch(m)}}),
+        CHECK_THROWS_WITH_AS(evaluate({out}, {{query, Value::batch(qv)},
+                                              {keys, Value::batch(kv)},
+                                              {values, Value::batch(vv)},
+                                              {mask, Value::batch(m)}}),
                              doctest::Contains("padded key before a real one"), UserError);
     }
 }
@@ -155,15 +159,16 @@ TEST_CASE("attention gradients in double on ragged batches: self, causal, cross,
     SUBCASE("over an unpacked memory with its mask, the query a batch value") {
         sequence::Unpacked keys = sequence::unpack(times(x, wk)), values = sequence::unpack(times(x, wv));
         Variable query = times(sequence::last(x), wq);
-        require_gradients("memory", attention(query, keys.data, values.data, {.heads = 2, .key_mask = keys.mask}),
-                          in, wrt);
+        require_gradients("memory", attention(query, keys.data, values.data, {.heads = 2, .key_mask = keys.mask}), in,
+                          wrt);
     }
     SUBCASE("over a growing cache: a batch [t, D] with this step's row spliced on") {
         Variable cache = input_variable({any_size, 4}, "cache");
         Variable q = input_variable({4}, "q");
         Variable grown = splice({cache, reshape(times(q, wk), Shape{1, 4})}, 0);
         Variable out = attention(times(q, wq), grown, times(grown, slice(wv, 1, 0, 4)), {.heads = 2});
-        const Bindings step{{cache, Value::batch(random_rows({3, 4}, 2, 27))}, {q, Value::batch(random_rows({4}, 2, 28))}};
+        const Bindings step{{cache, Value::batch(random_rows({3, 4}, 2, 27))},
+                            {q, Value::batch(random_rows({4}, 2, 28))}};
         require_gradients("cache", out, step, {cache, q, wq, wk, wv});
     }
 }

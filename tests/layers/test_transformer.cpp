@@ -92,7 +92,8 @@ void incremental_equals_teacher_forced(double tolerance) {
 
     std::vector<Value> state_values{Value::batch(xt::xarray<T>(xt::zeros<T>({std::size_t{3}, std::size_t{1}})))};
     for (std::size_t i = 1; i < states.size(); ++i)
-        state_values.push_back(Value::batch(xt::xarray<T>(xt::zeros<T>({std::size_t{3}, std::size_t{0}, std::size_t{8}}))));
+        state_values.push_back(
+            Value::batch(xt::xarray<T>(xt::zeros<T>({std::size_t{3}, std::size_t{0}, std::size_t{8}}))));
     for (std::size_t t = 0; t < fed[0].size(); ++t) {
         xt::xarray<float> ids = xt::zeros<float>({std::size_t{3}, std::size_t{1}});
         for (std::size_t n = 0; n < 3; ++n) ids(n, 0) = static_cast<float>(fed[n][t]);
@@ -136,7 +137,8 @@ TEST_CASE("greedy and beam hypotheses of the cached decoder carry the teacher-fo
             CHECK(g.items[n].size() <= beam);
             for (const auto& h : g.items[n]) {
                 INFO("beam " << beam << " item " << n << " hypothesis of " << h.symbols.size() << " symbols");
-                CHECK(h.log_probability == doctest::Approx(teacher_forced_log_probability(m, sources[n], h)).epsilon(1e-5));
+                CHECK(h.log_probability ==
+                      doctest::Approx(teacher_forced_log_probability(m, sources[n], h)).epsilon(1e-5));
             }
         }
     }
@@ -176,7 +178,8 @@ TEST_CASE("beam search with a beam wider than every hypothesis equals brute forc
     std::sort(scores.rbegin(), scores.rend());
     const auto g = generator.generate(m.memory_values(source), {scores.size(), max_length, 0, 0});
     REQUIRE(g.items[0].size() == scores.size());
-    for (std::size_t i = 0; i < scores.size(); ++i) CHECK(g.items[0][i].score == doctest::Approx(scores[i]).epsilon(1e-10));
+    for (std::size_t i = 0; i < scores.size(); ++i)
+        CHECK(g.items[0][i].score == doctest::Approx(scores[i]).epsilon(1e-10));
 }
 
 TEST_CASE("a decoder-only Transformer trained to count continues its prompt through the cache") {
@@ -264,8 +267,8 @@ TEST_CASE("Transformer layers refuse bad sizes, naming the layer and the sizes")
     layers::Layer positions = layers::LearnedPositionalEncoding(4, 8);
     Variable p = sequence::input_variable({1}, "p");
     Variable e = positions(p);
-    CHECK_THROWS_WITH_AS(evaluate({e}, {{p, Value::index_sequences({{0, 1, 2, 3, 4}})}}),
-                         doctest::Contains("0..3"), UserError);
+    CHECK_THROWS_WITH_AS(evaluate({e}, {{p, Value::index_sequences({{0, 1, 2, 3, 4}})}}), doctest::Contains("0..3"),
+                         UserError);
     CHECK_THROWS_WITH_AS(layers::sinusoidal_positional_encoding(p, 7), doctest::Contains("must be even"), UserError);
 }
 
