@@ -91,7 +91,8 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
         for (std::size_t v = 0; v < v_size; ++v)
             cands.push_back({b.live[h].log_probability + static_cast<double>(lp[b.live[h].row * v_size + v]), h, v});
     // min(|cands|, 2K) without computing 2K, which overflows for an absurd K.
-    const std::size_t keep = k == 1 ? std::min(cands.size(), std::size_t{1}) : (k > cands.size() / 2 ? cands.size() : 2 * k);
+    const std::size_t keep = k == 1 ? std::min(cands.size(), std::size_t{1})
+                                    : (k > cands.size() / 2 ? cands.size() : 2 * k);
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
                       [](const Candidate& a, const Candidate& c) { return a.log_probability > c.log_probability; });
     std::vector<Live> next;
@@ -123,8 +124,8 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
 }
 
 // A state whose shape has an any_size dimension grows from step to step (a key/value cache: one
-// more row per step); its size per row is read from each pass's output.
-// The elements of a shape, any_size counted as 1.
+// more row per step); its size per row is read from each pass's output. The elements of such a
+// shape, any_size counted as 1:
 std::size_t fixed_size(const Shape& shape) {
     std::size_t n = 1;
     for (std::size_t d : shape) n *= d == any_size ? 1 : d;

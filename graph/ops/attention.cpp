@@ -92,6 +92,13 @@ struct HeadProduct {
     }
 };
 
+// The rows of input i's gradient where `r` lies in input i (none when it needs no gradient).
+template <class T>
+Rows<T> gradient_rows(const OpCall<T>& c, std::size_t i, const Rows<const T>& r) {
+    if (!c.in_grad[i]) return {nullptr, 0};
+    return {c.in_grad[i].data + (r.data - c.in[i].data), r.stride};
+}
+
 std::size_t dim_of(const TypeInfo& t, std::size_t i) { return t.shape.rank() > i ? t.shape[i] : 0; }
 
 void check_heads(const std::string& op, std::span<const TypeInfo> in, std::size_t key_dim, std::size_t query_dim,
@@ -233,20 +240,16 @@ public:
     void bwd(const OpCall<T>& c) const {
         const SequenceLayout &lq = *c.in_layouts[0], &lk = *c.in_layouts[1];
         const std::size_t width = lk.max_length(), n_seq = lq.num_sequences();
-        each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, Rows<const T> q, Rows<const T> k) {
-            T* p = c.work->get(2 * h.lq * h.lk);
-            T* ds = p + h.lq * h.lk;
-            h.weights(q, k, p);
-            for (std::size_t i = 0; i < h.lq; ++i)
-                for (std::size_t j = 0; j < h.lk; ++j)
-                    ds[i * h.lk + j] = c.out_grad.data[(i * n_seq + n) * width + j] / static_cast<T>(heads_);
-            auto grad = [&](std::size_t i, const Rows<const T>& r) {
-                if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
-                return Rows<T>{c.in_grad[i].data + (r.data - c.in[i].data), r.stride};
-            };
-            (void)head;
-            h.weights_backward(q, k, p, ds, grad(0, q), grad(1, k));
-        });
+        each_head(c,
+                  [&](const HeadProduct<T>& h, std::size_t n, std::size_t /*head*/, Rows<const T> q, Rows<const T> k) {
+                      T* p = c.work->get(2 * h.lq * h.lk);
+                      T* ds = p + h.lq * h.lk;
+                      h.weights(q, k, p);
+                      for (std::size_t i = 0; i < h.lq; ++i)
+                          for (std::size_t j = 0; j < h.lk; ++j)
+                              ds[i * h.lk + j] = c.out_grad.data[(i * n_seq + n) * width + j] / static_cast<T>(heads_);
+                      h.weights_backward(q, k, p, ds, gradient_rows(c, 0, q), gradient_rows(c, 1, k));
+                  });
     }
 
 private:
@@ -308,13 +311,10 @@ public:
     template <class T>
     void bwd(const OpCall<T>& c) const {
         each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
-            auto grad = [&](std::size_t i, const Rows<const T>& r) {
-                if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
-                return Rows<T>{c.in_grad[i].data + (r.data - c.in[i].data), r.stride};
-            };
             const std::size_t width = c.out_grad.sample_size();
-            h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width}, grad(0, x.q),
-                       grad(1, x.k), grad(2, x.v), c.work->get(2 * h.lk));
+            h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width},
+                       gradient_rows(c, 0, x.q), gradient_rows(c, 1, x.k), gradient_rows(c, 2, x.v),
+                       c.work->get(2 * h.lk));
         });
     }
 

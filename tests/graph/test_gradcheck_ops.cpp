@@ -138,6 +138,13 @@ const std::vector<Case>& table() {
         {"normalization", "layer_norm", [](Env& e) { return layer_norm(e.seq({4}), e.param({4}), e.param({4})); }},
         {"normalization", "layer_norm in a batch value, over the last of two axes",
          [](Env& e) { return layer_norm(e.batch({2, 3}), e.param({3}), e.param({3}), 1e-3); }},
+        {"attention", "attention, 2 heads, causal",
+         [](Env& e) {
+             Variable q = e.seq({4}), k = e.seq({4}), v = e.seq({6});
+             return attention(q, k, v, {.heads = 2, .causal = true});
+         }},
+        {"attention", "attention_weights, 2 heads",
+         [](Env& e) { return square(attention_weights(e.seq({4}), e.seq({4}), {.heads = 2})); }},
         {"elementwise", "sin", [](Env& e) { return sin(e.seq({3}, -4, 4)); }},
         {"elementwise", "cos", [](Env& e) { return cos(e.seq({3}, -4, 4)); }},
         {"elementwise", "sigmoid", [](Env& e) { return sigmoid(e.seq({3}, -4, 4)); }},
