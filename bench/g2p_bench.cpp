@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"engine\": \"loom\", \"threads\": %zu, \"batch\": %zu, \"beam\": %zu, \"train_words_per_s\": %.2f, "
             "\"train_ms_per_step\": %.3f, \"train_tokens_per_step\": %.1f, \"decode_words_per_s\": %.2f, "
-            "\"decode_words\": %zu, \"decode_mean_phonemes\": %.3f, \"decode_unfinished\": %zu, \"train_gemm_share\": %.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
+            "\"decode_words\": %zu, \"decode_mean_phonemes\": %.3f, \"decode_unfinished\": %zu, \"train_gemm_share\": "
+            "%.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
             "%zu, \"decoder\": %zu, \"architecture\": \"%s\", \"layers\": %zu, \"model\": %zu, \"heads\": %zu, "
             "\"feedforward\": %zu}\n",
             threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,

@@ -91,8 +91,8 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
         for (std::size_t v = 0; v < v_size; ++v)
             cands.push_back({b.live[h].log_probability + static_cast<double>(lp[b.live[h].row * v_size + v]), h, v});
     // min(|cands|, 2K) without computing 2K, which overflows for an absurd K.
-    const std::size_t keep = k == 1 ? std::min(cands.size(), std::size_t{1})
-                                    : (k > cands.size() / 2 ? cands.size() : 2 * k);
+    const std::size_t keep =
+        k == 1 ? std::min(cands.size(), std::size_t{1}) : (k > cands.size() / 2 ? cands.size() : 2 * k);
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
                       [](const Candidate& a, const Candidate& c) { return a.log_probability > c.log_probability; });
     std::vector<Live> next;
@@ -329,9 +329,9 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         for (std::size_t n = 0, r = 0; n < items; ++n) {
             if (beams[n].done) continue;
             for (const Live& h : beams[n].live) {
-                const std::size_t symbol = t == 0                      ? o.start_symbol
+                const std::size_t symbol = t == 0                     ? o.start_symbol
                                            : t - 1 < prompt_length(n) ? prompts[n][t - 1]
-                                                                       : h.symbols.back();
+                                                                      : h.symbols.back();
                 ids(r++, 0) = static_cast<float>(symbol);
             }
         }
@@ -339,7 +339,8 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         for (std::size_t i = 0; i < states.size(); ++i) {
             xt::xarray<T>& a = state_rows[i];
             const auto dims = state_dims(rows, state_shapes[i], width[i]);
-            if (a.size() != rows * width[i] || !std::equal(dims.begin(), dims.end(), a.shape().begin(), a.shape().end()))
+            if (a.size() != rows * width[i] ||
+                !std::equal(dims.begin(), dims.end(), a.shape().begin(), a.shape().end()))
                 a = xt::xarray<T>::from_shape(dims);
             for (std::size_t r = 0; r < rows; ++r)
                 std::copy_n(produced[i] + parents[r] * width[i], width[i], a.data() + r * width[i]);

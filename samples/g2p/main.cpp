@@ -261,22 +261,24 @@ int train(const Options& o) {
                 train.size() - held.size(), train.source().c_str(), held.size(), eval.size());
     const g2p::Sizes& z = o.sizes;
     if (z.architecture == g2p::Architecture::lstm)
-        std::printf("model: letters %zu -> BiLSTM %zu+%zu -> attention LSTM decoder %zu -> %zu phonemes; %zu parameters\n",
-                    z.embed, z.encoder, z.encoder, z.decoder, g2p::phoneme_count(), parameter_count(m.parameters()));
+        std::printf(
+            "model: letters %zu -> BiLSTM %zu+%zu -> attention LSTM decoder %zu -> %zu phonemes; %zu parameters\n",
+            z.embed, z.encoder, z.encoder, z.decoder, g2p::phoneme_count(), parameter_count(m.parameters()));
     else
-        std::printf("model: Transformer, %zu + %zu layers of %zu, %zu heads, feed-forward %zu, dropout %.2g, label "
-                    "smoothing %.2g, warm-up %zu steps -> %zu phonemes; %zu parameters\n",
-                    z.layers, z.layers, z.model, z.heads, z.feedforward, z.dropout, z.label_smoothing, o.warmup,
-                    g2p::phoneme_count(), parameter_count(m.parameters()));
+        std::printf(
+            "model: Transformer, %zu + %zu layers of %zu, %zu heads, feed-forward %zu, dropout %.2g, label "
+            "smoothing %.2g, warm-up %zu steps -> %zu phonemes; %zu parameters\n",
+            z.layers, z.layers, z.model, z.heads, z.feedforward, z.dropout, z.label_smoothing, o.warmup,
+            g2p::phoneme_count(), parameter_count(m.parameters()));
     // Rises linearly over the first o.warmup steps; halved when the held-out PER stops falling.
     auto rate = std::make_shared<double>(o.learning_rate);
     const double warmup = static_cast<double>(o.warmup);
-    Trainer trainer(m.loss, Variable(),
-                    adam(m.parameters(), LearningRate([rate, warmup](std::uint64_t step) {
-                             return *rate * (warmup > 0 ? std::min(1.0, static_cast<double>(step + 1) / warmup) : 1.0);
-                         }),
-                         0.9, z.architecture == g2p::Architecture::lstm ? 0.999 : 0.98, 1e-8,
-                         {.gradient_clipping_norm = 5.0}));
+    Trainer trainer(
+        m.loss, Variable(),
+        adam(m.parameters(), LearningRate([rate, warmup](std::uint64_t step) {
+                 return *rate * (warmup > 0 ? std::min(1.0, static_cast<double>(step + 1) / warmup) : 1.0);
+             }),
+             0.9, z.architecture == g2p::Architecture::lstm ? 0.999 : 0.98, 1e-8, {.gradient_clipping_norm = 5.0}));
     Batcher batches(lengths, {.batch_size = o.batch, .sort_window = 20, .seed = o.seed});
     const auto start = std::chrono::steady_clock::now();
     auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };

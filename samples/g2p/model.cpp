@@ -61,9 +61,9 @@ Architecture architecture_named(const std::string& name) {
 
 std::map<std::string, std::string> model_records(const Sizes& s) {
     if (s.architecture == Architecture::lstm)
-        return {{"settings", settings_record({{"embed", double(s.embed)},
-                                              {"encoder", double(s.encoder)},
-                                              {"decoder", double(s.decoder)}})}};
+        return {{"settings",
+                 settings_record(
+                     {{"embed", double(s.embed)}, {"encoder", double(s.encoder)}, {"decoder", double(s.decoder)}})}};
     return {{"architecture", architecture_name(s.architecture)},
             {"settings", settings_record({{"layers", double(s.layers)},
                                           {"model", double(s.model)},
@@ -86,7 +86,8 @@ Sizes sizes_of(const ModelFile& f) {
         s.feedforward = f.whole_setting("feedforward", 1, 65536);
         if (s.model % s.heads != 0 || s.model % 2 != 0)
             throw DataError(f.path + ": its settings say model " + std::to_string(s.model) + " and heads " +
-                            std::to_string(s.heads) + "; a g2p Transformer's model size is even and a multiple of "
+                            std::to_string(s.heads) +
+                            "; a g2p Transformer's model size is even and a multiple of "
                             "its heads");
     }
     return s;
@@ -138,7 +139,8 @@ struct Model::TransformerParts {
     layers::TransformerDecoder decoder;
 
     TransformerParts(const Sizes& s, const layers::TransformerOptions& o)
-        : letter_table(parameter({letter_count(), s.model}, normal(1.0 / std::sqrt(double(s.model))), "letter_embedding")),
+        : letter_table(
+              parameter({letter_count(), s.model}, normal(1.0 / std::sqrt(double(s.model))), "letter_embedding")),
           encoder(s.layers, o, "encoder"),
           decoder(s.layers, phoneme_count(), o, true, layers::PositionalEncoding::sinusoidal, 512, "decoder") {}
 
@@ -149,7 +151,6 @@ struct Model::TransformerParts {
         return encoder(s.dropout > 0 ? dropout(x, s.dropout) : x);
     }
 };
-
 
 Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters")), decoder(make_decoder(s)) {
     const SequenceAxis decoder_axis;

@@ -60,18 +60,18 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> sizing_parameters(
 class Model {
     struct Parts;
     struct TransformerParts;
-    std::shared_ptr<Parts> parts_;  // the LSTM's layers; first, as the decoder's step holds them
+    std::shared_ptr<Parts> parts_;                   // the LSTM's layers; first, as the decoder's step holds them
     std::shared_ptr<TransformerParts> transformer_;  // or the Transformer's
 
 public:
     explicit Model(Sizes sizes);
 
     Sizes sizes;
-    loom::Variable letters;                 // a sequence of letter ids [1]
-    loom::Variable previous, targets;       // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
-    std::vector<loom::Variable> memory;     // what the decoder's generating step reads, per word
-    loom::layers::Decoder decoder;          // one step: the LSTM's graphs both, the Transformer's generation
-    loom::Variable loss;                    // per word: the summed cross entropy of its phonemes
+    loom::Variable letters;              // a sequence of letter ids [1]
+    loom::Variable previous, targets;    // phoneme ids [1] on the decoder's axis: <s> y1..yn, y1..yn </s>
+    std::vector<loom::Variable> memory;  // what the decoder's generating step reads, per word
+    loom::layers::Decoder decoder;       // one step: the LSTM's graphs both, the Transformer's generation
+    loom::Variable loss;                 // per word: the summed cross entropy of its phonemes
     // The attention weights of each decoder step [T_max letters] (the Transformer's: its last decoder
     // layer's cross-attention, the mean of the heads).
     loom::Variable alignment;

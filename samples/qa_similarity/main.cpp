@@ -160,12 +160,12 @@ int train(Options o) {
     o.model.vocab = t.vocabulary.size();
     qa::Model m(o.model);
     const bool synthetic = o.train_file.empty();
-    std::printf("data: %zu training questions of %s, %zu pairs held out%s\nmodel: per side embedding %zu (vocabulary "
-                "%zu) + 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
-                questions.size(), train.source.c_str(), held.pairs.size(),
-                synthetic ? "; wrong answers copy question words" : "",
-                o.model.embed, t.vocabulary.size(), o.model.hidden, o.model.hidden, o.model.dense,
-                parameter_count(m.parameters()));
+    std::printf(
+        "data: %zu training questions of %s, %zu pairs held out%s\nmodel: per side embedding %zu (vocabulary "
+        "%zu) + 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
+        questions.size(), train.source.c_str(), held.pairs.size(),
+        synthetic ? "; wrong answers copy question words" : "", o.model.embed, t.vocabulary.size(), o.model.hidden,
+        o.model.hidden, o.model.dense, parameter_count(m.parameters()));
     if (!o.graph_file.empty()) write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
     LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay
@@ -225,7 +225,8 @@ int train(Options o) {
                 eval.source.c_str(), "word overlap (shared words)", base.map, base.mrr);
     std::vector<std::pair<std::string, RankingMetrics>> rows{{"network (cosine)", net}};
     // With a weight of 0 the final score is the network's: its row would repeat the one above.
-    if (t.lambda > 0) rows.push_back({"final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap", fin});
+    if (t.lambda > 0)
+        rows.push_back({"final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap", fin});
     for (const auto& [name, x] : rows) {
         const auto d = paired_bootstrap(x.average_precision, base.average_precision);
         std::printf("  %-36s %.4f  %.4f  %+.4f (%+.4f .. %+.4f)\n", name.c_str(), x.map, x.mrr, d.mean, d.low, d.high);

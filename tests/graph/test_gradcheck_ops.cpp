@@ -137,7 +137,9 @@ const std::vector<Case>& table() {
         {"elementwise", "tanh", [](Env& e) { return tanh(e.seq({3}, -2, 2)); }},
         {"normalization", "layer_norm", [](Env& e) { return layer_norm(e.seq({4}), e.param({4}), e.param({4})); }},
         {"normalization", "layer_norm in a batch value, over the last of two axes",
-         [](Env& e) { return layer_norm(e.batch({2, 3}), e.param({3}), e.param({3}), 1e-3); }},
+         [](Env& e) {
+             return layer_norm(e.batch({2, 3}), e.param({3}), e.param({3}), 1e-3);
+         }},
         {"attention", "attention, 2 heads, causal",
          [](Env& e) {
              Variable q = e.seq({4}), k = e.seq({4}), v = e.seq({6});

@@ -73,8 +73,12 @@ Model build(Kind kind) {
     m.h = tanh(times(m.x, wx) + times(past_value(feed_in), wf), "h");
     layers::Attention a;
     switch (kind) {
-        case Kind::dot: a = layers::dot_product_attention(m.h, memory); break;
-        case Kind::scaled: a = layers::dot_product_attention(m.h, memory, true); break;
+        case Kind::dot:
+            a = layers::dot_product_attention(m.h, memory);
+            break;
+        case Kind::scaled:
+            a = layers::dot_product_attention(m.h, memory, true);
+            break;
         case Kind::general: {
             layers::GeneralAttention g;
             a = g(m.h, memory);
@@ -112,16 +116,24 @@ Vector reference_attention(Kind kind, const Model& m, const Vector& h, const Mat
     for (std::size_t s = 0; s < len; ++s) {
         const Vector k = row(src, s);
         switch (kind) {
-            case Kind::dot: scores[s] = dot(h, k); break;
-            case Kind::scaled: scores[s] = dot(h, k) / std::sqrt(double(d)); break;
-            case Kind::general: scores[s] = dot(row_times(h, p(0)), k); break;
+            case Kind::dot:
+                scores[s] = dot(h, k);
+                break;
+            case Kind::scaled:
+                scores[s] = dot(h, k) / std::sqrt(double(d));
+                break;
+            case Kind::general:
+                scores[s] = dot(row_times(h, p(0)), k);
+                break;
             case Kind::additive: {  // parameters: W_k, W_q, v
                 const Vector kp = row_times(k, p(0)), qp = row_times(h, p(1));
                 const auto v = p(2);
                 for (std::size_t j = 0; j < kp.size(); ++j) scores[s] += v(j) * std::tanh(kp[j] + qp[j]);
                 break;
             }
-            case Kind::local: scores[s] = dot(h, k); break;
+            case Kind::local:
+                scores[s] = dot(h, k);
+                break;
         }
     }
     w = softmax(scores);
@@ -206,7 +218,8 @@ namespace {
 // Symbols: 0 end, 1 start, 2 'a', 3 'b'.
 //   start -> a 0.55, b 0.45 - 1e-6, end 1e-6;  a -> a 0.45, b 0.35, end 0.2;  b -> end 0.9, a 0.05, b 0.05.
 Matrix bigram_log_probs() {
-    Matrix p = {{0.25, 0.25, 0.25, 0.25}, {1e-6, 0.0, 0.55, 0.45 - 1e-6}, {0.2, 0.0, 0.45, 0.35}, {0.9, 0.0, 0.05, 0.05}};
+    Matrix p = {
+        {0.25, 0.25, 0.25, 0.25}, {1e-6, 0.0, 0.55, 0.45 - 1e-6}, {0.2, 0.0, 0.45, 0.35}, {0.9, 0.0, 0.05, 0.05}};
     Matrix lp = xt::log(p + 1e-30);
     return lp;
 }
@@ -286,8 +299,7 @@ TEST_CASE("generation: bad options are UserErrors before any step") {
     CHECK_THROWS_WITH_AS(gen.generate({}, {0, 5, 1, 0}, {counters(1)}), doctest::Contains("beam_width"), UserError);
     CHECK_THROWS_WITH_AS(gen.generate({}, {1, 0, 1, 0}, {counters(1)}), doctest::Contains("max_length"), UserError);
     CHECK_THROWS_WITH_AS(gen.generate({}, {1, 5, 1, 4}, {counters(1)}), doctest::Contains("end_symbol 4"), UserError);
-    CHECK_THROWS_WITH_AS(gen.generate({}, {1, 5, 7, 0}, {counters(1)}), doctest::Contains("start_symbol 7"),
-                         UserError);
+    CHECK_THROWS_WITH_AS(gen.generate({}, {1, 5, 7, 0}, {counters(1)}), doctest::Contains("start_symbol 7"), UserError);
 }
 
 namespace {
