@@ -26,8 +26,8 @@ class LineReader;
 
 /// One word of a list and the line it is on (from 1).
 struct ListedWord {
-    std::string word;
-    std::size_t line = 0;
+    std::string word;      ///< the word as the list spells it
+    std::size_t line = 0;  ///< its line in the list, from 1
 };
 
 /// Reads a word list in batches (above).

@@ -140,6 +140,7 @@ public:
     /// \param cross_attention  false: decoder-only (no encoder)
     /// \param positions  sinusoidal, or learned (a table of max_positions)
     /// \param max_positions  the learned table's size (positions 0 .. max_positions - 1)
+    /// \param name  prefix of the parameters' names
     TransformerDecoder(std::size_t layers, std::size_t vocabulary, const TransformerOptions& options,
                        bool cross_attention = true, PositionalEncoding positions = PositionalEncoding::sinusoidal,
                        std::size_t max_positions = 512, const std::string& name = "TransformerDecoder");
