@@ -3,8 +3,7 @@
 # standard input; a bad word is named by file:line before any output; --predict naming an existing
 # file is refused with a pointer to --predict-file; and 50,000 generated words are decoded in
 # batches, so the peak memory (RSS, by /usr/bin/time; in a build without a sanitizer) of 50,024
-# words is that of 5,408. An untrained
-# tiny model with --beam 1 --max-length 3 keeps this fast.
+# words is that of 5,408. An untrained tiny model with --beam 1 --max-length 3 keeps this fast.
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
