@@ -37,6 +37,7 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, plot_dir, predict_file, architecture = "lstm";
+    std::string schedule;  // plateau or budget; empty: the architecture's (below)
     std::vector<std::string> predict;
     std::size_t epochs = 8, batch = 64, beam = 5, threads = 1, max_length = 30, words = 3000, warmup = 0;
     double minutes = 0, learning_rate = 2e-3;  // minutes 0: no time limit
@@ -270,13 +271,21 @@ int train(const Options& o) {
             "smoothing %.2g, warm-up %zu steps -> %zu phonemes; %zu parameters\n",
             z.layers, z.layers, z.model, z.heads, z.feedforward, z.dropout, z.label_smoothing, o.warmup,
             g2p::phoneme_count(), parameter_count(m.parameters()));
-    // Rises linearly over the first o.warmup steps; halved when the held-out PER stops falling.
+    std::printf("learning rate %g after %zu warm-up steps, schedule %s\n", o.learning_rate, o.warmup,
+                o.schedule.c_str());
+    // Rises linearly over the first o.warmup steps. Then, by --schedule: plateau, halved when the
+    // held-out PER stops falling; budget, falling linearly to 0 at the end of the budget (--minutes,
+    // or --epochs when it ends first): for a run of fixed length that decay beat constant and
+    // step-wise rates (Li, Yumer and Ramanan, "Budgeted training", ICLR 2020).
+    const bool budget = o.schedule == "budget";
     auto rate = std::make_shared<double>(o.learning_rate);
+    auto done = std::make_shared<double>(0.0);  // the part of the budget spent, 0 to 1
     const double warmup = static_cast<double>(o.warmup);
     Trainer trainer(
         m.loss, Variable(),
-        adam(m.parameters(), LearningRate([rate, warmup](std::uint64_t step) {
-                 return *rate * (warmup > 0 ? std::min(1.0, static_cast<double>(step + 1) / warmup) : 1.0);
+        adam(m.parameters(), LearningRate([rate, done, warmup](std::uint64_t step) {
+                 const double rise = warmup > 0 ? std::min(1.0, static_cast<double>(step + 1) / warmup) : 1.0;
+                 return *rate * rise * (1.0 - *done);
              }),
              0.9, z.architecture == g2p::Architecture::lstm ? 0.999 : 0.98, 1e-8, {.gradient_clipping_norm = 5.0}));
     Batcher batches(lengths, {.batch_size = o.batch, .sort_window = 20, .seed = o.seed});
@@ -291,9 +300,16 @@ int train(const Options& o) {
     std::vector<xt::xarray<float>> best;
     std::size_t epoch = 0;
     const double limit = o.minutes > 0 ? o.minutes : std::numeric_limits<double>::infinity();
+    const double steps_in_budget = static_cast<double>(o.epochs * batches.batches_per_epoch());
+    std::size_t steps = 0;
     for (; epoch < o.epochs && (epoch == 0 || minutes() < limit); ++epoch) {
         double loss = 0, count = 0;
         for (std::size_t b = 0; b < batches.batches_per_epoch() && (epoch == 0 || minutes() < limit); ++b) {
+            // The budget is spent by time or by steps, whichever runs out first; the first epoch
+            // always ends, at a rate of at least a tenth when the time ran out within it.
+            if (budget)
+                *done = std::min(epoch == 0 ? 0.9 : 1.0,
+                                 std::max(minutes() / limit, static_cast<double>(steps++) / steps_in_budget));
             std::vector<std::vector<std::size_t>> w, p;
             for (std::size_t i : batches.next()) w.push_back(words[i]), p.push_back(prons[i]);
             const TrainingScope training;  // dropout drops while training only
@@ -308,7 +324,7 @@ int train(const Options& o) {
             continue;
         }
         const G2PScore h = predict_all(m, held, 1, o.max_length).score;  // greedy: quick
-        const bool better = h.per() < best_per, halve = !better && ++flat_epochs >= rate_patience;
+        const bool better = h.per() < best_per, halve = !budget && !better && ++flat_epochs >= rate_patience;
         if (better) {
             best_per = h.per(), flat_epochs = 0;
             best.clear();
@@ -389,8 +405,7 @@ int main(int argc, char** argv) {
     app.add_option("--max-length", o.max_length, "phonemes per word at most")
         ->capture_default_str()
         ->check(CLI::Range(std::size_t{1}, max_phonemes));
-    app.add_option("--learning-rate", o.learning_rate,
-                   "Adam's rate (transformer: 1e-3; halved after 2 epochs without a better held-out PER)")
+    app.add_option("--learning-rate", o.learning_rate, "Adam's rate after the warm-up (transformer: 1e-3)")
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(1e-9, 10.0));
@@ -417,6 +432,11 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(0.0, 0.5));
+    app.add_option("--schedule", o.schedule,
+                   "the rate after the warm-up: plateau (halved after 2 epochs without a better held-out PER) or "
+                   "budget (falling linearly to 0 at the end of --minutes or --epochs); lstm: plateau, transformer: "
+                   "budget")
+        ->check(CLI::IsMember({"plateau", "budget"}));
     app.add_option("--warmup", o.warmup, "steps over which the learning rate rises to its value (transformer: 1000)")
         ->check(CLI::Range(0, 10000000));
     app.add_option("--embed", o.sizes.embed, "letter and phoneme embedding size")
@@ -440,6 +460,8 @@ int main(int argc, char** argv) {
             if (app.count("--warmup") == 0) o.warmup = 1000;
             if (app.count("--learning-rate") == 0) o.learning_rate = 1e-3;
         }
+        if (o.schedule.empty())
+            o.schedule = o.sizes.architecture == g2p::Architecture::transformer ? "budget" : "plateau";
         const bool predicts = !o.predict.empty() || !o.predict_file.empty();
         if (o.model_file.empty() ? predicts : !predicts && o.eval_file.empty())
             throw UserError(

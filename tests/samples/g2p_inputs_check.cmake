@@ -3,7 +3,8 @@
 # accepted trains as documented. Checked: a word outside the letters in --eval, named with file:line
 # and the whole character; a 100,000-letter word, named with its file:line and the limit; an
 # upper-case (CMUdict 0.7b style) dictionary, read as lower case with a note; fewer than 50 words,
-# with one held out; no rate halving after epoch 1 nor after a single flat epoch (2 of patience); a
+# with one held out; no rate halving after epoch 1 nor after a single flat epoch (2 of patience), and
+# never under the Transformer's budget schedule; a
 # single training word, with nothing held out said so; --minutes too short for one epoch, which is
 # trained to its end; NaN and infinite floating options and costs past their bounds (--words,
 # --beam, --max-length, --batch) refused by name; --save onto /proc/version or a 256-byte name;
@@ -59,6 +60,16 @@ endif()
 if(NOT OUT MATCHES "epoch 1 [^\n]*PER [0-9.]+ %\nepoch 2 [^\n]*, no better\nepoch 3 [^\n]*, rate halved\n")
   message(FATAL_ERROR "3 flat epochs: expected no halving after epochs 1 and 2, then a halving: '${OUT}'")
 endif()
+if(NOT OUT MATCHES "learning rate 1e-09 after 0 warm-up steps, schedule plateau\n")
+  message(FATAL_ERROR "the LSTM's schedule: expected plateau, no warm-up: '${OUT}'")
+endif()
+# The Transformer's rate falls to 0 over the budget: flat epochs never halve it.
+run("a Transformer's budget schedule" --architecture transformer --epochs 3 --layers 1 --model-dim 8 --heads 2
+  --feedforward 8 --learning-rate 1e-9 --warmup 2 --train ${dir}/d.dict)
+if(NOT OUT MATCHES "learning rate 1e-09 after 2 warm-up steps, schedule budget\n" OR OUT MATCHES "rate halved"
+   OR NOT OUT MATCHES "epoch 3 [^\n]*, no better\n")
+  message(FATAL_ERROR "a Transformer's budget schedule: expected budget and no halving: '${OUT}'")
+endif()
 # An untrained model's first score is far above 200 % (30-phoneme garbage): still not a reason to halve.
 run("epoch 1 of an untrained model" --words 60 ${tiny})
 if(NOT OUT MATCHES "\nepoch 1 [^\n]*PER [2-9][0-9][0-9]\\.[0-9]+ %\n" OR OUT MATCHES "rate halved")
@@ -83,6 +94,7 @@ expect_failure("--learning-rate 1e999" "--learning-rate: 1e999 is not a finite n
 expect_failure("--dropout nan" "--dropout: nan is not a finite number" --architecture transformer --dropout nan)
 expect_failure("--label-smoothing nan" "--label-smoothing: nan is not a finite number"
   --architecture transformer --label-smoothing nan)
+expect_failure("--schedule cosine" "--schedule: cosine not in" --schedule cosine)
 expect_failure("--words 10000000" "--words: .*10000000 not in range 10 to 200000" --words 10000000)
 expect_failure("--beam 1000" "--beam: .*1000 not in range 1 to 32" --beam 1000)
 expect_failure("--max-length 1000" "--max-length: .*1000 not in range 1 to 128" --max-length 1000)
