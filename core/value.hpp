@@ -132,9 +132,9 @@ public:
     Kind kind() const { return kind_; }
     /// \return the element type of the storage.
     DType dtype() const { return dtype_held(storage()); }
-    /// \return whether this is a static Value holding no element (as a default-made one).
+    /// \return whether the Value holds nothing: default-made, moved from, or a static Value of no element.
     bool empty() const {
-        return kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, storage());
+        return !data_ || (kind_ == Kind::Static && std::visit([](auto& d) { return d.size() == 0; }, storage()));
     }
     /// \return the shape of one sample (without the dynamic axes).
     const Shape& sample_shape() const { return sample_; }

@@ -1,6 +1,7 @@
 #include "layers/decoder.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -271,8 +272,10 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
 
 // One session pass per output step over every live hypothesis of every item still going (its
 // rows), the chosen symbols fed back. Buffers go around: the states' arrays are moved into the
-// bindings and taken back after each pass, the memory's rows are gathered again only when the rows'
-// items change (an item ends, or its beam narrows), and the outputs are read in place. An item's
+// bindings, and the session reads a bound array in place and holds it until its next pass binds
+// again, so each state has two arrays taking turns: the one bound two passes ago is ours alone
+// again (taking it back earlier would copy it). The memory's rows are gathered again only when the
+// rows' items change (an item ends, or its beam narrows), and the outputs are read in place. An item's
 // prompt is fed first, one symbol a step, while its one hypothesis follows it; a growing state
 // (a key/value cache) is copied by rows as any other, at its size of the step.
 template <class T>
@@ -309,7 +312,8 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         initial.push_back(std::move(a));
         produced.push_back(initial.back().data());
     }
-    std::vector<xt::xarray<T>> state_rows(states.size());
+    // Per state, the Values bound at the last two passes (pass t's in [t % 2]).
+    std::vector<std::array<Value, 2>> bound(states.size());
     std::vector<Value> memory_rows(memory.size());
     std::vector<std::size_t> memory_items;  // the item of each row memory_rows holds
 
@@ -337,7 +341,10 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         }
         Bindings in{{previous, Value::batch(std::move(ids))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
-            xt::xarray<T>& a = state_rows[i];
+            // Bound two passes ago: the session let it go when the last pass bound its inputs.
+            Value& turn = bound[i][t % 2];
+            xt::xarray<T> a = turn.empty() ? xt::xarray<T>() : std::move(turn.data<T>());
+            turn = Value();
             const auto dims = state_dims(rows, state_shapes[i], width[i]);
             if (a.size() != rows * width[i] ||
                 !std::equal(dims.begin(), dims.end(), a.shape().begin(), a.shape().end()))
@@ -352,8 +359,8 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         }
         for (std::size_t m = 0; m < memory.size(); ++m) in.emplace(memory[m], std::move(memory_rows[m]));
         session->forward(in);
-        for (std::size_t i = 0; i < states.size(); ++i) {  // the arrays go round to the next pass
-            state_rows[i] = std::move(in.at(states[i]).template data<T>());
+        for (std::size_t i = 0; i < states.size(); ++i) {
+            bound[i][t % 2] = std::move(in.at(states[i]));  // shared with the session until its next pass
             const std::span<const T> next = session->value_data<T>(next_states[i]);
             produced[i] = next.data();
             width[i] = next.size() / rows;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "core/finite.hpp"
 #include "core/serialization.hpp"
 #include "training/learners.hpp"
 
@@ -34,10 +35,8 @@ std::string describe(const std::string& name, const Shape& shape) {
 // made by hand, and loading it would train on from garbage.
 template <class T>
 void check_read_finite(const std::string& where, const StoredParameter& s, const std::vector<T>& values) {
-    const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
-    if (bad != values.end())
-        throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(*bad) +
-                        " at element " + std::to_string(bad - values.begin()) +
+    if (const std::string bad = first_non_finite<T>(values); !bad.empty())
+        throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + bad +
                         "; a checkpoint holds finite values only");
 }
 
@@ -198,10 +197,8 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
 namespace {
 template <class T>
 void check_finite(const std::string& path, const Parameter& p, const xt::xarray<T>& data) {
-    const auto bad = std::find_if(data.begin(), data.end(), [](T v) { return !std::isfinite(v); });
-    if (bad != data.end())
-        throw UserError("save_checkpoint '" + path + "': parameter " + describe(p.name(), p.shape()) + " holds " +
-                        std::to_string(*bad) + " at element " + std::to_string(bad - data.begin()) +
+    if (const std::string bad = first_non_finite<T>({data.data(), data.size()}); !bad.empty())
+        throw UserError("save_checkpoint '" + path + "': parameter " + describe(p.name(), p.shape()) + " holds " + bad +
                         "; a non-finite value is never saved");
 }
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "core/finite.hpp"
 #include "core/parallel.hpp"
 
 namespace loom {
@@ -325,10 +326,8 @@ std::span<const To> in_type(const std::vector<From>& values, std::vector<To>& co
 
 template <class T>
 void check_finite(const std::vector<T>& values, const std::string& learner, const Parameter& p) {
-    const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
-    if (bad != values.end())
-        throw UserError(learner + ": its state for " + p.label() + " holds " + std::to_string(*bad) + " at element " +
-                        std::to_string(bad - values.begin()) + "; a non-finite value is never saved");
+    if (const std::string bad = first_non_finite<T>(values); !bad.empty())
+        throw UserError(learner + ": its state for " + p.label() + " holds " + bad + "; a non-finite value is never saved");
 }
 }  // namespace
 

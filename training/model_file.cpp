@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/finite.hpp"
 #include "core/serialization.hpp"
 
 namespace loom {
@@ -85,10 +86,9 @@ xt::xarray<T> read_values(ByteReader& r, const std::string& path, const std::str
     if (values.size() != count)
         throw DataError(path + ": parameter " + quoted_field(name) + " of shape " + dims_str(dims) + " holds " +
                         std::to_string(values.size()) + " values");
-    if (const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
-        bad != values.end())
-        throw DataError(path + ": parameter " + quoted_field(name) + " holds " + std::to_string(*bad) + " at element " +
-                        std::to_string(bad - values.begin()) + "; a model file holds finite values only");
+    if (const std::string bad = first_non_finite<T>(values); !bad.empty())
+        throw DataError(path + ": parameter " + quoted_field(name) + " holds " + bad +
+                        "; a model file holds finite values only");
     xt::xarray<T> v = xt::zeros<T>(dims);
     std::copy(values.begin(), values.end(), v.begin());
     return v;
@@ -96,11 +96,9 @@ xt::xarray<T> read_values(ByteReader& r, const std::string& path, const std::str
 
 template <class T>
 void check_finite(const std::string& path, const Parameter& p, const xt::xarray<T>& data) {
-    const auto bad = std::find_if(data.begin(), data.end(), [](T v) { return !std::isfinite(v); });
-    if (bad != data.end())
+    if (const std::string bad = first_non_finite<T>({data.data(), data.size()}); !bad.empty())
         throw UserError("save_model_file " + path + ": parameter '" + p.name() + "' " + p.shape().str() + " holds " +
-                        std::to_string(*bad) + " at element " + std::to_string(bad - data.begin()) +
-                        "; a non-finite value is never saved");
+                        bad + "; a non-finite value is never saved");
 }
 
 // Calls f with the file's value of `name`, in whichever precision it was saved; false if none.

@@ -72,10 +72,17 @@ public:
             seed = rng_();
         }
         Xoshiro256 stream(seed);
-        for (std::size_t i = 0; i < n; i += 4) {
+        const auto decide = [&](std::uint64_t bits, std::size_t j) {
+            return ((bits >> (16 * j)) & 0xffffu) < threshold ? T(0) : keep;
+        };
+        std::size_t i = 0;
+        for (; i + 4 <= n; i += 4) {  // whole groups: no bound to check per element
             const std::uint64_t bits = stream();
-            for (std::size_t j = 0; j < 4 && i + j < n; ++j)
-                m[i + j] = ((bits >> (16 * j)) & 0xffffu) < threshold ? T(0) : keep;
+            m[i] = decide(bits, 0), m[i + 1] = decide(bits, 1), m[i + 2] = decide(bits, 2), m[i + 3] = decide(bits, 3);
+        }
+        if (i < n) {
+            const std::uint64_t bits = stream();
+            for (std::size_t j = 0; i + j < n; ++j) m[i + j] = decide(bits, j);
         }
     }
     template <class T>

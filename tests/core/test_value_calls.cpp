@@ -1,5 +1,6 @@
 // The contract's natural calls to make Values compile and pick the element type the user wrote:
-// float arrays (or float literals) give float storage, double arrays give double; braced lists work.
+// float arrays (or float literals) give float storage, double arrays give double; braced lists work;
+// a default-made Value is empty.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -58,4 +59,14 @@ TEST_CASE("Value::batch and Value::tensor take arrays and braced lists") {
     xt::xtensor<double, 1> fixed = {1.0, 2.0};
     CHECK(Value::tensor(fixed).dtype() == DType::f64);
     CHECK(Value::batch(xt::xtensor<float, 2>{{1.0f}}).dtype() == DType::f32);
+}
+
+TEST_CASE("Value::empty: a default-made or moved-from Value is empty, a scalar or a batch is not") {
+    CHECK(Value().empty());
+    Value batch = Value::batch(xt::xarray<double>{{1.0, 2.0}});
+    CHECK_FALSE(batch.empty());
+    const Value taken = std::move(batch);
+    CHECK_FALSE(taken.empty());
+    CHECK(batch.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty, as documented
+    CHECK_FALSE(Value::tensor(xt::xarray<float>(2.0f)).empty());
 }
