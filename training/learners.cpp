@@ -327,7 +327,8 @@ std::span<const To> in_type(const std::vector<From>& values, std::vector<To>& co
 template <class T>
 void check_finite(const std::vector<T>& values, const std::string& learner, const Parameter& p) {
     if (const std::string bad = first_non_finite<T>(values); !bad.empty())
-        throw UserError(learner + ": its state for " + p.label() + " holds " + bad + "; a non-finite value is never saved");
+        throw UserError(learner + ": its state for " + p.label() + " holds " + bad +
+                        "; a non-finite value is never saved");
 }
 }  // namespace
 
