@@ -1,5 +1,6 @@
 #include "data/word_lists.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -47,6 +48,17 @@ bool WordListReader::next_batch(std::vector<ListedWord>& batch, std::size_t coun
     batch.clear();
     std::string line;
     while (batch.size() < count && lines_->next(line)) {
+        // A control character is no part of a word, nor a separator of words (a carriage return
+        // left inside a line, the line end of a file from an old Mac, ends up here): named, not read.
+        for (std::size_t i = 0; i < line.size(); ++i) {
+            const auto c = static_cast<unsigned char>(line[i]);
+            if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                char code[8];
+                std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
+                lines_->fail("the control character " + std::string(code) + " at column " + std::to_string(i + 1) +
+                             "; a word list has one word of printable characters a line");
+            }
+        }
         const std::vector<std::string> words = data_text::split_whitespace(line);
         if (words.empty()) continue;
         if (words.size() > 1)

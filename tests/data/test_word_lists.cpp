@@ -1,5 +1,6 @@
 // Word lists, one word a line (data/word_lists.hpp): batches of bounded size with each word's line,
-// blank lines and surrounding space skipped, and the errors named by file and line.
+// blank lines and surrounding space skipped, and the errors (two words, a control character, bad
+// UTF-8, a missing file) named by file and line.
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -84,4 +85,13 @@ TEST_CASE("word lists: an endless line stops at a megabyte and a device is refus
                          doctest::Contains("list.txt:2: a line longer than 1048576 bytes"), DataError);
     CHECK_THROWS_WITH_AS(WordListReader("/dev/zero"), doctest::Contains("'/dev/zero' is a device"), DataError);
     CHECK(all_words("a\r\nb").size() == 2);  // the last line needs no line end
+}
+
+TEST_CASE("word lists: a control character in a line (a carriage return not ending it) is named with file and line") {
+    // What the fuzz target found: "\rat\x02" was read as one word holding a carriage return.
+    CHECK_THROWS_WITH_AS(all_words("cat\n\rat\x02\n"),
+                         doctest::Contains("list.txt:2: the control character U+000D at column 1"), DataError);
+    CHECK_THROWS_WITH_AS(all_words("dog\x7f\n"), doctest::Contains("list.txt:1: the control character U+007F at column 4"),
+                         DataError);
+    CHECK(all_words("cat\r\n\tdog\t\r\n").size() == 2);  // tabs around a word and CR LF line ends are fine
 }
