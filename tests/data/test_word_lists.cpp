@@ -91,7 +91,7 @@ TEST_CASE("word lists: a control character in a line (a carriage return not endi
     // What the fuzz target found: "\rat\x02" was read as one word holding a carriage return.
     CHECK_THROWS_WITH_AS(all_words("cat\n\rat\x02\n"),
                          doctest::Contains("list.txt:2: the control character U+000D at column 1"), DataError);
-    CHECK_THROWS_WITH_AS(all_words("dog\x7f\n"), doctest::Contains("list.txt:1: the control character U+007F at column 4"),
-                         DataError);
+    CHECK_THROWS_WITH_AS(all_words("dog\x7f\n"),
+                         doctest::Contains("list.txt:1: the control character U+007F at column 4"), DataError);
     CHECK(all_words("cat\r\n\tdog\t\r\n").size() == 2);  // tabs around a word and CR LF line ends are fine
 }
