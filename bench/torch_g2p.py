@@ -358,26 +358,23 @@ class TransformerG2P(nn.Module):
             module.in_proj_bias.copy_(torch.cat([take("%s.%s.b" % (name, p)) for p in "qkv"]))
             linear(module.out_proj, name + ".out")
 
+        def layers(stack, name, attentions, norms):
+            # An encoder layer (self_attn, norm1-2) or a decoder layer (and multihead_attn, norm3).
+            for i, layer in enumerate(stack.layers):
+                n = "%s.layers.%d" % (name, i)
+                for a in attentions:
+                    attention(getattr(layer, a), "%s.%s" % (n, a))
+                linear(layer.linear1, n + ".linear1")
+                linear(layer.linear2, n + ".linear2")
+                for k in range(1, norms + 1):
+                    norm(getattr(layer, "norm%d" % k), "%s.norm%d" % (n, k))
+            norm(stack.norm, name + ".norm")
+
         with torch.no_grad():
             self.letter_emb.weight.copy_(take("letter_embedding"))
             self.phone_emb.weight.copy_(take("decoder.embedding"))
-            for i, layer in enumerate(self.encoder.layers):
-                n = "encoder.layers.%d" % i
-                attention(layer.self_attn, n + ".self_attn")
-                linear(layer.linear1, n + ".linear1")
-                linear(layer.linear2, n + ".linear2")
-                norm(layer.norm1, n + ".norm1")
-                norm(layer.norm2, n + ".norm2")
-            norm(self.encoder.norm, "encoder.norm")
-            for i, layer in enumerate(self.decoder.layers):
-                n = "decoder.layers.%d" % i
-                attention(layer.self_attn, n + ".self_attn")
-                attention(layer.multihead_attn, n + ".multihead_attn")
-                linear(layer.linear1, n + ".linear1")
-                linear(layer.linear2, n + ".linear2")
-                for k in (1, 2, 3):
-                    norm(getattr(layer, "norm%d" % k), "%s.norm%d" % (n, k))
-            norm(self.decoder.norm, "decoder.norm")
+            layers(self.encoder, "encoder", ["self_attn"], 2)
+            layers(self.decoder, "decoder", ["self_attn", "multihead_attn"], 3)
             linear(self.out, "decoder.project")
         if used != set(params):
             raise SystemExit("torch_g2p: %s holds parameters the peer has no place for: %s"

@@ -104,13 +104,23 @@ bool LineReader::next(std::string& line) {
         fail("NUL byte at column " + std::to_string(nul + 1) +
              (utf16 ? utf16_hint : ": this is not a text file (loom reads UTF-8 text)"));
     }
-    if (check_ == TextCheck::utf8)
+    if (check_ == TextCheck::utf8 || check_ == TextCheck::printable)
         if (const std::size_t bad = invalid_utf8_at(line); bad != std::string::npos) {
             char hex[8];
             std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(line[bad]));
             fail(std::string("byte ") + hex + " at column " + std::to_string(bad + 1) + " is not valid UTF-8" +
                  (utf16_mark ? utf16_hint
                              : "; loom reads UTF-8 text (convert e.g. with iconv -f latin1 -t utf-8, or -f cp1252)"));
+        }
+    if (check_ == TextCheck::printable)
+        for (std::size_t i = 0; i < line.size(); ++i) {
+            const auto c = static_cast<unsigned char>(line[i]);
+            if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                char code[8];
+                std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
+                fail("the control character " + std::string(code) + " at column " + std::to_string(i + 1) +
+                     "; this text holds printable characters and tabs only");
+            }
         }
     return true;
 }

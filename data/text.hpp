@@ -28,6 +28,7 @@ enum class TextCheck {
     none,       ///< nothing beyond the reader's own checks
     nul_bytes,  ///< a binary file, or UTF-16 text
     utf8,       ///< NUL bytes and invalid UTF-8 (a Latin-1 file, say)
+    printable,  ///< as utf8, and control characters but the tab (a carriage return inside a line, DEL)
 };
 
 /// A text file line by line, as every reader wants it: numbered lines without a trailing carriage return,

@@ -114,6 +114,22 @@ void check_heads(const std::string& op, std::span<const TypeInfo> in, std::size_
                         " must be multiples of the " + std::to_string(heads) + " heads");
 }
 
+// What both sequence forms check: the first `count` inputs (queries, keys, values) on sequence
+// axes with rank-1 samples and, when causal, the queries and keys on one axis.
+void check_sequences(const std::string& op, std::span<const TypeInfo> in, std::size_t count, bool causal) {
+    static const char* const what[] = {"the queries", "the keys", "the values"};
+    for (std::size_t i = 0; i < count; ++i) {
+        if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
+            shape_error(op, in, std::string(what[i]) + " must be a sequence (it is on the " + in[i].axis.str() + ")");
+        if (in[i].shape.rank() != 1)
+            shape_error(op, in,
+                        std::string(count == 3 ? "queries, keys and values" : "queries and keys") +
+                            " must have rank-1 samples");
+    }
+    if (causal && in[0].axis != in[1].axis && in[0].axis.kind != Axis::Kind::Any && in[1].axis.kind != Axis::Kind::Any)
+        shape_error(op, in, "causal attention needs the queries and keys on one sequence axis");
+}
+
 // Queries on one sequence axis over keys and values on another (or the same).
 class SequenceAttention final : public OpBase<SequenceAttention> {
 public:
@@ -122,20 +138,9 @@ public:
     bool backward_reads_output() const override { return false; }
     OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
-        for (std::size_t i = 0; i < 3; ++i) {
-            if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
-                shape_error(name(), in,
-                            std::string(i == 0   ? "the queries"
-                                        : i == 1 ? "the keys"
-                                                 : "the values") +
-                                " must be a sequence (it is on the " + in[i].axis.str() + ")");
-            if (in[i].shape.rank() != 1) shape_error(name(), in, "queries, keys and values must have rank-1 samples");
-        }
+        check_sequences(name(), in, 3, causal_);
         if (in[1].axis != in[2].axis && in[1].axis.kind != Axis::Kind::Any && in[2].axis.kind != Axis::Kind::Any)
             shape_error(name(), in, "the keys and values must be on one sequence axis");
-        if (causal_ && in[0].axis != in[1].axis && in[0].axis.kind != Axis::Kind::Any &&
-            in[1].axis.kind != Axis::Kind::Any)
-            shape_error(name(), in, "causal attention needs the queries and keys on one sequence axis");
         check_heads(name(), in, in[1].shape[0], in[0].shape[0], in[2].shape[0], heads_);
         return {Shape{in[2].shape[0]}, in[0].axis};
     }
@@ -205,14 +210,7 @@ public:
     bool backward_reads_output() const override { return false; }
     OpTraits traits() const override { return {.step_capable = false}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
-        for (std::size_t i = 0; i < 2; ++i) {
-            if (in[i].axis.kind != Axis::Kind::Sequence && in[i].axis.kind != Axis::Kind::Any)
-                shape_error(name(), in, std::string(i == 0 ? "the queries" : "the keys") + " must be a sequence");
-            if (in[i].shape.rank() != 1) shape_error(name(), in, "queries and keys must have rank-1 samples");
-        }
-        if (causal_ && in[0].axis != in[1].axis && in[0].axis.kind != Axis::Kind::Any &&
-            in[1].axis.kind != Axis::Kind::Any)
-            shape_error(name(), in, "causal attention needs the queries and keys on one sequence axis");
+        check_sequences(name(), in, 2, causal_);
         check_heads(name(), in, in[1].shape[0], in[0].shape[0], in[1].shape[0], heads_);
         return {Shape{0}, in[0].axis};  // [Tk_max], known when a batch is bound
     }
