@@ -2,6 +2,7 @@
 /// \file
 /// loom: symbolic graphs over batches of sequences, recurrence loops, reverse-mode gradients.
 /// The one header a user includes.
+#include "core/allocator.hpp"
 #include "core/errors.hpp"
 #include "core/gemm.hpp"
 #include "core/packed_gemm.hpp"

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     app.add_option("--encoder", sizes.encoder)->check(CLI::Range(1, 4096));
     app.add_option("--decoder", sizes.decoder)->check(CLI::Range(1, 4096));
     CLI11_PARSE(app, argc, argv);
+    keep_freed_memory();  // as the g2p sample does; compare_g2p gives its PyTorch peer the same settings
     return bench::report_errors([&] {
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(threads));

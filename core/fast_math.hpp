@@ -4,6 +4,7 @@
 // checked against libm in tests/core/test_fast_math.cpp. double keeps libm: gradient checks run
 // in double and want it exact.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -60,6 +61,27 @@ inline double sigmoid(double x) {
     if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
     const double e = std::exp(x);
     return e / (1.0 + e);
+}
+
+// The sum of term(0) .. term(n - 1) in sixteen partial sums, one per vector lane: a plain running
+// sum is a chain the compiler may not reorder (no -ffast-math), so it stays scalar. The order of the
+// additions differs from a running sum's, not their accuracy.
+template <class T, class Term>
+inline T lane_sum(std::size_t n, Term term) {
+    constexpr std::size_t lanes = 16;
+    T part[lanes] = {};
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+        for (std::size_t l = 0; l < lanes; ++l) part[l] += term(i + l);
+    T sum = 0;
+    for (; i < n; ++i) sum += term(i);
+    for (std::size_t l = 0; l < lanes; ++l) sum += part[l];
+    return sum;
+}
+
+template <class T>
+inline T dot(const T* a, const T* b, std::size_t n) {
+    return lane_sum<T>(n, [&](std::size_t i) { return a[i] * b[i]; });
 }
 
 }  // namespace loom::fast

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/fast_math.hpp"
 #include "core/gemm.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
@@ -50,6 +51,28 @@ void softmax_backward_rows(const T* p, T* dp, std::size_t rows, std::size_t cols
     }
 }
 
+// o[i] = sum_j p[j] v[j][i] for i < n, row j of v at v + j * stride: each block of o's columns summed
+// in registers over every j, then stored once.
+template <class T>
+void weighted_rows(const T* p, std::size_t rows, const T* v, std::size_t stride, std::size_t n, T* o) {
+    constexpr std::size_t block = 128 / sizeof(T);  // two AVX-512 registers, four AVX2 ones
+    std::size_t i = 0;
+    for (; i + block <= n; i += block) {
+        T sum[block] = {};
+        for (std::size_t j = 0; j < rows; ++j) {
+            const T w = p[j];
+            const T* row = v + j * stride + i;
+            for (std::size_t l = 0; l < block; ++l) sum[l] += w * row[l];
+        }
+        std::copy_n(sum, block, o + i);
+    }
+    for (; i < n; ++i) {
+        T sum = 0;
+        for (std::size_t j = 0; j < rows; ++j) sum += p[j] * v[j * stride + i];
+        o[i] = sum;
+    }
+}
+
 // One item's and head's operands: a matrix of `rows` rows of which row i starts at data + i * stride.
 template <class T>
 struct Rows {
@@ -64,9 +87,14 @@ struct HeadProduct {
     bool causal;
     T scale;
 
-    // P = softmax(Q K^T * scale) into p [lq, lk].
+    // P = softmax(Q K^T * scale) into p [lq, lk]. One query (a generating step) is lk dot products of
+    // a few dozen elements, below what a GEMM call costs to set up.
     void weights(Rows<const T> q, Rows<const T> k, T* p) const {
-        gemm(false, true, lq, lk, dk, scale, q.data, q.stride, k.data, k.stride, T(0), p, lk);
+        if (lq == 1) {
+            for (std::size_t j = 0; j < lk; ++j) p[j] = scale * fast::dot(q.data, k.data + j * k.stride, dk);
+        } else {
+            gemm(false, true, lq, lk, dk, scale, q.data, q.stride, k.data, k.stride, T(0), p, lk);
+        }
         softmax_rows(p, lq, lk, [&](std::size_t i) { return causal ? std::min(lk, i + 1) : lk; });
     }
     // Given dP in ds (overwritten with dS), adds dS K into dq and dS^T Q into dkey where they have data.
@@ -77,6 +105,7 @@ struct HeadProduct {
     }
     void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p) const {
         weights(q, k, p);
+        if (lq == 1) return weighted_rows(p, lk, v.data, v.stride, dv, o.data);
         gemm(false, false, lq, dv, lk, T(1), p, lk, v.data, v.stride, T(0), o.data, o.stride);
     }
     // Adds into whichever of dq, dk, dv has data; work holds 2 * lq * lk.

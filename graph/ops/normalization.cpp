@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "core/fast_math.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
 
@@ -51,18 +52,15 @@ public:
             const T* x = c.in[0].data + r * d;
             const T* dy = c.out_grad.data + r * d;
             const auto [mean, rstd] = moments(x, d);
-            T g_mean = 0, gx_mean = 0;
-            for (std::size_t j = 0; j < d; ++j) {
-                const T xhat = (x[j] - mean) * rstd;
-                g[j] = dy[j] * scale[j];
-                g_mean += g[j];
-                gx_mean += g[j] * xhat;
-                if (dscale) dscale[j] += dy[j] * xhat;
-                if (dbias) dbias[j] += dy[j];
-            }
+            for (std::size_t j = 0; j < d; ++j) g[j] = dy[j] * scale[j];
+            if (dscale)
+                for (std::size_t j = 0; j < d; ++j) dscale[j] += dy[j] * (x[j] - mean) * rstd;
+            if (dbias)
+                for (std::size_t j = 0; j < d; ++j) dbias[j] += dy[j];
             if (!dx) return;
-            g_mean /= static_cast<T>(d);
-            gx_mean /= static_cast<T>(d);
+            const T g_mean = fast::lane_sum<T>(d, [&](std::size_t j) { return g[j]; }) / static_cast<T>(d);
+            const T gx_mean =
+                fast::lane_sum<T>(d, [&](std::size_t j) { return g[j] * (x[j] - mean) * rstd; }) / static_cast<T>(d);
             T* dxr = dx + r * d;
             for (std::size_t j = 0; j < d; ++j) dxr[j] += rstd * (g[j] - g_mean - (x[j] - mean) * rstd * gx_mean);
         });
@@ -71,11 +69,9 @@ public:
 private:
     template <class T>
     std::pair<T, T> moments(const T* x, std::size_t d) const {
-        T mean = 0, var = 0;
-        for (std::size_t j = 0; j < d; ++j) mean += x[j];
-        mean /= static_cast<T>(d);
-        for (std::size_t j = 0; j < d; ++j) var += (x[j] - mean) * (x[j] - mean);
-        var /= static_cast<T>(d);
+        const T mean = fast::lane_sum<T>(d, [&](std::size_t j) { return x[j]; }) / static_cast<T>(d);
+        const T var =
+            fast::lane_sum<T>(d, [&](std::size_t j) { return (x[j] - mean) * (x[j] - mean); }) / static_cast<T>(d);
         return {mean, T(1) / std::sqrt(var + static_cast<T>(epsilon_))};
     }
     double epsilon_;

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/fast_math.hpp"
 
@@ -33,4 +34,20 @@ TEST_CASE("fast float exp, tanh and sigmoid stay within a few ulp of libm") {
     CHECK(loom::fast::exp(-200.0f) >= 0.0f);
     CHECK(std::isinf(loom::fast::exp(200.0f)));
     CHECK(loom::fast::exp(88.5f) == doctest::Approx(std::exp(88.5)).epsilon(1e-6));
+}
+
+TEST_CASE("fast lane_sum and dot: every element counted once, for lengths around the 16 lanes") {
+    for (std::size_t n : {0, 1, 7, 15, 16, 17, 32, 33, 100}) {
+        std::vector<float> a(n), b(n);
+        double exact_sum = 0, exact_dot = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            a[i] = static_cast<float>(i % 7) - 2.5f;  // halves and whole numbers: every sum is exact in float
+            b[i] = static_cast<float>(i % 5) + 0.5f;
+            exact_sum += a[i];
+            exact_dot += static_cast<double>(a[i]) * b[i];
+        }
+        INFO("n = " << n);
+        CHECK(loom::fast::lane_sum<float>(n, [&](std::size_t i) { return a[i]; }) == static_cast<float>(exact_sum));
+        CHECK(loom::fast::dot(a.data(), b.data(), n) == static_cast<float>(exact_dot));
+    }
 }
