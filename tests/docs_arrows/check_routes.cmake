@@ -3,6 +3,10 @@
 # file it names does not exist, or when neither file of an arrow includes the other (a file counts
 # with its sibling: x.cpp with x.hpp). MUTATE_FROM / MUTATE_TO replace a piece of the page's route
 # lines as read (not the file), so that a test can show that a false arrow is caught.
+# Every Markdown file's paths too: a repository path in backquotes (`graph/step_runner.cpp`,
+# `tests/graph/test_delay.cpp`: a folder of the repository, then a file name with its extension)
+# must exist. With MUTATE_FILE, MUTATE_FROM / MUTATE_TO change that file's text instead (see
+# doc_text.cmake).
 cmake_minimum_required(VERSION 3.20)
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repo> -P check_routes.cmake")
@@ -43,7 +47,7 @@ function(reaches a b out)
 endfunction()
 
 file(STRINGS "${page}" route_lines REGEX "^[a-z_]+: [a-z_/]+\\.(cpp|hpp)( -> [a-z_/]+\\.(cpp|hpp))+$")
-if(DEFINED MUTATE_FROM)
+if(DEFINED MUTATE_FROM AND NOT DEFINED MUTATE_FILE)
   set(mutated "")
   set(hit FALSE)
   foreach(line IN LISTS route_lines)
@@ -85,6 +89,35 @@ foreach(line IN LISTS route_lines)
   message(STATUS "checked the ${route} route: ${n} files")
 endforeach()
 
+# The paths every Markdown file names.
+include(${CMAKE_CURRENT_LIST_DIR}/doc_text.cmake)
+file(GLOB top_folders LIST_DIRECTORIES true RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/*")
+set(folders "")
+foreach(f IN LISTS top_folders)
+  if(IS_DIRECTORY "${SOURCE_DIR}/${f}" AND NOT f MATCHES "^(build.*|\\..*)$")
+    list(APPEND folders "${f}")
+  endif()
+endforeach()
+list(JOIN folders "|" folder_alternatives)
+doc_files(files)
+set(paths 0)
+foreach(file IN LISTS files)
+  doc_lines(${file} lines)
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    string(REGEX MATCHALL "`(${folder_alternatives})/[A-Za-z0-9_./-]*\\.(cpp|hpp|md|py|cmake|txt|tsv|c)`" named "${line}")
+    foreach(p IN LISTS named)
+      string(REPLACE "`" "" p "${p}")
+      math(EXPR paths "${paths} + 1")
+      if(NOT EXISTS "${SOURCE_DIR}/${p}")
+        fail("${file}:${n}: names `${p}`, which does not exist")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+message(STATUS "docs.routes: ${paths} repository paths named in the Markdown files checked")
+
 if(errors GREATER 0)
-  message(FATAL_ERROR "docs.routes: ${errors} disagreement(s) between the routes of docs/architecture.md and the code (above)")
+  message(FATAL_ERROR "docs.routes: ${errors} disagreement(s) between the documentation's routes or paths and the code (above)")
 endif()
