@@ -123,7 +123,7 @@ TEST_CASE("initial_state as a scalar, a tensor of the sample shape, a parameter 
     const double used = 1.0 + 2.0 + 2.0;  // lengths 1, 3, 7 with time_step 2
     CHECK(g[p].tensor<double>()(0) == doctest::Approx(used));
     CHECK(g[p].tensor<double>()(1) == doctest::Approx(used));
-    auto gr = gradients(y_rows, in, {per_seq})[per_seq].batch<double>();
+    auto gr = gradients(y_rows, in, {per_seq})[per_seq].rows<double>();
     CHECK(gr(0, 0) == 1.0);
     CHECK(gr(1, 1) == 2.0);
     CHECK(gr(2, 0) == 2.0);

@@ -70,8 +70,8 @@ TEST_CASE("trainer: a minibatch result holds the sums a direct evaluation gives"
     const Bindings in = m.minibatch(2);
     const auto out = evaluate({m.loss, m.metric}, in);
     const MinibatchResult r = t.train_minibatch(in);
-    CHECK(r.loss_sum == doctest::Approx(xt::sum(out[m.loss].batch())()));
-    CHECK(r.metric_sum == doctest::Approx(xt::sum(out[m.metric].batch())()));
+    CHECK(r.loss_sum == doctest::Approx(xt::sum(out[m.loss].rows())()));
+    CHECK(r.metric_sum == doctest::Approx(xt::sum(out[m.metric].rows())()));
     // A learning rate of zero leaves the parameters alone.
     CHECK(m.w.value()(0, 0) == 0.5f);
 }
