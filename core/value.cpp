@@ -116,12 +116,12 @@ Value Value::tensor(xt::xarray<double> data) {
 }
 
 template <class T>
-Value Value::padded(xt::xarray<T> data, LayoutPtr layout) {
-    if (!layout) throw UserError("Value::padded: a layout is required");
+Value Value::time_major_sequences(xt::xarray<T> data, LayoutPtr layout) {
+    if (!layout) throw UserError("Value::time_major_sequences: a layout is required");
     std::vector<std::size_t> sh(data.shape().begin(), data.shape().end());
     if (sh.size() < 2 || sh[0] != layout->max_length() || sh[1] != layout->num_sequences())
-        throw UserError("Value::padded: data of shape " + Shape(sh).str() + " does not fit " + layout->str() +
-                        " (expected [T_max, N, sample...])");
+        throw UserError("Value::time_major_sequences: data of shape " + Shape(sh).str() + " does not fit " +
+                        layout->str() + " (expected [T_max, N, sample...])");
     Value v;
     v.kind_ = Kind::Sequence;
     v.sample_ = shape_after(sh, 2);
@@ -129,22 +129,22 @@ Value Value::padded(xt::xarray<T> data, LayoutPtr layout) {
     v.set_storage(std::move(data));
     return v;
 }
-template Value Value::padded<float>(xt::xarray<float>, LayoutPtr);
-template Value Value::padded<double>(xt::xarray<double>, LayoutPtr);
+template Value Value::time_major_sequences<float>(xt::xarray<float>, LayoutPtr);
+template Value Value::time_major_sequences<double>(xt::xarray<double>, LayoutPtr);
 
 template <class T>
-Value Value::from_padded(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths) {
+Value Value::item_major_sequences(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths) {
     std::vector<std::size_t> sh(data.shape().begin(), data.shape().end());
     if (sh.size() < 2)
-        throw UserError("Value::from_padded: data must be [N, T, sample...], got shape " + Shape(sh).str());
+        throw UserError("Value::item_major_sequences: data must be [N, T, sample...], got shape " + Shape(sh).str());
     if (lengths.size() != sh[0])
-        throw UserError("Value::from_padded: " + std::to_string(lengths.size()) + " lengths for " +
+        throw UserError("Value::item_major_sequences: " + std::to_string(lengths.size()) + " lengths for " +
                         std::to_string(sh[0]) + " items (data of shape " + Shape(sh).str() + ")");
     std::vector<xt::xarray<T>> seqs;
     seqs.reserve(lengths.size());
     for (std::size_t n = 0; n < lengths.size(); ++n) {
         if (lengths[n] == 0 || lengths[n] > sh[1])
-            throw UserError("Value::from_padded: item " + std::to_string(n) + " has length " +
+            throw UserError("Value::item_major_sequences: item " + std::to_string(n) + " has length " +
                             std::to_string(lengths[n]) + " but the data holds " + std::to_string(sh[1]) +
                             " steps (shape " + Shape(sh).str() + "); a length must be in 1.." + std::to_string(sh[1]));
         seqs.emplace_back(xt::view(data, n, xt::range(0, lengths[n])));
@@ -154,8 +154,8 @@ Value Value::from_padded(const xt::xarray<T>& data, const std::vector<std::size_
     return make_sequences(seqs);
 }
 
-template Value Value::from_padded<float>(const xt::xarray<float>&, const std::vector<std::size_t>&);
-template Value Value::from_padded<double>(const xt::xarray<double>&, const std::vector<std::size_t>&);
+template Value Value::item_major_sequences<float>(const xt::xarray<float>&, const std::vector<std::size_t>&);
+template Value Value::item_major_sequences<double>(const xt::xarray<double>&, const std::vector<std::size_t>&);
 
 std::size_t Value::num_items() const {
     if (kind_ == Kind::Static) return 1;
@@ -188,8 +188,8 @@ xt::xarray<T> Value::sequence(std::size_t i) const {
 }
 
 template <class T>
-xt::xarray<T> Value::batch() const {
-    if (kind_ != Kind::Batch) throw UserError("Value::batch: " + describe() + " has no plain batch axis");
+xt::xarray<T> Value::rows() const {
+    if (kind_ != Kind::Batch) throw UserError("Value::rows: " + describe() + " has no plain batch axis");
     return tensor<T>();
 }
 
@@ -233,7 +233,7 @@ std::string Value::describe() const {
 
 #define LOOM_VALUE_INSTANTIATE(T)                                 \
     template xt::xarray<T> Value::sequence<T>(std::size_t) const; \
-    template xt::xarray<T> Value::batch<T>() const;               \
+    template xt::xarray<T> Value::rows<T>() const;                \
     template xt::xarray<T> Value::tensor<T>() const;              \
     template const xt::xarray<T>& Value::data<T>() const;         \
     template xt::xarray<T>& Value::data<T>();

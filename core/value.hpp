@@ -119,14 +119,30 @@ public:
     static Value tensor(xt::nested_initializer_list_t<float, 2> data) { return tensor(xt::xarray<float>(data)); }
     static Value tensor(xt::nested_initializer_list_t<float, 3> data) { return tensor(xt::xarray<float>(data)); }
     /// @}
-    /// Already padded, time-major data [T_max, N, sample...]; whatever is in the padding is ignored.
+    /// Sequences from padded data already in loom's own layout, time-major [T_max, N, sample...]
+    /// (step t of item n at [t, n]), with their layout; whatever is in the padding is ignored. The
+    /// array becomes the Value's storage: move it in to spare a copy.
     template <class T>
-    static Value padded(xt::xarray<T> data, LayoutPtr layout);
-    /// Item-major padded data [N, T, sample...] plus each item's length: item n's first lengths[n]
-    /// steps become sequence n (the inverse of sequence::unpack's data). A length of 0 or above T,
-    /// or a count of lengths other than N, is a UserError.
+    static Value time_major_sequences(xt::xarray<T> data, LayoutPtr layout);
+    /// Sequences from padded item-major data [N, T, sample...] (item n's step t at [n, t], as
+    /// sequence::unpack's data) plus each item's length: item n's first lengths[n] steps become
+    /// sequence n (the inverse of unpack). A length of 0 or above T, or a count of lengths other than
+    /// N, is a UserError.
     template <class T>
-    static Value from_padded(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths);
+    static Value item_major_sequences(const xt::xarray<T>& data, const std::vector<std::size_t>& lengths);
+    /// \deprecated The name said "padded" but not which layout: use time_major_sequences (the same
+    /// call; its errors name time_major_sequences).
+    template <class T>
+    [[deprecated("use Value::time_major_sequences")]] static Value padded(xt::xarray<T> data, LayoutPtr layout) {
+        return time_major_sequences(std::move(data), std::move(layout));
+    }
+    /// \deprecated The name said "padded" but not which layout: use item_major_sequences (the same
+    /// call; its errors name item_major_sequences).
+    template <class T>
+    [[deprecated("use Value::item_major_sequences")]] static Value from_padded(
+        const xt::xarray<T>& data, const std::vector<std::size_t>& lengths) {
+        return item_major_sequences(data, lengths);
+    }
 
     /// \return whether the storage is static, a batch or sequences.
     Kind kind() const { return kind_; }
@@ -146,9 +162,15 @@ public:
     /// One sequence [L_i, sample...] (Sequence only).
     template <class T = float>
     xt::xarray<T> sequence(std::size_t i) const;
-    /// All rows [N, sample...] (Batch only).
+    /// All rows [N, sample...] (Batch only): what Value::batch(rows) was made from.
     template <class T = float>
-    xt::xarray<T> batch() const;
+    xt::xarray<T> rows() const;
+    /// \deprecated Read like the maker Value::batch(rows): use rows() (the same rows; its error
+    /// names rows).
+    template <class T = float>
+    [[deprecated("use Value::rows")]] xt::xarray<T> batch() const {
+        return rows<T>();
+    }
     /// The whole storage: the static tensor, [N, ...] rows, or padded [T_max, N, ...].
     template <class T = float>
     xt::xarray<T> tensor() const;

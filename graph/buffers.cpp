@@ -227,7 +227,7 @@ Value Buffers<T>::to_value(int i, const T* from) const {
     std::vector<std::size_t> shape(s.dims.begin(), s.dims.end());
     auto a = xt::xarray<T>::from_shape(shape);
     std::copy_n(from, s.dims.size(), a.data());
-    if (s.dyn == 2) return Value::padded(std::move(a), s.layout);
+    if (s.dyn == 2) return Value::time_major_sequences(std::move(a), s.layout);
     if (s.dyn == 1) return Value::batch(std::move(a));
     return Value::tensor(std::move(a));
 }

@@ -103,7 +103,7 @@ Checker<T>::Checker(const std::vector<Variable>& outputs, const Bindings& bindin
 template <class T>
 std::unique_ptr<Execution<T>> Checker<T>::execute(const std::vector<std::size_t>& items, bool nan_padding) {
     auto ex = std::make_unique<Execution<T>>(plan_);
-    ex->bind(bind_items(inputs_, items, nan_padding));
+    ex->bind(bind_items(inputs_, items, nan_padding), "check_batch_invariance");
     ex->forward();
     return ex;
 }

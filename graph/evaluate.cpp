@@ -29,7 +29,7 @@ bool wants_double(const Plan& plan, const Bindings& inputs, std::optional<DType>
 template <class T>
 ValueMap run_evaluate(std::shared_ptr<const Plan> plan, const std::vector<Variable>& outputs, const Bindings& inputs) {
     Execution<T> ex(std::move(plan));
-    ex.bind(inputs);
+    ex.bind(inputs, "evaluate");
     ex.forward();
     ValueMap out;
     for (std::size_t i = 0; i < outputs.size(); ++i) out.insert(outputs[i], ex.value(ex.plan().outputs[i]));
@@ -54,7 +54,7 @@ template <class T>
 ValueMap run_gradients(std::shared_ptr<const Plan> plan, const Bindings& inputs, const std::vector<Variable>& wrt) {
     Execution<T> ex(std::move(plan));
     const auto idx = wrt_indices(ex.plan(), wrt, "gradients");
-    ex.bind(inputs);
+    ex.bind(inputs, "gradients");
     ex.forward();
     ex.backward(idx);
     ValueMap out;
@@ -99,7 +99,7 @@ GradientReport check_gradients(const Variable& loss, const Bindings& inputs, con
     // op's declaration of what its backward reads is checked here too (a wrong one reads null).
     ex.plan_backward(idx);
     ex.set_memory_budget(options.memory_budget);
-    ex.bind(inputs);
+    ex.bind(inputs, "check_gradients");
     ex.forward();
 
     const int out = ex.plan().outputs.front();

@@ -21,6 +21,9 @@ bool padding_is_zero(const T* data, const SequenceLayout& layout, std::size_t ro
         }
     return true;
 }
+
+// "caller: node": a binding error names the call the user made, then the input.
+std::string named(std::string_view caller, const Node& n) { return std::string(caller) + ": " + n.label(); }
 }  // namespace
 
 template <class T>
@@ -31,7 +34,7 @@ Execution<T>::Execution(std::shared_ptr<const Plan> plan)
 }
 
 template <class T>
-void Execution<T>::bind(const Bindings& inputs) {
+void Execution<T>::bind(const Bindings& inputs, std::string_view caller) {
     std::unordered_map<const Node*, const Value*> by_node;
     for (const auto& [var, val] : inputs) by_node[var.node().get()] = &val;
     layouts_.clear();
@@ -45,8 +48,8 @@ void Execution<T>::bind(const Bindings& inputs) {
         if (n.kind == NodeKind::Input) {
             auto it = by_node.find(&n);
             if (it == by_node.end())
-                throw UserError("evaluate: " + n.label() + " is needed but not bound; pass a Value for it");
-            bind_input(index, *it->second, batch_owner, axis_owner);
+                throw UserError(named(caller, n) + " is needed but not bound; pass a Value for it");
+            bind_input(index, *it->second, batch_owner, axis_owner, caller);
         } else if (n.kind == NodeKind::Parameter) {
             const xt::xarray<T>* own = n.parameter_as<T>();
             if (own && !copy_leaves_) {  // read in place from the parameter's storage
@@ -68,30 +71,30 @@ void Execution<T>::bind(const Bindings& inputs) {
     }
     for (const auto& pn : plan_->nodes)
         if (pn.type.axis.is_dynamic() && !has_batch_)
-            throw UserError("evaluate: " + pn.node->label() + " has a dynamic axis but no input was bound");
+            throw UserError(named(caller, *pn.node) + " has a dynamic axis but no input was bound");
 }
 
 template <class T>
 void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
-                              std::unordered_map<std::uint64_t, const Node*>& axis_owner) {
+                              std::unordered_map<std::uint64_t, const Node*>& axis_owner, std::string_view caller) {
     const Node& n = *plan_->nodes[static_cast<std::size_t>(i)].node;
     const Shape sample = v.sample_shape();
     bool fits = sample.rank() == n.type.shape.rank();
     for (std::size_t k = 0; fits && k < sample.rank(); ++k)
         fits = n.type.shape[k] == 0 || n.type.shape[k] == sample[k];  // 0: any_size, set by this binding
     if (!fits)
-        throw UserError("evaluate: " + n.label() + " has sample shape " + n.type.shape.str() +
+        throw UserError(named(caller, n) + " has sample shape " + n.type.shape.str() +
                         (n.type.shape.size() == 0 ? " (0: any size)" : std::string()) + " but was bound to a " +
                         v.describe());
     const bool want_seq = n.type.axis.is_sequence();
     if (want_seq && v.kind() != Value::Kind::Sequence)
-        throw UserError("evaluate: " + n.label() + " is a sequence input but was bound to a " + v.describe() +
+        throw UserError(named(caller, n) + " is a sequence input but was bound to a " + v.describe() +
                         "; use Value::sequences");
     if (!want_seq && v.kind() != Value::Kind::Batch)
-        throw UserError("evaluate: " + n.label() + " is a batch input but was bound to a " + v.describe() +
+        throw UserError(named(caller, n) + " is a batch input but was bound to a " + v.describe() +
                         "; use Value::batch");
     if (has_batch_ && v.num_items() != buffers_.batch_size)
-        throw UserError("evaluate: " + n.label() + " is bound to " + std::to_string(v.num_items()) + " items but " +
+        throw UserError(named(caller, n) + " is bound to " + std::to_string(v.num_items()) + " items but " +
                         batch_owner->label() + " to " + std::to_string(buffers_.batch_size));
     if (!has_batch_) {
         has_batch_ = true;
@@ -102,7 +105,7 @@ void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
     if (want_seq) {
         layout = v.layout_ptr();
         if (LayoutPtr before = layouts_.insert(n.type.axis.id, layout); before && !(*before == *layout))
-            throw UserError("evaluate: " + n.label() + " and " + axis_owner[n.type.axis.id]->label() +
+            throw UserError(named(caller, n) + " and " + axis_owner[n.type.axis.id]->label() +
                             " share a sequence axis but were bound to different lengths (" + layout->str() + " vs " +
                             before->str() + ")");
         axis_owner.emplace(n.type.axis.id, &n);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -37,8 +38,9 @@ public:
     /// input Value stored in T is read in place (the execution keeps a reference to the Value's
     /// storage until the next bind), unless a sequence Value holds anything but +0 in its padding;
     /// otherwise it is copied, converted, and its padding zeroed. A constant is read in place by a
-    /// double execution and converted to float once by a float one.
-    void bind(const Bindings& inputs);
+    /// double execution and converted to float once by a float one. A binding error's message
+    /// starts with `caller`, the call the user made ("evaluate", "Trainer::train_minibatch", ...).
+    void bind(const Bindings& inputs, std::string_view caller = "Execution::bind");
     /// Every parameter and input is bound as a copy, which the caller may change through
     /// mutable_value_buffer (a gradient check perturbs it).
     void copy_leaves() { copy_leaves_ = true; }
@@ -96,7 +98,7 @@ public:
 
 private:
     void bind_input(int i, const Value& v, const Node*& batch_owner,
-                    std::unordered_map<std::uint64_t, const Node*>& axis_owner);
+                    std::unordered_map<std::uint64_t, const Node*>& axis_owner, std::string_view caller);
     /// Runs run(step or task, worker) over every step, serially or as a task graph on several
     /// threads; `cost` records how long each took, so the next pass starts the longest chains first.
     void schedule(TaskGraph& tasks, std::vector<double>& cost, const std::function<void(int, Workspace<T>&)>& run);

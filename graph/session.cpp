@@ -74,10 +74,12 @@ void Session::follow_precision() {
         if (p.precision() != precision()) return make_execution(common_precision(graph_parameters_));
 }
 
-void Session::forward(const Bindings& inputs) {
+void Session::forward(const Bindings& inputs) { forward(inputs, "Session::forward"); }
+
+void Session::forward(const Bindings& inputs, std::string_view caller) {
     follow_precision();
     visit([&](auto& ex) {
-        ex.bind(inputs);
+        ex.bind(inputs, caller);
         ex.forward();
     });
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -64,6 +65,10 @@ public:
     /// converted by to_precision since the last pass: the session follows them (its buffers are made
     /// again in the new precision); converted to mixed precisions, a UserError.
     void forward(const Bindings& inputs);
+    /// The same, for a call that runs a session for its user (Trainer::train_minibatch,
+    /// Generator::generate): a binding error's message starts with `caller`, the call the user made,
+    /// instead of "Session::forward".
+    void forward(const Bindings& inputs, std::string_view caller);
     /// Gradient of the sum of outputs[0] (over every item and step) for each parameter.
     void backward();
     /// The same, calling on_ready(i) for parameter i as soon as its gradient is final, possibly on a

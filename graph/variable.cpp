@@ -10,7 +10,8 @@
 namespace loom {
 
 namespace {
-const Node& checked(const NodePtr& n) {
+// A Variable holds a NodePtr (shared_ptr<Node>): a const handle still reaches a mutable node.
+Node& checked(const NodePtr& n) {
     if (!n) throw UserError("use of an empty Variable (default-constructed, never assigned)");
     return *n;
 }
@@ -67,7 +68,7 @@ std::string Variable::label() const { return checked(node_).label(); }
 Variable Variable::replace_placeholders(const std::vector<std::pair<Variable, Variable>>& map) const {
     checked(node_);
     for (const auto& [ph, target] : map) {
-        Node& p = const_cast<Node&>(checked(ph.node()));
+        Node& p = checked(ph.node());
         const Node& t = checked(target.node());
         if (p.kind != NodeKind::Placeholder)
             throw UserError("replace_placeholders: " + p.label() + " is not a placeholder");
@@ -146,7 +147,7 @@ std::string precision_name(DType p) { return p == DType::f64 ? "double" : "float
 
 void to_precision(const std::vector<Parameter>& parameters, DType precision) {
     for (const auto& p : parameters) {
-        Node& n = const_cast<Node&>(checked(p.node()));
+        Node& n = checked(p.node());
         if (n.kind != NodeKind::Parameter) throw UserError("to_precision: " + n.label() + " is not a parameter");
         if (p.precision() == precision) continue;
         if (precision == DType::f64)

@@ -19,6 +19,12 @@ namespace loom {
 
 /// A handle to a node of the graph: an input, a parameter, a constant, a placeholder or an op's
 /// output. Every accessor but node() and operator bool throws a UserError on an empty Variable.
+///
+/// A Variable is to its node what a `const std::shared_ptr<Node>` is to a `Node`: const on the
+/// handle says the handle keeps pointing at the same node, not that the graph cannot change.
+/// Calls that change the graph (replace_placeholders, Parameter::set_value, to_precision) are
+/// const members or take const handles, and every handle on the node (copies included) sees the
+/// change; no Variable ever holds a pointer to a const node.
 class Variable {
 public:
     /// An empty handle (operator bool is false).
@@ -28,8 +34,11 @@ public:
     /// A scalar constant: a number where a Variable is expected becomes one (x * 2.0).
     Variable(double scalar);  // NOLINT: a number where a Variable is expected becomes a constant
 
-    /// \return the sample shape (without the dynamic axes); a UserError while it is not known (a
-    /// node built on a placeholder() without a shape).
+    /// \return the sample shape (without the dynamic axes). Cheap: the node's own type, which
+    /// apply_op inferred when the node was built; nothing is compiled. Only a node built on a
+    /// placeholder() without a shape has none yet: then shape() compiles the graph it depends on
+    /// (compile infers the loop's shapes and writes them into its nodes, so each node's later calls
+    /// read them), and while the loop is still open it throws a UserError with compile's reason.
     const Shape& shape() const;
     /// \return the dynamic axes.
     const Axis& axis() const;
@@ -47,6 +56,10 @@ public:
     /// Binds the placeholders in `map` (keys) to their values, closing loops; returns *this. A
     /// UserError for a key that is no placeholder or is already bound, a binding to itself or into a
     /// cycle of placeholders, or a shape or sequence axis that differs from the placeholder's.
+    ///
+    /// Const because it changes no handle, *this included: it rewires the placeholders' nodes, which
+    /// every handle on them shares (see the class comment), as a `const shared_ptr<T>` reaches a
+    /// non-const T. *this is returned as CNTK's `h.replace_placeholders({{p, h}})` returns the loop.
     Variable replace_placeholders(const std::vector<std::pair<Variable, Variable>>& map) const;
 
     /// \return the node (null for an empty handle).

@@ -358,7 +358,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
             memory_items = items_of_rows;
         }
         for (std::size_t m = 0; m < memory.size(); ++m) in.emplace(memory[m], std::move(memory_rows[m]));
-        session->forward(in);
+        session->forward(in, "Generator::generate");
         for (std::size_t i = 0; i < states.size(); ++i) {
             bound[i][t % 2] = std::move(in.at(states[i]));  // shared with the session until its next pass
             const std::span<const T> next = session->value_data<T>(next_states[i]);

@@ -49,7 +49,7 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
     const TrainingScope training;
     MinibatchResult r;
     try {
-        session_->forward(inputs);
+        session_->forward(inputs, "Trainer::train_minibatch");
         r = collect();
     } catch (const std::exception& e) {
         if (reduction) reduction->failed(e.what());  // the other processes stop at combine with this message
@@ -95,7 +95,7 @@ MinibatchResult Trainer::skip(MinibatchResult r, const std::string& what, double
 
 MinibatchResult Trainer::test_minibatch(const Bindings& inputs) {
     const TrainingScope inference(false);
-    session_->forward(inputs);
+    session_->forward(inputs, "Trainer::test_minibatch");
     return collect();
 }
 

@@ -67,7 +67,7 @@ std::vector<double> score_pairs(const Model& model, const EncodedPairs& pairs, s
                        flag_sequences({pairs.answer_flags.begin() + start, pairs.answer_flags.begin() + end}));
         }
         session.forward(in);
-        const auto cos = session.value(model.cosine).batch();
+        const auto cos = session.value(model.cosine).rows();
         for (std::size_t i = 0; i < end - start; ++i) scores.push_back(cos(i, 0));
     }
     return scores;

@@ -96,7 +96,7 @@ int run() {
     std::vector<xt::xarray<float>> qs{random_sequence(5, rng), random_sequence(2, rng)};
     std::vector<xt::xarray<float>> as{random_sequence(3, rng), random_sequence(7, rng)};
     auto out = evaluate({attn_q, attn_a, cosine}, {{question, Value::sequences(qs)}, {answer, Value::sequences(as)}});
-    const xt::xarray<float> cos = out[cosine].batch();
+    const xt::xarray<float> cos = out[cosine].rows();
     const xt::xarray<float> wq = w_q.value(), wa = w_a.value();
 
     double worst = 0;

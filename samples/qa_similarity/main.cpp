@@ -83,7 +83,7 @@ std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaDa
         in.erase(m.label);
         session.forward(in);
         for (std::size_t k = 0; k < batch.size(); ++k) {
-            scores.push_back(session.value(m.cosine).batch()(k, 0));
+            scores.push_back(session.value(m.cosine).rows()(k, 0));
             const QaPair& p = data.pairs[batch[k]];
             if (!attention || attention->size() >= 6 || !p.label) continue;
             const auto wq = session.value(m.question_attention).sequence(k);

@@ -1,6 +1,6 @@
 // The contract's natural calls to make Values compile and pick the element type the user wrote:
 // float arrays (or float literals) give float storage, double arrays give double; braced lists work;
-// a default-made Value is empty.
+// a default-made Value is empty; padded data in either layout; the names 0.2.0 had.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -47,7 +47,7 @@ TEST_CASE("Value::batch and Value::tensor take arrays and braced lists") {
     const Value braced = Value::batch({{1.0, 2.0}, {3.0, 4.0}});
     CHECK(braced.dtype() == DType::f32);  // float is loom's default element type
     CHECK(braced.num_items() == 2);
-    CHECK(braced.batch()(1, 0) == 3.0f);
+    CHECK(braced.rows()(1, 0) == 3.0f);
     CHECK(Value::batch({1, 2, 3}).num_items() == 3);
 
     const Value t = Value::tensor({{1, 2}, {3, 4}});
@@ -70,3 +70,62 @@ TEST_CASE("Value::empty: a default-made or moved-from Value is empty, a scalar o
     CHECK(batch.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty, as documented
     CHECK_FALSE(Value::tensor(xt::xarray<float>(2.0f)).empty());
 }
+
+TEST_CASE("Value::time_major_sequences and item_major_sequences: the same sequences from either layout") {
+    // Two items of lengths 3 and 1, sample [2]; item n's step t holds (10n + t, -(10n + t)).
+    const std::vector<std::size_t> lengths{3, 1};
+    xt::xarray<double> time_major = xt::zeros<double>({3, 2, 2}), item_major = xt::zeros<double>({2, 3, 2});
+    for (std::size_t n = 0; n < 2; ++n)
+        for (std::size_t t = 0; t < lengths[n]; ++t)
+            for (std::size_t k = 0; k < 2; ++k) {
+                const double v = (k ? -1.0 : 1.0) * static_cast<double>(10 * n + t);
+                time_major(t, n, k) = v;
+                item_major(n, t, k) = v;
+            }
+    const Value a = Value::time_major_sequences(time_major, std::make_shared<const SequenceLayout>(lengths));
+    const Value b = Value::item_major_sequences(item_major, lengths);
+    for (std::size_t n = 0; n < 2; ++n) {
+        CHECK(a.sequence<double>(n) == b.sequence<double>(n));
+        CHECK(a.sequence<double>(n)(lengths[n] - 1, 1) == -static_cast<double>(10 * n + lengths[n] - 1));
+    }
+    // Each refuses the other's layout by its own name: [N, T] data is no [T_max, N] for this layout.
+    CHECK_THROWS_WITH_AS(Value::time_major_sequences(item_major, std::make_shared<const SequenceLayout>(lengths)),
+                         doctest::Contains("Value::time_major_sequences: data of shape [2, 3, 2] does not fit"),
+                         UserError);
+}
+
+// The names 0.2.0 had still compile (deprecated) and give what their new names give.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+TEST_CASE(
+    "deprecated Value names: padded, from_padded and the reader batch() as time_major_sequences, "
+    "item_major_sequences and rows()") {
+    const std::vector<std::size_t> lengths{2, 1};
+    xt::xarray<float> time_major = xt::zeros<float>({2, 2, 1});  // [T_max, N, 1]: item 0 is 1, 3; item 1 is 2
+    time_major(0, 0, 0) = 1.0f;
+    time_major(0, 1, 0) = 2.0f;
+    time_major(1, 0, 0) = 3.0f;
+    const auto layout = std::make_shared<const SequenceLayout>(lengths);
+    const Value old_time = Value::padded(time_major, layout),
+                new_time = Value::time_major_sequences(time_major, layout);
+    xt::xarray<float> item_major = xt::zeros<float>({2, 2, 1});  // [N, T, 1]: the same items
+    item_major(0, 0, 0) = 1.0f;
+    item_major(0, 1, 0) = 3.0f;
+    item_major(1, 0, 0) = 2.0f;
+    const Value old_item = Value::from_padded(item_major, lengths);
+    const Value new_item = Value::item_major_sequences(item_major, lengths);
+    for (std::size_t n = 0; n < 2; ++n) {
+        CHECK(old_time.sequence(n) == new_time.sequence(n));
+        CHECK(old_item.sequence(n) == new_item.sequence(n));
+        CHECK(old_item.sequence(n) == new_time.sequence(n));
+    }
+    const Value rows = Value::batch({{1.0, 2.0}, {3.0, 4.0}});
+    CHECK(rows.batch() == rows.rows());
+    CHECK(rows.batch<double>() == rows.rows<double>());
+    CHECK_THROWS_WITH_AS((void)new_time.batch(), doctest::Contains("Value::rows"), UserError);
+}
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif

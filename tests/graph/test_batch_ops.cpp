@@ -46,15 +46,15 @@ TEST_CASE("batch reductions return a static value over the N items") {
     check_close(out[mx].tensor<double>(), xt::xarray<double>{4.0, 0.5});
 
     // d(sum of the result)/dx: 1 for sum, 1/N for mean, 1 at the first item attaining the max.
-    check_close(gradients(s, in, {x})[x].batch<double>(), xt::ones<double>({3, 2}));
-    check_close(gradients(m, in, {x})[x].batch<double>(), xt::ones<double>({3, 2}) / 3.0);
-    check_close(gradients(mx, in, {x})[x].batch<double>(), xt::xarray<double>{{0, 0}, {1, 1}, {0, 0}});
+    check_close(gradients(s, in, {x})[x].rows<double>(), xt::ones<double>({3, 2}));
+    check_close(gradients(m, in, {x})[x].rows<double>(), xt::ones<double>({3, 2}) / 3.0);
+    check_close(gradients(mx, in, {x})[x].rows<double>(), xt::xarray<double>{{0, 0}, {1, 1}, {0, 0}});
 }
 
 TEST_CASE("batch::reduce_max sends a tie's gradient to the first item only") {
     Variable x = input_variable({1}, "x");
     Bindings in{{x, Value::batch(column({2.0, 5.0, 5.0}))}};
-    check_close(gradients(batch::reduce_max(x), in, {x})[x].batch<double>(), column({0, 1, 0}));
+    check_close(gradients(batch::reduce_max(x), in, {x})[x].rows<double>(), column({0, 1, 0}));
 }
 
 TEST_CASE("batch::softmax normalizes each sample element over the items") {
@@ -62,7 +62,7 @@ TEST_CASE("batch::softmax normalizes each sample element over the items") {
     const xt::xarray<double> rows = random_rows({2}, 4, 5, -2, 2);
     Bindings in{{x, Value::batch(rows)}};
     Variable p = batch::softmax(x);
-    const xt::xarray<double> got = evaluate({p}, in)[p].batch<double>();
+    const xt::xarray<double> got = evaluate({p}, in)[p].rows<double>();
     for (std::size_t j = 0; j < 2; ++j) {
         double z = 0;
         for (std::size_t i = 0; i < 4; ++i) z += std::exp(rows(i, j));
@@ -70,7 +70,7 @@ TEST_CASE("batch::softmax normalizes each sample element over the items") {
     }
     // Large scores do not overflow (the max is subtracted first).
     Bindings big{{x, Value::batch(xt::xarray<double>{{1000.0, -1000.0}, {1000.0, -999.0}})}};
-    check_close(evaluate({p}, big)[p].batch<double>(),
+    check_close(evaluate({p}, big)[p].rows<double>(),
                 xt::xarray<double>{{0.5, 1 / (1 + std::exp(1.0))}, {0.5, 1 / (1 + std::exp(-1.0))}});
 }
 
@@ -85,9 +85,9 @@ TEST_CASE("batch::broadcast_as puts a static value on every item and sums its gr
         want(i, 0) -= 1.0;
         want(i, 1) -= 2.5;
     }
-    check_close(evaluate({centred}, in)[centred].batch<double>(), want);
+    check_close(evaluate({centred}, in)[centred].rows<double>(), want);
     // The sum of a centred batch is constant: zero gradient.
-    check_close(gradients(centred, in, {x})[x].batch<double>(), xt::zeros<double>({3, 2}), 1e-12);
+    check_close(gradients(centred, in, {x})[x].rows<double>(), xt::zeros<double>({3, 2}), 1e-12);
 
     // A parameter broadcast onto a batch of N items gets N times the upstream gradient.
     Parameter b = parameter(xt::xarray<float>{0.5f, -0.5f}, "b");
@@ -171,8 +171,8 @@ TEST_CASE("batch ops on a batch of one item") {
     auto out = evaluate({s, mx, p}, in);
     check_close(out[s].tensor<double>(), xt::xarray<double>{0.5, -1.0, 2.0});
     check_close(out[mx].tensor<double>(), xt::xarray<double>{0.5, -1.0, 2.0});
-    check_close(out[p].batch<double>(), xt::ones<double>({1, 3}));
-    check_close(gradients(p, in, {x})[x].batch<double>(), xt::zeros<double>({1, 3}));
+    check_close(out[p].rows<double>(), xt::ones<double>({1, 3}));
+    check_close(gradients(p, in, {x})[x].rows<double>(), xt::zeros<double>({1, 3}));
     testing::require_gradients("mean and broadcast, N = 1",
                                batch::broadcast_as(batch::reduce_mean(x * x), x) * x + batch::softmax(x * x), in, {x});
 }

@@ -2,6 +2,10 @@
 // or input by its name) rather than crashing or computing garbage.
 #include <doctest/doctest.h>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include <loom.hpp>
 
 #include "gradcheck.hpp"
@@ -145,4 +149,50 @@ TEST_CASE("a placeholder whose target was destroyed is named as such, not as nev
     CHECK_MESSAGE(msg.find("'state'") != std::string::npos, msg);
     CHECK_MESSAGE(msg.find("target was destroyed") != std::string::npos, msg);
     CHECK_MESSAGE(msg.find("never bound") == std::string::npos, msg);
+}
+
+// Every binding check lives in one place (Execution::bind); each public call that binds names itself
+// at the start of the message, so a user reads the call they made, not "evaluate".
+TEST_CASE(
+    "binding errors start with the call the user made: evaluate, gradients, check_gradients, "
+    "Session::forward, check_batch_invariance") {
+    Variable x = sequence::input_variable({2}, "x");
+    Variable v = input_variable({2}, "rows");
+    Parameter w = parameter(xt::xarray<float>{0.5f, -1.0f}, "w");
+    Variable loss = sequence::reduce_sum(sequence::broadcast_as(v, x) * x * w);
+    const Value three_rows = Value::batch(random_rows({2}, 3, 3));
+    struct BadBinding {
+        const char* what;  // the check it trips, as its message says it
+        Bindings in;
+    };
+    const std::vector<BadBinding> bad{
+        {"is needed but not bound", {{v, three_rows}}},
+        {"has sample shape [2] but was bound",
+         {{x, Value::sequences(random_sequences({3}, {1, 3, 7}, 1))}, {v, three_rows}}},
+        {"is a sequence input but was bound to a batch value", {{x, three_rows}, {v, three_rows}}},
+        {"items but", {{x, sequences_for(x).at(x)}, {v, Value::batch(random_rows({2}, 2, 3))}}},
+    };
+    struct Caller {
+        std::string name;
+        std::function<void(const Bindings&)> call;
+    };
+    const std::vector<Caller> callers{
+        {"evaluate", [&](const Bindings& in) { evaluate({loss}, in); }},
+        {"gradients", [&](const Bindings& in) { gradients(loss, in, {w}); }},
+        {"check_gradients", [&](const Bindings& in) { check_gradients(loss, in, {w}); }},
+        {"Session::forward", [&](const Bindings& in) { Session({loss}, {w}).forward(in); }},
+        {"check_batch_invariance", [&](const Bindings& in) { check_batch_invariance({loss}, in); }},
+    };
+    for (const Caller& c : callers)
+        for (const BadBinding& b : bad) {
+            CAPTURE(c.name);
+            CAPTURE(b.what);
+            const std::string msg = user_error([&] { c.call(b.in); });
+            CHECK_MESSAGE(msg.rfind(c.name + ": ", 0) == 0, msg);
+            // check_batch_invariance refuses a batch of other sizes itself, before it binds.
+            if (c.name != "check_batch_invariance") CHECK_MESSAGE(msg.find(b.what) != std::string::npos, msg);
+        }
+    // The one binding the checks accept runs under every name.
+    const Bindings good{{x, sequences_for(x).at(x)}, {v, three_rows}};
+    for (const Caller& c : callers) CHECK_NOTHROW(c.call(good));
 }

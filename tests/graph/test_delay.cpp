@@ -3,6 +3,9 @@
 // the test from the definition out[t] = x[t -/+ k] (initial_state outside the sequence).
 #include <doctest/doctest.h>
 
+#include <type_traits>
+#include <utility>
+
 #include <loom.hpp>
 
 #include "gradcheck.hpp"
@@ -123,7 +126,7 @@ TEST_CASE("initial_state as a scalar, a tensor of the sample shape, a parameter 
     const double used = 1.0 + 2.0 + 2.0;  // lengths 1, 3, 7 with time_step 2
     CHECK(g[p].tensor<double>()(0) == doctest::Approx(used));
     CHECK(g[p].tensor<double>()(1) == doctest::Approx(used));
-    auto gr = gradients(y_rows, in, {per_seq})[per_seq].batch<double>();
+    auto gr = gradients(y_rows, in, {per_seq})[per_seq].rows<double>();
     CHECK(gr(0, 0) == 1.0);
     CHECK(gr(1, 1) == 2.0);
     CHECK(gr(2, 0) == 2.0);
@@ -262,6 +265,37 @@ TEST_CASE("a layer stacks on a loop closed through placeholder(): shape() answer
     for (std::size_t j = 0; j < 3; ++j) CHECK(gb(j) == doctest::Approx(4.0));
     require_gradients("Dense on a placeholder() loop", y, {{x, Value::sequences(random_sequences({2}, {1, 3, 7}, 5))}},
                       {x, w, b});
+}
+
+TEST_CASE("shape() reads the type the node was built with: it answers on a graph that cannot compile yet") {
+    // p has a shape but is never bound: compile refuses the graph, shape() does not need it.
+    Variable x = sequence::input_variable({2}, "x");
+    Variable p = placeholder({2}, "never_bound");
+    Variable h = tanh(x + past_value(p), "h");
+    Variable y = sequence::reduce_sum(h * 3.0);
+    CHECK(h.shape() == Shape{2});
+    CHECK(y.shape() == Shape{2});
+    CHECK(&h.shape() == &h.node()->type.shape);  // the node's own type, no copy
+    CHECK_THROWS_WITH_AS(compile({y}), doctest::Contains("never_bound"), UserError);
+}
+
+TEST_CASE("replace_placeholders on const handles: a Variable is a handle, every copy sees the loop closed") {
+    // A const Variable is a const shared_ptr<Node>: the handle is fixed, the node it reaches is not.
+    static_assert(std::is_same_v<decltype(std::declval<const Variable&>().node()), const NodePtr&>);
+    static_assert(!std::is_const_v<NodePtr::element_type>);
+    Variable x = sequence::input_variable({2}, "x");
+    const Variable p = placeholder({2}, "p");
+    const Variable p_copy = p;                       // another handle on the same node
+    const Variable h = x + past_value(p_copy, 0.0);  // built on the copy
+    const Variable closed = h.replace_placeholders({{p, h}});
+    CHECK(closed == h);
+    CHECK_THROWS_WITH_AS(h.replace_placeholders({{p_copy, h}}), doctest::Contains("already bound"), UserError);
+    // h = x + past_value(h): the running sum of each sequence, through the handles above.
+    const std::vector<xt::xarray<double>> xs{{{1.0, 10.0}, {2.0, 20.0}, {4.0, 40.0}}, {{-1.0, -10.0}}};
+    const auto out = evaluate({closed}, {{x, Value::sequences(xs)}});
+    const xt::xarray<double> sums{{1.0, 10.0}, {3.0, 30.0}, {7.0, 70.0}};
+    CHECK(out[closed].sequence<double>(0) == sums);
+    CHECK(out[closed].sequence<double>(1) == xs[1]);
 }
 
 TEST_CASE("placeholder() whose shape nothing determines is a compile error naming it") {

@@ -114,7 +114,7 @@ TEST_CASE("binding: NaN or -0 in a Value's padding is not read in place: the exe
         const float elements[] = {1, 10, 2, pad, 4, pad};
         std::copy(std::begin(elements), std::end(elements), data.begin());
         auto layout = std::make_shared<const SequenceLayout>(std::vector<std::size_t>{3, 1});
-        const Value v = Value::padded(std::move(data), layout);
+        const Value v = Value::time_major_sequences(std::move(data), layout);
         Execution<float> ex(compile({y}));
         ex.bind({{x, v}});
         ex.forward();

@@ -41,7 +41,7 @@ Value nan_padded_sequences(const std::vector<std::size_t>& lengths, std::size_t 
         for (std::size_t n = 0; n < lengths.size(); ++n)
             for (std::size_t k = 0; k < dim; ++k)
                 data(t, n, k) = t < lengths[n] ? d(rng) : std::numeric_limits<float>::quiet_NaN();
-    return Value::padded(std::move(data), std::make_shared<const SequenceLayout>(lengths));
+    return Value::time_major_sequences(std::move(data), std::make_shared<const SequenceLayout>(lengths));
 }
 
 Run run(const Builder& build, const Value& input, std::size_t budget, int passes = 2) {

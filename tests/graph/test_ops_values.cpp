@@ -36,9 +36,9 @@ TEST_CASE("softmax rows sum to 1 and equal exp(x - max) / sum, log_softmax is th
     Variable x = input_variable({3, 4});
     const xt::xarray<double> data = rows({3, 4}, 1, -5, 5);
     Bindings in{{x, Value::batch(data)}};
-    auto last = eval(softmax(x), in).batch<double>();
-    auto log_last = eval(log_softmax(x), in).batch<double>();
-    auto first = eval(softmax(x, 0), in).batch<double>();
+    auto last = eval(softmax(x), in).rows<double>();
+    auto log_last = eval(log_softmax(x), in).rows<double>();
+    auto first = eval(softmax(x, 0), in).rows<double>();
     for (std::size_t n = 0; n < 2; ++n) {
         for (std::size_t i = 0; i < 3; ++i) {
             double mx = -1e300, sum = 0, total = 0;
@@ -76,12 +76,12 @@ TEST_CASE("static reductions keep reduced axes with size 1") {
     Variable x = input_variable({2, 3, 4});
     const xt::xarray<double> d = rows({2, 3, 4}, 2);
     Bindings in{{x, Value::batch(d)}};
-    auto sum1 = eval(reduce_sum(x, 1), in).batch<double>();
-    auto mean_last = eval(reduce_mean(x, -1), in).batch<double>();
-    auto max0 = eval(reduce_max(x, 0), in).batch<double>();
-    auto min1 = eval(reduce_min(x, 1), in).batch<double>();
-    auto lse2 = eval(reduce_log_sum_exp(x, 2), in).batch<double>();
-    auto all = eval(reduce_sum(x), in).batch<double>();
+    auto sum1 = eval(reduce_sum(x, 1), in).rows<double>();
+    auto mean_last = eval(reduce_mean(x, -1), in).rows<double>();
+    auto max0 = eval(reduce_max(x, 0), in).rows<double>();
+    auto min1 = eval(reduce_min(x, 1), in).rows<double>();
+    auto lse2 = eval(reduce_log_sum_exp(x, 2), in).rows<double>();
+    auto all = eval(reduce_sum(x), in).rows<double>();
     CHECK(std::vector<std::size_t>(sum1.shape().begin(), sum1.shape().end()) == std::vector<std::size_t>{2, 2, 1, 4});
     CHECK(std::vector<std::size_t>(all.shape().begin(), all.shape().end()) == std::vector<std::size_t>{2, 1, 1, 1});
     CHECK(reduce_sum(x).shape() == Shape{1, 1, 1});
@@ -141,23 +141,23 @@ TEST_CASE("cross_entropy_with_softmax, squared_error, binary_cross_entropy, clas
     const xt::xarray<double> zd{{1.0, 2.0, 3.0}, {0.5, -1.0, 0.0}};
     const xt::xarray<double> yd{{0.0, 0.0, 1.0}, {0.2, 0.3, 0.5}};
     Bindings in{{z, Value::batch(zd)}, {y, Value::batch(yd)}};
-    auto ce = eval(cross_entropy_with_softmax(z, y), in).batch<double>();
+    auto ce = eval(cross_entropy_with_softmax(z, y), in).rows<double>();
     // Row 0: log(e + e^2 + e^3) - 3. Row 1: labels sum to 1, so lse(z) - y.z.
     CHECK(ce(0, 0) == doctest::Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0));
     const double lse1 = std::log(std::exp(0.5) + std::exp(-1.0) + 1.0);
     CHECK(ce(1, 0) == doctest::Approx(lse1 - (0.2 * 0.5 + 0.3 * -1.0)));
 
-    auto se = eval(squared_error(z, y), in).batch<double>();
+    auto se = eval(squared_error(z, y), in).rows<double>();
     CHECK(se(0, 0) == doctest::Approx(1.0 + 4.0 + 4.0));
     CHECK(se(1, 0) == doctest::Approx(0.09 + 1.69 + 0.25));
 
-    auto err = eval(classification_error(z, y), in).batch<double>();
+    auto err = eval(classification_error(z, y), in).rows<double>();
     CHECK(err(0, 0) == 0.0);  // argmax 2 both
     CHECK(err(1, 0) == 1.0);  // argmax 0 vs 2
 
     Variable p = input_variable({2}), t = input_variable({2});
     const xt::xarray<double> pd{{0.9, 0.2}, {0.5, 0.7}}, td{{1.0, 0.0}, {0.0, 0.25}};
-    auto bce = eval(binary_cross_entropy(p, t), {{p, Value::batch(pd)}, {t, Value::batch(td)}}).batch<double>();
+    auto bce = eval(binary_cross_entropy(p, t), {{p, Value::batch(pd)}, {t, Value::batch(td)}}).rows<double>();
     CHECK(bce(0, 0) == doctest::Approx(-std::log(0.9) - std::log(0.8)));
     CHECK(bce(1, 0) == doctest::Approx(-std::log(0.5) - (0.25 * std::log(0.7) + 0.75 * std::log(0.3))));
 }
@@ -194,8 +194,8 @@ TEST_CASE("splice, slice, reshape and transpose place elements where expected") 
     Variable a = input_variable({2, 2}), b = input_variable({2, 1});
     const xt::xarray<double> ad = rows({2, 2}, 4), bd = rows({2, 1}, 5);
     Bindings in{{a, Value::batch(ad)}, {b, Value::batch(bd)}};
-    auto cat1 = eval(splice({a, b}, 1), in).batch<double>();
-    auto cat0 = eval(splice({a, reshape(b, {1, 2})}, 0), in).batch<double>();
+    auto cat1 = eval(splice({a, b}, 1), in).rows<double>();
+    auto cat0 = eval(splice({a, reshape(b, {1, 2})}, 0), in).rows<double>();
     for (std::size_t n = 0; n < 2; ++n)
         for (std::size_t i = 0; i < 2; ++i) {
             CHECK(cat1(n, i, 0) == ad(n, i, 0));
@@ -208,10 +208,10 @@ TEST_CASE("splice, slice, reshape and transpose place elements where expected") 
     Variable x = input_variable({3, 4});
     const xt::xarray<double> xd = rows({3, 4}, 6);
     Bindings xin{{x, Value::batch(xd)}};
-    auto mid = eval(slice(x, 1, 1, 3), xin).batch<double>();
-    auto tail = eval(slice(x, 0, -2, 0), xin).batch<double>();
-    auto flat = eval(reshape(x, {2, 6}), xin).batch<double>();
-    auto tr = eval(transpose(x, {1, 0}), xin).batch<double>();
+    auto mid = eval(slice(x, 1, 1, 3), xin).rows<double>();
+    auto tail = eval(slice(x, 0, -2, 0), xin).rows<double>();
+    auto flat = eval(reshape(x, {2, 6}), xin).rows<double>();
+    auto tr = eval(transpose(x, {1, 0}), xin).rows<double>();
     for (std::size_t n = 0; n < 2; ++n)
         for (std::size_t i = 0; i < 3; ++i)
             for (std::size_t j = 0; j < 4; ++j) {
@@ -224,7 +224,7 @@ TEST_CASE("splice, slice, reshape and transpose place elements where expected") 
 
     Variable t3 = input_variable({2, 3, 4});
     const xt::xarray<double> td = rows({2, 3, 4}, 7);
-    auto p = eval(transpose(t3, {2, 0, 1}), {{t3, Value::batch(td)}}).batch<double>();
+    auto p = eval(transpose(t3, {2, 0, 1}), {{t3, Value::batch(td)}}).rows<double>();
     CHECK(transpose(t3, {2, 0, 1}).shape() == Shape{4, 2, 3});
     for (std::size_t n = 0; n < 2; ++n)
         for (std::size_t i = 0; i < 2; ++i)

@@ -114,7 +114,7 @@ TEST_CASE("element-wise op values equal their formulas on a batch in double and 
             }
             Variable va = input_variable({k}, "a"), vb = input_variable({k}, "b");
             Variable y = row.op(va, vb);
-            auto out = evaluate({y}, {{va, Value::batch(a)}, {vb, Value::batch(b)}}, precision)[y].batch<double>();
+            auto out = evaluate({y}, {{va, Value::batch(a)}, {vb, Value::batch(b)}}, precision)[y].rows<double>();
             REQUIRE(out.shape() == a.shape());
             for (std::size_t n = 0; n < 2; ++n)
                 for (std::size_t j = 0; j < k; ++j)

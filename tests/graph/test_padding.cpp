@@ -151,7 +151,7 @@ Value nan_padded(const std::vector<xt::xarray<double>>& seqs) {
     for (std::size_t n = 0; n < n_seq; ++n)
         for (std::size_t t = 0; t < lengths[n]; ++t)
             for (std::size_t j = 0; j < row; ++j) data(t, n, j) = seqs[n](t, j);
-    return Value::padded(std::move(data), layout);
+    return Value::time_major_sequences(std::move(data), layout);
 }
 
 Result run(const Case& c, const std::vector<xt::xarray<double>>& seqs, const xt::xarray<double>& rows) {
@@ -169,7 +169,7 @@ Result run(const Case& c, const std::vector<xt::xarray<double>>& seqs, const xt:
 // Item i of a value with dynamic axes, flattened.
 std::vector<double> item(const Value& v, std::size_t i) {
     xt::xarray<double> a =
-        v.kind() == Value::Kind::Sequence ? v.sequence<double>(i) : xt::xarray<double>(v.batch<double>());
+        v.kind() == Value::Kind::Sequence ? v.sequence<double>(i) : xt::xarray<double>(v.rows<double>());
     if (v.kind() == Value::Kind::Sequence) return {a.begin(), a.end()};
     const std::size_t row = a.size() / a.shape()[0];
     return {a.data() + i * row, a.data() + (i + 1) * row};

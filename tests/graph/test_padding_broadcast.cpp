@@ -70,7 +70,7 @@ Value nan_padded(const std::vector<xt::xarray<double>>& seqs) {
     for (std::size_t n = 0; n < seqs.size(); ++n)
         for (std::size_t t = 0; t < lens[n]; ++t)
             for (std::size_t j = 0; j < dim; ++j) data(t, n, j) = static_cast<T>(seqs[n](t, j));
-    return Value::padded(std::move(data), layout);
+    return Value::time_major_sequences(std::move(data), layout);
 }
 
 struct Run {
@@ -124,7 +124,7 @@ struct Harness {
         for (std::size_t i = 0; i < order.size(); ++i) {
             seq_grad.push_back(flat(g[s].sequence<double>(i)));
             if (form == Form::batch) {
-                const xt::xarray<double> r = g[other].batch<double>();
+                const xt::xarray<double> r = g[other].rows<double>();
                 other_grad.push_back({r.data() + i * dim, r.data() + (i + 1) * dim});
             } else if (form == Form::sequence) {
                 other_grad.push_back(flat(g[other].sequence<double>(i)));

@@ -77,7 +77,7 @@ TEST_CASE("seed cosine similarity matches a direct computation and its gradients
     std::vector<xt::xarray<double>> as{random_sequence(5, 4, 14), random_sequence(2, 4, 15), random_sequence(6, 4, 16)};
     Bindings in{{m.q, Value::sequences(qs)}, {m.a, Value::sequences(as)}};
     auto out = evaluate({m.cosine}, in);
-    auto cos = out[m.cosine].batch<double>();
+    auto cos = out[m.cosine].rows<double>();
     const xt::xarray<double> wq = xt::cast<double>(m.w_q.value()), wa = xt::cast<double>(m.w_a.value());
     auto attend = [](const xt::xarray<double>& s, const xt::xarray<double>& w) {
         std::vector<double> z(s.shape()[0]);

@@ -53,7 +53,7 @@ TEST_CASE("sequence::first and last pick one step per sequence, their gradient l
     Batch b;
     Variable f = sequence::first(b.x), l = sequence::last(b.x);
     auto out = evaluate({f, l}, b.in());
-    auto fb = out[f].batch<double>(), lb = out[l].batch<double>();
+    auto fb = out[f].rows<double>(), lb = out[l].rows<double>();
     REQUIRE(fb.shape() == std::vector<std::size_t>{3, 2});
     for (std::size_t n = 0; n < 3; ++n)
         for (std::size_t j = 0; j < 2; ++j) {
@@ -131,7 +131,7 @@ TEST_CASE("sequence::broadcast_as repeats a per-sequence value on every step") {
     }
     // d(sum)/dv = the number of steps of each sequence.
     auto g = gradients(y, in, {v});
-    auto gv = g[v].batch<double>();
+    auto gv = g[v].rows<double>();
     for (std::size_t n = 0; n < 3; ++n) CHECK(gv(n, 0) == static_cast<double>(lengths[n]));
 }
 
@@ -152,14 +152,14 @@ TEST_CASE("sequence reductions, softmax and length over each sequence's own step
             for (std::size_t t = 0; t < lengths[n]; ++t) z += std::exp(b.seqs[n](t, j));
             want_sum(n, j) = s;
             want_max(n, j) = m;
-            CHECK(out[mean].batch<double>()(n, j) == doctest::Approx(s / static_cast<double>(lengths[n])));
+            CHECK(out[mean].rows<double>()(n, j) == doctest::Approx(s / static_cast<double>(lengths[n])));
             for (std::size_t t = 0; t < lengths[n]; ++t)
                 CHECK(soft(t, j) == doctest::Approx(std::exp(b.seqs[n](t, j)) / z).epsilon(1e-12));
         }
-        CHECK(out[len].batch<double>()(n, 0) == static_cast<double>(lengths[n]));
+        CHECK(out[len].rows<double>()(n, 0) == static_cast<double>(lengths[n]));
     }
-    check_close(out[sum].batch<double>(), want_sum);
-    check_close(out[mx].batch<double>(), want_max);
+    check_close(out[sum].rows<double>(), want_sum);
+    check_close(out[mx].rows<double>(), want_max);
     // A length-1 sequence: softmax is exactly 1.
     CHECK(out[sm].sequence<double>(0)(0, 0) == 1.0);
 }
@@ -214,7 +214,7 @@ TEST_CASE("sequence::unpack gives (N, T_max, sample) padded with the padding val
     Batch b;
     auto u = sequence::unpack(b.x, -7.0);
     auto out = evaluate({u.data, u.mask}, b.in());
-    auto d = out[u.data].batch<double>(), m = out[u.mask].batch<double>();
+    auto d = out[u.data].rows<double>(), m = out[u.mask].rows<double>();
     REQUIRE(d.shape() == std::vector<std::size_t>{3, 7, 2});
     REQUIRE(m.shape() == std::vector<std::size_t>{3, 7});
     for (std::size_t n = 0; n < 3; ++n)
@@ -232,8 +232,8 @@ TEST_CASE("sequence::unpack gives (N, T_max, sample) padded with the padding val
     // A batch of shorter sequences gives a shorter T_max from the same graph.
     std::vector<xt::xarray<double>> short_seqs{b.seqs[0], b.seqs[1]};
     auto out2 = evaluate({u.data, y}, {{b.x, Value::sequences(short_seqs)}});
-    CHECK(out2[u.data].batch<double>().shape() == std::vector<std::size_t>{2, 3, 2});
-    CHECK(out2[y].batch<double>()(1, 2, 1) == doctest::Approx(3.0 * b.seqs[1](2, 1)));
+    CHECK(out2[u.data].rows<double>().shape() == std::vector<std::size_t>{2, 3, 2});
+    CHECK(out2[y].rows<double>()(1, 2, 1) == doctest::Approx(3.0 * b.seqs[1](2, 1)));
 }
 
 TEST_CASE("static reductions and softmax run over unpack's run-time T_max axis") {
@@ -243,7 +243,7 @@ TEST_CASE("static reductions and softmax run over unpack's run-time T_max axis")
     Variable peak = reduce_max(u.mask, 0);   // every sequence has a first step
     Variable weights = softmax(u.data, 0);   // over T_max, padding included (the user's choice)
     auto out = evaluate({total, peak, weights}, b.in());
-    const auto t = out[total].batch<double>(), p = out[peak].batch<double>(), w = out[weights].batch<double>();
+    const auto t = out[total].rows<double>(), p = out[peak].rows<double>(), w = out[weights].rows<double>();
     REQUIRE(t.shape() == std::vector<std::size_t>{3, 1, 2});
     REQUIRE(w.shape() == std::vector<std::size_t>{3, 7, 2});
     for (std::size_t n = 0; n < 3; ++n) {

@@ -1,4 +1,4 @@
-// sequence::where, sequence::scatter, to_sequence and Value::from_padded: values written out by hand
+// sequence::where, sequence::scatter, to_sequence and Value::item_major_sequences: values written out by hand
 // (or rebuilt step by step in the test), gradients, and the edges (all false, all true, length 1,
 // repeat counts, lengths 0 or above T).
 #include <doctest/doctest.h>
@@ -160,13 +160,13 @@ TEST_CASE("to_sequence turns a padded batch value and lengths into sequences") {
     for (std::size_t t = 0; t < 2; ++t) xt::view(want, 0, t) = 1.0;
     for (std::size_t t = 0; t < 4; ++t) xt::view(want, 1, t) = 1.0;
     xt::view(want, 2, 0) = 1.0;
-    const xt::xarray<double> g = gradients(s, in, {padded})[padded].batch<double>();
+    const xt::xarray<double> g = gradients(s, in, {padded})[padded].rows<double>();
     REQUIRE(g.shape() == want.shape());
     for (std::size_t i = 0; i < g.size(); ++i) CHECK(g.data()[i] == want.data()[i]);
     testing::require_gradients("to_sequence", sequence::reduce_sum(tanh(s)) * 2.0, in, {padded});
 
-    // The same sequences as Value::from_padded makes directly.
-    const Value direct = Value::from_padded(data, {2, 4, 1});
+    // The same sequences as Value::item_major_sequences makes directly.
+    const Value direct = Value::item_major_sequences(data, {2, 4, 1});
     for (std::size_t n = 0; n < 3; ++n) check_sequence(direct, n, out.sequence<double>(n));
 }
 
@@ -186,7 +186,7 @@ TEST_CASE("to_sequence of sequence::unpack gives back the sequences") {
     testing::require_gradients("unpack then to_sequence", back * back, in, {x});
 }
 
-TEST_CASE("to_sequence and Value::from_padded refuse lengths of 0 or above T") {
+TEST_CASE("to_sequence and Value::item_major_sequences refuse lengths of 0 or above T") {
     Variable padded = input_variable({3, 1}, "padded");
     Variable lengths = input_variable({1}, "lengths");
     Variable s = to_sequence(padded, lengths);
@@ -200,8 +200,21 @@ TEST_CASE("to_sequence and Value::from_padded refuse lengths of 0 or above T") {
     expect_user_error([&] { to_sequence(sequence::input_variable({3}), lengths); }, {"to_sequence", "batch"});
     expect_user_error([&] { to_sequence(padded, input_variable({2})); }, {"to_sequence", "lengths"});
 
-    expect_user_error([&] { Value::from_padded(data, {2, 0}); }, {"Value::from_padded", "item 1", "length 0"});
-    expect_user_error([&] { Value::from_padded(data, {4, 1}); }, {"Value::from_padded", "item 0", "length 4"});
-    expect_user_error([&] { Value::from_padded(data, {1}); }, {"Value::from_padded", "1 lengths for 2 items"});
-    expect_user_error([&] { Value::from_padded(xt::xarray<double>{1, 2}, {1}); }, {"Value::from_padded", "[N, T"});
+    expect_user_error(
+        [&] {
+            Value::item_major_sequences(data, {2, 0});
+        },
+        {"Value::item_major_sequences", "item 1", "length 0"});
+    expect_user_error(
+        [&] {
+            Value::item_major_sequences(data, {4, 1});
+        },
+        {"Value::item_major_sequences", "item 0", "length 4"});
+    expect_user_error([&] { Value::item_major_sequences(data, {1}); },
+                      {"Value::item_major_sequences", "1 lengths for 2 items"});
+    expect_user_error(
+        [&] {
+            Value::item_major_sequences(xt::xarray<double>{1, 2}, {1});
+        },
+        {"Value::item_major_sequences", "[N, T"});
 }

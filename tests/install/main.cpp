@@ -35,7 +35,7 @@ int main() {
         Value in = Value::sequences(std::vector<xt::xarray<float>>{s0, s1});
         auto out = evaluate({y, total}, {{s, in}});
         // sequence 0: z = 1, -1, -0.5; sequence 1: z = 1.
-        const xt::xarray<float> t0 = out[total].batch();
+        const xt::xarray<float> t0 = out[total].rows();
         bool ok = near(t0(0, 0), std::tanh(1.0) + std::tanh(-1.0) + std::tanh(-0.5), "sum of sequence 0");
         ok &= near(t0(1, 0), std::tanh(1.0), "sum of sequence 1");
         ok &= near(out[y].sequence(0)(2, 0), std::tanh(-0.5), "y at step 2 of sequence 0");

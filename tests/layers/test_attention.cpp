@@ -59,7 +59,7 @@ TEST_CASE("seed 002: dot attention of a decoder state over four annotations") {
     CHECK(weights(0, 0) == doctest::Approx(0.1192).epsilon(1e-3));
     CHECK(weights(3, 0) == doctest::Approx(0.8808).epsilon(1e-3));
     CHECK(weights(1, 0) < 1e-100);
-    auto ctx = out[a.context].batch<double>();
+    auto ctx = out[a.context].rows<double>();
     auto direct = attend({927, 397, 148, 929}, annotations);
     for (std::size_t k = 0; k < 3; ++k) CHECK(ctx(0, k) == doctest::Approx(direct[k]).epsilon(1e-9));
 }
@@ -88,7 +88,7 @@ TEST_CASE("dot and scaled dot attention of one query per sequence: values and gr
     Bindings in{{q, Value::batch(qs)}, {k2, Value::sequences(ks)}, {v2, Value::sequences(vs)}};
     for (bool scaled : {false, true}) {
         auto a = layers::dot_product_attention(q, k2, v2, scaled);
-        auto ctx = evaluate({a.context}, in)[a.context].batch<double>();
+        auto ctx = evaluate({a.context}, in)[a.context].rows<double>();
         for (std::size_t n = 0; n < 3; ++n) {
             std::vector<double> sc;
             for (std::size_t j = 0; j < ks[n].shape()[0]; ++j) {
@@ -199,7 +199,7 @@ TEST_CASE("additive (Bahdanau) and general (Luong) attention: values and gradien
     REQUIRE(ps.size() == 3);
     const xt::xarray<double> wk = xt::cast<double>(ps[0].value()), wq = xt::cast<double>(ps[1].value()),
                              v = xt::cast<double>(ps[2].value());
-    auto ctx = evaluate({a.context}, in)[a.context].batch<double>();
+    auto ctx = evaluate({a.context}, in)[a.context].rows<double>();
     for (std::size_t n = 0; n < 3; ++n) {
         std::vector<double> sc;
         for (std::size_t j = 0; j < ks[n].shape()[0]; ++j) {
@@ -220,7 +220,7 @@ TEST_CASE("additive (Bahdanau) and general (Luong) attention: values and gradien
     layers::GeneralAttention general;
     auto g = general(q, keys, keys);
     const xt::xarray<double> w = xt::cast<double>(general.parameters().at(0).value());  // [2, 3]
-    auto gctx = evaluate({g.context}, in)[g.context].batch<double>();
+    auto gctx = evaluate({g.context}, in)[g.context].rows<double>();
     for (std::size_t n = 0; n < 3; ++n) {
         std::vector<double> sc;
         for (std::size_t j = 0; j < ks[n].shape()[0]; ++j) {
@@ -262,7 +262,7 @@ TEST_CASE("seed 001: local-p attention, values and gradients through p_t") {
     auto tgts = random_rows({3}, 3, 13);
     Bindings in{{target, Value::batch(tgts)}, {source, Value::sequences(srcs)}};
     auto out = evaluate({a.context, p_t}, in);
-    auto ctx = out[a.context].batch<double>(), pv = out[p_t].batch<double>();
+    auto ctx = out[a.context].rows<double>(), pv = out[p_t].rows<double>();
     const xt::xarray<double> wp = xt::cast<double>(ps[0].value()), vp = xt::cast<double>(ps[1].value());
     for (std::size_t n = 0; n < 3; ++n) {
         const std::size_t len = srcs[n].shape()[0];

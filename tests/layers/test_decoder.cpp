@@ -370,6 +370,30 @@ TEST_CASE("one step function: greedy generation agrees with the teacher-forced g
     }
 }
 
+TEST_CASE("generation: a memory value the step's inputs refuse is a binding error named Generator::generate") {
+    Seq2Seq model;
+    layers::Generator gen(model.decoder(), layers::attention_memory_inputs(d, d).list());
+    Variable source = sequence::input_variable({d}, "source");
+    const auto mem = layers::attention_memory(source).list();
+    auto values = evaluate(mem, {{source, Value::sequences(random_sequences({d}, source_lengths, 31, -2, 2))}});
+    std::vector<Value> memory_values;
+    for (const auto& v : mem) memory_values.push_back(values[v]);
+    CHECK_NOTHROW(gen.generate(memory_values, {1, 3, 1, 0}));
+    // The first memory value one column wider: generate's own checks pass, the step's binding refuses it.
+    const xt::xarray<float> first = memory_values[0].rows();
+    std::vector<std::size_t> wider(first.shape().begin(), first.shape().end());
+    wider.back() += 1;
+    memory_values[0] = Value::batch(xt::xarray<float>(xt::zeros<float>(wider)));
+    std::string message = "nothing thrown";
+    try {
+        gen.generate(memory_values, {1, 3, 1, 0});
+    } catch (const UserError& e) {
+        message = e.what();
+    }
+    CHECK_MESSAGE(message.rfind("Generator::generate: input '", 0) == 0, message);
+    CHECK_MESSAGE(message.find("has sample shape") != std::string::npos, message);
+}
+
 TEST_CASE("teacher-forced seq2seq decoder: gradients in double on ragged batches, batch invariance") {
     Seq2Seq model;
     const auto decoder = model.decoder();

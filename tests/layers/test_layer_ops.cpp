@@ -66,12 +66,12 @@ TEST_CASE("dropout: identity in inference, a fresh scaled Bernoulli mask in trai
     Variable y = dropout(x, 0.25, 1234);
     xt::xarray<double> rows = loom::testing::random_rows({200}, 4, 3, 0.5, 1.5);
     Bindings in{{x, Value::batch(rows)}};
-    auto inference = evaluate({y}, in)[y].batch<double>();
+    auto inference = evaluate({y}, in)[y].rows<double>();
     CHECK(inference == rows);
 
     TrainingScope training;
-    auto a = evaluate({y}, in)[y].batch<double>();
-    auto b = evaluate({y}, in)[y].batch<double>();
+    auto a = evaluate({y}, in)[y].rows<double>();
+    auto b = evaluate({y}, in)[y].rows<double>();
     std::size_t zeros = 0, differ = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {
         const double ra = a.flat(i) / rows.flat(i);
@@ -84,7 +84,7 @@ TEST_CASE("dropout: identity in inference, a fresh scaled Bernoulli mask in trai
     CHECK(differ > 0);  // a new mask at every evaluation
 
     // The gradient is the mask: each element 0 or 1 / (1 - rate).
-    auto g = gradients(y, in, {x})[x].batch<double>();
+    auto g = gradients(y, in, {x})[x].rows<double>();
     std::size_t dropped = 0;
     for (double v : g) {
         CHECK((v == 0.0 || v == doctest::Approx(1.0 / 0.75)));

@@ -27,7 +27,7 @@ TEST_CASE("Dense computes activation(x W + b) and creates W at the first call") 
     CHECK(parameter_count({}) == 0);
     b.set_value(xt::xarray<float>{0.5f, -0.25f});
     xt::xarray<double> rows = loom::testing::random_rows({3}, 2, 9);
-    auto out = evaluate({y}, {{x, Value::batch(rows)}})[y].batch<double>();
+    auto out = evaluate({y}, {{x, Value::batch(rows)}})[y].rows<double>();
     const xt::xarray<double> wv = xt::cast<double>(w.value()), bv = xt::cast<double>(b.value());
     for (std::size_t n = 0; n < 2; ++n)
         for (std::size_t j = 0; j < 2; ++j) {
@@ -60,7 +60,7 @@ TEST_CASE("Sequential is the composition of its layers") {
     CHECK(both.parameters().size() == 4);
     xt::xarray<double> rows = loom::testing::random_rows({4}, 3, 4);
     auto out = evaluate({composed, by_hand}, {{x, Value::batch(rows)}});
-    CHECK(xt::allclose(out[composed].batch<double>(), out[by_hand].batch<double>()));
+    CHECK(xt::allclose(out[composed].rows<double>(), out[by_hand].rows<double>()));
 }
 
 TEST_CASE("Embedding layer: ids with an explicit or default vocabulary, dense rows by product") {
@@ -108,9 +108,9 @@ TEST_CASE("Dropout layer: identity in inference, masks in training") {
     Variable x = input_variable({50}, "x");
     Variable y = drop(x);
     xt::xarray<double> rows = loom::testing::random_rows({50}, 2, 8, 1.0, 2.0);
-    CHECK(evaluate({y}, {{x, Value::batch(rows)}})[y].batch<double>() == rows);
+    CHECK(evaluate({y}, {{x, Value::batch(rows)}})[y].rows<double>() == rows);
     TrainingScope training;
-    auto trained = evaluate({y}, {{x, Value::batch(rows)}})[y].batch<double>();
+    auto trained = evaluate({y}, {{x, Value::batch(rows)}})[y].rows<double>();
     std::size_t zeros = 0;
     for (std::size_t i = 0; i < trained.size(); ++i) {
         if (trained.flat(i) == 0)

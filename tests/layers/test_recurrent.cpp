@@ -62,7 +62,7 @@ TEST_CASE("LSTM step equals the gate equations computed by hand") {
     auto hv = loom::testing::random_rows({n}, batch, 1), cv = loom::testing::random_rows({n}, batch, 2),
          xv = loom::testing::random_rows({in}, batch, 3);
     auto out = evaluate({next[0], next[1]}, {{h, Value::batch(hv)}, {c, Value::batch(cv)}, {x, Value::batch(xv)}});
-    auto h1 = out[next[0]].batch<double>(), c1 = out[next[1]].batch<double>();
+    auto h1 = out[next[0]].rows<double>(), c1 = out[next[1]].rows<double>();
     for (std::size_t m = 0; m < batch; ++m)
         for (std::size_t j = 0; j < n; ++j) {
             auto pre = [&](std::size_t g) {  // gate g's pre-activation for unit j
@@ -137,7 +137,7 @@ TEST_CASE("Fold is the last step forward and the first step backward") {
     auto ps = cell.parameters();
     auto seqs = random_sequences({3}, default_lengths, 8);
     auto out = evaluate({last, first}, {{s, Value::sequences(seqs)}});
-    auto l = out[last].batch<double>(), f = out[first].batch<double>();
+    auto l = out[last].rows<double>(), f = out[first].rows<double>();
     for (std::size_t k = 0; k < seqs.size(); ++k) {
         auto fw = rnn_by_hand(seqs[k], ps, false), bw = rnn_by_hand(seqs[k], ps, true);
         const std::size_t len = seqs[k].shape()[0];
@@ -161,7 +161,7 @@ TEST_CASE("RecurrenceFrom starts from per-sequence states, gradient check includ
     // The first step equals one step of the cell from (h0, c0).
     auto step = cell(h0, c0, sequence::first(s));
     auto out = evaluate({y, step[0]}, in);
-    auto first_step = out[step[0]].batch<double>();
+    auto first_step = out[step[0]].rows<double>();
     for (std::size_t k = 0; k < 3; ++k) {
         auto seq = out[y].sequence<double>(k);
         for (std::size_t j = 0; j < 2; ++j) CHECK(seq(0, j) == doctest::Approx(first_step(k, j)).epsilon(1e-6));

@@ -102,7 +102,7 @@ void incremental_equals_teacher_forced(double tolerance) {
         for (std::size_t i = 0; i < memory.size(); ++i) in.emplace(memory_inputs[i], memory[i]);
         step.forward(in);
         const Value logits = step.value(out.logits);
-        const auto got = logits.batch<double>();
+        const auto got = logits.rows<double>();
         for (std::size_t n = 0; n < 3; ++n) {
             // log-softmax of the step's logits against the teacher-forced log-probabilities of step t
             double top = -1e300, sum = 0;

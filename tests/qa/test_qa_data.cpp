@@ -319,7 +319,7 @@ TEST_CASE("minibatch: QA pairs become id sequences of their own lengths / labels
     const xt::xarray<float> a1 = batch.answers.sequence(1);
     const xt::xarray<float> a1_expected = column({1, 4, 2, 1});  // shakespeare wrote hamlet .
     CHECK(a1 == a1_expected);
-    const xt::xarray<float> labels = batch.labels.batch();
+    const xt::xarray<float> labels = batch.labels.rows();
     const xt::xarray<float> labels_expected = column({1, 1});
     CHECK(labels == labels_expected);
 

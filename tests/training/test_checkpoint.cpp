@@ -328,7 +328,7 @@ TEST_CASE("checkpoint: a non-finite parameter or learner state is never written"
     auto adam_learner = adam(m.params(), 0.01);
     Session s({m.loss}, m.params());
     Bindings in = m.minibatch(0);
-    xt::xarray<float> xs = in.at(m.x).batch();
+    xt::xarray<float> xs = in.at(m.x).rows();
     xs(0, 0) = std::numeric_limits<float>::quiet_NaN();
     in[m.x] = Value::batch(xs);
     s.forward(in);

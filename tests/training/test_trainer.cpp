@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <string>
 
 #include <loom.hpp>
 
@@ -70,8 +71,8 @@ TEST_CASE("trainer: a minibatch result holds the sums a direct evaluation gives"
     const Bindings in = m.minibatch(2);
     const auto out = evaluate({m.loss, m.metric}, in);
     const MinibatchResult r = t.train_minibatch(in);
-    CHECK(r.loss_sum == doctest::Approx(xt::sum(out[m.loss].batch())()));
-    CHECK(r.metric_sum == doctest::Approx(xt::sum(out[m.metric].batch())()));
+    CHECK(r.loss_sum == doctest::Approx(xt::sum(out[m.loss].rows())()));
+    CHECK(r.metric_sum == doctest::Approx(xt::sum(out[m.metric].rows())()));
     // A learning rate of zero leaves the parameters alone.
     CHECK(m.w.value()(0, 0) == 0.5f);
 }
@@ -338,4 +339,31 @@ TEST_CASE("learner: a cancelled update moves nothing and the next one opens") {
     CHECK(learner->update(s, {1.0, true}));
     CHECK(learner->step_count() == 1);
     CHECK_FALSE(m.w.value() == w);
+}
+
+TEST_CASE("trainer: a binding error names train_minibatch or test_minibatch, the call the user made") {
+    Regression m;
+    Trainer t(m.loss, m.metric, sgd({m.w, m.b}, 0.1));
+    const auto w_before = m.w.value();
+    Bindings unbound = m.minibatch(0);
+    unbound.erase(m.y);
+    Bindings wrong_shape = m.minibatch(0);
+    wrong_shape[m.x] = Value::batch(xt::zeros<float>({8, 3}));
+    const auto message = [](auto call) -> std::string {
+        try {
+            call();
+        } catch (const UserError& e) {
+            return e.what();
+        }
+        return "nothing thrown";
+    };
+    for (const Bindings& in : {unbound, wrong_shape}) {
+        const std::string train = message([&] { t.train_minibatch(in); });
+        const std::string test = message([&] { t.test_minibatch(in); });
+        CHECK_MESSAGE(train.rfind("Trainer::train_minibatch: input '", 0) == 0, train);
+        CHECK_MESSAGE(test.rfind("Trainer::test_minibatch: input '", 0) == 0, test);
+    }
+    CHECK(message([&] { t.train_minibatch(unbound); }).find("input 'y'") != std::string::npos);
+    CHECK(m.w.value() == w_before);
+    CHECK(t.learner().step_count() == 0);
 }
