@@ -63,15 +63,15 @@ template <class T>
 bool item_form(const Product<T>& p, std::size_t* matrices = nullptr) {
     const Dims &x = p.x_positions, &w = p.w_positions;
     if (w.rank == 0 || w.rank > x.rank || p.m * p.k != p.k || p.positions.rank != x.rank) return false;
-    std::size_t count = 1;
+    std::size_t held = 1;
     for (std::size_t i = 0; i < x.rank; ++i) {
         if (p.positions[i] != x[i]) return false;
         if (i + w.rank >= x.rank) {
             if (w[i + w.rank - x.rank] != x[i]) return false;
-            count *= x[i];
+            held *= x[i];
         }
     }
-    if (matrices) *matrices = count;
+    if (matrices) *matrices = held;
     return true;
 }
 
