@@ -96,12 +96,24 @@ private:
     }
 
     // The addend as one bias row [n] for every output row, a row per output row, or another shape.
+    // A row is b of n values whose dims (leading 1s aside) are the output's last ones: b [2, 1, 3]
+    // against an output [2, 2, 3] has n = 6 values too, but broadcasts along the middle axis.
     template <class T>
     static AddendForm addend_form(const OpCall<T>& c, std::size_t n) {
         const View<const T>& b = c.in[2];
-        if (b.dyn == 0 && b.size() == n) return AddendForm::row;
+        if (b.dyn == 0 && b.size() == n && ends_the_output(b, c.out)) return AddendForm::row;
         if (b.dyn == c.out.dyn && b.sample_size() == c.out.sample_size()) return AddendForm::rows;
         return AddendForm::broadcast;
+    }
+    template <class T>
+    static bool ends_the_output(const View<const T>& b, const View<T>& out) {
+        std::size_t first = 0;
+        while (first < b.dims.rank && b.dims[first] == 1) ++first;
+        const std::size_t rank = b.dims.rank - first;
+        if (rank > out.sample_rank()) return false;
+        for (std::size_t i = 0; i < rank; ++i)
+            if (b.dims[first + i] != out.dims[out.dims.rank - rank + i]) return false;
+        return true;
     }
     // The output := the addend, broadcast (the product is then added to it).
     template <class T>
