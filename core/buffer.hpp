@@ -179,6 +179,17 @@ private:
     std::vector<Buffer<T>> free_;
 };
 
+// Scratch memory reused across calls (an op's, each thread's own), so that no per-time-step call
+// allocates once warm.
+template <class T>
+struct Workspace {
+    std::vector<T> buffer;
+    T* get(std::size_t n) {
+        if (buffer.size() < n) buffer.resize(n);
+        return buffer.data();
+    }
+};
+
 // Memory kept across the calls of one run of a recurrence loop (the executor gives each op in a
 // loop one), for what is derived from inputs without a dynamic axis, which do not change during
 // the run: a weight packed once for every step (pack_right_once). Not ready at the first call; the

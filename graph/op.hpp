@@ -21,7 +21,7 @@
 namespace loom {
 
 /// @cond
-/// The op interface (View, Workspace, OpCall, Prepared, Op, OpBase, apply_op and the shape-rule
+/// The op interface (View, OpCall, Prepared, Op, OpBase, apply_op and the shape-rule
 /// helpers) is the engine's own: ops are added inside the library (graph/ops/, one line in
 /// graph/ops.hpp), and no public function takes or returns these types. RowGradient, which
 /// Session and the learners hand out, is in graph/row_gradient.hpp.
@@ -42,16 +42,6 @@ struct View {
     }
     std::size_t rows() const { return size() / (sample_size() ? sample_size() : 1); }  ///< dynamic positions
     explicit operator bool() const { return data != nullptr; }
-};
-
-/// Scratch memory reused across calls, so that no per-time-step call allocates once warm.
-template <class T>
-struct Workspace {
-    std::vector<T> buffer;
-    T* get(std::size_t n) {
-        if (buffer.size() < n) buffer.resize(n);
-        return buffer.data();
-    }
 };
 
 /// @endcond

@@ -284,3 +284,33 @@ TEST_CASE("float and double evaluation agree on the reductions, shape ops and lo
         for (std::size_t i = 0; i < lo.size(); ++i) CHECK(lo.data()[i] == doctest::Approx(hi.data()[i]).epsilon(1e-5));
     }
 }
+
+TEST_CASE("affine broadcasts an addend with as many values as a row of W but another shape, ragged batch too") {
+    // x [2, 3] per step times W [3, 2, 3] gives [2, 2, 3]; b [2, 1, 3] has 6 values, as many as a row
+    // of the product's [2, 3], but varies along its first axis: y[a, i, j] = (x W)[a, i, j] + b[a, 0, j].
+    // On a ragged batch (lengths 4 and 1: the real rows alone are multiplied) as on one sequence.
+    Variable x = sequence::input_variable({2, 3});
+    xt::xarray<double> w = xt::zeros<double>({3, 2, 3}), b = xt::zeros<double>({2, 1, 3});
+    for (std::size_t e = 0; e < w.size(); ++e) w.data()[e] = std::sin(1.0 + double(e));
+    for (std::size_t e = 0; e < b.size(); ++e) b.data()[e] = 10.0 * double(e + 1);
+    Variable y = affine(x, constant(w), constant(b));
+    xt::xarray<double> s0 = xt::zeros<double>({4, 2, 3}), s1 = xt::zeros<double>({1, 2, 3});
+    for (std::size_t e = 0; e < s0.size(); ++e) s0.data()[e] = std::cos(double(e));
+    for (std::size_t e = 0; e < s1.size(); ++e) s1.data()[e] = std::cos(0.5 * double(e));
+    for (const std::vector<xt::xarray<double>>& batch :
+         {std::vector<xt::xarray<double>>{s0, s1}, std::vector<xt::xarray<double>>{s0}}) {
+        const Value out = eval(y, {{x, Value::sequences(batch)}});
+        for (std::size_t n = 0; n < batch.size(); ++n) {
+            const xt::xarray<double> got = out.sequence<double>(n);
+            for (std::size_t t = 0; t < batch[n].shape(0); ++t)
+                for (std::size_t a = 0; a < 2; ++a)
+                    for (std::size_t i = 0; i < 2; ++i)
+                        for (std::size_t j = 0; j < 3; ++j) {
+                            double want = b(a, 0, j);
+                            for (std::size_t p = 0; p < 3; ++p) want += batch[n](t, a, p) * w(p, i, j);
+                            INFO("batch of " << batch.size() << ", sequence " << n << ", step " << t);
+                            CHECK(got(t, a, i, j) == doctest::Approx(want).epsilon(1e-12));
+                        }
+        }
+    }
+}
