@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <string>
 
 #include "bench_common.hpp"
 #include "model.hpp"
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
         g2p::Model m(sizes);
         if (trained) assign_parameters(*trained, m.parameters());
         double train_seconds = 0, tokens = 0, train_gemm_seconds = 0;
+        std::string losses;  // every step's mean loss, all digits: two builds compare bit for bit
         if (mode != "decode") {
             // Consecutive chunks of the file's pronunciations, in file order (variants after their word).
             const PronunciationDictionary train = read_pronunciations(train_file);
@@ -83,7 +85,10 @@ int main(int argc, char** argv) {
                 gemm_reset_timing();
                 const double t0 = bench::wall_seconds();
                 const TrainingScope training;  // dropout drops, as in g2p's training
-                trainer.train_minibatch(m.bind(w, p));
+                const MinibatchResult r = trainer.train_minibatch(m.bind(w, p));
+                char loss[32];
+                std::snprintf(loss, sizeof loss, "%s%.17g", losses.empty() ? "" : ", ", r.average_loss());
+                losses += loss;
                 if (s < warmup) continue;
                 train_seconds += bench::wall_seconds() - t0;
                 train_gemm_seconds += gemm_seconds();
@@ -125,14 +130,14 @@ int main(int argc, char** argv) {
             "\"decode_words\": %zu, \"decode_mean_phonemes\": %.3f, \"decode_unfinished\": %zu, \"train_gemm_share\": "
             "%.3f, \"peak_rss_mib\": %.1f, \"embed\": %zu, \"encoder\": "
             "%zu, \"decoder\": %zu, \"architecture\": \"%s\", \"layers\": %zu, \"model\": %zu, \"heads\": %zu, "
-            "\"feedforward\": %zu}\n",
+            "\"feedforward\": %zu, \"train_losses\": [%s]}\n",
             threads, batch, beam, train_seconds > 0 ? double(steps * batch) / train_seconds : 0.0,
             train_seconds > 0 ? 1000 * train_seconds / double(steps) : 0.0, tokens / double(steps),
             decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0, decoded,
             decoded > 0 ? double(phonemes) / double(decoded) : 0.0, unfinished,
             train_seconds > 0 ? train_gemm_seconds / train_seconds : 0.0, double(usage.ru_maxrss) / 1024, sizes.embed,
             sizes.encoder, sizes.decoder, g2p::architecture_name(sizes.architecture).c_str(), sizes.layers, sizes.model,
-            sizes.heads, sizes.feedforward);
+            sizes.heads, sizes.feedforward, losses.c_str());
         return 0;
     });
 }

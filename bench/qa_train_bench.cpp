@@ -208,6 +208,12 @@ int run(const Options& o) {
     const std::size_t last = std::min<std::size_t>(10, losses.size());
     const double final_loss = std::accumulate(losses.end() - std::ptrdiff_t(last), losses.end(), 0.0) / double(last);
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    std::string all_losses;  // every step's (warm-up first), all digits: two builds compare bit for bit
+    for (double l : losses) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%s%.17g", all_losses.empty() ? "" : ", ", l);
+        all_losses += text;
+    }
     std::printf(
         "{\"bench\": \"loom_qa\", \"threads\": %d, \"batch\": %zu, \"steps\": %d, \"warmup\": %d, \"embed\": %zu, "
         "\"hidden\": %zu, \"dense\": %zu, \"vocab\": %zu, \"seed\": %llu, \"lazy_adam\": %s, \"data\": \"%s\", "
@@ -219,7 +225,7 @@ int run(const Options& o) {
         "\"session_buffers_mib\": %.1f, \"gemm_share\": %.4f, \"gemm_gflop_per_step\": %.3f, "
         "\"openblas_coretype_env\": \"%s\", \"ranks\": %d, \"sent_dense_bytes\": %zu, \"sent_row_bytes\": %zu, "
         "\"finish_ms_median\": %.3f, \"cpu_ms_per_step\": %.3f, \"update\": \"%s\", \"sent_parameter_bytes\": %zu, "
-        "\"phase_ms_median_by_rank\": %s}\n",
+        "\"phase_ms_median_by_rank\": %s, \"losses\": [%s]}\n",
         o.threads, o.batch, o.steps, o.warmup, o.embed, o.hidden, o.dense, o.vocab, (unsigned long long)o.seed,
         o.lazy_adam ? "true" : "false", o.batches_from.empty() ? "loom-synthetic" : "peer-batches-file",
         o.parallel.c_str(), params, elapsed, o.steps / elapsed, double(o.steps) * double(o.batch) / elapsed,
@@ -229,7 +235,7 @@ int run(const Options& o) {
         double(trainer.session().bytes_held()) / 1048576.0, elapsed > 0 ? in_gemm / elapsed : 0.0,
         3 * tokens_per_step * flop_per_token * 1e-9, coretype ? coretype : "", ranks, dense_bytes, row_bytes,
         finish_ms.empty() ? 0.0 : bench::median(finish_ms), cpu_ms / o.steps, ranks > 1 ? o.update.c_str() : "",
-        parameter_bytes, phases.c_str());
+        parameter_bytes, phases.c_str(), all_losses.c_str());
     return 0;
 }
 

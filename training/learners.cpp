@@ -81,33 +81,34 @@ double sum_squares(const T* g, std::size_t n) {
 std::size_t row_width(const Shape& shape) { return shape.rank() ? shape.size() / shape.dims()[0] : shape.size(); }
 }  // namespace
 
+GradientView gradient_view(const Session& session, std::size_t i) {
+    if (session.precision() == DType::f64) return session.gradient<double>(i);
+    return session.gradient<float>(i);
+}
+
 template <class T>
-void Learner::gradient_as(const Session& session, std::size_t i, std::size_t at, GradientRef<const T>& grad,
-                          double& sq) const {
+double Learner::square_sum_of(std::size_t i, const GradientRef<const T>& grad) const {
     const auto& p = parameters_[i];
     const std::size_t width = row_width(p.shape());
-    grad = session.gradient<T>(at);
     if (grad.by_rows) {  // only its listed rows can be non-zero, stored one after another
         if (grad.by_rows->width != width)
             throw InternalError(name_ + ": row gradient of " + p.label() + " has rows of " +
                                 std::to_string(grad.by_rows->width) + ", the parameter " + std::to_string(width));
-        sq = sum_squares(grad.by_rows->data.data(), grad.by_rows->data.size());
-        return;
+        return sum_squares(grad.by_rows->data.data(), grad.by_rows->data.size());
     }
     if (grad.dense.size() != p.shape().size())
         throw InternalError(name_ + ": gradient of " + p.label() + " has " + std::to_string(grad.dense.size()) +
                             " elements, the parameter " + std::to_string(p.shape().size()));
-    sq = sum_squares(grad.dense.data(), grad.dense.size());
+    return sum_squares(grad.dense.data(), grad.dense.size());
 }
 
-Learner::Gradient Learner::gradient_of(const Session& session, std::size_t i, std::size_t at) const {
-    Gradient g;
-    visit_dtype(parameters_[i].precision(), [&]<class T>(T) {
-        GradientRef<const T> grad;
-        gradient_as(session, i, at, grad, g.square_sum);
-        g.ref = grad;
-    });
-    return g;
+Learner::Gradient Learner::read(std::size_t i, const GradientView& gradient) const {
+    const Parameter& p = parameters_[i];
+    if (dtype_held(gradient) != p.precision())
+        throw UserError(name_ + ": the gradient of " + p.label() + " is in " + precision_name(dtype_held(gradient)) +
+                        ", the parameter in " + precision_name(p.precision()) +
+                        " (converted by to_precision since the session's last pass?)");
+    return {gradient, std::visit([&](const auto& g) { return square_sum_of(i, g); }, gradient)};
 }
 
 bool Learner::open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite) {
@@ -124,99 +125,145 @@ bool Learner::open_clipped_update(double square_sum, double gradient_scale, bool
 }
 
 bool Learner::update(Session& session, const UpdateOptions& options) {
-    if (updating_) throw InternalError(name_ + ": update while an update is running");
-    updating_ = true;
-    struct Close {  // also when backward throws: what waits is dropped, the step count stays
-        bool& updating;
-        ~Close() { updating = false; }
-    } close{updating_};
     const std::size_t n = parameters_.size();
     std::vector<std::size_t> at(n);  // parameter i is the session's parameter at[i]
     for (std::size_t i = 0; i < n; ++i) at[i] = session.parameter_index(parameters_[i]);
-    square_sums_.assign(n, 0.0);
-    done_.assign(n, waiting);
-    pending_.assign(n, Gradient{});
-    const bool clipping = options_.gradient_clipping_norm > 0;
-    // Whether the global norm must be known before the first step.
-    const bool norm_first = clipping || options.only_if_finite || options.share;
-    const double scale = options.gradient_scale;
-    bool opened = false;
-    if (options.backward) {
-        // Under inter-op threads, each gradient is taken on the worker that finished it, while
-        // backward goes on: applied at once when nothing needs the norm first (and its memory goes
-        // back for the rest of the pass), else read with its norm. Clipping reads them after.
-        std::vector<std::size_t> learner_index(session.parameters().size(), n);
-        std::function<void(std::size_t)> final;
-        if (inter_op_threads() > 1 && !clipping && !options.share) {
-            for (std::size_t i = 0; i < n; ++i) learner_index[at[i]] = i;
-            if (!norm_first) {
-                open_update(scale, std::abs(scale));
-                opened = true;
-            }
-            final = [&](std::size_t k) {
-                const std::size_t i = learner_index[k];
-                if (i == n) return;  // not one of the learner's
-                if (norm_first) {
-                    pending_[i] = gradient_of(session, i, k);
-                    done_[i] = held;
-                    return;
-                }
-                apply_parameter(i, gradient_of(session, i, k));
-                session.release_gradient(k);
-            };
-        }
-        options.backward(final);
-    }
-    std::vector<char> stepped(n, 1);
-    if (options.share) {
-        stepped = options.share->stepped_here(*this);
-        if (stepped.size() != n)
-            throw InternalError(name_ + ": its share of the update has " + std::to_string(stepped.size()) +
-                                " flags for " + std::to_string(n) + " parameters");
-    }
-    if (norm_first) {
-        std::vector<double> square_sums(n, 0.0);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (!stepped[i]) continue;
-            if (done_[i] == waiting) {
-                pending_[i] = gradient_of(session, i, at[i]);
-                done_[i] = held;
-            }
-            square_sums[i] = pending_[i].square_sum;
-        }
-        if (options.share) options.share->share_norms(square_sums);
-        // Summed in parameter order, whoever read each: the same norm, clipping and decision.
-        double sq = 0.0;
-        for (double v : square_sums) sq += v;
-        if (!open_clipped_update(sq, scale, options.only_if_finite)) return false;
+    if (options.backward)
+        begin_around(session, at, options);
+    else
+        begin(options);
+    try {
+        // Parameters whose gradient never became final in backward (the loss does not use them)
+        // still take their step: zero gradient, but decay and momentum go on.
         for (std::size_t i = 0; i < n; ++i)
-            if (!stepped[i]) {  // stepped elsewhere: passed by, its norm counts
-                square_sums_[i] = square_sums[i];
-                done_[i] = applied;
-            }
-    } else if (!opened) {
-        open_update(scale, std::abs(scale));
+            if (waiting(i)) accept(i, gradient_view(session, at[i]));
+    } catch (...) {
+        cancel();
+        throw;
     }
-    // The rest at once on inter-op threads, the largest first (the update is memory-bound; results
-    // do not depend on the order). Parameters whose gradient never became ready (the loss does not
-    // use them) still take their step: zero gradient, but decay and momentum go on.
+    return finish();
+}
+
+void Learner::begin_around(Session& session, const std::vector<std::size_t>& at, const UpdateOptions& options) {
+    if (options.share) {  // the share is asked once every gradient is final
+        options.backward({});
+        begin(options);
+        return;
+    }
+    const std::size_t n = parameters_.size();
+    std::vector<std::size_t> learner_index(session.parameters().size(), n);
+    for (std::size_t i = 0; i < n; ++i) learner_index[at[i]] = i;
+    UpdateOptions during = options;
+    during.during_backward = true;
+    begin(during);
+    try {
+        options.backward([&](std::size_t k) {
+            const std::size_t i = learner_index[k];
+            if (i < n && accept(i, gradient_view(session, k))) session.release_gradient(k);
+        });
+    } catch (...) {  // nothing held is applied, the step count stays
+        cancel();
+        throw;
+    }
+}
+
+void Learner::begin(const UpdateOptions& options) {
+    if (updating_) throw InternalError(name_ + ": an update begins while another is running");
+    const std::size_t n = parameters_.size();
+    square_sums_.assign(n, 0.0);
+    parts_.assign(n, Part::waiting);
+    held_.assign(n, Gradient{});
+    gradient_scale_ = options.gradient_scale;
+    only_if_finite_ = options.only_if_finite;
+    share_ = options.share;
+    norm_first_ = options_.gradient_clipping_norm > 0 || options.only_if_finite || options.share;
+    opened_ = false;
+    if (share_) take_share(*share_);
+    // Under inter-op threads, each gradient is stepped on the worker that finished it while backward
+    // goes on (and its memory goes back for the rest of the pass), unless the norm must come first.
+    if (options.during_backward && inter_op_threads() > 1 && !norm_first_) {
+        open_update(gradient_scale_, std::abs(gradient_scale_));
+        opened_ = true;
+    }
+    updating_ = true;
+}
+
+void Learner::take_share(UpdateShare& share) {
+    const std::vector<char> stepped = share.stepped_here(*this);
+    if (stepped.size() != parameters_.size())
+        throw InternalError(name_ + ": its share of the update has " + std::to_string(stepped.size()) + " flags for " +
+                            std::to_string(parameters_.size()) + " parameters");
+    for (std::size_t i = 0; i < stepped.size(); ++i)
+        if (!stepped[i]) parts_[i] = Part::applied;  // stepped elsewhere: passed by, its norm counts
+}
+
+bool Learner::accept(std::size_t i, const GradientView& gradient) {
+    if (!updating_) throw InternalError(name_ + ": a gradient accepted outside an update (begin first)");
+    if (i >= parameters_.size() || parts_[i] != Part::waiting)
+        throw InternalError(name_ + ": gradient " + std::to_string(i) +
+                            " accepted twice, out of range, or stepped by another process");
+    Gradient g = read(i, gradient);
+    if (opened_) {
+        apply_parameter(i, g);
+        return true;
+    }
+    held_[i] = std::move(g);
+    parts_[i] = Part::held;
+    return false;
+}
+
+bool Learner::finish() {
+    if (!updating_) throw InternalError(name_ + ": finish without begin");
+    struct Close {  // also when it throws: what is held is dropped, the step count stays
+        bool& updating;
+        ~Close() { updating = false; }
+    } close{updating_};
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (parts_[i] == Part::waiting)
+            throw InternalError(name_ + ": finish before the gradient of " + parameters_[i].label() + " was accepted");
+    if (norm_first_) {
+        if (!open_on_norm()) return false;
+    } else if (!opened_) {
+        open_update(gradient_scale_, std::abs(gradient_scale_));
+    }
+    apply_held();
+    double sq = 0.0;
+    for (double v : square_sums_) sq += v;
+    last_norm_ = std::sqrt(sq) * norm_scale_;
+    ++steps_;
+    return true;
+}
+
+bool Learner::open_on_norm() {
+    const std::size_t n = parameters_.size();
+    std::vector<double> square_sums(n, 0.0);  // 0 for a parameter stepped elsewhere, until shared
+    for (std::size_t i = 0; i < n; ++i)
+        if (parts_[i] == Part::held) square_sums[i] = held_[i].square_sum;
+    if (share_) share_->share_norms(square_sums);
+    // Summed in parameter order, whoever read each: the same norm, clipping and decision.
+    double sq = 0.0;
+    for (double v : square_sums) sq += v;
+    if (!open_clipped_update(sq, gradient_scale_, only_if_finite_)) return false;
+    for (std::size_t i = 0; i < n; ++i)
+        if (parts_[i] == Part::applied) square_sums_[i] = square_sums[i];  // stepped elsewhere
+    return true;
+}
+
+void Learner::apply_held() {
+    // At once on inter-op threads, the largest first (the update is memory-bound; results do not
+    // depend on the order).
     TaskGraph independent;
     std::vector<std::size_t> rest;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (done_[i] == applied) continue;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        if (parts_[i] != Part::held) continue;
         rest.push_back(i);
         independent.priority.push_back(static_cast<double>(parameters_[i].shape().size()));
     }
     independent.after.assign(rest.size(), {});
     run_task_graph(independent, inter_op_threads(), [&](int t, int) {
         const std::size_t i = rest[static_cast<std::size_t>(t)];
-        apply_parameter(i, done_[i] == held ? pending_[i] : gradient_of(session, i, at[i]));
+        apply_parameter(i, held_[i]);
     });
-    double sq = 0.0;
-    for (double v : square_sums_) sq += v;
-    last_norm_ = std::sqrt(sq) * norm_scale_;
-    ++steps_;
-    return true;
 }
 
 std::span<std::byte> Learner::state_bytes(std::size_t i, std::size_t k) {
@@ -252,7 +299,7 @@ void Learner::open_update(double gradient_scale, double norm_scale) {
 
 void Learner::apply_parameter(std::size_t i, const Gradient& grad) {
     square_sums_[i] = grad.square_sum;
-    done_[i] = applied;
+    parts_[i] = Part::applied;
     std::visit([&](const auto& ref) { apply_as(i, ref); }, grad.ref);
 }
 

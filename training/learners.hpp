@@ -3,10 +3,11 @@
 /// Learners: the update rules that turn a Session's parameter gradients into new parameter values.
 ///
 /// A learner owns the list of parameters it updates and the per-parameter state of its rule
-/// (momentum, squared-gradient averages, ...). `update(session, options)` applies ONE step: it reads each
-/// gradient straight from the session (no copy) and writes the parameter's live value
-/// (Parameter::data<T>()) in place. Every rule runs in its parameter's precision, float or double
-/// (its state too): the same code, a template on the element type.
+/// (momentum, squared-gradient averages, ...). One step is `begin(options)`, `accept(i, gradient)`
+/// for each parameter i as its gradient becomes final (read in place from the session, no copy),
+/// then `finish()`; `update(session, options)` does the three on a session's gradients. The step
+/// writes the parameter's live value (Parameter::data<T>()) in place. Every rule runs in its parameter's precision,
+/// float or double (its state too): the same code, a template on the element type.
 ///
 /// The factories (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adamw, adadelta, fsadagrad) return
 /// std::unique_ptr<Learner>: a learner is polymorphic and owns state that must not be copied by
@@ -29,6 +30,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/serialization.hpp"
@@ -93,25 +95,32 @@ public:
     virtual void share_norms(std::vector<double>& square_sums) = 0;
 };
 
-/// How one Learner::update reads the gradients.
+/// How one update (Learner::begin, or Learner::update) reads the gradients.
 struct UpdateOptions {
     /// Multiplies every gradient first (the Trainer passes 1 / items to average).
     double gradient_scale = 1.0;
-    /// A step whose global gradient norm is not finite changes nothing (Learner::update).
+    /// A step whose global gradient norm is not finite changes nothing (Learner::finish).
     bool only_if_finite = false;
-    /// Runs the backward pass the update reads (empty: the session's gradients are final already).
-    /// It calls final(i), when `final` is not empty, as parameter i of the session gets its final
-    /// gradient, from any thread while backward goes on, and every gradient is final when it
-    /// returns. A learner steps parameter i in final(i) (and gives its gradient's memory back to
-    /// the session) when nothing needs every gradient first and inter-op threads run backward:
-    /// the memory-bound update overlaps the GEMMs. With only_if_finite, final(i) reads the gradient
-    /// and its norm, and every step waits for the check.
+    /// Deprecated (Learner::update only): runs the backward pass the update reads, calling final(i)
+    /// as parameter i of the session gets its final gradient. Run backward yourself instead and
+    /// hand each gradient to Learner::accept (with `during_backward`), as the Trainer does.
     std::function<void(const std::function<void(std::size_t)>& final)> backward = {};
     /// Set: this process steps only its share of the parameters (UpdateShare); the parameters it
     /// steps get exactly the values the whole update gives, and the step count and
     /// last_gradient_norm() move as with it.
     UpdateShare* share = nullptr;
+    /// Learner::accept is called while backward runs, as each gradient becomes final (possibly on
+    /// its inter-op worker threads). With inter-op threads and nothing that needs the global norm
+    /// first (no clipping, no only_if_finite, no share), accept then steps the parameter at once:
+    /// the memory-bound update overlaps the rest of backward.
+    bool during_backward = false;
 };
+
+/// A parameter's final gradient as a Session keeps it (GradientRef), in the parameter's precision:
+/// what Learner::accept takes.
+using GradientView = std::variant<GradientRef<const float>, GradientRef<const double>>;
+/// \return parameter i of `session`'s gradient, in the session's precision (Session::gradient).
+GradientView gradient_view(const Session& session, std::size_t i);
 
 /// An update rule with its parameters and its state (above). Made by the factories below; a new rule
 /// derives from LearnerRule.
@@ -121,15 +130,36 @@ public:
     Learner(const Learner&) = delete;
     Learner& operator=(const Learner&) = delete;
 
-    /// One step for every parameter (see the file's comment), the one entry of every update: plain,
-    /// overlapped with backward, guarded, shared out over processes (UpdateOptions). The gradients
-    /// are those of `session`'s last backward, or of the backward `options.backward` runs. With
-    /// `options.only_if_finite`, a step whose global gradient norm is not finite (a NaN or an
-    /// infinity in any gradient, or squares beyond float's range) changes nothing, neither the
-    /// parameters nor the rule's state nor the step count, and returns false; last_gradient_norm()
-    /// says what it was. Otherwise returns true. When the backward pass throws, nothing waiting is
-    /// applied and the step count stays (parameters stepped early stay so).
+    /// One step for every parameter (see the file's comment) on the gradients of `session`'s last
+    /// backward: begin, accept of each gradient, finish (below). The session's parameters may be
+    /// any that include the learner's, in any order. `options.backward` (deprecated), when set, is
+    /// run first, its final(i) calls forwarded to accept; when it throws, the update is cancelled.
     bool update(Session& session, const UpdateOptions& options = {});
+    /// @{
+    /// One step given its gradients one by one: begin(options), then accept(i, gradient) once for
+    /// each parameter i (its index in parameters()) as its gradient becomes final, from any thread,
+    /// then finish(). With `options.share`, begin asks the share which parameters this process steps
+    /// (so it must come once every gradient is final) and only those are accepted. A second begin
+    /// before finish or cancel is an InternalError.
+    void begin(const UpdateOptions& options = {});
+    /// Parameter i's final gradient, in its precision (else a UserError). Stepped at once when
+    /// the update allows it (UpdateOptions::during_backward), else read with its squared norm and
+    /// held for finish: the caller keeps it alive until then. \return true when stepped at once: the
+    /// caller may give its memory back (Session::release_gradient).
+    bool accept(std::size_t i, const GradientView& gradient);
+    /// \return whether parameter i's gradient is still expected by the running update (not accepted
+    /// yet, and stepped by this process).
+    bool waiting(std::size_t i) const { return updating_ && parts_[i] == Part::waiting; }
+    /// Ends the step once every expected gradient was accepted: the global norm (clipping, and with
+    /// `only_if_finite` the check), then every held gradient stepped. With `only_if_finite`, a step
+    /// whose global gradient norm is not finite (a NaN or an infinity in any gradient, or squares
+    /// beyond float's range) changes nothing, neither the parameters nor the rule's state nor the
+    /// step count, and returns false; last_gradient_norm() says what it was. Otherwise returns true.
+    bool finish();
+    /// Drops the running update (backward threw): nothing held is applied and the step count stays
+    /// (parameters stepped at once stay so).
+    void cancel() { updating_ = false; }
+    /// @}
     /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
     /// changes only the rows a gradient kept by rows lists.
     bool updates_rows_lazily() const { return skips_zero_rows(); }
@@ -216,18 +246,15 @@ private:
     using Slot = ByDType<VectorOf>;
     std::vector<Slot> state_;
     std::vector<DType> state_precision_;  ///< per parameter (also without slots)
-    template <class T>
-    using ConstGradient = GradientRef<const T>;
-    /// One parameter's gradient as the session holds it, in the parameter's precision.
+    /// One parameter's gradient as the session holds it, with its squared norm.
     struct Gradient {
-        ByDType<ConstGradient> ref;
+        GradientView ref;
         double square_sum = 0.0;
     };
-    /// Parameter i's gradient: parameter `at` of `session`, read and its norm taken.
-    Gradient gradient_of(const Session& session, std::size_t i, std::size_t at) const;
+    /// Parameter i's gradient checked against the parameter and its norm taken.
+    Gradient read(std::size_t i, const GradientView& gradient) const;
     template <class T>
-    void gradient_as(const Session& session, std::size_t i, std::size_t at, GradientRef<const T>& grad,
-                     double& sq) const;
+    double square_sum_of(std::size_t i, const GradientRef<const T>& grad) const;
     void apply_parameter(std::size_t i, const Gradient& grad);
     template <class T>
     void apply_as(std::size_t i, const GradientRef<const T>& grad);
@@ -238,15 +265,29 @@ private:
     /// From the squared global norm: false (nothing opened) when `only_if_finite` and the norm is not
     /// finite; else opens the update with the scale clipping asks for.
     bool open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite);
-    /// The running update: its scale and rate, and per parameter its squared norm, how far it is and
-    /// the gradient it waits with once read.
-    enum Part : char { waiting, held, applied };
+    /// The deprecated UpdateOptions::backward: begins the update around the pass it runs.
+    void begin_around(Session& session, const std::vector<std::size_t>& at, const UpdateOptions& options);
+    /// Asks the share which parameters this process steps; the others are passed by.
+    void take_share(UpdateShare& share);
+    /// The global norm, from the held gradients (and the share's): false when the check refuses
+    /// the step, else the update opened with the scale clipping asks for.
+    bool open_on_norm();
+    /// The held gradients stepped on inter-op threads, the largest first.
+    void apply_held();
+    /// The running update: its options and scale and rate, and per parameter its squared norm, how
+    /// far it is and the gradient held for finish.
+    enum class Part : char { waiting, held, applied };
     bool updating_ = false;
+    double gradient_scale_ = 1.0;   ///< UpdateOptions::gradient_scale
+    bool only_if_finite_ = false;   ///< UpdateOptions::only_if_finite
+    UpdateShare* share_ = nullptr;  ///< UpdateOptions::share
+    bool norm_first_ = false;       ///< the global norm is known before any step (clipping, check, share)
+    bool opened_ = false;           ///< open_update ran: accept steps at once
     double scale_ = 1.0, norm_scale_ = 1.0, lr_now_ = 0.0;
     Factors factors_;
     std::vector<double> square_sums_;
-    std::vector<Part> done_;
-    std::vector<Gradient> pending_;
+    std::vector<Part> parts_;
+    std::vector<Gradient> held_;
     std::uint64_t steps_ = 0;
     double last_norm_ = 0.0;
 };

@@ -64,22 +64,47 @@ MinibatchResult Trainer::train_minibatch(const Bindings& inputs) {
         if (reduction) reduction->finish(*session_);  // so every process skips alike
         return skip(r, "loss", r.loss_sum);
     }
-    UpdateOptions update;
-    update.gradient_scale = options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0;
-    update.only_if_finite = guard;
-    update.backward = [&](const std::function<void(std::size_t)>& final) {
-        if (!reduction) return session_->backward(final);
-        // A gradient is final for the learner only once summed over every process.
-        session_->backward([&](std::size_t i) { reduction->ready(*session_, i); });
-        reduction->finish(*session_);
-    };
-    if (reduction) update.share = reduction->share();
-    const bool applied = learner_->update(*session_, update);
-    if (reduction) reduction->updated(*learner_, applied);
+    const bool applied = step(options_.average_gradients ? 1.0 / static_cast<double>(r.loss_count) : 1.0, guard);
     session_->release_gradients();
     if (!applied) return skip(r, "gradient norm", learner_->last_gradient_norm());
     samples_seen_ += r.loss_count;
     return r;
+}
+
+bool Trainer::step(double gradient_scale, bool only_if_finite) {
+    GradientReduction* const reduction = options_.reduction.get();
+    Learner& learner = *learner_;
+    Session& session = *session_;
+    UpdateOptions update;
+    update.gradient_scale = gradient_scale;
+    update.only_if_finite = only_if_finite;
+    if (reduction) {
+        // A gradient is final for the learner only once summed over every process; the share of
+        // the update is known before backward, which parameters this process steps after it.
+        update.share = reduction->share();
+        session.backward([&](std::size_t i) { reduction->ready(session, i); });
+        reduction->finish(session);
+    } else {
+        update.during_backward = true;
+    }
+    learner.begin(update);
+    try {
+        // The session's parameters are the learner's, in its order: one index, i.
+        if (!reduction)
+            session.backward([&](std::size_t i) {
+                if (learner.accept(i, gradient_view(session, i))) session.release_gradient(i);
+            });
+        // Those backward did not report (the loss does not use them: zero gradient, but decay and
+        // momentum go on), or every one after a reduction.
+        for (std::size_t i = 0; i < learner.parameters().size(); ++i)
+            if (learner.waiting(i)) learner.accept(i, gradient_view(session, i));
+    } catch (...) {  // nothing held is applied, the step count stays
+        learner.cancel();
+        throw;
+    }
+    const bool applied = learner.finish();
+    if (reduction) reduction->updated(learner, applied);
+    return applied;
 }
 
 MinibatchResult Trainer::skip(MinibatchResult r, const std::string& what, double value) {

@@ -134,6 +134,9 @@ public:
 
 private:
     MinibatchResult collect() const;
+    /// Backward, each final gradient handed to the learner (through the reduction, if any), and the
+    /// learner's step: \return whether it was applied.
+    bool step(double gradient_scale, bool only_if_finite);
     MinibatchResult skip(MinibatchResult r, const std::string& what, double value);
 
     Variable loss_, metric_;
