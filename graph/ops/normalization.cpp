@@ -51,7 +51,8 @@ public:
         c.for_each_row([&](std::size_t r) {
             const T* x = c.in[0].data + r * d;
             const T* dy = c.out_grad.data + r * d;
-            const auto [mean, rstd] = moments(x, d);
+            const std::pair<T, T> moments_of_x = moments(x, d);  // not a structured binding: the lambdas below read it
+            const T mean = moments_of_x.first, rstd = moments_of_x.second;
             for (std::size_t j = 0; j < d; ++j) g[j] = dy[j] * scale[j];
             if (dscale)
                 for (std::size_t j = 0; j < d; ++j) dscale[j] += dy[j] * (x[j] - mean) * rstd;
