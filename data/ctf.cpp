@@ -124,100 +124,125 @@ void parse_sparse(const LineContext& at, const std::vector<std::string>& tokens,
     out.sparse_samples.push_back(std::move(sample));
 }
 
+// The sequence id a line may start with; `rest` starts at the line's first non-blank.
+std::optional<std::uint64_t> read_sequence_id(std::string_view& rest, const std::string& source, std::size_t line_no) {
+    if (rest.front() == '|') return std::nullopt;
+    const std::string_view token = take_until(rest, " \t|");
+    std::size_t value = 0;
+    const auto status = data_text::parse_index(token, value);
+    if (status == data_text::NumberStatus::too_large)
+        fail(source, line_no, "sequence id " + quoted_field(token) + " is too large (largest 2^64-1)");
+    if (status != data_text::NumberStatus::ok)
+        fail(source, line_no,
+             "sequence id " + quoted_field(token) +
+                 " is not a non-negative integer (a line is: [sequence id] |input values ...)");
+    return value;
+}
+
+// What parse_ctf keeps from line to line.
+class CtfLines {
+public:
+    CtfLines(const std::string& source, const std::vector<CtfStreamConfig>& streams)
+        : source_(source), streams_(streams), seen_(streams.size()) {
+        for (std::size_t k = 0; k < streams.size(); ++k) by_name_.emplace(streams[k].name, k);
+        data_.source = source;
+        data_.config = streams;
+    }
+
+    void read(std::string_view rest, std::size_t line_no);
+    CtfData take() { return std::move(data_); }
+
+private:
+    std::size_t read_stream_name(std::string_view& rest, std::size_t line_no);
+    CtfSequence& sequence_of_line(std::optional<std::uint64_t> id, std::size_t line_no);
+
+    const std::string& source_;
+    const std::vector<CtfStreamConfig>& streams_;
+    std::unordered_map<std::string_view, std::size_t> by_name_;
+    CtfData data_;
+    // Only a sequence opened by an explicit id can be continued by the next line.
+    std::optional<std::uint64_t> open_id_;
+    std::vector<char> seen_;  // per stream: whether the line has given it a sample
+};
+
+void CtfLines::read(std::string_view rest, std::size_t line_no) {
+    skip_whitespace(rest);
+    if (rest.empty()) return;
+    const std::optional<std::uint64_t> id = read_sequence_id(rest, source_, line_no);
+    std::fill(seen_.begin(), seen_.end(), 0);
+    CtfSequence* sequence = nullptr;
+    bool any_comment = false;
+    for (;;) {
+        skip_whitespace(rest);
+        if (rest.empty()) break;
+        if (rest.front() != '|')
+            fail(source_, line_no,
+                 "unexpected text " + quoted_field(take_until(rest, " \t|")) + ": values must follow an |input name");
+        rest.remove_prefix(1);
+        if (!rest.empty() && rest.front() == '#') {
+            skip_comment(rest);
+            any_comment = true;
+            continue;
+        }
+        const std::size_t k = read_stream_name(rest, line_no);
+        const std::vector<std::string> tokens = data_text::split_whitespace(take_until(rest, "|"));
+        if (tokens.empty()) fail(source_, line_no, "input '" + streams_[k].name + "' has an empty sample (no values)");
+        if (sequence == nullptr) sequence = &sequence_of_line(id, line_no);
+        CtfStream& stream = sequence->streams[k];
+        const LineContext at{source_, line_no, streams_[k]};
+        if (streams_[k].sparse)
+            parse_sparse(at, tokens, stream);
+        else
+            parse_dense(at, tokens, stream);
+        ++stream.length;
+    }
+    if (sequence == nullptr && !any_comment)
+        fail(source_, line_no,
+             "sequence id " + std::to_string(id.value_or(0)) + " is not followed by any |input sample");
+}
+
+// The stream named just after a '|': a configured one, not given a sample before on this line.
+std::size_t CtfLines::read_stream_name(std::string_view& rest, std::size_t line_no) {
+    const std::string_view name = take_until(rest, " \t|");
+    if (name.empty()) fail(source_, line_no, "'|' is not followed by an input name");
+    const auto found = by_name_.find(name);
+    if (found == by_name_.end())
+        fail(
+            source_, line_no,
+            "unknown input stream " + quoted_field(name) + " (configured streams: " + configured_names(streams_) + ")");
+    const std::size_t k = found->second;
+    if (seen_[k])
+        fail(source_, line_no,
+             "input '" + streams_[k].name + "' appears twice on one line (one sample per input per line)");
+    seen_[k] = 1;
+    return k;
+}
+
+// The sequence a line's samples go to: the open one when the line repeats its id, else a new one.
+CtfSequence& CtfLines::sequence_of_line(std::optional<std::uint64_t> id, std::size_t line_no) {
+    const bool continues = id && open_id_ && *id == *open_id_ && !data_.sequences.empty();
+    if (!continues) {
+        CtfSequence fresh;
+        fresh.id = id.value_or(line_no);
+        fresh.first_line = line_no;
+        fresh.streams.resize(streams_.size());
+        data_.sequences.push_back(std::move(fresh));
+    }
+    open_id_ = id;
+    return data_.sequences.back();
+}
+
 }  // namespace
 
 CtfData parse_ctf(std::istream& in, const std::string& source, const std::vector<CtfStreamConfig>& streams) {
     check_config(streams);
-    std::unordered_map<std::string_view, std::size_t> by_name;
-    for (std::size_t k = 0; k < streams.size(); ++k) by_name.emplace(streams[k].name, k);
-
-    CtfData data;
-    data.source = source;
-    data.config = streams;
-    // Only a sequence opened by an explicit id can be continued by the next line.
-    std::optional<std::uint64_t> open_id;
-    std::vector<char> seen(streams.size());
+    CtfLines ctf(source, streams);
     // CTF is numbers and names; a stray byte there is reported by the parser, and a comment may
     // hold any bytes but NUL.
     data_text::LineReader lines(in, source, data_text::TextCheck::nul_bytes);
     std::string line;
-    while (lines.next(line)) {
-        const std::size_t line_no = lines.line_number();
-        std::string_view rest(line);
-        skip_whitespace(rest);
-        if (rest.empty()) continue;
-
-        std::optional<std::uint64_t> id;
-        if (rest.front() != '|') {
-            const std::string_view token = take_until(rest, " \t|");
-            std::size_t value = 0;
-            const auto status = data_text::parse_index(token, value);
-            if (status == data_text::NumberStatus::too_large)
-                fail(source, line_no, "sequence id " + quoted_field(token) + " is too large (largest 2^64-1)");
-            if (status != data_text::NumberStatus::ok)
-                fail(source, line_no,
-                     "sequence id " + quoted_field(token) +
-                         " is not a non-negative integer (a line is: [sequence id] |input values ...)");
-            id = value;
-        }
-
-        std::fill(seen.begin(), seen.end(), 0);
-        CtfSequence* sequence = nullptr;
-        bool any_comment = false;
-        for (;;) {
-            skip_whitespace(rest);
-            if (rest.empty()) break;
-            if (rest.front() != '|')
-                fail(source, line_no,
-                     "unexpected text " + quoted_field(take_until(rest, " \t|")) +
-                         ": values must follow an |input name");
-            rest.remove_prefix(1);
-            if (!rest.empty() && rest.front() == '#') {
-                skip_comment(rest);
-                any_comment = true;
-                continue;
-            }
-            const std::string_view name = take_until(rest, " \t|");
-            if (name.empty()) fail(source, line_no, "'|' is not followed by an input name");
-            const auto found = by_name.find(name);
-            if (found == by_name.end())
-                fail(source, line_no,
-                     "unknown input stream " + quoted_field(name) +
-                         " (configured streams: " + configured_names(streams) + ")");
-            const std::size_t k = found->second;
-            if (seen[k])
-                fail(source, line_no,
-                     "input '" + streams[k].name + "' appears twice on one line (one sample per input per line)");
-            seen[k] = 1;
-            const std::vector<std::string> tokens = data_text::split_whitespace(take_until(rest, "|"));
-            if (tokens.empty())
-                fail(source, line_no, "input '" + streams[k].name + "' has an empty sample (no values)");
-
-            if (sequence == nullptr) {
-                const bool continues = id && open_id && *id == *open_id && !data.sequences.empty();
-                if (!continues) {
-                    CtfSequence fresh;
-                    fresh.id = id.value_or(line_no);
-                    fresh.first_line = line_no;
-                    fresh.streams.resize(streams.size());
-                    data.sequences.push_back(std::move(fresh));
-                }
-                open_id = id;
-                sequence = &data.sequences.back();
-            }
-            CtfStream& stream = sequence->streams[k];
-            const LineContext at{source, line_no, streams[k]};
-            if (streams[k].sparse)
-                parse_sparse(at, tokens, stream);
-            else
-                parse_dense(at, tokens, stream);
-            ++stream.length;
-        }
-        if (sequence == nullptr && !any_comment)
-            fail(source, line_no,
-                 "sequence id " + std::to_string(id.value_or(0)) + " is not followed by any |input sample");
-    }
-    return data;
+    while (lines.next(line)) ctf.read(line, lines.line_number());
+    return ctf.take();
 }
 
 CtfData read_ctf(const std::string& path, const std::vector<CtfStreamConfig>& streams) {

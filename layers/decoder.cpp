@@ -270,6 +270,99 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
                                        : s.run<float>(distinct, o, initial_states, prompts, items);
 }
 
+namespace {
+
+std::size_t prompt_length(const std::vector<std::vector<std::size_t>>& prompts, std::size_t n) {
+    return prompts.empty() ? 0 : prompts[n].size();
+}
+
+// Each state of every item at the first step, [items, sample...]: the initial states given, or
+// zeros (a growing state starting empty).
+template <class T>
+std::vector<xt::xarray<T>> first_states(const std::vector<Value>& initial_states, const std::vector<Shape>& shapes,
+                                        std::size_t items) {
+    std::vector<xt::xarray<T>> first;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        std::vector<std::size_t> dims{items};
+        if (initial_states.empty()) {
+            for (std::size_t d : shapes[i]) dims.push_back(d == any_size ? 0 : d);
+        } else {
+            const Shape& given = initial_states[i].sample_shape();
+            dims.insert(dims.end(), given.begin(), given.end());
+        }
+        xt::xarray<T> a = xt::zeros<T>(dims);
+        if (!initial_states.empty()) {
+            const Value& v = initial_states[i];
+            if (v.dtype() == DType::f32)
+                std::copy(v.data<float>().begin(), v.data<float>().end(), a.begin());
+            else
+                std::copy(v.data<double>().begin(), v.data<double>().end(), a.begin());
+        }
+        first.push_back(std::move(a));
+    }
+    return first;
+}
+
+// Numbers the live hypotheses of the items still going as this pass's rows; returns each row's
+// row in the last pass (its parent) and, in items_of_rows, its item.
+std::vector<std::size_t> number_rows(std::vector<Beam>& beams, std::vector<std::size_t>& items_of_rows) {
+    std::vector<std::size_t> parents;
+    for (std::size_t n = 0; n < beams.size(); ++n) {
+        if (beams[n].done) continue;
+        for (Live& h : beams[n].live) {
+            parents.push_back(h.row);
+            items_of_rows.push_back(n);
+            h.row = parents.size() - 1;
+        }
+    }
+    return parents;
+}
+
+// The symbol each row is fed at step t, [rows, 1]: the start symbol, then the item's prompt,
+// then the hypothesis' own last symbol.
+xt::xarray<float> fed_symbols(const std::vector<Beam>& beams, std::size_t rows, std::size_t t, std::size_t start_symbol,
+                              const std::vector<std::vector<std::size_t>>& prompts) {
+    xt::xarray<float> ids = xt::xarray<float>::from_shape({rows, std::size_t{1}});
+    for (std::size_t n = 0, r = 0; n < beams.size(); ++n) {
+        if (beams[n].done) continue;
+        for (const Live& h : beams[n].live) {
+            const std::size_t symbol = t == 0                              ? start_symbol
+                                       : t - 1 < prompt_length(prompts, n) ? prompts[n][t - 1]
+                                                                           : h.symbols.back();
+            ids(r++, 0) = static_cast<float>(symbol);
+        }
+    }
+    return ids;
+}
+
+// A state's rows for this pass, copied from the rows of `produced` their hypotheses came from,
+// into `reused` when it has the right shape.
+template <class T>
+xt::xarray<T> state_rows(xt::xarray<T> reused, const T* produced, std::size_t width,
+                         const std::vector<std::size_t>& parents, const Shape& pattern) {
+    const std::size_t rows = parents.size();
+    const auto dims = state_dims(rows, pattern, width);
+    if (reused.size() != rows * width ||
+        !std::equal(dims.begin(), dims.end(), reused.shape().begin(), reused.shape().end()))
+        reused = xt::xarray<T>::from_shape(dims);
+    for (std::size_t r = 0; r < rows; ++r) std::copy_n(produced + parents[r] * width, width, reused.data() + r * width);
+    return reused;
+}
+
+// Each item's best hypotheses, at most beam_width, those that ended first.
+Generated best_of(std::vector<Beam>& beams, std::size_t beam_width) {
+    Generated g;
+    for (Beam& b : beams) {
+        sort_best_first(b.ended);
+        if (b.ended.size() > beam_width) b.ended.resize(beam_width);
+        if (b.ended.empty() || !b.ended.front().ended) ++g.unfinished;
+        g.items.push_back(std::move(b.ended));
+    }
+    return g;
+}
+
+}  // namespace
+
 // One session pass per output step over every live hypothesis of every item still going (its
 // rows), the chosen symbols fed back. Buffers go around: the states' arrays are moved into the
 // bindings, and the session reads a bound array in place and holds it until its next pass binds
@@ -284,74 +377,32 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
                                 const std::vector<std::vector<std::size_t>>& prompts, std::size_t items) {
     std::vector<Beam> beams(items);
     for (std::size_t n = 0; n < items; ++n) beams[n].live.push_back({{}, 0.0, n});
-    auto prompt_length = [&](std::size_t n) { return prompts.empty() ? std::size_t{0} : prompts[n].size(); };
     std::size_t longest_prompt = 0;
-    for (std::size_t n = 0; n < items; ++n) longest_prompt = std::max(longest_prompt, prompt_length(n));
+    for (std::size_t n = 0; n < items; ++n) longest_prompt = std::max(longest_prompt, prompt_length(prompts, n));
     // The states each row of the last pass produced (its outputs, or the initial states), and
     // their elements per row.
-    std::vector<xt::xarray<T>> initial;
+    const std::vector<xt::xarray<T>> initial = first_states<T>(initial_states, state_shapes, items);
     std::vector<const T*> produced;
     std::vector<std::size_t> width;
-    for (std::size_t i = 0; i < states.size(); ++i) {
-        std::vector<std::size_t> dims{items};
-        if (initial_states.empty()) {
-            for (std::size_t d : state_shapes[i]) dims.push_back(d == any_size ? 0 : d);
-        } else {
-            const Shape& given = initial_states[i].sample_shape();
-            dims.insert(dims.end(), given.begin(), given.end());
-        }
-        xt::xarray<T> a = xt::zeros<T>(dims);
-        if (!initial_states.empty()) {
-            const Value& v = initial_states[i];
-            if (v.dtype() == DType::f32)
-                std::copy(v.data<float>().begin(), v.data<float>().end(), a.begin());
-            else
-                std::copy(v.data<double>().begin(), v.data<double>().end(), a.begin());
-        }
-        width.push_back(a.size() / items);
-        initial.push_back(std::move(a));
-        produced.push_back(initial.back().data());
-    }
+    for (const xt::xarray<T>& a : initial) produced.push_back(a.data()), width.push_back(a.size() / items);
     // Per state, the Values bound at the last two passes (pass t's in [t % 2]).
     std::vector<std::array<Value, 2>> bound(states.size());
     std::vector<Value> memory_rows(memory.size());
     std::vector<std::size_t> memory_items;  // the item of each row memory_rows holds
 
     for (std::size_t t = 0; t < longest_prompt + o.max_length; ++t) {
-        std::vector<std::size_t> parents, items_of_rows;
-        for (std::size_t n = 0; n < items; ++n) {
-            if (beams[n].done) continue;
-            for (Live& h : beams[n].live) {
-                parents.push_back(h.row);
-                items_of_rows.push_back(n);
-                h.row = parents.size() - 1;
-            }
-        }
+        std::vector<std::size_t> items_of_rows;
+        const std::vector<std::size_t> parents = number_rows(beams, items_of_rows);
         if (parents.empty()) break;
         const std::size_t rows = parents.size();
-        xt::xarray<float> ids = xt::xarray<float>::from_shape({rows, std::size_t{1}});
-        for (std::size_t n = 0, r = 0; n < items; ++n) {
-            if (beams[n].done) continue;
-            for (const Live& h : beams[n].live) {
-                const std::size_t symbol = t == 0                     ? o.start_symbol
-                                           : t - 1 < prompt_length(n) ? prompts[n][t - 1]
-                                                                      : h.symbols.back();
-                ids(r++, 0) = static_cast<float>(symbol);
-            }
-        }
-        Bindings in{{previous, Value::batch(std::move(ids))}};
+        Bindings in{{previous, Value::batch(fed_symbols(beams, rows, t, o.start_symbol, prompts))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
             // Bound two passes ago: the session let it go when the last pass bound its inputs.
             Value& turn = bound[i][t % 2];
             xt::xarray<T> a = turn.empty() ? xt::xarray<T>() : std::move(turn.data<T>());
             turn = Value();
-            const auto dims = state_dims(rows, state_shapes[i], width[i]);
-            if (a.size() != rows * width[i] ||
-                !std::equal(dims.begin(), dims.end(), a.shape().begin(), a.shape().end()))
-                a = xt::xarray<T>::from_shape(dims);
-            for (std::size_t r = 0; r < rows; ++r)
-                std::copy_n(produced[i] + parents[r] * width[i], width[i], a.data() + r * width[i]);
-            in.emplace(states[i], Value::batch(std::move(a)));
+            in.emplace(states[i],
+                       Value::batch(state_rows(std::move(a), produced[i], width[i], parents, state_shapes[i])));
         }
         if (items_of_rows != memory_items) {
             for (std::size_t m = 0; m < memory.size(); ++m) memory_rows[m] = gather(memory_values[m], items_of_rows);
@@ -369,19 +420,11 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         const T* lp = session->value_data<T>(log_probs).data();
         for (std::size_t n = 0; n < items; ++n) {
             Beam& b = beams[n];
-            if (b.done || t < prompt_length(n)) continue;  // a prompt's symbols are given, not chosen
-            extend(b, lp, vocabulary, o, t + 1 == prompt_length(n) + o.max_length);
+            if (b.done || t < prompt_length(prompts, n)) continue;  // a prompt's symbols are given, not chosen
+            extend(b, lp, vocabulary, o, t + 1 == prompt_length(prompts, n) + o.max_length);
         }
     }
-
-    Generated g;
-    for (Beam& b : beams) {
-        sort_best_first(b.ended);
-        if (b.ended.size() > o.beam_width) b.ended.resize(o.beam_width);
-        if (b.ended.empty() || !b.ended.front().ended) ++g.unfinished;
-        g.items.push_back(std::move(b.ended));
-    }
-    return g;
+    return best_of(beams, o.beam_width);
 }
 
 Value Generated::best_sequences(std::size_t end_symbol) const {

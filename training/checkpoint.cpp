@@ -90,13 +90,27 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
     write_checked_file(path, out.bytes());
 }
 
-Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner,
-                           const std::function<void(const CheckpointExtras&)>& check_extras) {
-    const std::string payload = read_checked_file(path);
-    const std::string where = "checkpoint '" + path + "'";
-    ByteReader in(payload, where);
+namespace {
 
-    // Parse the whole file first: nothing in the model changes unless all of it is good.
+// A checkpoint file's records, read and checked before anything in the model changes.
+struct CheckpointFile {
+    std::vector<StoredParameter> parameters;
+    bool has_learner = false;
+    std::string learner_state;
+    Checkpoint checkpoint;
+};
+
+// A count of records, refused when the bytes left cannot hold that many.
+std::uint64_t read_count(ByteReader& in, const std::string& where, const std::string& records,
+                         std::size_t min_record_bytes) {
+    const std::uint64_t count = in.u64();
+    if (count > in.remaining() / min_record_bytes)
+        throw DataError(where + ": " + records + " count " + std::to_string(count) + " is impossible in the " +
+                        std::to_string(in.remaining()) + " bytes left");
+    return count;
+}
+
+std::uint64_t read_version(ByteReader& in, const std::string& where) {
     if (in.remaining() < 8 || in.str() != checkpoint_tag)
         throw DataError(where + " is a loom file but not a checkpoint");
     const std::uint64_t version = in.u64();
@@ -105,61 +119,79 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
                         "); this loom reads checkpoint versions 1 to " + std::to_string(checkpoint_version) +
                         ": use a newer loom");
     if (version == 0) throw DataError(where + " has checkpoint version 0, which no loom writes");
-    const std::uint64_t count = in.u64();
-    if (count > in.remaining() / min_parameter_bytes)
-        throw DataError(where + ": parameter count " + std::to_string(count) + " is impossible in the " +
-                        std::to_string(in.remaining()) + " bytes left");
-    std::vector<StoredParameter> stored(count);
-    for (auto& s : stored) {
-        s.name = in.str();
-        const std::uint64_t rank = in.u64();
-        if (rank > max_rank)
-            throw DataError(where + ": parameter " + quoted_field(s.name) + " has rank " + std::to_string(rank) +
-                            " (at most " + std::to_string(max_rank) + ")");
-        std::vector<std::size_t> dims(rank);
-        std::uint64_t elements = 1;  // checked here: Shape::size() would wrap around silently
-        for (auto& d : dims) {
-            d = in.u64();
-            if (elements != 0 && d > in.remaining() / sizeof(float) / elements)
-                throw DataError(where + ": parameter " + quoted_field(s.name) + " has a dimension of " +
-                                std::to_string(d) + ", more values than the file holds");
-            elements *= d;
-        }
-        s.shape = Shape(std::move(dims));
-        const std::uint64_t tag = version >= 2 ? in.u64() : 0;
-        if (tag > 1)
-            throw DataError(where + ": parameter " + describe(s.name, s.shape) + " has an unknown precision tag " +
-                            std::to_string(tag));
-        if (tag == 1)
-            s.values = in.doubles();
-        else
-            s.values = in.floats();
-        const std::size_t held = std::visit([](const auto& v) { return v.size(); }, s.values);
-        if (held != s.shape.size())
-            throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(held) +
-                            " values");
-        std::visit([&](const auto& v) { check_read_finite(where, s, v); }, s.values);
+    return version;
+}
+
+Shape read_shape(ByteReader& in, const std::string& where, const std::string& name) {
+    const std::uint64_t rank = in.u64();
+    if (rank > max_rank)
+        throw DataError(where + ": parameter " + quoted_field(name) + " has rank " + std::to_string(rank) +
+                        " (at most " + std::to_string(max_rank) + ")");
+    std::vector<std::size_t> dims(rank);
+    std::uint64_t elements = 1;  // checked here: Shape::size() would wrap around silently
+    for (auto& d : dims) {
+        d = in.u64();
+        if (elements != 0 && d > in.remaining() / sizeof(float) / elements)
+            throw DataError(where + ": parameter " + quoted_field(name) + " has a dimension of " + std::to_string(d) +
+                            ", more values than the file holds");
+        elements *= d;
     }
-    const bool has_learner = in.u64() != 0;
-    const std::string learner_state = has_learner ? in.str() : std::string();
-    Checkpoint result;
-    result.position.epoch = in.u64();
-    result.position.minibatch = in.u64();
-    result.position.samples = in.u64();
-    result.position.reader_state = in.str();
-    const std::uint64_t num_extras = in.u64();
-    if (num_extras > in.remaining() / min_extra_bytes)
-        throw DataError(where + ": extra record count " + std::to_string(num_extras) + " is impossible in the " +
-                        std::to_string(in.remaining()) + " bytes left");
+    return Shape(std::move(dims));
+}
+
+StoredParameter read_parameter(ByteReader& in, const std::string& where, std::uint64_t version) {
+    StoredParameter s;
+    s.name = in.str();
+    s.shape = read_shape(in, where, s.name);
+    const std::uint64_t tag = version >= 2 ? in.u64() : 0;
+    if (tag > 1)
+        throw DataError(where + ": parameter " + describe(s.name, s.shape) + " has an unknown precision tag " +
+                        std::to_string(tag));
+    if (tag == 1)
+        s.values = in.doubles();
+    else
+        s.values = in.floats();
+    const std::size_t held = std::visit([](const auto& v) { return v.size(); }, s.values);
+    if (held != s.shape.size())
+        throw DataError(where + ": parameter " + describe(s.name, s.shape) + " holds " + std::to_string(held) +
+                        " values");
+    std::visit([&](const auto& v) { check_read_finite(where, s, v); }, s.values);
+    return s;
+}
+
+CheckpointExtras read_extras(ByteReader& in, const std::string& where) {
+    const std::uint64_t num_extras = read_count(in, where, "extra record", min_extra_bytes);
+    CheckpointExtras extras;
     for (std::uint64_t i = 0; i < num_extras; ++i) {
         std::string key = in.str();
-        if (result.extras.count(key) != 0)
-            throw DataError(where + ": extra record " + quoted_field(key) + " appears twice");
-        result.extras[std::move(key)] = in.str();
+        if (extras.count(key) != 0) throw DataError(where + ": extra record " + quoted_field(key) + " appears twice");
+        extras[std::move(key)] = in.str();
     }
-    if (!in.done()) throw DataError(where + " has unexpected bytes after its last record");
+    return extras;
+}
 
-    // The model must be the one that was saved.
+CheckpointFile read_checkpoint_file(const std::string& payload, const std::string& where) {
+    ByteReader in(payload, where);
+    const std::uint64_t version = read_version(in, where);
+    const std::uint64_t count = read_count(in, where, "parameter", min_parameter_bytes);
+    CheckpointFile file;
+    file.parameters.reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) file.parameters.push_back(read_parameter(in, where, version));
+    file.has_learner = in.u64() != 0;
+    if (file.has_learner) file.learner_state = in.str();
+    TrainingPosition& position = file.checkpoint.position;
+    position.epoch = in.u64();
+    position.minibatch = in.u64();
+    position.samples = in.u64();
+    position.reader_state = in.str();
+    file.checkpoint.extras = read_extras(in, where);
+    if (!in.done()) throw DataError(where + " has unexpected bytes after its last record");
+    return file;
+}
+
+// The model must be the one that was saved.
+void check_same_model(const std::string& where, const std::vector<StoredParameter>& stored,
+                      const std::vector<Parameter>& parameters) {
     if (stored.size() != parameters.size())
         throw UserError(where + " holds " + std::to_string(stored.size()) + " parameters, the model passed has " +
                         std::to_string(parameters.size()) + "; build the same model as when it was saved");
@@ -179,19 +211,31 @@ Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>
                             (stored[i].precision() == DType::f64 ? "f64" : "f32") +
                             ") before loading (and to_precision again after it to go on in the other one)");
     }
-    if (check_extras) check_extras(result.extras);
+}
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, Learner* learner,
+                           const std::function<void(const CheckpointExtras&)>& check_extras) {
+    const std::string payload = read_checked_file(path);
+    const std::string where = "checkpoint '" + path + "'";
+    // Parse the whole file first: nothing in the model changes unless all of it is good.
+    CheckpointFile file = read_checkpoint_file(payload, where);
+    check_same_model(where, file.parameters, parameters);
+    if (check_extras) check_extras(file.checkpoint.extras);
     if (learner) {
-        if (!has_learner) throw UserError(where + " holds no learner state; pass no learner to load parameters only");
-        ByteReader state(learner_state, where + " (learner state)");
+        if (!file.has_learner)
+            throw UserError(where + " holds no learner state; pass no learner to load parameters only");
+        ByteReader state(file.learner_state, where + " (learner state)");
         learner->load_state(state);  // checks everything before it changes the learner
     }
-    for (std::size_t i = 0; i < stored.size(); ++i)
+    for (std::size_t i = 0; i < file.parameters.size(); ++i)
         std::visit(
             [&]<class T>(const std::vector<T>& values) {
                 std::copy(values.begin(), values.end(), parameters[i].data<T>().data());
             },
-            stored[i].values);
-    return result;
+            file.parameters[i].values);
+    return std::move(file.checkpoint);
 }
 
 namespace {

@@ -76,6 +76,166 @@ std::string fixed(double v, int digits = 4) {
     return buf;
 }
 
+std::size_t best_step(const FitResult& r) { return r.evaluations[static_cast<std::size_t>(r.best)].step; }
+
+// One call of fit: the trainer, the next minibatch's place in the source, fit's records and the
+// best parameters so far.
+class FitRun {
+public:
+    FitRun(Trainer& trainer, const EpochSource& source, const FitOptions& o,
+           const std::function<Evaluation()>& evaluate)
+        : trainer_(trainer),
+          source_(source),
+          o_(o),
+          evaluate_(evaluate),
+          params_(trainer.learner().parameters()),
+          best_path_(!o.best_path.empty()        ? o.best_path
+                     : o.checkpoint_path.empty() ? ""
+                                                 : o.checkpoint_path + ".best") {}
+
+    bool can_resume() const { return !o_.checkpoint_path.empty() && std::filesystem::exists(o_.checkpoint_path); }
+    void resume();
+    ProgressOptions progress_options() const;
+    void train(ProgressPrinter& printer);
+    void save_state();
+    void restore_best();
+    const FitResult& result() const { return s_.result; }
+
+private:
+    void check_best_file(const std::string& where) const;
+    void train_step(ProgressPrinter& printer);
+    bool run_evaluation(std::size_t epoch_of_step, ProgressPrinter& printer);
+    void keep_best();
+
+    Trainer& trainer_;
+    const EpochSource& source_;
+    const FitOptions& o_;
+    const std::function<Evaluation()>& evaluate_;
+    const std::vector<Parameter>& params_;
+    const std::string best_path_;
+    FitState s_;
+    std::size_t epoch_ = 0, index_ = 0;               // of the next minibatch
+    std::vector<xt::xarray<double>> best_in_memory_;  // exact for float and double parameters
+};
+
+void FitRun::resume() {
+    const std::string where = "checkpoint '" + o_.checkpoint_path + "'";
+    // fit's records are read and checked with the file, before the trainer changes.
+    const Checkpoint c = trainer_.load_checkpoint(o_.checkpoint_path, [&](const CheckpointExtras& extras) {
+        const auto it = extras.find(state_key);
+        if (it == extras.end()) throw UserError(where + " was not written by fit: it has no fit records");
+        s_ = FitState::parse(it->second, where);
+        check_best_file(where);
+    });
+    const std::size_t n = source_.minibatches_per_epoch;
+    if (c.position.minibatch >= n)
+        throw UserError(where + " stopped at minibatch " + std::to_string(c.position.minibatch) +
+                        " of its epoch; this source has " + std::to_string(n) + " per epoch");
+    epoch_ = c.position.epoch, index_ = c.position.minibatch;
+    s_.result.resumed = true;
+}
+
+// The best parameters so far live in their own file: a checkpoint copied without it would train
+// for hours and then fail to restore them, so it is refused before anything changes.
+void FitRun::check_best_file(const std::string& where) const {
+    if (o_.restore_best && s_.result.best >= 0 && !best_path_.empty() && !std::filesystem::exists(best_path_))
+        throw UserError(where + " has a best evaluation (at step " + std::to_string(best_step(s_.result)) +
+                        ") whose parameters' file '" + best_path_ +
+                        "' is missing; copy it beside the checkpoint, or resume without restore_best");
+}
+
+ProgressOptions FitRun::progress_options() const {
+    ProgressOptions po = o_.progress;
+    if (!po.num_epochs) po.num_epochs = o_.max_epochs;
+    if (!po.epoch_size) po.epoch_size = source_.samples_per_epoch;
+    po.first_epoch = epoch_ + 1;
+    if (!o_.progress_stream) po.live = false;
+    return po;
+}
+
+void FitRun::train(ProgressPrinter& printer) {
+    while (!s_.stopped_early && epoch_ < o_.max_epochs) {
+        if (o_.max_steps && s_.result.steps >= o_.max_steps) {
+            s_.result.stopped = FitStop::max_steps;
+            break;
+        }
+        train_step(printer);
+    }
+    if (s_.stopped_early) s_.result.stopped = FitStop::early;
+}
+
+// Trains on the next minibatch, then evaluates (and saves) or saves when it is due.
+void FitRun::train_step(ProgressPrinter& printer) {
+    const MinibatchResult r = trainer_.train_minibatch(source_.minibatch(epoch_, index_));
+    ++s_.result.steps;
+    s_.epoch_loss.add(r), s_.window_loss.add(r);
+    printer.update(r);
+    if (o_.on_step) o_.on_step(s_.result.steps, r);
+    const std::size_t epoch_of_step = epoch_;
+    if (++index_ == source_.minibatches_per_epoch) {
+        s_.result.epoch_losses.push_back(s_.epoch_loss.average());
+        s_.epoch_loss = {};
+        printer.end_epoch();
+        ++epoch_, index_ = 0, ++s_.result.epochs;
+    }
+    const bool due = o_.evaluate_every ? s_.result.steps % o_.evaluate_every == 0 : index_ == 0;
+    if (evaluate_ && due) {
+        s_.stopped_early = run_evaluation(epoch_of_step, printer);
+        save_state();
+    } else if (o_.checkpoint_every && s_.result.steps % o_.checkpoint_every == 0) {
+        save_state();
+    }
+}
+
+// Returns true when the run should stop early.
+bool FitRun::run_evaluation(std::size_t epoch_of_step, ProgressPrinter& printer) {
+    const Evaluation e = evaluate_();
+    FitEvaluation fe{s_.result.steps, epoch_of_step, e.score, s_.window_loss.average(), e.summary, false};
+    s_.window_loss = {};
+    const auto& r = s_.result;
+    fe.improved = !std::isnan(e.score) && (r.best < 0 || e.score > r.best_score() + o_.min_improvement);
+    std::string line = "evaluation at step " + std::to_string(fe.step) + " (epoch " +
+                       std::to_string(epoch_of_step + 1) +
+                       "): " + (e.summary.empty() ? "score " + fixed(e.score) : e.summary);
+    if (fe.improved) {
+        s_.result.best = static_cast<std::ptrdiff_t>(r.evaluations.size()), s_.since_best = 0;
+        keep_best();
+        line += " (best)";
+    } else {
+        ++s_.since_best;
+        line += r.best < 0 ? ", no score yet"
+                           : ", best " + fixed(r.best_score()) + " at step " + std::to_string(best_step(r));
+        if (o_.patience) line += " (" + std::to_string(s_.since_best) + " of " + std::to_string(o_.patience) + ")";
+    }
+    s_.result.evaluations.push_back(std::move(fe));
+    printer.note(line);
+    return o_.patience && s_.since_best >= o_.patience;
+}
+
+void FitRun::keep_best() {
+    if (!best_path_.empty()) {
+        save_checkpoint(best_path_, params_, nullptr);
+    } else {
+        best_in_memory_.clear();
+        for (const auto& p : params_) best_in_memory_.push_back(p.value<double>());
+    }
+}
+
+void FitRun::save_state() {
+    if (o_.checkpoint_path.empty()) return;
+    const TrainingPosition position{epoch_, index_, trainer_.total_samples_seen(), {}};
+    trainer_.save_checkpoint(o_.checkpoint_path, position, {{state_key, s_.bytes()}});
+}
+
+void FitRun::restore_best() {
+    if (!o_.restore_best || s_.result.best < 0) return;
+    if (!best_path_.empty()) {
+        load_checkpoint(best_path_, params_, nullptr);
+    } else {
+        for (std::size_t k = 0; k < params_.size(); ++k) params_[k].set_value(best_in_memory_[k]);
+    }
+}
+
 }  // namespace
 
 double FitResult::best_score() const {
@@ -84,117 +244,16 @@ double FitResult::best_score() const {
 
 FitResult fit(Trainer& trainer, const EpochSource& source, const FitOptions& o,
               const std::function<Evaluation()>& evaluate) {
-    const std::size_t n = source.minibatches_per_epoch;
-    if (n == 0 || !source.minibatch) throw UserError("fit: the source has no minibatches (minibatches_per_epoch 0)");
-    const std::vector<Parameter>& params = trainer.learner().parameters();
-    const std::string best_path = !o.best_path.empty()        ? o.best_path
-                                  : o.checkpoint_path.empty() ? ""
-                                                              : o.checkpoint_path + ".best";
-
-    FitState s;
-    std::size_t epoch = 0, index = 0;  // of the next minibatch
-    if (!o.checkpoint_path.empty() && std::filesystem::exists(o.checkpoint_path)) {
-        const std::string where = "checkpoint '" + o.checkpoint_path + "'";
-        // fit's records are read and checked with the file, before the trainer changes.
-        const Checkpoint c = trainer.load_checkpoint(o.checkpoint_path, [&](const CheckpointExtras& extras) {
-            const auto it = extras.find(state_key);
-            if (it == extras.end()) throw UserError(where + " was not written by fit: it has no fit records");
-            s = FitState::parse(it->second, where);
-            // The best parameters so far live in their own file: a checkpoint copied without it would
-            // train for hours and then fail to restore them, so it is refused before anything changes.
-            if (o.restore_best && s.result.best >= 0 && !best_path.empty() && !std::filesystem::exists(best_path))
-                throw UserError(where + " has a best evaluation (at step " +
-                                std::to_string(s.result.evaluations[static_cast<std::size_t>(s.result.best)].step) +
-                                ") whose parameters' file '" + best_path +
-                                "' is missing; copy it beside the checkpoint, or resume without restore_best");
-        });
-        if (c.position.minibatch >= n)
-            throw UserError(where + " stopped at minibatch " + std::to_string(c.position.minibatch) +
-                            " of its epoch; this source has " + std::to_string(n) + " per epoch");
-        epoch = c.position.epoch, index = c.position.minibatch;
-        s.result.resumed = true;
-    }
-
+    if (source.minibatches_per_epoch == 0 || !source.minibatch)
+        throw UserError("fit: the source has no minibatches (minibatches_per_epoch 0)");
+    FitRun run(trainer, source, o, evaluate);
+    if (run.can_resume()) run.resume();
     std::ostream discard(nullptr);
-    ProgressOptions po = o.progress;
-    if (!po.num_epochs) po.num_epochs = o.max_epochs;
-    if (!po.epoch_size) po.epoch_size = source.samples_per_epoch;
-    po.first_epoch = epoch + 1;
-    if (!o.progress_stream) po.live = false;
-    ProgressPrinter printer(po, o.progress_stream ? *o.progress_stream : discard);
-
-    std::vector<xt::xarray<double>> best_in_memory;  // exact for float and double parameters
-    auto save_state = [&] {
-        if (o.checkpoint_path.empty()) return;
-        const TrainingPosition position{epoch, index, trainer.total_samples_seen(), {}};
-        trainer.save_checkpoint(o.checkpoint_path, position, {{state_key, s.bytes()}});
-    };
-    // Returns true when the run should stop early.
-    auto run_evaluation = [&](std::size_t epoch_of_step) {
-        const Evaluation e = evaluate();
-        FitEvaluation fe{s.result.steps, epoch_of_step, e.score, s.window_loss.average(), e.summary, false};
-        s.window_loss = {};
-        const auto& r = s.result;
-        fe.improved = !std::isnan(e.score) && (r.best < 0 || e.score > r.best_score() + o.min_improvement);
-        std::string line = "evaluation at step " + std::to_string(fe.step) + " (epoch " +
-                           std::to_string(epoch_of_step + 1) +
-                           "): " + (e.summary.empty() ? "score " + fixed(e.score) : e.summary);
-        if (fe.improved) {
-            s.result.best = static_cast<std::ptrdiff_t>(r.evaluations.size()), s.since_best = 0;
-            if (!best_path.empty()) {
-                save_checkpoint(best_path, params, nullptr);
-            } else {
-                best_in_memory.clear();
-                for (const auto& p : params) best_in_memory.push_back(p.value<double>());
-            }
-            line += " (best)";
-        } else {
-            ++s.since_best;
-            line += r.best < 0 ? ", no score yet"
-                               : ", best " + fixed(r.best_score()) + " at step " +
-                                     std::to_string(r.evaluations[static_cast<std::size_t>(r.best)].step);
-            if (o.patience) line += " (" + std::to_string(s.since_best) + " of " + std::to_string(o.patience) + ")";
-        }
-        s.result.evaluations.push_back(std::move(fe));
-        printer.note(line);
-        return o.patience && s.since_best >= o.patience;
-    };
-
-    while (!s.stopped_early && epoch < o.max_epochs) {
-        if (o.max_steps && s.result.steps >= o.max_steps) {
-            s.result.stopped = FitStop::max_steps;
-            break;
-        }
-        const MinibatchResult r = trainer.train_minibatch(source.minibatch(epoch, index));
-        ++s.result.steps;
-        s.epoch_loss.add(r), s.window_loss.add(r);
-        printer.update(r);
-        if (o.on_step) o.on_step(s.result.steps, r);
-        const std::size_t epoch_of_step = epoch;
-        if (++index == n) {
-            s.result.epoch_losses.push_back(s.epoch_loss.average());
-            s.epoch_loss = {};
-            printer.end_epoch();
-            ++epoch, index = 0, ++s.result.epochs;
-        }
-        const bool due = o.evaluate_every ? s.result.steps % o.evaluate_every == 0 : index == 0;
-        if (evaluate && due) {
-            s.stopped_early = run_evaluation(epoch_of_step);
-            save_state();
-        } else if (o.checkpoint_every && s.result.steps % o.checkpoint_every == 0) {
-            save_state();
-        }
-    }
-    if (s.stopped_early) s.result.stopped = FitStop::early;
-    save_state();
-    if (o.restore_best && s.result.best >= 0) {
-        if (!best_path.empty()) {
-            load_checkpoint(best_path, params, nullptr);
-        } else {
-            for (std::size_t k = 0; k < params.size(); ++k) params[k].set_value(best_in_memory[k]);
-        }
-    }
-    return s.result;
+    ProgressPrinter printer(run.progress_options(), o.progress_stream ? *o.progress_stream : discard);
+    run.train(printer);
+    run.save_state();
+    run.restore_best();
+    return run.result();
 }
 
 }  // namespace loom
