@@ -6,8 +6,9 @@
 /// row-major buffers and their batch (Product); this file picks one of five ways (MultiplyWay) by
 /// the shapes, which rows are real, whether the call is a step of a loop, and the CPU:
 ///
-/// - packed_weight: a step of a loop with a static W: W packed once for all the loop's steps
-///   (pack_right_once), each step's real rows multiplied where they lie (gemm_rows);
+/// - packed_weight: a step of a loop with a static W, or a batch product whose W stays the same
+///   across a session's passes (Session::set_parameters_fixed): W packed once for all the steps
+///   or passes (pack_right_once), each call's real rows multiplied where they lie (gemm_rows);
 /// - real_rows_in_place: a padded batch with a static W and at most 7/8 of its rows real, where
 ///   gemm() runs loom's own kernels: the real rows multiplied where they lie (gemm_blocked_rows);
 /// - real_rows_gathered: the same batch otherwise: the real rows gathered into a block, one gemm(),
@@ -51,7 +52,8 @@ struct Product {
     /// padding, whose value the caller zeroes and whose gradient is zero.
     bool padded = false;
     std::span<const std::size_t> real;
-    /// Inside a loop: memory kept for the loop's run, where a static W is packed once (else null).
+    /// Memory kept across calls that see the same W, where it is packed once (else null): a loop's
+    /// run, or a session's passes while its parameters are fixed.
     LoopCache<T>* loop = nullptr;
     /// Scratch for the gathered rows.
     Workspace<T>* scratch = nullptr;

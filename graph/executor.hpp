@@ -93,6 +93,10 @@ public:
     /// checkpointing, see StepRunner). Applies once plan_backward was called. 0: no limit.
     void set_memory_budget(std::size_t bytes) { runner_.set_budget(bytes); }
     std::size_t loop_bytes_peak() const { return runner_.loop_bytes_peak(); }
+    /// While set, products outside loops keep a weight that derives from parameters and constants
+    /// only packed across passes (OpCalls::keep_across_passes): the caller promises the parameters
+    /// do not change meanwhile.
+    void keep_across_passes(bool keep) { runner_.keep_across_passes(keep); }
     const SequenceLayout* layout(int i) const { return buffers_[i].layout.get(); }
     std::size_t row_size(int i) const { return buffers_[i].sample.size(); }  ///< elements per (step, sequence)
 

@@ -62,7 +62,9 @@ struct OpCall {
     /// are zeroed by the executor, and their output gradient is zero.
     bool padded = false;
     std::span<const std::size_t> rows;
-    /// Inside a loop: this op's memory across its calls in one run of the loop (see LoopCache).
+    /// This op's memory across calls whose static inputs do not change (see LoopCache): inside a
+    /// loop, across one run of the loop; outside, across a session's passes while its parameters
+    /// are fixed (Session::set_parameters_fixed). Null otherwise.
     LoopCache<T>* memory = nullptr;
     /// Only for ops whose OpTraits::reads_time is set (the delay and sequence ops), inside a loop: the step
     /// computed and the whole [T, N, ...] buffers of the inputs and, backward, of their gradients.

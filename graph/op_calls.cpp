@@ -6,7 +6,7 @@ namespace loom {
 
 template <class T>
 OpCalls<T>::OpCalls(const Plan& plan, Buffers<T>& buffers)
-    : plan_(plan), buffers_(buffers), records_(plan.nodes.size()) {
+    : plan_(plan), buffers_(buffers), records_(plan.nodes.size()), fixed_(plan.nodes.size(), 0) {
     std::size_t total = 0;
     for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
         const PlanNode& pn = plan.nodes[i];
@@ -14,7 +14,13 @@ OpCalls<T>::OpCalls(const Plan& plan, Buffers<T>& buffers)
         r.first = total;
         r.count = pn.inputs.size();
         total += r.count;
-        if (pn.node->kind != NodeKind::Op) continue;
+        const NodeKind kind = pn.node->kind;
+        fixed_[i] = kind == NodeKind::Parameter || kind == NodeKind::Constant;
+        if (kind != NodeKind::Op) continue;
+        // Inputs come before their readers in plan order.
+        fixed_[i] = !pn.type.axis.is_dynamic() && std::all_of(pn.inputs.begin(), pn.inputs.end(), [&](int j) {
+            return fixed_[static_cast<std::size_t>(j)] != 0;
+        });
         r.op = pn.node->op.get();
         r.reads_time = r.op->traits().reads_time;
     }
@@ -55,6 +61,11 @@ bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
         any |= static_cast<bool>(grad_[k]) || by_rows_[k];
     }
     OpCall<T>& c = start(r, part(full_, r), work);
+    if (grads == Grads::none && !kept_.empty() && pn.loop < 0) {
+        bool static_fixed = true;  // every static input the same at every pass
+        for (int j : pn.inputs) static_fixed &= buffers_[j].dyn != 0 || fixed_[static_cast<std::size_t>(j)] != 0;
+        if (static_fixed) c.memory = &kept_[static_cast<std::size_t>(i)];
+    }
     if (output) set_output(i);
     if (grads != Grads::none) {
         const auto& s = buffers_[i];
@@ -63,6 +74,11 @@ bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
         if (any_by_rows) c.in_grad_by_rows = part(by_rows_, r);
     }
     return any;
+}
+
+template <class T>
+void OpCalls<T>::keep_across_passes(bool keep) {
+    kept_ = std::vector<LoopCache<T>>(keep ? plan_.nodes.size() : 0);
 }
 
 template <class T>

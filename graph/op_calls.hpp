@@ -48,6 +48,11 @@ public:
                              Workspace<T>& work, bool backward);
     // Whether some input of member i from its own loop gets a gradient at each step.
     bool inside(int i) const { return records_[static_cast<std::size_t>(i)].inside; }
+    // While `keep` is set, the forward call of each node outside loops whose static inputs derive
+    // only from parameters and constants gets a LoopCache kept across passes (OpCall::memory: what
+    // a product packs its weight into once); the caller promises the parameters do not change
+    // meanwhile. Setting it (again) or clearing it drops what the caches held.
+    void keep_across_passes(bool keep);
 
     // Node i's op on the call last built for it.
     Prepared prepare(int i) const;
@@ -85,6 +90,10 @@ private:
     std::vector<const SequenceLayout*> layouts_;
     std::vector<std::size_t> stride_;
     std::vector<RowGradient<T>*> by_rows_;
+    // Per plan node: whether its value depends on parameters and constants only (then it is the
+    // same at every pass while they do not change), and the caches keep_across_passes gives.
+    std::vector<char> fixed_;
+    std::vector<LoopCache<T>> kept_;
 };
 
 extern template class OpCalls<float>;

@@ -59,6 +59,7 @@ void Session::make_execution(DType precision) {
         zeros_ = std::vector<T>(widest_unused, T(0));
     });
     if (memory_budget_) set_memory_budget(memory_budget_);
+    if (parameters_fixed_) set_parameters_fixed(true);
     // A session with parameters trains: values its backward does not read are freed during forward.
     // Without, it only scores: each value is freed once its last reader ran.
     visit([&](auto& ex) {
@@ -197,6 +198,11 @@ std::size_t Session::parameter_index(const Parameter& p) const {
 void Session::set_memory_budget(std::size_t bytes) {
     memory_budget_ = bytes;
     visit([&](auto& ex) { ex.set_memory_budget(bytes); });
+}
+
+void Session::set_parameters_fixed(bool fixed) {
+    parameters_fixed_ = fixed;
+    visit([&](auto& ex) { ex.keep_across_passes(fixed); });
 }
 
 std::size_t Session::loop_bytes_peak() const {

@@ -136,6 +136,14 @@ public:
     /// The most bytes one loop held for backward since the session was made or changed precision
     /// (see set_memory_budget).
     std::size_t loop_bytes_peak() const;
+    /// Promises that the parameters stay as they are until set_parameters_fixed(false): each
+    /// product outside a loop whose weight derives from parameters and constants only (times,
+    /// times_transpose, affine over a parameter) then packs that weight for the kernels at its
+    /// first forward and keeps it for the next ones, instead of packing it at every forward (a
+    /// Generator fixes its step's parameters for each generate). A parameter changed meanwhile is
+    /// not seen by those products; calling it again with true starts afresh, false gives the
+    /// packed copies back. It stays when the session changes precision (to_precision).
+    void set_parameters_fixed(bool fixed);
 
 private:
     template <class T>
@@ -179,6 +187,7 @@ private:
     std::vector<std::size_t> zero_sizes_;  ///< per parameter: its size when the loss does not use it
     ByDType<VectorOf> zeros_;              ///< the gradient of a parameter the loss does not use
     std::size_t memory_budget_ = 0;        ///< 0: none
+    bool parameters_fixed_ = false;        ///< set_parameters_fixed
     std::shared_ptr<const Plan> plan_;
     ByDType<ExecutionPtr> ex_;  ///< in the session's precision
 };

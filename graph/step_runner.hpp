@@ -34,6 +34,8 @@ public:
     bool segmented(std::size_t step) const { return segments_[step].active; }
     // Checkpoints a segmented loop's forward keeps for its backward.
     std::size_t bytes_held() const;
+    // See OpCalls::keep_across_passes.
+    void keep_across_passes(bool keep) { calls_.keep_across_passes(keep); }
 
 private:
     using Grads = typename OpCalls<T>::Grads;

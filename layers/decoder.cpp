@@ -375,6 +375,12 @@ template <class T>
 Generated Generator::State::run(const std::vector<Value>& memory_values, const GenerateOptions& o,
                                 const std::vector<Value>& initial_states,
                                 const std::vector<std::vector<std::size_t>>& prompts, std::size_t items) {
+    // The parameters do not change during a decoding: every pass reads the weights packed once.
+    struct Fixed {
+        Session& s;
+        explicit Fixed(Session& session) : s(session) { s.set_parameters_fixed(true); }
+        ~Fixed() { s.set_parameters_fixed(false); }
+    } fixed(*session);
     std::vector<Beam> beams(items);
     for (std::size_t n = 0; n < items; ++n) beams[n].live.push_back({{}, 0.0, n});
     std::size_t longest_prompt = 0;
