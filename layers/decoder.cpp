@@ -161,6 +161,10 @@ struct Generator::State {
     std::vector<Variable> next_states;
     std::unique_ptr<Session> session;
     std::size_t vocabulary = 0;
+    // Made over an encoder's outputs: the session that computes them (the memory, in the order
+    // given), else null.
+    std::unique_ptr<Session> encoder;
+    std::vector<Variable> encoder_outputs;
 
     // The precision the next pass runs in: the parameters' now (to_precision may have converted
     // them since the last pass; the session follows them at its next forward).
@@ -177,7 +181,42 @@ struct Generator::State {
                   std::size_t items);
 };
 
-Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs)
+namespace {
+
+// The memory inputs of a generator made over an encoder's outputs: a batch input of each output's
+// shape (a size known only at run time, 0 in the plan, is any_size).
+std::vector<Variable> inputs_like(const std::vector<Variable>& outputs) {
+    std::vector<Variable> inputs;
+    for (std::size_t m = 0; m < outputs.size(); ++m) {
+        const Variable& v = outputs[m];
+        if (v && v.is_input())
+            throw UserError("Generator: the memory mixes inputs (" + v.label() +
+                            ") and computed values; give only memory inputs, or only an encoder's outputs");
+        if (!v || v.axis().kind != Axis::Kind::Batch)
+            throw UserError("Generator: memory " + std::to_string(m) + " must be a batch value (one per item, e.g. " +
+                            "sequence::unpack of an encoder's output), not " + (v ? v.label() : "an empty Variable"));
+        std::vector<std::size_t> dims(v.shape().begin(), v.shape().end());
+        for (std::size_t& d : dims)
+            if (d == 0) d = any_size;
+        inputs.push_back(input_variable(Shape(dims), "memory_" + std::to_string(m)));
+    }
+    return inputs;
+}
+
+bool all_inputs(const std::vector<Variable>& memory) {
+    return std::all_of(memory.begin(), memory.end(), [](const Variable& m) { return m && m.is_input(); });
+}
+
+}  // namespace
+
+Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory)
+    : Generator(decoder, all_inputs(memory) ? memory : inputs_like(memory), 0) {
+    if (all_inputs(memory)) return;
+    state_->encoder_outputs = memory;
+    state_->encoder = std::make_unique<Session>(memory);
+}
+
+Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs, int)
     : state_(std::make_unique<State>()) {
     State& s = *state_;
     for (const Variable& m : memory_inputs) {
@@ -268,6 +307,20 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
     return s.precision() == DType::f64 ? s.run<double>(distinct, o, initial_states, prompts, items)
                                        : s.run<float>(distinct, o, initial_states, prompts, items);
+}
+
+Generated Generator::generate_from(const Bindings& source, const GenerateOptions& o,
+                                   const std::vector<Value>& initial_states,
+                                   const std::vector<std::vector<std::size_t>>& prompts) {
+    State& s = *state_;
+    if (!s.encoder)
+        throw UserError(
+            "Generator::generate_from: this generator was made over memory inputs; give their values to "
+            "generate(memory, ...), or make it over the encoder's outputs");
+    s.encoder->forward(source, "Generator::generate_from");
+    std::vector<Value> memory;
+    for (const Variable& v : s.encoder_outputs) memory.push_back(s.encoder->value(v));
+    return generate(memory, o, initial_states, prompts);
 }
 
 namespace {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/value.hpp"
+#include "graph/executor.hpp"
 #include "graph/variable.hpp"
 
 namespace loom::layers {
@@ -29,6 +30,9 @@ namespace loom::layers {
 struct DecoderOutput {
     Variable logits;               ///< [V], unnormalized scores over the output vocabulary
     std::vector<Variable> states;  ///< the next states, in the order the step received them
+    /// Other values of the step its caller wants to read (an attention's weights): Decoder::unfold
+    /// returns them as sequences on the symbols' axis, as the logits; generation does not compute them.
+    std::vector<Variable> outputs = {};
 };
 
 /// One step of a decoder (above): (previous symbol, previous states, memory) -> logits and next states.
@@ -43,8 +47,8 @@ public:
 
     /// Teacher forcing: previous_symbols is a sequence of ids [1] (start symbol, y_1 ... y_{n-1});
     /// memory the batch values the step reads; initial_states empty (zeros) or one per state (a
-    /// batch value per item or a static tensor). Returns the logits and states as sequences on
-    /// previous_symbols' axis.
+    /// batch value per item or a static tensor). Returns the logits, states and the step's other
+    /// outputs as sequences on previous_symbols' axis.
     /// \param previous_symbols  the step's input symbols, a sequence of ids [1]
     /// \param memory  the batch values the step reads whole at every step
     /// \param initial_states  empty, or one per state
@@ -97,8 +101,12 @@ struct Generated {
 /// time of the call (to_precision may change it between calls).
 class Generator {
 public:
-    /// Compiles `decoder`'s step over batch inputs, reading `memory_inputs` as its memory.
-    Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs);
+    /// Compiles `decoder`'s step over batch inputs, reading `memory` as its memory: either batch
+    /// input_variables, whose values generate(memory_values, ...) takes; or an encoder's outputs
+    /// (batch values computed from its inputs, e.g. attention_memory(encoder(x)).list() or
+    /// TransformerDecoder::memory(encoded)): the generator then makes the memory inputs itself, of
+    /// the outputs' shapes, and generate_from(source, ...) runs the encoder on the source's bindings.
+    Generator(const Decoder& decoder, const std::vector<Variable>& memory);
     ~Generator();
     /// @{
     /// Moves the compiled step; the moved-from generator is left empty.
@@ -121,10 +129,17 @@ public:
     Generated generate(const std::vector<Value>& memory, const GenerateOptions& options,
                        const std::vector<Value>& initial_states = {},
                        const std::vector<std::vector<std::size_t>>& prompts = {});
+    /// The same for a generator made over an encoder's outputs: runs the encoder on `source` (a
+    /// Value for each input the memory is computed from), then generates from its memory. A
+    /// UserError for a generator made over memory inputs.
+    Generated generate_from(const Bindings& source, const GenerateOptions& options,
+                            const std::vector<Value>& initial_states = {},
+                            const std::vector<std::vector<std::size_t>>& prompts = {});
     /// \return the size V of the step's logits (the output vocabulary).
     std::size_t vocabulary() const;
 
 private:
+    Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs, int);  // over memory inputs
     struct State;
     std::unique_ptr<State> state_;
 };

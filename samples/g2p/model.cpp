@@ -117,7 +117,6 @@ struct Model::Parts {
     layers::Cell cell;
     Parameter feed_weights;  // h~_{t-1}'s part of the LSTM gates (input feeding)
     layers::GeneralAttention attention;
-    Variable weights;  // the attention weights of the last step built
 
     // The decoder, one step: the LSTM's input is [embedding(y_{t-1}); h~_{t-1}], written as two
     // products so that the embedding's part runs outside the loop over every step at once; the
@@ -127,9 +126,8 @@ struct Model::Parts {
         Variable gates = affine(s[2], feed_weights, cell.project(phoneme_embed(previous)));
         const std::vector<Variable> hc = cell.step({s[0], s[1]}, gates);
         const layers::Attention a = attention(hc[0], layers::AttentionMemory::from_list(memory));
-        weights = a.weights;
         Variable feed = combine(splice({a.context, hc[0]}));
-        return {output(feed), {hc[0], hc[1], feed}};
+        return {output(feed), {hc[0], hc[1], feed}, {a.weights}};
     }
 };
 
@@ -166,8 +164,9 @@ Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters
         if (e > 0) y = y * (1.0 - e) + e / static_cast<double>(phoneme_count());
     } else {
         memory = layers::attention_memory(parts_->encoder(parts_->letter_embed(letters))).list();
-        logits = decoder.unfold(previous, memory).logits;
-        alignment = parts_->weights;
+        const layers::DecoderOutput unfolded = decoder.unfold(previous, memory);
+        logits = unfolded.logits;
+        alignment = unfolded.outputs[0];  // the attention weights of every step
     }
     loss = sequence::reduce_sum(cross_entropy_with_softmax(logits, y), "loss");
 }
@@ -188,8 +187,7 @@ layers::Decoder Model::make_decoder(const Sizes& s) {
               layers::Dense(phoneme_count(), {}, true, glorot_uniform(), "output"),
               layers::LSTM(s.decoder, false, glorot_uniform(), "decoder"),
               parameter({s.decoder, 4 * s.decoder}, glorot_uniform(), "decoder.feed_weights"),
-              layers::GeneralAttention("attention"),
-              {}});
+              layers::GeneralAttention("attention")});
     return layers::Decoder(
         [parts = parts_](const Variable& previous_symbol, const std::vector<Variable>& states,
                          const std::vector<Variable>& keys_values) {
@@ -230,16 +228,11 @@ Bindings Model::bind(const std::vector<std::vector<std::size_t>>& words,
 
 Model::Prediction Model::predict(const std::vector<std::vector<std::size_t>>& words, std::size_t beam,
                                  std::size_t max_length) {
-    if (!generator_) {  // the same step over batch inputs; the parameters are read in place
-        generator_ = std::make_unique<layers::Generator>(
-            decoder, transformer_ ? transformer_->decoder.memory_inputs()
-                                  : layers::attention_memory_inputs(2 * sizes.encoder).list());
-        encoder_ = std::make_unique<Session>(memory);
-    }
-    encoder_->forward({{letters, Value::index_sequences(words)}});
-    std::vector<Value> memory_values;
-    for (const Variable& v : memory) memory_values.push_back(encoder_->value(v));
-    const layers::Generated g = generator_->generate(memory_values, {beam, max_length, start_symbol, end_symbol});
+    // The same step over batch inputs, and the encoder that computes its memory from the letters;
+    // the parameters are read in place.
+    if (!generator_) generator_ = std::make_unique<layers::Generator>(decoder, memory);
+    const layers::Generated g = generator_->generate_from({{letters, Value::index_sequences(words)}},
+                                                          {beam, max_length, start_symbol, end_symbol});
     Prediction p;
     p.unfinished = g.unfinished;
     for (const auto& item : g.items) p.phonemes.push_back(item.front().symbols);

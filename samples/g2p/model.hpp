@@ -91,7 +91,6 @@ public:
 private:
     loom::layers::Decoder make_decoder(const Sizes& s);  // makes the parts of s.architecture
     std::unique_ptr<loom::layers::Generator> generator_;
-    std::unique_ptr<loom::Session> encoder_;
 };
 
 // A model file of kind "g2p": the parameters, the architecture and its sizes (model_records).

@@ -440,3 +440,74 @@ TEST_CASE("beam search is batch invariant: each item's hypotheses alone equal th
         }
     }
 }
+
+TEST_CASE(
+    "a generator made over the encoder's outputs runs the encoder itself: the hypotheses of the memory given by hand") {
+    Seq2Seq model;
+    const auto decoder = model.decoder();
+    Variable source = sequence::input_variable({d}, "source");
+    const auto mem = layers::attention_memory(source).list();
+    const auto src = random_sequences({d}, source_lengths, 61, -2, 2);
+    // By hand: memory inputs of sizes worked out by the caller, the memory evaluated and bound.
+    layers::Generator by_hand(decoder, layers::attention_memory_inputs(d, d).list());
+    auto values = evaluate(mem, {{source, Value::sequences(src)}});
+    std::vector<Value> memory_values;
+    for (const auto& v : mem) memory_values.push_back(values[v]);
+    const auto want = by_hand.generate(memory_values, {3, 6, 1, 0});
+    // Over the encoder's outputs: sizes from their shapes, the source bound.
+    layers::Generator over_encoder(decoder, mem);
+    for (int pass = 0; pass < 2; ++pass) {  // the encoder's session is kept for the next call
+        const auto got = over_encoder.generate_from({{source, Value::sequences(src)}}, {3, 6, 1, 0});
+        REQUIRE(got.items.size() == want.items.size());
+        for (std::size_t n = 0; n < want.items.size(); ++n) {
+            REQUIRE(got.items[n].size() == want.items[n].size());
+            for (std::size_t k = 0; k < want.items[n].size(); ++k) {
+                CHECK(got.items[n][k].symbols == want.items[n][k].symbols);
+                CHECK(got.items[n][k].ended == want.items[n][k].ended);
+                CHECK(got.items[n][k].log_probability ==
+                      doctest::Approx(want.items[n][k].log_probability).epsilon(1e-6));
+            }
+        }
+    }
+    // The source is what the encoder reads: a missing binding is named after the call made.
+    CHECK_THROWS_WITH_AS(over_encoder.generate_from({}, {1, 6, 1, 0}), doctest::Contains("Generator::generate_from"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(by_hand.generate_from({{source, Value::sequences(src)}}, {1, 6, 1, 0}),
+                         doctest::Contains("made over memory inputs"), UserError);
+    std::vector<Variable> mixed = layers::attention_memory_inputs(d, d).list();
+    mixed[0] = mem[0];
+    CHECK_THROWS_WITH_AS(layers::Generator(decoder, mixed), doctest::Contains("mixes inputs"), UserError);
+}
+
+TEST_CASE("a step's other outputs come out of unfold as sequences on the symbols' axis") {
+    // h_t = tanh(w x_t + h_{t-1}); the step also returns 2 h_t and h_t + x_t.
+    Parameter w = parameter(Shape{1, 2}, constant_initializer(0.5), "w");
+    const layers::Decoder decoder(
+        [&](const Variable& x, const std::vector<Variable>& s, const std::vector<Variable>&) {
+            Variable h = tanh(times(x, w) + s[0]);
+            return layers::DecoderOutput{h, {h}, {h * 2.0, h + x}};
+        },
+        {Shape{2}});
+    Variable x = sequence::input_variable({1}, "x");
+    const auto out = decoder.unfold(x, {});
+    REQUIRE(out.outputs.size() == 2);
+    const std::vector<std::vector<double>> xs{{1, 2, 3}, {-1}};
+    std::vector<Matrix> seqs;
+    for (const auto& s : xs) {
+        Matrix m = xt::zeros<double>({s.size(), std::size_t{1}});
+        for (std::size_t t = 0; t < s.size(); ++t) m(t, 0) = s[t];
+        seqs.push_back(m);
+    }
+    auto v = evaluate({out.outputs[0], out.outputs[1]}, {{x, Value::sequences(seqs)}});
+    for (std::size_t n = 0; n < xs.size(); ++n) {
+        const auto doubled = v[out.outputs[0]].sequence<double>(n), plus = v[out.outputs[1]].sequence<double>(n);
+        double h = 0;  // both units of h are equal: w's two columns are 0.5
+        for (std::size_t t = 0; t < xs[n].size(); ++t) {
+            h = std::tanh(0.5 * xs[n][t] + h);
+            for (std::size_t j = 0; j < 2; ++j) {
+                CHECK(doubled(t, j) == doctest::Approx(2 * h).epsilon(1e-12));
+                CHECK(plus(t, j) == doctest::Approx(h + xs[n][t]).epsilon(1e-12));
+            }
+        }
+    }
+}
