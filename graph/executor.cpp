@@ -78,6 +78,10 @@ template <class T>
 void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
                               std::unordered_map<std::uint64_t, const Node*>& axis_owner, std::string_view caller) {
     const Node& n = *plan_->nodes[static_cast<std::size_t>(i)].node;
+    // A static input (no dynamic axis) takes no part in the batch size: it is read as a parameter is.
+    if (!n.type.axis.is_dynamic() && v.kind() != Value::Kind::Static)
+        throw UserError(named(caller, n) + " is a static input but was bound to a " + v.describe() +
+                        "; use Value::tensor");
     const Shape sample = v.sample_shape();
     bool fits = sample.rank() == n.type.shape.rank();
     for (std::size_t k = 0; fits && k < sample.rank(); ++k)
@@ -86,32 +90,34 @@ void Execution<T>::bind_input(int i, const Value& v, const Node*& batch_owner,
         throw UserError(named(caller, n) + " has sample shape " + n.type.shape.str() +
                         (n.type.shape.size() == 0 ? " (0: any size)" : std::string()) + " but was bound to a " +
                         v.describe());
-    const bool want_seq = n.type.axis.is_sequence();
-    if (want_seq && v.kind() != Value::Kind::Sequence)
-        throw UserError(named(caller, n) + " is a sequence input but was bound to a " + v.describe() +
-                        "; use Value::sequences");
-    if (!want_seq && v.kind() != Value::Kind::Batch)
-        throw UserError(named(caller, n) + " is a batch input but was bound to a " + v.describe() +
-                        "; use Value::batch");
-    if (has_batch_ && v.num_items() != buffers_.batch_size)
-        throw UserError(named(caller, n) + " is bound to " + std::to_string(v.num_items()) + " items but " +
-                        batch_owner->label() + " to " + std::to_string(buffers_.batch_size));
-    if (!has_batch_) {
-        has_batch_ = true;
-        buffers_.batch_size = v.num_items();
-        batch_owner = &n;
-    }
     LayoutPtr layout;
-    if (want_seq) {
-        layout = v.layout_ptr();
-        if (LayoutPtr before = layouts_.insert(n.type.axis.id, layout); before && !(*before == *layout))
-            throw UserError(named(caller, n) + " and " + axis_owner[n.type.axis.id]->label() +
-                            " share a sequence axis but were bound to different lengths (" + layout->str() + " vs " +
-                            before->str() + ")");
-        axis_owner.emplace(n.type.axis.id, &n);
+    if (n.type.axis.is_dynamic()) {
+        const bool want_seq = n.type.axis.is_sequence();
+        if (want_seq && v.kind() != Value::Kind::Sequence)
+            throw UserError(named(caller, n) + " is a sequence input but was bound to a " + v.describe() +
+                            "; use Value::sequences");
+        if (!want_seq && v.kind() != Value::Kind::Batch)
+            throw UserError(named(caller, n) + " is a batch input but was bound to a " + v.describe() +
+                            "; use Value::batch");
+        if (has_batch_ && v.num_items() != buffers_.batch_size)
+            throw UserError(named(caller, n) + " is bound to " + std::to_string(v.num_items()) + " items but " +
+                            batch_owner->label() + " to " + std::to_string(buffers_.batch_size));
+        if (!has_batch_) {
+            has_batch_ = true;
+            buffers_.batch_size = v.num_items();
+            batch_owner = &n;
+        }
+        if (want_seq) {
+            layout = v.layout_ptr();
+            if (LayoutPtr before = layouts_.insert(n.type.axis.id, layout); before && !(*before == *layout))
+                throw UserError(named(caller, n) + " and " + axis_owner[n.type.axis.id]->label() +
+                                " share a sequence axis but were bound to different lengths (" + layout->str() +
+                                " vs " + before->str() + ")");
+            axis_owner.emplace(n.type.axis.id, &n);
+        }
     }
     // Read in place when the Value's storage is already what the buffer would hold: of precision T
-    // (its shape is [T_max, N, sample...] or [N, sample...], checked above) and, for sequences,
+    // (its shape is [T_max, N, sample...], [N, sample...] or [sample...], checked above) and, for sequences,
     // +0 in every padded position, which ops may read.
     const bool in_place = !copy_leaves_ && v.dtype() == dtype_of<T>() &&
                           (!layout || padding_is_zero(v.data<T>().data(), *layout, sample.size()));

@@ -303,6 +303,13 @@ Variable attention_weights(const Variable& queries, const Variable& keys, const 
 /// graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
 /// axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name = {});
+/// graph/ops/embedding.cpp: item index[r] of static items [N, sample...] for each row r (index: sample
+/// shape [1], a whole number, on a dynamic axis) -> [sample...] on the index's axis, as torch's
+/// index_select on axis 0 or CNTK's gather. The backward adds each row's gradient into its item's (rows
+/// sharing an item accumulate); an index outside [0, N) is a UserError naming the index and N.
+/// attention() over keys, values and mask picked by one index reads the items through it, copying
+/// nothing per row.
+Variable index_select(const Variable& items, const Variable& index, const std::string& name = {});
 
 /// graph/ops/random.cpp: in training mode (graph/mode.hpp) a * a fresh Bernoulli mask / (1 - rate)
 /// at every evaluation; the identity in inference mode. seed 0 takes a seed from global_rng().

@@ -175,6 +175,10 @@ Variable input_variable(const Shape& shape, const std::string& name) {
     return Variable(input_node(shape, name, Axis::batch()));
 }
 
+Variable static_input_variable(const Shape& shape, const std::string& name) {
+    return Variable(input_node(shape, name, Axis::none()));
+}
+
 Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name, DType precision) {
     auto n = make_node(NodeKind::Parameter, name, {shape, Axis::none()});
     xt::xarray<double> v = init(shape, global_rng());

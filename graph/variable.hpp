@@ -145,6 +145,11 @@ inline constexpr std::size_t any_size = static_cast<std::size_t>(-1);
 /// An input with a batch axis and no sequence axis: each bound Value holds N samples of `shape`
 /// (a dimension may be any_size). `name` shows in messages.
 Variable input_variable(const Shape& shape, const std::string& name = {});
+/// An input with no dynamic axis (CNTK's input_variable(shape, dynamic_axes=[])): each bound Value is
+/// one static tensor of `shape` (Value::tensor; a dimension may be any_size), read as a parameter is
+/// and taking no part in the batch size, e.g. every item's memory [N, Tk, D] that index_select picks
+/// per row. `name` shows in messages.
+Variable static_input_variable(const Shape& shape, const std::string& name = {});
 /// A parameter of `shape` whose values `init` draws (in double, from global_rng()), stored in
 /// `precision`: f32 or f64 (else a UserError).
 Parameter parameter(const Shape& shape, const Initializer& init, const std::string& name = {},

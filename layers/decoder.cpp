@@ -41,23 +41,6 @@ DecoderOutput Decoder::unfold(const Variable& previous_symbols, const std::vecto
 
 namespace {
 
-// Rows `rows` of a batch Value (any sample shape), in that order, as a new batch Value.
-template <class T>
-Value gather_rows(const Value& v, const std::vector<std::size_t>& rows) {
-    const auto& data = v.data<T>();
-    const std::size_t width = v.sample_shape().size();
-    std::vector<std::size_t> dims{rows.size()};
-    dims.insert(dims.end(), v.sample_shape().begin(), v.sample_shape().end());
-    auto out = xt::xarray<T>::from_shape(dims);  // every element is written below
-    for (std::size_t r = 0; r < rows.size(); ++r)
-        std::copy_n(data.data() + rows[r] * width, width, out.data() + r * width);
-    return Value::batch(std::move(out));
-}
-
-Value gather(const Value& v, const std::vector<std::size_t>& rows) {
-    return v.dtype() == DType::f32 ? gather_rows<float>(v, rows) : gather_rows<double>(v, rows);
-}
-
 // A hypothesis still growing: its symbols, summed log-probability and its row in the last step.
 struct Live {
     std::vector<std::size_t> symbols;
@@ -153,10 +136,14 @@ std::vector<std::size_t> state_dims(std::size_t rows, const Shape& pattern, std:
 
 struct Generator::State {
     Variable previous;
-    std::vector<Variable> states, memory;  // memory: each distinct input once
+    std::vector<Variable> states;
+    // Per distinct memory input, every item's memory [N, sample...] as a static input; the step reads
+    // row r's item of it, row_item[r], through index_select (attention reads it in place).
+    std::vector<Variable> memory;
     std::vector<std::size_t> memory_slot;  // per memory input given: its position in `memory`
-    std::vector<Shape> state_shapes;       // the decoder's, any_size where a state grows
-    std::vector<Parameter> parameters;     // the step's: generation runs in their precision
+    Variable row_item;
+    std::vector<Shape> state_shapes;    // the decoder's, any_size where a state grows
+    std::vector<Parameter> parameters;  // the step's: generation runs in their precision
     Variable log_probs;
     std::vector<Variable> next_states;
     std::unique_ptr<Session> session;
@@ -219,13 +206,23 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
 Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs, int)
     : state_(std::make_unique<State>()) {
     State& s = *state_;
+    std::vector<Variable> distinct, picks;
+    s.row_item = input_variable({1}, "row_item");
     for (const Variable& m : memory_inputs) {
         if (!m || !m.is_input() || m.axis().kind != Axis::Kind::Batch)
             throw UserError("Generator: every memory input must be a batch input_variable; " +
                             (m ? m.label() + " is not" : std::string("one is empty")));
-        const auto at = std::find(s.memory.begin(), s.memory.end(), m);
-        s.memory_slot.push_back(static_cast<std::size_t>(at - s.memory.begin()));
-        if (at == s.memory.end()) s.memory.push_back(m);
+        const auto at = std::find(distinct.begin(), distinct.end(), m);
+        s.memory_slot.push_back(static_cast<std::size_t>(at - distinct.begin()));
+        if (at != distinct.end()) {
+            picks.push_back(picks[s.memory_slot.back()]);
+            continue;
+        }
+        distinct.push_back(m);
+        std::vector<std::size_t> items{any_size};  // [N, sample...]; 0 in a sample shape: any_size
+        for (std::size_t d : m.shape()) items.push_back(d == 0 ? any_size : d);
+        s.memory.push_back(static_input_variable(Shape(items), m.node()->name + ".items"));
+        picks.push_back(index_select(s.memory.back(), s.row_item, m.node()->name));
     }
     s.previous = input_variable({1}, "previous_symbol");
     s.state_shapes = decoder.state_shapes();
@@ -236,7 +233,7 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
                             " has more than one any_size dimension; a growing state grows along one");
         s.states.push_back(input_variable(shape, "decoder_state_" + std::to_string(i)));
     }
-    DecoderOutput out = decoder.step()(s.previous, s.states, memory_inputs);
+    DecoderOutput out = decoder.step()(s.previous, s.states, picks);
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
                         " states, the decoder has " + std::to_string(s.states.size()));
@@ -420,8 +417,8 @@ Generated best_of(std::vector<Beam>& beams, std::size_t beam_width) {
 // rows), the chosen symbols fed back. Buffers go around: the states' arrays are moved into the
 // bindings, and the session reads a bound array in place and holds it until its next pass binds
 // again, so each state has two arrays taking turns: the one bound two passes ago is ours alone
-// again (taking it back earlier would copy it). The memory's rows are gathered again only when the
-// rows' items change (an item ends, or its beam narrows), and the outputs are read in place. An item's
+// again (taking it back earlier would copy it). The memory is bound once per item, each row reading
+// its item's through the row -> item index, and the outputs are read in place. An item's
 // prompt is fed first, one symbol a step, while its one hypothesis follows it; a growing state
 // (a key/value cache) is copied by rows as any other, at its size of the step.
 template <class T>
@@ -446,8 +443,10 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     for (const xt::xarray<T>& a : initial) produced.push_back(a.data()), width.push_back(a.size() / items);
     // Per state, the Values bound at the last two passes (pass t's in [t % 2]).
     std::vector<std::array<Value, 2>> bound(states.size());
-    std::vector<Value> memory_rows(memory.size());
-    std::vector<std::size_t> memory_items;  // the item of each row memory_rows holds
+    // Every item's memory, bound as it is each pass: converted to T here once, then read in place.
+    std::vector<Value> memory_items;
+    for (const Value& v : memory_values)
+        memory_items.push_back(Value::tensor(v.dtype() == dtype_of<T>() ? v.data<T>() : v.tensor<T>()));
 
     for (std::size_t t = 0; t < longest_prompt + o.max_length; ++t) {
         std::vector<std::size_t> items_of_rows;
@@ -463,11 +462,10 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
             in.emplace(states[i],
                        Value::batch(state_rows(std::move(a), produced[i], width[i], parents, state_shapes[i])));
         }
-        if (items_of_rows != memory_items) {
-            for (std::size_t m = 0; m < memory.size(); ++m) memory_rows[m] = gather(memory_values[m], items_of_rows);
-            memory_items = items_of_rows;
-        }
-        for (std::size_t m = 0; m < memory.size(); ++m) in.emplace(memory[m], std::move(memory_rows[m]));
+        xt::xarray<T> item = xt::xarray<T>::from_shape({rows, std::size_t{1}});
+        std::copy(items_of_rows.begin(), items_of_rows.end(), item.begin());
+        in.emplace(row_item, Value::batch(std::move(item)));
+        for (std::size_t m = 0; m < memory.size(); ++m) in.emplace(memory[m], memory_items[m]);
         session->forward(in, "Generator::generate");
         for (std::size_t i = 0; i < states.size(); ++i) {
             bound[i][t % 2] = std::move(in.at(states[i]));  // shared with the session until its next pass
@@ -475,7 +473,6 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
             produced[i] = next.data();
             width[i] = next.size() / rows;
         }
-        for (std::size_t m = 0; m < memory.size(); ++m) memory_rows[m] = std::move(in.at(memory[m]));
         const T* lp = session->value_data<T>(log_probs).data();
         for (std::size_t n = 0; n < items; ++n) {
             Beam& b = beams[n];

@@ -11,7 +11,8 @@
 /// - Decoder::unfold: the previous symbols are a sequence (the start symbol, then the targets but
 ///   the last); every state goes through past_value, and the loop is closed with
 ///   replace_placeholders. One graph for the whole target sequence, trained as any other.
-/// - Generator: the previous symbol, the states and the memory are batch inputs; the step's graph is
+/// - Generator: the previous symbol and the states are batch inputs, the memory each row's pick of
+///   every item's memory (index_select of a static input by the row's item); the step's graph is
 ///   compiled once and run once per output step, the chosen symbol fed back as the next input.
 ///   Greedy decoding and beam search (batched over items; each item's hypotheses are rows of one
 ///   batch) are drivers around that one session.
@@ -92,9 +93,13 @@ struct Generated {
     Value best_sequences(std::size_t end_symbol) const;
 };
 
-/// Generation with a trained Decoder. The step is compiled once over batch inputs: the previous
-/// symbol [1], each state, and `memory_inputs` (batch inputs, any_size where the memory's length
-/// varies, e.g. attention_memory_inputs(...).list()). A state whose shape has an any_size dimension
+/// Generation with a trained Decoder. The step is compiled once over batch inputs, the previous
+/// symbol [1] and each state, and its memory: for each of `memory_inputs` (batch inputs, any_size
+/// where the memory's length varies, e.g. attention_memory_inputs(...).list()) the step is given
+/// index_select(items, row_item) of the same sample shape, items every item's memory (a static
+/// input bound once per generate) and row_item each row's item, so the memory is never copied per
+/// hypothesis where the step only attends over it (attention reads it through the index); the step
+/// must read its memory through that argument. A state whose shape has an any_size dimension
 /// grows: it starts with that dimension 0 (unless given) and takes whatever size the step returns
 /// (a Transformer's key/value cache, one more row per step); like every state it is reordered by
 /// each kept hypothesis's parent. Generation runs in the precision of the step's parameters at the

@@ -4,19 +4,22 @@
 // another (or the same): each item's and head's rows are read where they lie in the time-major
 // tensors (row stride N * D), so no copy is made. Over a memory, one query per item (a batch value,
 // e.g. a generating decoder's step) reads keys and values that are batch values [Tk, D] (a key/value
-// cache, or an encoder's unpacked outputs with their mask).
+// cache, or an encoder's unpacked outputs with their mask), or every item's static memory
+// [N, Tk, D] through an index per row (attention over index_select's picks: no copy per row).
 // Backward keeps nothing from forward: it recomputes S and P per item and head, in workspace of
 // 2 * Tq * Tk, then
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) / sqrt(dk),  dQ += dS K,  dK += dS^T Q.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "core/errors.hpp"
 #include "core/fast_math.hpp"
 #include "core/gemm.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
@@ -304,28 +307,29 @@ private:
 
 // One query per item (a batch value [D]) over keys and values that are batch values [Tk, D], with an
 // optional mask [Tk] (0: a padded key). Tk may be a run-time size (a cache growing step by step).
+// Indexed: the keys, values and mask are static, every item's [N, Tk, ...] (an encoder's memory), and
+// a last input, the index [1] per row, says which item row r reads (attention over index_select's
+// picks): no row's memory is copied, and rows sharing an item add into its gradients in turn.
 class MemoryAttention final : public OpBase<MemoryAttention> {
 public:
-    MemoryAttention(std::size_t heads, bool masked) : heads_(heads), masked_(masked) {}
+    MemoryAttention(std::size_t heads, bool masked, bool indexed) : heads_(heads), masked_(masked), indexed_(indexed) {}
     std::string name() const override { return "attention"; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return true; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
-        if (in[0].axis.is_sequence())
-            shape_error(name(), in, "over a memory, the query must be a batch value (one per item)");
-        for (std::size_t i = 1; i < in.size(); ++i)
-            if (in[i].axis.is_sequence())
-                shape_error(name(), in, "over a memory, the keys, values and mask must be batch values [Tk, ...]");
-        if (in[0].shape.rank() != 1 || in[1].shape.rank() != 2 || in[2].shape.rank() != 2)
-            shape_error(name(), in, "over a memory the query is [D], the keys [Tk, D] and the values [Tk, Dv]");
-        const std::size_t tk = in[1].shape[0];
-        auto known = [&](std::size_t a, std::size_t b) { return a == 0 || b == 0 || a == b; };
-        if (!known(tk, in[2].shape[0]) || (masked_ && (in[3].shape.rank() != 1 || !known(tk, in[3].shape[0]))))
-            shape_error(name(), in, "the keys, values and mask must have one number of steps Tk");
-        check_heads(name(), in, dim_of(in[1], 1), in[0].shape[0], dim_of(in[2], 1), heads_);
-        Axis axis = in[0].axis;
-        if (!axis.is_dynamic()) axis = in[1].axis;
-        return {Shape{in[2].shape[1]}, axis};
+        if (!indexed_) return infer_rows(in);
+        const TypeInfo& index = in.back();
+        if (index.axis.kind != Axis::Kind::Batch || index.shape.size() != 1)
+            shape_error(name(), in, "over an indexed memory, the index must be a batch value [1]");
+        // What one row reads: each item's keys, values and mask, on the index's axis.
+        std::vector<TypeInfo> rows(in.begin(), in.end() - 1);
+        for (std::size_t i = 1; i < rows.size(); ++i) {
+            if (in[i].axis.is_dynamic() || in[i].shape.rank() < 1)
+                shape_error(name(), in,
+                            "over an indexed memory, the keys, values and mask must be static [N, Tk, ...]");
+            rows[i] = {Shape(std::vector<std::size_t>(in[i].shape.begin() + 1, in[i].shape.end())), index.axis};
+        }
+        return infer_rows(rows);
     }
 
     template <class T>
@@ -351,21 +355,54 @@ private:
         std::size_t row, head;
         Rows<const T> q, k, v;
     };
-    // f(product, operands) for every row to compute and head; a memory of one item serves every row.
+    // The shape rule of the query [D] over one row's keys [Tk, D], values [Tk, Dv] and mask [Tk].
+    TypeInfo infer_rows(std::span<const TypeInfo> in) const {
+        if (in[0].axis.is_sequence())
+            shape_error(name(), in, "over a memory, the query must be a batch value (one per item)");
+        for (std::size_t i = 1; i < in.size(); ++i)
+            if (in[i].axis.is_sequence())
+                shape_error(name(), in, "over a memory, the keys, values and mask must be batch values [Tk, ...]");
+        if (in[0].shape.rank() != 1 || in[1].shape.rank() != 2 || in[2].shape.rank() != 2)
+            shape_error(name(), in, "over a memory the query is [D], the keys [Tk, D] and the values [Tk, Dv]");
+        const std::size_t tk = in[1].shape[0];
+        auto known = [&](std::size_t a, std::size_t b) { return a == 0 || b == 0 || a == b; };
+        if (!known(tk, in[2].shape[0]) || (masked_ && (in[3].shape.rank() != 1 || !known(tk, in[3].shape[0]))))
+            shape_error(name(), in, "the keys, values and mask must have one number of steps Tk");
+        check_heads(name(), in, dim_of(in[1], 1), in[0].shape[0], dim_of(in[2], 1), heads_);
+        Axis axis = in[0].axis;
+        if (!axis.is_dynamic()) axis = in[1].axis;
+        return {Shape{in[2].shape[1]}, axis};
+    }
+    // Which item row r reads: the index's (checked), its own row of batch keys, or the one item of
+    // static keys, which serves every row.
+    template <class T>
+    std::size_t item_of(const OpCall<T>& c, std::size_t r, std::size_t items) const {
+        if (!indexed_) return c.in[1].dyn ? r : 0;
+        const double index = static_cast<double>(c.in.back().data[r]);
+        if (!(index >= 0) || index >= static_cast<double>(items) || index != std::floor(index)) {
+            std::ostringstream msg;
+            msg << "attention: row " << r << " reads item " << index << " of a memory of " << items
+                << " items (valid indices are [0, " << items << "))";
+            throw UserError(msg.str());
+        }
+        return static_cast<std::size_t>(index);
+    }
+    // f(product, operands) for every row to compute and head.
     template <class T, class F>
     void each_head(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
-        const std::size_t tk = k.dims[k.dyn], dq = q.sample_size(), dk = dq / heads_,
-                          dv = v.sample_size() / tk / heads_;
-        const std::size_t kw = k.sample_size(), vw = v.sample_size();
+        const std::size_t items = indexed_ ? k.dims[0] : 1;  // indexed: [N, Tk, D], else [Tk, D] (per row)
+        const std::size_t tk = k.dims[indexed_ ? 1 : k.dyn];
+        const std::size_t kw = k.sample_size() / items, vw = v.sample_size() / items;  // one item's
+        const std::size_t dq = q.sample_size(), dk = dq / heads_, dv = tk ? vw / tk / heads_ : 0;
         if (tk == 0) return;
         c.for_each_row([&](std::size_t r) {
-            const std::size_t item = k.dyn ? r : 0;
+            const std::size_t item = item_of(c, r, items);
             // The item's visible keys: the first `visible` ones, those the mask marks real (as
             // sequence::unpack makes it: real steps first, then padding).
             std::size_t visible = tk;
             if (masked_) {
-                const T* m = c.in[3].data + (c.in[3].dyn ? item * tk : 0);
+                const T* m = c.in[3].data + (indexed_ || c.in[3].dyn ? item * tk : 0);
                 visible = 0;
                 while (visible < tk && m[visible] != T(0)) ++visible;
                 if (std::any_of(m + visible, m + tk, [](T x) { return x != T(0); }))
@@ -384,8 +421,14 @@ private:
     }
 
     std::size_t heads_;
-    bool masked_;
+    bool masked_, indexed_;
 };
+
+// The node of index_select(items, index) that `v` is, or nullptr.
+const Node* picked(const Variable& v) {
+    const Node* n = v ? v.node().get() : nullptr;
+    return n && n->kind == NodeKind::Op && n->op && is_index_select(*n->op) ? n : nullptr;
+}
 
 }  // namespace
 
@@ -410,9 +453,18 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
         throw UserError(
             "attention: causal masking needs queries and keys that are sequences on one axis; a query "
             "over a memory sees all of it (a key/value cache holds only the past)");
-    if (options.key_mask) in.push_back(options.key_mask.node());
-    return Variable(apply_op(
-        std::make_shared<const MemoryAttention>(options.heads, static_cast<bool>(options.key_mask)), in, name));
+    const bool masked = static_cast<bool>(options.key_mask);
+    // Keys, values and mask picked from every item's memory by one index: read where they lie.
+    const Node *k = picked(keys), *v = picked(values), *m = masked ? picked(options.key_mask) : nullptr;
+    const bool indexed = k && v && k->inputs[1] == v->inputs[1] && (!masked || (m && m->inputs[1] == k->inputs[1]));
+    if (indexed) {
+        in = {queries.node(), k->inputs[0], v->inputs[0]};
+        if (masked) in.push_back(m->inputs[0]);
+        in.push_back(k->inputs[1]);
+    } else if (masked) {
+        in.push_back(options.key_mask.node());
+    }
+    return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, masked, indexed), in, name));
 }
 
 }  // namespace loom

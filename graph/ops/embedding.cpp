@@ -1,5 +1,7 @@
 // embedding(ids, table): row ids[i] of table [V, D] for every id, on the ids' dynamic axes. The
 // backward scatter-adds into the rows that were used only, so a step costs O(ids * D), not O(V * D).
+// index_select(items, index), its sibling of any rank: item index[r] of static items [N, ...] for
+// each row r (a generator's hypotheses reading their source's memory), backward a scatter-add.
 #include <cmath>
 #include <sstream>
 
@@ -21,6 +23,19 @@ std::size_t row_of(T id, std::size_t vocab) {
         std::ostringstream msg;
         msg << "embedding: id " << v << " is not a row of the table (valid ids are 0.." << vocab - 1
             << "); check the data or enlarge the vocabulary";
+        throw UserError(msg.str());
+    }
+    return static_cast<std::size_t>(v);
+}
+
+// index_select's item number `index` among `count` items, or a UserError naming the op, the index and N.
+template <class T>
+std::size_t item_of(T index, std::size_t count) {
+    const double v = static_cast<double>(index);
+    if (!(v >= 0) || v >= static_cast<double>(count) || v != std::floor(v)) {
+        std::ostringstream msg;
+        msg << "index_select: index " << v << " is not one of the " << count << " items (valid indices are [0, "
+            << count << "))";
         throw UserError(msg.str());
     }
     return static_cast<std::size_t>(v);
@@ -179,6 +194,44 @@ private:
 
 }  // namespace
 
+// index_select(items, index): row r of the output is items[index[r]], items static [N, sample...],
+// index [1] on a dynamic axis. Backward adds each row's gradient into its item's, one row after
+// another, so rows sharing an item accumulate without a race.
+class IndexSelect final : public OpBase<IndexSelect> {
+public:
+    std::string name() const override { return "index_select"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t input) const override { return input == 1; }  // the index
+
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        const TypeInfo &items = in[0], &index = in[1];
+        if (items.axis.is_dynamic() || items.shape.rank() < 1)
+            shape_error(name(), in,
+                        "the items must be static [N, sample...] (a static_input_variable, parameter or constant)");
+        if (!index.axis.is_dynamic() || index.shape.size() != 1)
+            shape_error(name(), in, "the index must hold one item number per row (sample shape [1]) on a dynamic axis");
+        return {Shape(std::vector<std::size_t>(items.shape.begin() + 1, items.shape.end())), index.axis};
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const std::size_t count = c.in[0].dims[0], width = c.out.sample_size();
+        c.for_each_row([&](std::size_t r) {
+            std::copy_n(c.in[0].data + item_of(c.in[1].data[r], count) * width, width, c.out.data + r * width);
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        if (!c.in_grad[0]) return;  // the index is a number: it gets no gradient
+        const std::size_t count = c.in[0].dims[0], width = c.out_grad.sample_size();
+        c.for_each_row([&](std::size_t r) {
+            T* dst = c.in_grad[0].data + item_of(c.in[1].data[r], count) * width;
+            const T* g = c.out_grad.data + r * width;
+            for (std::size_t j = 0; j < width; ++j) dst[j] += g[j];
+        });
+    }
+};
+
 bool is_embedding(const Op& op) { return dynamic_cast<const Embedding*>(&op) != nullptr; }
 
 std::shared_ptr<const Op> embedding_product(bool bias) {
@@ -191,6 +244,13 @@ std::shared_ptr<const Op> embedding_product(bool bias) {
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name) {
     static const auto op = std::make_shared<const Embedding>();
     return Variable(apply_op(op, {ids.node(), table.node()}, name));
+}
+
+bool is_index_select(const Op& op) { return dynamic_cast<const IndexSelect*>(&op) != nullptr; }
+
+Variable index_select(const Variable& items, const Variable& index, const std::string& name) {
+    static const auto op = std::make_shared<const IndexSelect>();
+    return Variable(apply_op(op, {items.node(), index.node()}, name));
 }
 
 }  // namespace loom

@@ -39,4 +39,8 @@ std::shared_ptr<const Op> embedding_product(bool bias);
 // times(x, W) (0) or affine(x, W, b) (1) with W not transposed, else -1.
 int plain_product_addends(const Op& op);
 
+// embedding.cpp: whether `op` is index_select's, whose picks attention() reads through their index
+// (graph/ops/attention.cpp) instead of a copy per row.
+bool is_index_select(const Op& op);
+
 }  // namespace loom

@@ -1,7 +1,8 @@
 // loom::attention, the multi-head scaled dot-product attention op: values against a loop-by-loop
 // computation written here (per item, head, query and key), gradients by finite differences in
 // double on ragged batches (self, causal, cross, over a memory with a mask and over a growing
-// cache), batch invariance, padding never read, and the shape errors.
+// cache), batch invariance, padding never read, the shape errors, and attention over every item's
+// static memory picked by one index (read through the index, no pick computed).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 using namespace loom;
 using loom::testing::random_rows;
 using loom::testing::random_sequences;
+using loom::testing::random_tensor;
 using loom::testing::require_gradients;
 
 namespace {
@@ -70,6 +72,25 @@ void check_close(const Value& got, const std::vector<Matrix>& want, double toler
 
 const std::vector<std::size_t> query_lengths{2, 4, 1}, key_lengths{3, 1, 5}, self_lengths{1, 3, 7};
 
+// The key mask [N, Tk] of items whose first real[n] keys are real; NaN goes into every padded key
+// of k [N, Tk, D] and v [N, Tk, Dv] (one element each), which attention must never read.
+Matrix mask_padding(Matrix& k, Matrix& v, const std::vector<std::size_t>& real) {
+    Matrix m = xt::zeros<double>({real.size(), k.shape()[1]});
+    for (std::size_t n = 0; n < real.size(); ++n)
+        for (std::size_t j = 0; j < k.shape()[1]; ++j) {
+            m(n, j) = j < real[n] ? 1.0 : 0.0;
+            if (j >= real[n]) k(n, j, 0) = v(n, j, 1) = std::numeric_limits<double>::quiet_NaN();
+        }
+    return m;
+}
+
+// Item numbers as a column [rows, 1], one per row.
+Matrix index_column(const std::vector<double>& items) {
+    Matrix a = xt::zeros<double>({items.size(), std::size_t{1}});
+    for (std::size_t r = 0; r < items.size(); ++r) a(r, 0) = items[r];
+    return a;
+}
+
 }  // namespace
 
 TEST_CASE("attention over sequences equals softmax(Q K^T / sqrt(dk)) V per item and head") {
@@ -102,13 +123,8 @@ TEST_CASE("attention over a memory: one query per item, the mask's padded keys n
     Variable mask = input_variable({any_size}, "mask");
     Variable out = attention(query, keys, values, {.heads = 2, .key_mask = mask});
     Matrix qv = random_rows({4}, 3, 5, -2, 2), kv = random_rows({5, 4}, 3, 6, -2, 2), vv = random_rows({5, 2}, 3, 7);
-    Matrix m = xt::zeros<double>({3, 5});
     const std::vector<std::size_t> real{5, 2, 1};
-    for (std::size_t n = 0; n < 3; ++n)
-        for (std::size_t j = 0; j < 5; ++j) {
-            m(n, j) = j < real[n] ? 1.0 : 0.0;
-            if (j >= real[n]) kv(n, j, 0) = vv(n, j, 1) = std::numeric_limits<double>::quiet_NaN();
-        }
+    Matrix m = mask_padding(kv, vv, real);
     const auto got =
         evaluate(
             {out},
@@ -223,4 +239,53 @@ TEST_CASE("attention's shape errors name the op and the sizes") {
     CHECK_THROWS_WITH_AS(attention(x, x, x, {.key_mask = q}), doctest::Contains("key_mask"), UserError);
     Variable keys = input_variable({any_size, 6}, "keys");
     CHECK_THROWS_WITH_AS(attention(q, keys, keys, {.causal = true}), doctest::Contains("causal"), UserError);
+}
+
+TEST_CASE("attention over memory picked by one index reads every item's memory through the index") {
+    Variable keys = static_input_variable({any_size, any_size, 4}, "keys");
+    Variable values = static_input_variable({any_size, any_size, 2}, "values");
+    Variable mask = static_input_variable({any_size, any_size}, "mask");
+    Variable query = input_variable({4}, "query"), index = input_variable({1}, "index");
+    Variable out = attention(query, index_select(keys, index), index_select(values, index),
+                             {.heads = 2, .key_mask = index_select(mask, index)});
+    // No pick is computed: the op reads the static memory and the index.
+    REQUIRE(out.node()->inputs.size() == 5);
+    CHECK(out.node()->inputs[1] == keys.node());
+    CHECK(out.node()->inputs[2] == values.node());
+    CHECK(out.node()->inputs[3] == mask.node());
+    CHECK(out.node()->inputs[4] == index.node());
+
+    // 3 items of 5 keys (5, 2 and 1 real; NaN in the padded ones, never read), 6 rows.
+    Matrix kv = random_tensor({3, 5, 4}, 6, -2, 2), vv = random_tensor({3, 5, 2}, 7);
+    const std::vector<std::size_t> real{5, 2, 1};
+    Matrix m = mask_padding(kv, vv, real);
+    const std::vector<double> picks{2, 0, 0, 1, 2, 0};
+    const Matrix qv = random_rows({4}, picks.size(), 8, -2, 2);
+    const Bindings in{{query, Value::batch(qv)},
+                      {keys, Value::tensor(kv)},
+                      {values, Value::tensor(vv)},
+                      {mask, Value::tensor(m)},
+                      {index, Value::batch(index_column(picks))}};
+    for (DType dtype : {DType::f64, DType::f32}) {
+        const auto got = evaluate({out}, in, dtype)[out].rows<double>();
+        for (std::size_t r = 0; r < picks.size(); ++r) {
+            const auto n = static_cast<std::size_t>(picks[r]);
+            Matrix kn = xt::view(kv, n, xt::all(), xt::all()), vn = xt::view(vv, n, xt::all(), xt::all());
+            const auto want = attend(qv, r, kn, vn, real[n], 2);
+            for (std::size_t c = 0; c < 2; ++c)
+                CHECK(got(r, c) == doctest::Approx(want[c]).epsilon(dtype == DType::f64 ? 1e-12 : 1e-5));
+        }
+    }
+    SUBCASE("picks by two different indices are computed, then attended per row") {
+        Variable other = input_variable({1}, "other");
+        Variable mixed = attention(query, index_select(keys, index), index_select(values, other), {.heads = 2});
+        CHECK(mixed.node()->inputs.size() == 3);
+        CHECK(mixed.node()->inputs[1] != keys.node());
+    }
+    SUBCASE("an index outside the memory is refused by name") {
+        Bindings bad = in;
+        bad[index] = Value::batch(index_column({0, 1, 2, 3, 0, 0}));
+        CHECK_THROWS_WITH_AS(evaluate({out}, bad),
+                             doctest::Contains("attention: row 3 reads item 3 of a memory of 3 items"), UserError);
+    }
 }

@@ -121,3 +121,18 @@ TEST_CASE("set_parameters_fixed: a weight computed from parameters and constants
     s.forward({{in, Value::batch(x)}});
     if (packed_gemm_vectorized()) check_close(s.value_data<float>(y), product(x, w, nullptr), "the packed old weight");
 }
+
+TEST_CASE("set_parameters_fixed: a product over a static input reads the weight bound at each pass") {
+    // An input is no parameter: the weight bound to it may change at every pass, fixed or not.
+    Variable in = input_variable({6}, "x");
+    Variable w = static_input_variable({6, 5}, "w");
+    Variable y = times(in, w);
+    Session s({y});
+    s.set_parameters_fixed(true);
+    const xt::xarray<float> x = random_array({9, 6}, 11);
+    for (std::uint64_t seed : {12, 13}) {
+        const xt::xarray<float> wv = random_array({6, 5}, seed);
+        s.forward({{in, Value::batch(x)}, {w, Value::tensor(wv)}});
+        check_close(s.value_data<float>(y), product(x, wv, nullptr), "x W, W bound anew");
+    }
+}

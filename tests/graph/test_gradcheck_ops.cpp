@@ -44,6 +44,28 @@ public:
         wrt_.push_back(v);
         return identity(v);
     }
+    // A static input [N, ...] (every item's memory), bound to one tensor.
+    Variable items(const Shape& shape, double lo = -1, double hi = 1) {
+        Variable v = static_input_variable(shape, "i" + std::to_string(++count_));
+        bindings_[v] = Value::tensor(testing::random_tensor(shape, ++seed_, lo, hi));
+        wrt_.push_back(v);
+        return identity(v);
+    }
+    // A static input bound to `value`, not differentiated (a mask).
+    Variable fixed(const xt::xarray<double>& value) {
+        Variable v = static_input_variable(Shape(std::vector<std::size_t>(value.shape().begin(), value.shape().end())),
+                                           "f" + std::to_string(++count_));
+        bindings_[v] = Value::tensor(value);
+        return v;
+    }
+    // A batch index [1], one row per sequence: the item number each row reads.
+    Variable row_items(const std::vector<double>& items) {
+        Variable v = input_variable({1}, "index");
+        xt::xarray<double> a = xt::zeros<double>({items.size(), std::size_t{1}});
+        for (std::size_t r = 0; r < items.size(); ++r) a(r, 0) = items[r];
+        bindings_[v] = Value::batch(a);
+        return v;
+    }
     Parameter param(const Shape& shape, double lo = -1, double hi = 1) {
         Parameter p = parameter(testing::random_tensor(shape, ++seed_, lo, hi), "p" + std::to_string(++count_));
         wrt_.push_back(p);
@@ -147,6 +169,15 @@ const std::vector<Case>& table() {
          }},
         {"attention", "attention_weights, 2 heads",
          [](Env& e) { return square(attention_weights(e.seq({4}), e.seq({4}), {.heads = 2})); }},
+        // Every item's memory read through the index: rows 0 and 2 share item 1, whose gradients
+        // they add into; the mask leaves 3 and 5 keys.
+        {"attention", "attention over memory picked by one index, masked",
+         [](Env& e) {
+             Variable index = e.row_items({1, 0, 1});
+             Variable keys = index_select(e.items({2, 5, 4}), index), values = index_select(e.items({2, 5, 6}), index);
+             Variable mask = index_select(e.fixed({{1, 1, 1, 0, 0}, {1, 1, 1, 1, 1}}), index);
+             return attention(e.batch({4}), keys, values, {.heads = 2, .key_mask = mask});
+         }},
         {"elementwise", "sin", [](Env& e) { return sin(e.seq({3}, -4, 4)); }},
         {"elementwise", "cos", [](Env& e) { return cos(e.seq({3}, -4, 4)); }},
         {"elementwise", "sigmoid", [](Env& e) { return sigmoid(e.seq({3}, -4, 4)); }},
@@ -341,6 +372,14 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return top_k(e.seq({2, 5}), 2).values * e.param({2, 2});
          }},
+        {"shape", "index_select by a batch index, two rows sharing an item",
+         [](Env& e) {
+             return index_select(e.items({2, 3, 2}), e.row_items({1, 0, 1})) * e.batch({3, 2});
+         }},
+        {"shape", "index_select by a sequence index of lengths 1, 3 and 7",
+         [](Env& e) {
+             return index_select(e.items({3, 4}), e.ids(3)) * e.seq({4});
+         }},
         // one_hot passes no gradient to its ids; its value reaches the other operand's gradient.
         {"shape", "one_hot", [](Env& e) { return one_hot(e.ids(4), 4) * e.seq({4}); }},
         // ---- losses ----
@@ -410,6 +449,8 @@ void run_family(const std::string& family) {
 TEST_CASE("gradcheck ops: element-wise") { run_family("elementwise"); }
 TEST_CASE("gradcheck ops: times and times_transpose") { run_family("linear"); }
 TEST_CASE("gradcheck ops: reductions, softmax, log_softmax") { run_family("reduce"); }
-TEST_CASE("gradcheck ops: splice, slice, reshape, transpose, top_k, one_hot") { run_family("shape"); }
+TEST_CASE("gradcheck ops: splice, slice, reshape, transpose, top_k, one_hot, index_select") { run_family("shape"); }
 TEST_CASE("gradcheck ops: losses") { run_family("loss"); }
+TEST_CASE("gradcheck ops: attention, over sequences and over memory picked by an index") { run_family("attention"); }
+TEST_CASE("gradcheck ops: layer_norm") { run_family("normalization"); }
 TEST_CASE("gradcheck ops: one time step at a time inside recurrence loops") { run_family("loop"); }

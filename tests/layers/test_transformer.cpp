@@ -6,6 +6,8 @@
 // ragged batches; batch invariance; the shape errors name the layer and the sizes.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <functional>
 
@@ -180,6 +182,81 @@ TEST_CASE("beam search with a beam wider than every hypothesis equals brute forc
     REQUIRE(g.items[0].size() == scores.size());
     for (std::size_t i = 0; i < scores.size(); ++i)
         CHECK(g.items[0][i].score == doctest::Approx(scores[i]).epsilon(1e-10));
+}
+
+namespace {
+
+// The same decoder, its step given memory that is not a pick of the generator's per-item memory
+// (identity of it): its attention then reads one copy of the memory per row, as generation did
+// before it read the memory per item.
+layers::Decoder copying_memory(const layers::Decoder& d) {
+    layers::DecoderStep step = d.step();
+    return layers::Decoder(
+        [step](const Variable& previous, const std::vector<Variable>& states, const std::vector<Variable>& memory) {
+            std::vector<Variable> copied;
+            for (const Variable& m : memory) copied.push_back(identity(m));
+            return step(previous, states, copied);
+        },
+        d.state_shapes());
+}
+
+template <class T>
+void per_item_equals_per_row() {
+    Seq2Seq m;
+    if (std::is_same_v<T, double>) to_precision(m.parameters(), DType::f64);
+    layers::Generator per_item(m.decoder.decoder(), m.decoder.memory_inputs());
+    layers::Generator per_row(copying_memory(m.decoder.decoder()), m.decoder.memory_inputs());
+    const auto sources = random_sequences({8}, {5, 2, 7, 1}, 23, -2, 2);
+    for (std::size_t beam : {1, 3, 8}) {
+        const auto a = per_item.generate(m.memory_values(sources), {beam, 6, 0, 0});
+        const auto b = per_row.generate(m.memory_values(sources), {beam, 6, 0, 0});
+        REQUIRE(a.items.size() == b.items.size());
+        for (std::size_t n = 0; n < a.items.size(); ++n) {
+            REQUIRE(a.items[n].size() == b.items[n].size());
+            for (std::size_t h = 0; h < a.items[n].size(); ++h) {
+                INFO("beam " << beam << " item " << n << " hypothesis " << h);
+                CHECK(a.items[n][h].symbols == b.items[n][h].symbols);
+                CHECK(a.items[n][h].log_probability == b.items[n][h].log_probability);  // bit for bit
+                CHECK(a.items[n][h].score == b.items[n][h].score);
+            }
+        }
+    }
+}
+
+long peak_rss_kib() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+}  // namespace
+
+TEST_CASE("Generator reading the memory per item gives what a per-row copy of it gives, float and double") {
+    SUBCASE("float") { per_item_equals_per_row<float>(); }
+    SUBCASE("double") { per_item_equals_per_row<double>(); }
+}
+
+TEST_CASE("Generator copies no memory per hypothesis: a beam of 32 over a long memory takes no more memory") {
+    Seq2Seq m;
+    layers::Generator generator(m.decoder.decoder(), m.decoder.memory_inputs());
+    // 8 items of a memory of 3000 steps: per layer keys and values [3000, 8] and a mask [3000], 408 KB
+    // an item over both layers. One copy per row of a beam of 32 (256 rows) would be 104 MB.
+    constexpr std::size_t items = 8, steps = 3000;
+    std::vector<Value> memory;
+    for (const Variable& input : m.decoder.memory_inputs()) {
+        const bool mask = input.shape().rank() == 1;
+        xt::xarray<float> a = mask ? xt::xarray<float>(xt::ones<float>({items, steps}))
+                                   : xt::xarray<float>(testing::random_tensor({items, steps, 8}, 5, -1, 1));
+        memory.push_back(Value::batch(std::move(a)));
+    }
+    const std::size_t copies_kib = 32 * items * steps * (2 * 8 + 1) * 2 * sizeof(float) / 1024;
+    generator.generate(memory, {1, 5, 0, 0});  // the memory's own pages, and the session's
+    const long before = peak_rss_kib();
+    const auto g = generator.generate(memory, {32, 5, 0, 0});
+    CHECK(g.items.size() == items);
+    const long grown = peak_rss_kib() - before;
+    INFO("the peak resident set grew by " << grown << " KiB; per-row copies would take " << copies_kib << " KiB");
+    CHECK(grown < static_cast<long>(copies_kib / 8));
 }
 
 TEST_CASE("a decoder-only Transformer trained to count continues its prompt through the cache") {
