@@ -145,7 +145,7 @@ void DataParallel::start_ready(Session& session) {
 }
 
 void DataParallel::start(Session& session, std::size_t i) {
-    visit_dtype(session.precision(), [&]<class T>(T) { start_as<T>(session, i); });
+    visit_dtype(session.dtype(), [&]<class T>(T) { start_as<T>(session, i); });
 }
 
 template <class T>
@@ -231,11 +231,11 @@ void DataParallel::finish(Session& session) {
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
     pending.clear();
     for (std::size_t i : owned_) {
-        visit_dtype(session.precision(), [&]<class T>(T) { add_incoming<T>(session, i); });
+        visit_dtype(session.dtype(), [&]<class T>(T) { add_incoming<T>(session, i); });
     }
     std::sort(by_rows_.begin(), by_rows_.end());
     for (std::size_t i : by_rows_) {
-        visit_dtype(session.precision(), [&]<class T>(T) { gather_rows<T>(session, i); });
+        visit_dtype(session.dtype(), [&]<class T>(T) { gather_rows<T>(session, i); });
     }
     next_ = 0;
     context_.set_in_flight(false);
@@ -308,7 +308,7 @@ void DataParallel::updated(const Learner& learner, bool applied) {
     if (!sharded()) return;
     moments_.stepped = std::chrono::steady_clock::now();
     if (applied) {
-        visit_dtype(session_->precision(), [&]<class T>(T) { send_parameters<T>(learner); });
+        visit_dtype(session_->dtype(), [&]<class T>(T) { send_parameters<T>(learner); });
     }
     context_.set_in_flight(false);
 }

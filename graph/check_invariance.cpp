@@ -11,6 +11,7 @@
 #include "core/errors.hpp"
 #include "graph/invariance_items.hpp"
 #include "graph/op.hpp"
+#include "graph/run_dtype.hpp"
 
 namespace loom {
 
@@ -24,7 +25,7 @@ using namespace invariance;
 template <class T>
 class Checker {
 public:
-    Checker(const std::vector<Variable>& outputs, const Bindings& bindings, const InvarianceOptions& options);
+    Checker(std::shared_ptr<const Plan> plan, const Bindings& bindings, const InvarianceOptions& options);
     InvarianceReport run();
 
 private:
@@ -55,8 +56,8 @@ private:
 };
 
 template <class T>
-Checker<T>::Checker(const std::vector<Variable>& outputs, const Bindings& bindings, const InvarianceOptions& options)
-    : options_(options), plan_(compile(outputs)) {
+Checker<T>::Checker(std::shared_ptr<const Plan> plan, const Bindings& bindings, const InvarianceOptions& options)
+    : options_(options), plan_(std::move(plan)) {
     for (int o : plan_->outputs)
         if (std::find(outputs_.begin(), outputs_.end(), o) == outputs_.end()) outputs_.push_back(o);
     const Variable* first = nullptr;
@@ -327,10 +328,11 @@ InvarianceReport check_batch_invariance(const std::vector<Variable>& outputs, co
     if (outputs.empty()) throw UserError("check_batch_invariance: no outputs given");
     for (const auto& o : outputs)
         if (!o) throw UserError("check_batch_invariance: an empty Variable among the outputs");
-    bool f64 = options.precision == DType::f64;
-    if (!options.precision)
-        for (const auto& [var, value] : bindings) f64 = f64 || value.dtype() == DType::f64;
-    return f64 ? Checker<double>(outputs, bindings, options).run() : Checker<float>(outputs, bindings, options).run();
+    auto plan = compile(outputs);
+    const DTypeRequest asked = DTypeRequest::given_or_exact(options.precision);
+    return run_dtype(plan_parameters(*plan), bindings, asked, "check_batch_invariance") == DType::f64
+               ? Checker<double>(std::move(plan), bindings, options).run()
+               : Checker<float>(std::move(plan), bindings, options).run();
 }
 
 }  // namespace loom

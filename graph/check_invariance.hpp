@@ -38,9 +38,10 @@ struct InvarianceOptions {
     bool gradients = true;              ///< compare the gradients too, not only the values
     /// Empty: every parameter and every bound input the outputs depend on.
     std::vector<Variable> wrt;
-    std::size_t shuffles = 1;                     ///< seeded random orders besides the given and the reversed one
-    std::uint64_t seed = 7;                       ///< for the shuffles and the output weights
-    std::optional<DType> precision = DType::f64;  ///< the precision both evaluations run in (nullopt: as evaluate)
+    std::size_t shuffles = 1;  ///< seeded random orders besides the given and the reversed one
+    std::uint64_t seed = 7;    ///< for the shuffles and the output weights
+    /// The element type both evaluations run in; nullopt: as evaluate's, as exact as the inputs.
+    std::optional<DType> precision = DType::f64;
 };
 
 /// The worst difference of one kind (values or gradients) over every item and order: the largest

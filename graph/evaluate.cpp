@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "graph/run_dtype.hpp"
 
 namespace loom {
 
@@ -17,15 +18,6 @@ const Value& ValueMap::operator[](const Variable& v) const {
 }
 
 namespace {
-bool wants_double(const Plan& plan, const Bindings& inputs, std::optional<DType> p) {
-    if (p) return *p == DType::f64;
-    for (const auto& [var, val] : inputs)
-        if (val.dtype() == DType::f64) return true;
-    for (const auto& n : plan.nodes)
-        if (n.node->kind == NodeKind::Parameter && n.node->parameter_as<double>()) return true;
-    return false;
-}
-
 template <class T>
 ValueMap run_evaluate(std::shared_ptr<const Plan> plan, const std::vector<Variable>& outputs, const Bindings& inputs) {
     Execution<T> ex(std::move(plan));
@@ -63,17 +55,21 @@ ValueMap run_gradients(std::shared_ptr<const Plan> plan, const Bindings& inputs,
 }
 }  // namespace
 
-ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, std::optional<DType> precision) {
+ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs, std::optional<DType> dtype) {
     auto plan = compile(outputs);
-    return wants_double(*plan, inputs, precision) ? run_evaluate<double>(std::move(plan), outputs, inputs)
-                                                  : run_evaluate<float>(std::move(plan), outputs, inputs);
+    const DTypeRequest asked = DTypeRequest::given_or_exact(dtype);
+    return run_dtype(plan_parameters(*plan), inputs, asked, "evaluate") == DType::f64
+               ? run_evaluate<double>(std::move(plan), outputs, inputs)
+               : run_evaluate<float>(std::move(plan), outputs, inputs);
 }
 
 ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
-                   std::optional<DType> precision) {
+                   std::optional<DType> dtype) {
     auto plan = compile({loss});
-    return wants_double(*plan, inputs, precision) ? run_gradients<double>(std::move(plan), inputs, wrt)
-                                                  : run_gradients<float>(std::move(plan), inputs, wrt);
+    const DTypeRequest asked = DTypeRequest::given_or_exact(dtype);
+    return run_dtype(plan_parameters(*plan), inputs, asked, "gradients") == DType::f64
+               ? run_gradients<double>(std::move(plan), inputs, wrt)
+               : run_gradients<float>(std::move(plan), inputs, wrt);
 }
 
 std::string GradientReport::str() const {

@@ -32,16 +32,16 @@ private:
     std::unordered_map<Variable, Value> map_;
 };
 
-// The element type (DType) left to loom (std::nullopt, the default): the computation runs in double when any bound
-// input holds double data or any parameter of the graph is double, else in float; f32 / f64 override that (a parameter
-// of the other precision is then read as a converted copy).
+// The element type (DType): the one asked for, else (std::nullopt, the default) as exact as the inputs: double when any
+// bound input holds double data or any parameter of the graph is double, else float (run_dtype, graph/run_dtype.hpp).
+// A parameter of the other type is read as a converted copy.
 
 /// Runs the graph forward once (compile, bind, forward) and returns the value of each output.
 /// \param outputs  the variables to compute
 /// \param inputs  a Value for every input they need
-/// \param precision  the element type to compute in (above)
+/// \param dtype  the element type to compute in (above)
 ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs,
-                  std::optional<DType> precision = std::nullopt);
+                  std::optional<DType> dtype = std::nullopt);
 
 /// d(sum of `loss` over every sequence, step and element)/d(each of `wrt`), by one forward and one
 /// backward pass. `wrt` may hold parameters and inputs; one the loss does not depend on is a
@@ -50,9 +50,9 @@ ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs,
 /// \param loss  the output to differentiate
 /// \param inputs  a Value for every input the loss needs
 /// \param wrt  the variables to differentiate for
-/// \param precision  the element type to compute in (as evaluate's)
+/// \param dtype  the element type to compute in (as evaluate's)
 ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
-                   std::optional<DType> precision = std::nullopt);
+                   std::optional<DType> dtype = std::nullopt);
 
 /// How check_gradients compares.
 struct GradientCheckOptions {

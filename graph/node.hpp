@@ -17,8 +17,8 @@ namespace loom {
 
 class Op;
 
-/// The element type a parameter is stored and trained in, and a computation runs in: DType (f32 or
-/// f64, per parameter, as PyTorch's tensors), under the name earlier releases gave it.
+/// \deprecated The name earlier releases gave DType (the element type a parameter is stored in and a
+/// graph runs in): write DType (the same type).
 using Precision = DType;
 
 /// A parameter's storage in its element type T, shared by every handle on it.

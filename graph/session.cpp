@@ -3,42 +3,17 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "graph/run_dtype.hpp"
 
 namespace loom {
-
-namespace {
-std::string names(const std::vector<Parameter>& ps) {
-    std::string out;
-    for (const auto& p : ps) out += (out.empty() ? "" : ", ") + p.label();
-    return out;
-}
-// The one precision of a session's parameters (float without any); both is a UserError naming them.
-DType common_precision(const std::vector<Parameter>& parameters) {
-    std::vector<Parameter> by_precision[2];
-    for (const auto& p : parameters) by_precision[p.precision() == DType::f64].push_back(p);
-    if (!by_precision[0].empty() && !by_precision[1].empty())
-        throw UserError("Session: the graph mixes float parameters (" + names(by_precision[0]) +
-                        ") and double parameters (" + names(by_precision[1]) +
-                        "); a session runs in one precision: convert them with to_precision(parameters, "
-                        "Precision::f64) or Precision::f32");
-    return by_precision[1].empty() ? DType::f32 : DType::f64;
-}
-}  // namespace
 
 Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameters)
     : outputs_(std::move(outputs)), parameters_(std::move(parameters)) {
     if (outputs_.empty()) throw UserError("Session: at least one output is needed");
-    auto plan = compile(outputs_);
-    // The session's precision is its parameters': one execution in float or in double, reading
-    // every parameter in place. Mixing them would need a converted copy of some on every pass.
-    graph_parameters_ = parameters_;
-    for (const auto& n : plan->nodes)
-        if (n.node->kind == NodeKind::Parameter) {
-            Parameter p(n.node->shared_from_this());
-            if (std::find(graph_parameters_.begin(), graph_parameters_.end(), p) == graph_parameters_.end())
-                graph_parameters_.push_back(p);
-        }
-    plan_ = std::move(plan);
+    plan_ = compile(outputs_);
+    // One execution in float or in double, reading every parameter in place: the parameters decide
+    // (run_dtype), since mixing them would need a converted copy of some on every pass.
+    graph_parameters_ = plan_parameters(*plan_, parameters_);
     params_of_node_.resize(plan_->nodes.size());
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         const Parameter& p = parameters_[i];
@@ -48,13 +23,13 @@ Session::Session(std::vector<Variable> outputs, std::vector<Parameter> parameter
         if (param_nodes_.back() >= 0) params_of_node_[static_cast<std::size_t>(param_nodes_.back())].push_back(i);
         zero_sizes_.push_back(param_nodes_.back() < 0 ? p.shape().size() : 0);
     }
-    make_execution(common_precision(graph_parameters_));
+    make_execution(next_dtype("Session"));
 }
 
-void Session::make_execution(DType precision) {
+void Session::make_execution(DType wanted) {
     std::size_t widest_unused = 0;
     for (std::size_t size : zero_sizes_) widest_unused = std::max(widest_unused, size);
-    visit_dtype(precision, [&]<class T>(T) {
+    visit_dtype(wanted, [&]<class T>(T) {
         ex_ = std::make_unique<Execution<T>>(plan_);
         zeros_ = std::vector<T>(widest_unused, T(0));
     });
@@ -70,15 +45,14 @@ void Session::make_execution(DType precision) {
     });
 }
 
-void Session::follow_precision() {
-    for (const auto& p : graph_parameters_)
-        if (p.precision() != precision()) return make_execution(common_precision(graph_parameters_));
+DType Session::next_dtype(std::string_view caller) const {
+    return run_dtype(graph_parameters_, {}, DTypeRequest{}, caller);
 }
 
 void Session::forward(const Bindings& inputs) { forward(inputs, "Session::forward"); }
 
 void Session::forward(const Bindings& inputs, std::string_view caller) {
-    follow_precision();
+    if (const DType wanted = next_dtype(caller); wanted != dtype()) make_execution(wanted);
     visit([&](auto& ex) {
         ex.bind(inputs, caller);
         ex.forward();
@@ -148,8 +122,8 @@ template <class T>
 const Execution<T>& Session::execution(const char* what) const {
     if (const auto* ex = std::get_if<ExecutionPtr<T>>(&ex_)) return **ex;
     throw UserError(std::string("Session::") + what + "<" + precision_name(dtype_of<T>()) + ">: the session runs in " +
-                    precision_name(precision()) + " (its parameters' precision); use " + what + "<" +
-                    precision_name(precision()) + ">");
+                    precision_name(dtype()) + " (its parameters' precision); use " + what + "<" +
+                    precision_name(dtype()) + ">");
 }
 
 template <class T>

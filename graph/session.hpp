@@ -54,16 +54,22 @@ public:
     /// \param parameters  what backward() differentiates for, numbered in this order (may be empty:
     ///        a session that only scores)
     ///
-    /// The session runs in its parameters' precision (those of the graph and those given): double
-    /// when they are double, float otherwise. Parameters of both precisions are a UserError naming
-    /// them.
+    /// The session runs in its parameters' element type (those of the graph and those given; run_dtype,
+    /// docs/semantics.md "Precision"): double when they are double, float otherwise; bound data of
+    /// the other type is converted. Parameters of both types are a UserError naming one of each.
     explicit Session(std::vector<Variable> outputs, std::vector<Parameter> parameters = {});
 
-    /// \return the precision the session runs in: f32 or f64.
-    DType precision() const { return dtype_held(ex_); }
-    /// Binds `inputs` (a Value for every input the outputs need) and runs the forward pass. Parameters
-    /// converted by to_precision since the last pass: the session follows them (its buffers are made
-    /// again in the new precision); converted to mixed precisions, a UserError.
+    /// \return the element type the session runs in: f32 or f64.
+    DType dtype() const { return dtype_held(ex_); }
+    /// \deprecated The name earlier releases gave dtype(): use dtype() (the same value).
+    DType precision() const { return dtype(); }
+    /// \return the element type the next forward runs in: the parameters' now (to_precision may have
+    /// converted them since the last pass); a UserError starting with `caller` when they mix float
+    /// and double.
+    DType next_dtype(std::string_view caller = "Session") const;
+    /// Binds `inputs` (a Value for every input the outputs need) and runs the forward pass, in
+    /// next_dtype(): parameters converted by to_precision since the last pass make its buffers again
+    /// in their new type; converted to a mix, a UserError.
     void forward(const Bindings& inputs);
     /// The same, for a call that runs a session for its user (Trainer::train_minibatch,
     /// Generator::generate): a binding error's message starts with `caller`, the call the user made,
@@ -172,9 +178,7 @@ private:
         return std::visit([&](auto& ex) -> decltype(auto) { return f(*ex); }, ex_);
     }
     /// @}
-    void make_execution(DType precision);
-    /// Makes the execution again when to_precision converted every parameter since the last pass.
-    void follow_precision();
+    void make_execution(DType wanted);
 
     std::vector<Variable> outputs_;
     std::vector<Parameter> parameters_;

@@ -104,7 +104,7 @@ Parameter::Parameter(NodePtr node) : Variable(std::move(node)) {
         throw UserError("Parameter: " + node_->label() + " is not a parameter");
 }
 
-DType Parameter::precision() const { return dtype_held(checked(node_).parameter_value); }
+DType Parameter::dtype() const { return dtype_held(checked(node_).parameter_value); }
 
 template <class T>
 xt::xarray<T> Parameter::value() const {
@@ -134,8 +134,8 @@ template <class T>
 xt::xarray<T>& Parameter::data() const {
     if (xt::xarray<T>* own = checked(node_).parameter_as<T>()) return *own;
     throw UserError("Parameter::data<" + std::string(std::is_same_v<T, double> ? "double" : "float") + ">: " + label() +
-                    " is stored in " + precision_name(precision()) + "; read it as data<" +
-                    precision_name(precision()) + ">(), or convert it with to_precision");
+                    " is stored in " + precision_name(dtype()) + "; read it as data<" + precision_name(dtype()) +
+                    ">(), or convert it with to_precision");
 }
 
 template xt::xarray<float> Parameter::value<float>() const;
@@ -149,7 +149,7 @@ void to_precision(const std::vector<Parameter>& parameters, DType precision) {
     for (const auto& p : parameters) {
         Node& n = checked(p.node());
         if (n.kind != NodeKind::Parameter) throw UserError("to_precision: " + n.label() + " is not a parameter");
-        if (p.precision() == precision) continue;
+        if (p.dtype() == precision) continue;
         if (precision == DType::f64)
             n.parameter_value = std::make_shared<xt::xarray<double>>(xt::cast<double>(*n.parameter_as<float>()));
         else

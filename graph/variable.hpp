@@ -82,8 +82,10 @@ public:
     Parameter() = default;
     /// A handle to `node`, which must be a parameter's (else a UserError).
     explicit Parameter(NodePtr node);
-    /// \return the precision the value is stored in: f32 or f64.
-    DType precision() const;
+    /// \return the element type the value is stored in: f32 or f64.
+    DType dtype() const;
+    /// \deprecated The name earlier releases gave dtype(): use dtype() (the same value).
+    DType precision() const { return dtype(); }
     /// A copy of the value as T: value() of a double parameter rounds each element to float.
     template <class T = float>
     xt::xarray<T> value() const;

@@ -142,8 +142,7 @@ struct Generator::State {
     std::vector<Variable> memory;
     std::vector<std::size_t> memory_slot;  // per memory input given: its position in `memory`
     Variable row_item;
-    std::vector<Shape> state_shapes;    // the decoder's, any_size where a state grows
-    std::vector<Parameter> parameters;  // the step's: generation runs in their precision
+    std::vector<Shape> state_shapes;  // the decoder's, any_size where a state grows
     Variable log_probs;
     std::vector<Variable> next_states;
     std::unique_ptr<Session> session;
@@ -152,15 +151,6 @@ struct Generator::State {
     // given), else null.
     std::unique_ptr<Session> encoder;
     std::vector<Variable> encoder_outputs;
-
-    // The precision the next pass runs in: the parameters' now (to_precision may have converted
-    // them since the last pass; the session follows them at its next forward).
-    DType precision() const {
-        if (parameters.empty()) return session->precision();
-        for (const Parameter& p : parameters)
-            if (p.precision() != DType::f64) return DType::f32;
-        return DType::f64;
-    }
 
     template <class T>
     Generated run(const std::vector<Value>& memory_values, const GenerateOptions& o,
@@ -245,7 +235,6 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     s.next_states = out.states;
     std::vector<Variable> outputs{s.log_probs};
     outputs.insert(outputs.end(), s.next_states.begin(), s.next_states.end());
-    s.parameters = parameters_of(outputs);
     s.session = std::make_unique<Session>(outputs);  // no parameters of its own: it scores only
 }
 
@@ -302,8 +291,10 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     // Distinct memory inputs bound once each.
     std::vector<Value> distinct(s.memory.size());
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
-    return s.precision() == DType::f64 ? s.run<double>(distinct, o, initial_states, prompts, items)
-                                       : s.run<float>(distinct, o, initial_states, prompts, items);
+    // The step's parameters' type now (to_precision may have converted them since the last call).
+    return s.session->next_dtype("Generator::generate") == DType::f64
+               ? s.run<double>(distinct, o, initial_states, prompts, items)
+               : s.run<float>(distinct, o, initial_states, prompts, items);
 }
 
 Generated Generator::generate_from(const Bindings& source, const GenerateOptions& o,

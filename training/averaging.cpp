@@ -11,14 +11,14 @@ void ParameterAverage::add() {
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         const Parameter& p = parameters_[i];
         if (count_ == 0) {
-            if (p.precision() == DType::f64)
+            if (p.dtype() == DType::f64)
                 sums_.emplace_back(p.value<double>());
             else
                 sums_.emplace_back(p.value<float>());
             continue;
         }
         // A parameter converted by to_precision since the first add: its sum follows it.
-        if (p.precision() == DType::f64) {
+        if (p.dtype() == DType::f64) {
             if (auto* f = std::get_if<xt::xarray<float>>(&sums_[i])) sums_[i] = xt::xarray<double>(*f);
             std::get<xt::xarray<double>>(sums_[i]) += p.data<double>();
         } else {

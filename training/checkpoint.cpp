@@ -21,7 +21,7 @@ struct StoredParameter {
     std::string name;
     Shape shape;
     ByDType<VectorOf> values;  ///< in the precision it was saved in
-    DType precision() const { return dtype_held(values); }
+    DType dtype() const { return dtype_held(values); }
 };
 
 template <class T>
@@ -49,7 +49,7 @@ constexpr std::size_t min_extra_bytes = 2 * sizeof(std::uint64_t);      // key, 
 void save_checkpoint(const std::string& path, const std::vector<Parameter>& parameters, const Learner* learner,
                      const TrainingPosition& position, const CheckpointExtras& extras) {
     for (const auto& p : parameters) {
-        if (p.precision() == DType::f64)
+        if (p.dtype() == DType::f64)
             check_finite(path, p, p.data<double>());
         else
             check_finite(path, p, p.data<float>());
@@ -62,7 +62,7 @@ void save_checkpoint(const std::string& path, const std::vector<Parameter>& para
         out.str(p.name());
         out.u64(p.shape().rank());
         for (std::size_t d : p.shape()) out.u64(d);
-        if (p.precision() == DType::f64) {
+        if (p.dtype() == DType::f64) {
             out.u64(1);
             const auto& data = p.data<double>();
             out.doubles(std::span<const double>(data.data(), data.size()));
@@ -202,13 +202,12 @@ void check_same_model(const std::string& where, const std::vector<StoredParamete
                             describe(stored[i].name, stored[i].shape) + " in the file but " +
                             describe(p.name(), p.shape()) + " in the model");
         // Resuming is exact only in the precision the run was in; a conversion is the caller's act.
-        if (stored[i].precision() != p.precision())
+        if (stored[i].dtype() != p.dtype())
             throw UserError(where + ": parameter " + describe(p.name(), p.shape()) + " is " +
-                            precision_name(stored[i].precision()) + " in the file but " +
-                            precision_name(p.precision()) +
+                            precision_name(stored[i].dtype()) + " in the file but " + precision_name(p.dtype()) +
                             " in the model; a checkpoint loads in the precision "
                             "it was saved in: call to_precision(parameters, Precision::" +
-                            (stored[i].precision() == DType::f64 ? "f64" : "f32") +
+                            (stored[i].dtype() == DType::f64 ? "f64" : "f32") +
                             ") before loading (and to_precision again after it to go on in the other one)");
     }
 }

@@ -50,7 +50,7 @@ Learner::Learner(std::string name, std::vector<Parameter> parameters, LearningRa
         for (std::size_t j = 0; j < i; ++j)
             if (parameters_[j] == parameters_[i])
                 throw UserError(name_ + ": " + parameters_[i].label() + " is listed twice; it would be updated twice");
-        const DType precision = parameters_[i].precision();
+        const DType precision = parameters_[i].dtype();
         state_precision_.push_back(precision);
         const std::size_t size = parameters_[i].shape().size();
         for (std::size_t k = 0; k < slots_; ++k) {
@@ -82,7 +82,7 @@ std::size_t row_width(const Shape& shape) { return shape.rank() ? shape.size() /
 }  // namespace
 
 GradientView gradient_view(const Session& session, std::size_t i) {
-    if (session.precision() == DType::f64) return session.gradient<double>(i);
+    if (session.dtype() == DType::f64) return session.gradient<double>(i);
     return session.gradient<float>(i);
 }
 
@@ -104,9 +104,9 @@ double Learner::square_sum_of(std::size_t i, const GradientRef<const T>& grad) c
 
 Learner::Gradient Learner::read(std::size_t i, const GradientView& gradient) const {
     const Parameter& p = parameters_[i];
-    if (dtype_held(gradient) != p.precision())
+    if (dtype_held(gradient) != p.dtype())
         throw UserError(name_ + ": the gradient of " + p.label() + " is in " + precision_name(dtype_held(gradient)) +
-                        ", the parameter in " + precision_name(p.precision()) +
+                        ", the parameter in " + precision_name(p.dtype()) +
                         " (converted by to_precision since the session's last pass?)");
     return {gradient, std::visit([&](const auto& g) { return square_sum_of(i, g); }, gradient)};
 }
@@ -290,7 +290,7 @@ void Learner::open_update(double gradient_scale, double norm_scale) {
         throw UserError(name_ + ": learning rate at step " + std::to_string(steps_) + " is not finite");
     // A parameter converted by to_precision since the last update: its state follows it.
     for (std::size_t i = 0; i < parameters_.size(); ++i)
-        if (parameters_[i].precision() != state_precision_[i]) convert_state(i, parameters_[i].precision());
+        if (parameters_[i].dtype() != state_precision_[i]) convert_state(i, parameters_[i].dtype());
     scale_ = gradient_scale;
     norm_scale_ = norm_scale;
     lr_now_ = lr;
@@ -390,7 +390,7 @@ void Learner::save_state(ByteWriter& out) const {
     out.u64(slots_);
     // In the parameter's precision now (converted, when to_precision ran since the last update).
     for (std::size_t k = 0; k < state_.size(); ++k) {
-        const bool f64 = parameters_[k / slots_].precision() == DType::f64;
+        const bool f64 = parameters_[k / slots_].dtype() == DType::f64;
         out.u64(f64 ? 1 : 0);
         std::visit(
             [&](const auto& values) {
@@ -422,9 +422,9 @@ void Learner::load_state(ByteReader& in) {
         const Parameter& p = parameters_[k / slots_];
         const std::uint64_t precision = tagged ? in.u64() : 0;
         if (precision > 1) throw DataError("learner state for " + p.label() + " has an unknown precision tag");
-        if ((precision == 1) != (p.precision() == DType::f64))
+        if ((precision == 1) != (p.dtype() == DType::f64))
             throw UserError("learner state for " + p.label() + " is in " + (precision ? "double" : "float") +
-                            ", the parameter is " + precision_name(p.precision()) +
+                            ", the parameter is " + precision_name(p.dtype()) +
                             "; convert the parameters with to_precision after loading, not before");
         if (precision == 1)
             state[k] = in.doubles();
@@ -436,7 +436,7 @@ void Learner::load_state(ByteReader& in) {
                             " elements, the parameter has " + std::to_string(p.shape().size()));
     }
     state_ = std::move(state);
-    for (std::size_t i = 0; i < parameters_.size(); ++i) state_precision_[i] = parameters_[i].precision();
+    for (std::size_t i = 0; i < parameters_.size(); ++i) state_precision_[i] = parameters_[i].dtype();
     steps_ = steps;
 }
 

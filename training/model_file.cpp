@@ -121,7 +121,7 @@ void save_model_file(const std::string& path, const std::string& kind, const std
                             " has no name; parameters are stored by name");
         if (!names.insert(p.name()).second)
             throw UserError("save_model_file " + path + ": two parameters are named '" + p.name() + "'");
-        if (p.precision() == DType::f64)
+        if (p.dtype() == DType::f64)
             check_finite(path, p, p.data<double>());
         else
             check_finite(path, p, p.data<float>());
@@ -140,7 +140,7 @@ void save_model_file(const std::string& path, const std::string& kind, const std
         const auto& dims = p.shape().dims();
         w.u64(dims.size());
         for (std::size_t d : dims) w.u64(d);
-        if (p.precision() == DType::f64) {
+        if (p.dtype() == DType::f64) {
             w.u64(1);
             const auto& v = p.data<double>();
             w.doubles({v.data(), v.size()});
