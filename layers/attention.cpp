@@ -66,7 +66,8 @@ Attention attend_memory(const Variable& scores, const AttentionMemory& m) {
 void check_memory(const std::string& who, const Variable& query, const AttentionMemory& m) {
     for (const Variable& v : m.list())
         if (!v || v.axis().kind != Axis::Kind::Batch)
-            throw UserError(who + ": every field of the attention memory must be a batch value (from attention_memory "
+            throw UserError(who +
+                            ": every field of the attention memory must be a batch value (from attention_memory "
                             "or attention_memory_inputs); " +
                             (v ? v.label() + " is on the " + v.axis().str() : std::string("one is empty")));
     if (query.axis().kind == Axis::Kind::None)
@@ -122,8 +123,9 @@ Attention dot_product_attention(const Variable& query, const Variable& keys, con
 
 AttentionMemory AttentionMemory::from_list(const std::vector<Variable>& list) {
     if (list.size() != 5)
-        throw UserError("AttentionMemory::from_list: expects 5 variables (keys, values, mask, positions, length), got " +
-                        std::to_string(list.size()));
+        throw UserError(
+            "AttentionMemory::from_list: expects 5 variables (keys, values, mask, positions, length), got " +
+            std::to_string(list.size()));
     return {list[0], list[1], list[2], list[3], list[4]};
 }
 
@@ -148,9 +150,17 @@ AttentionMemory attention_memory_inputs(std::size_t key_dim, std::size_t value_d
 
 Attention dot_product_attention(const Variable& query, const AttentionMemory& memory, bool scaled) {
     check_memory("dot_product_attention", query, memory);
-    const double scale =
-        scaled ? 1.0 / std::sqrt(static_cast<double>(last_dim("dot_product_attention", memory.keys))) : 1.0;
-    return attend_memory(scale_by(times_transpose(query, memory.keys), scale), memory);  // [T_max]
+    const double d = static_cast<double>(last_dim("dot_product_attention", memory.keys));
+    Attention a = attend_memory(scale_by(times_transpose(query, memory.keys), scaled ? 1.0 / std::sqrt(d) : 1.0),
+                                memory);  // [T_max]
+    if (query.axis().is_sequence()) return a;
+    // One query per item (a generating step): the context from the attention op, which reads each
+    // row's keys and values where they lie (a Generator's memory once per item, through its
+    // index; no copy per hypothesis). It scales by 1 / sqrt(d): an unscaled score's query is
+    // multiplied by sqrt(d) first. The weights and scores above are computed only when read.
+    a.context = attention(scale_by(query, scaled ? 1.0 : std::sqrt(d)), memory.keys, memory.values,
+                          {.heads = 1, .key_mask = memory.mask});
+    return a;
 }
 
 Attention self_attention(const Variable& x, bool scaled, bool causal) {
