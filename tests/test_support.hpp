@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/errors.hpp"
@@ -20,6 +21,26 @@
 #include "graph/variable.hpp"
 
 namespace loom::testing {
+
+// The process's peak resident set so far, KiB.
+inline long peak_rss_kib() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+// Checks that the peak resident set grew by less than `limit_kib` since `before` (peak_rss_kib());
+// not compared under ASan, whose quarantine keeps freed memory, so the peak grows with the work.
+inline void check_peak_growth(long before, long limit_kib, const std::string& what) {
+    const long grown = peak_rss_kib() - before;
+#if defined(__SANITIZE_ADDRESS__)
+    MESSAGE("the peak resident set grew by " << grown << " KiB; not compared under ASan (its quarantine)");
+    (void)limit_kib, (void)what;
+#else
+    INFO("the peak resident set grew by " << grown << " KiB, at most " << limit_kib << " KiB (" << what << ")");
+    CHECK(grown < limit_kib);
+#endif
+}
 
 // A path in the temp directory for `name`, unique per process: two runs of the suite at once (CTest
 // with -j, two checkouts) never share a file.

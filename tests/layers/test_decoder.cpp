@@ -8,9 +8,8 @@
 #include <functional>
 #include <limits>
 
-#include <sys/resource.h>
-
 #include "gradcheck.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
 using loom::testing::random_sequences;
@@ -528,19 +527,9 @@ TEST_CASE("an attention decoder's generation copies no memory per hypothesis: a 
     std::vector<Value> memory;
     for (const auto& v : mem) memory.push_back(values[v]);
     gen.generate(memory, {1, 4, 1, 0});  // the memory's own pages, and the session's
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    const long before = u.ru_maxrss;
+    const long before = testing::peak_rss_kib();
     const auto g = gen.generate(memory, {32, 4, 1, 0});
     CHECK(g.items.size() == items);
-    getrusage(RUSAGE_SELF, &u);
-    const long grown = u.ru_maxrss - before, copies_kib = 32 * items * steps * (2 * d + 1) * sizeof(float) / 1024;
-#if defined(__SANITIZE_ADDRESS__)
-    MESSAGE("the peak resident set grew by " << grown
-                                             << " KiB; not compared under ASan, whose quarantine keeps "
-                                                "freed memory");
-#else
-    INFO("the peak resident set grew by " << grown << " KiB; per-row copies would take " << copies_kib << " KiB");
-    CHECK(grown < copies_kib / 8);
-#endif
+    const long copies_kib = 32 * items * steps * (2 * d + 1) * sizeof(float) / 1024;
+    testing::check_peak_growth(before, copies_kib / 8, "an eighth of the per-row copies");
 }

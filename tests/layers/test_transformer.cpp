@@ -6,12 +6,11 @@
 // ragged batches; batch invariance; the shape errors name the layer and the sizes.
 #include <doctest/doctest.h>
 
-#include <sys/resource.h>
-
 #include <cmath>
 #include <functional>
 
 #include "gradcheck.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
 using loom::testing::random_sequences;
@@ -223,12 +222,6 @@ void per_item_equals_per_row() {
     }
 }
 
-long peak_rss_kib() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_maxrss;
-}
-
 }  // namespace
 
 TEST_CASE("Generator reading the memory per item gives what a per-row copy of it gives, float and double") {
@@ -251,18 +244,10 @@ TEST_CASE("Generator copies no memory per hypothesis: a beam of 32 over a long m
     }
     const std::size_t copies_kib = 32 * items * steps * (2 * 8 + 1) * 2 * sizeof(float) / 1024;
     generator.generate(memory, {1, 5, 0, 0});  // the memory's own pages, and the session's
-    const long before = peak_rss_kib();
+    const long before = testing::peak_rss_kib();
     const auto g = generator.generate(memory, {32, 5, 0, 0});
     CHECK(g.items.size() == items);
-    const long grown = peak_rss_kib() - before;
-#if defined(__SANITIZE_ADDRESS__)
-    MESSAGE("the peak resident set grew by " << grown
-                                             << " KiB; not compared under ASan, whose quarantine keeps "
-                                                "freed memory");
-#else
-    INFO("the peak resident set grew by " << grown << " KiB; per-row copies would take " << copies_kib << " KiB");
-    CHECK(grown < static_cast<long>(copies_kib / 8));
-#endif
+    testing::check_peak_growth(before, static_cast<long>(copies_kib / 8), "an eighth of the per-row copies");
 }
 
 TEST_CASE("a decoder-only Transformer trained to count continues its prompt through the cache") {
