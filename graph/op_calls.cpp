@@ -17,10 +17,14 @@ OpCalls<T>::OpCalls(const Plan& plan, Buffers<T>& buffers)
         const NodeKind kind = pn.node->kind;
         fixed_[i] = kind == NodeKind::Parameter || kind == NodeKind::Constant;
         if (kind != NodeKind::Op) continue;
-        // Inputs come before their readers in plan order.
-        fixed_[i] = !pn.type.axis.is_dynamic() && std::all_of(pn.inputs.begin(), pn.inputs.end(), [&](int j) {
-            return fixed_[static_cast<std::size_t>(j)] != 0;
-        });
+        // Inputs come before their readers in plan order. A node is fixed when it has no dynamic
+        // axis and every input is fixed (a batch reduction's static value is not); it keeps a cache
+        // across passes, outside loops, when every input without a dynamic axis is fixed.
+        auto fixed = [&](int j) { return fixed_[static_cast<std::size_t>(j)] != 0; };
+        auto dynamic = [&](int j) { return plan.nodes[static_cast<std::size_t>(j)].type.axis.is_dynamic(); };
+        fixed_[i] = !pn.type.axis.is_dynamic() && std::all_of(pn.inputs.begin(), pn.inputs.end(), fixed);
+        r.keeps = pn.loop < 0 &&
+                  std::all_of(pn.inputs.begin(), pn.inputs.end(), [&](int j) { return dynamic(j) || fixed(j); });
         r.op = pn.node->op.get();
         r.reads_time = r.op->traits().reads_time;
     }
@@ -61,11 +65,7 @@ bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
         any |= static_cast<bool>(grad_[k]) || by_rows_[k];
     }
     OpCall<T>& c = start(r, part(full_, r), work);
-    if (grads == Grads::none && !kept_.empty() && pn.loop < 0) {
-        bool static_fixed = true;  // every static input the same at every pass
-        for (int j : pn.inputs) static_fixed &= buffers_[j].dyn != 0 || fixed_[static_cast<std::size_t>(j)] != 0;
-        if (static_fixed) c.memory = &kept_[static_cast<std::size_t>(i)];
-    }
+    if (grads == Grads::none && r.keeps && !kept_.empty()) c.memory = &kept_[static_cast<std::size_t>(i)];
     if (output) set_output(i);
     if (grads != Grads::none) {
         const auto& s = buffers_[i];

@@ -66,6 +66,7 @@ private:
         OpCall<T> call;
         typename OpCall<T>::Time time;  // for an op that reads time
         bool reads_time = false;        // OpTraits::reads_time, asked once per plan
+        bool keeps = false;  // outside loops, its static inputs fixed: a cache across passes (keep_across_passes)
         bool inside = false;
         std::size_t out_stride = 0;  // a loop member: elements per time step of its output
         Dims out_dims;
@@ -91,7 +92,8 @@ private:
     std::vector<std::size_t> stride_;
     std::vector<RowGradient<T>*> by_rows_;
     // Per plan node: whether its value depends on parameters and constants only (then it is the
-    // same at every pass while they do not change), and the caches keep_across_passes gives.
+    // same at every pass while they do not change; asked once per plan), and the caches
+    // keep_across_passes gives.
     std::vector<char> fixed_;
     std::vector<LoopCache<T>> kept_;
 };
