@@ -12,7 +12,7 @@ at --threads N (intra-op; inter-op 1), plus the process's peak RSS (getrusage ru
         [--decode-batch 128] [--decode-words 6336] [--beam 5] [--max-len 30]
     env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_g2p.py --threads 2 --train-minutes 3
     env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_g2p.py --architecture transformer [--decode-cache]
-        [--layers 3] [--model-dim 128] [--heads 4] [--feedforward 512] [--dropout 0.1] [--loom-model M.loom]
+        [--layers 3] [--model-dim 128] [--heads 4] [--feedforward 512] [--dropout 0] [--loom-model M.loom]
     /usr/bin/python3 bench/torch_g2p.py --architecture transformer --check   # cached step == whole prefix
 
 How the loom side matches it:
@@ -86,7 +86,7 @@ def parse_args():
     p.add_argument("--model-dim", type=int, default=128, help="transformer: d_model")
     p.add_argument("--heads", type=int, default=4, help="transformer: attention heads")
     p.add_argument("--feedforward", type=int, default=512, help="transformer: dim_feedforward")
-    p.add_argument("--dropout", type=float, default=0.1, help="transformer: dropout")
+    p.add_argument("--dropout", type=float, default=0.0, help="transformer: dropout")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="transformer: label smoothing of the loss")
     p.add_argument("--lr-warmup", type=int, default=1000,
                    help="transformer, --train-minutes only: steps over which the rate rises linearly (as g2p's)")

@@ -206,7 +206,7 @@ void check_same_model(const std::string& where, const std::vector<StoredParamete
             throw UserError(where + ": parameter " + describe(p.name(), p.shape()) + " is " +
                             precision_name(stored[i].dtype()) + " in the file but " + precision_name(p.dtype()) +
                             " in the model; a checkpoint loads in the precision "
-                            "it was saved in: call to_precision(parameters, Precision::" +
+                            "it was saved in: call to_precision(parameters, DType::" +
                             (stored[i].dtype() == DType::f64 ? "f64" : "f32") +
                             ") before loading (and to_precision again after it to go on in the other one)");
     }

@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
     app.add_option("--max-length", o.max_length, "phonemes per word at most")
         ->capture_default_str()
         ->check(CLI::Range(std::size_t{1}, max_phonemes));
-    app.add_option("--learning-rate", o.learning_rate, "Adam's rate after the warm-up (transformer: 1e-3)")
+    app.add_option("--learning-rate", o.learning_rate, "Adam's rate after the warm-up")
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(1e-9, 10.0));
@@ -459,7 +459,6 @@ int main(int argc, char** argv) {
         o.sizes.architecture = g2p::architecture_named(o.architecture);
         if (o.sizes.architecture == g2p::Architecture::transformer) {  // the Transformer's own defaults
             if (app.count("--warmup") == 0) o.warmup = 1000;
-            if (app.count("--learning-rate") == 0) o.learning_rate = 1e-3;
         }
         if (o.schedule.empty())
             o.schedule = o.sizes.architecture == g2p::Architecture::transformer ? "budget" : "plateau";

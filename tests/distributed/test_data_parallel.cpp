@@ -282,8 +282,8 @@ TEST_CASE("mpi: a double model is summed in double and equals one process to dou
     dist::Context& mpi = dist::Context::current();
     const Pairs pairs = make_pairs(toy_options().vocab);
     qa::Model one = make_model(), many = make_model();
-    to_precision(one.parameters(), Precision::f64);
-    to_precision(many.parameters(), Precision::f64);
+    to_precision(one.parameters(), DType::f64);
+    to_precision(many.parameters(), DType::f64);
     Trainer reference(one.squared_loss, Variable(), adam(one.parameters(), 0.01));
     auto parallel = dist::data_parallel(mpi);
     TrainerOptions options;
@@ -304,7 +304,7 @@ TEST_CASE("mpi: a double model is summed in double and equals one process to dou
         CHECK(worst_difference() <= 1e-12);
         if (dense_bytes == 0) dense_bytes = parallel->dense_bytes();
     }
-    CHECK(trainer.session().precision() == Precision::f64);
+    CHECK(trainer.session().dtype() == DType::f64);
     std::size_t others = 0;
     const std::vector<Parameter> params = many.parameters();
     for (std::size_t i = 0; i < params.size(); ++i) {

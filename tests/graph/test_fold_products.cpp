@@ -52,8 +52,8 @@ TEST_CASE("an embedding read only by a product runs as one node with the sums wr
     CHECK_FALSE(has(ops, "affine"));
 
     const auto e = table.value(), wv = w.value(), bv = b.value();
-    auto values = evaluate({y}, in, Precision::f64);
-    auto grads = gradients(loss, in, {table, w, b}, Precision::f64);
+    auto values = evaluate({y}, in, DType::f64);
+    auto grads = gradients(loss, in, {table, w, b}, DType::f64);
     xt::xarray<double> de = xt::zeros<double>({vocab, dim}), dw = xt::zeros<double>({dim, width}),
                        db = xt::zeros<double>({width});
     for (std::size_t s = 0; s < batch.ids.size(); ++s) {
@@ -112,7 +112,7 @@ TEST_CASE("times of an embedding folds too, but not an embedding read elsewhere 
 
     const Batch batch;
     Bindings in{{ids, Value::index_sequences(batch.ids)}};
-    auto folded = evaluate({y}, in, Precision::f64), whole = evaluate({y, x}, in, Precision::f64);
+    auto folded = evaluate({y}, in, DType::f64), whole = evaluate({y, x}, in, DType::f64);
     for (std::size_t s = 0; s < batch.ids.size(); ++s) {
         const auto a = folded[y].sequence<double>(s), b = whole[y].sequence<double>(s);
         REQUIRE(a.size() == b.size());
@@ -145,7 +145,7 @@ TEST_CASE("an embedding product inside a loop: ids from the loop's own past, gra
 
     // Step by step by hand: h_0 = tanh(E[0] W + b + x_0) (past_value's initial state is 0: argmax 0).
     const auto e = table.value(), wv = w.value(), bv = b.value();
-    auto values = evaluate({h}, in, Precision::f64);
+    auto values = evaluate({h}, in, DType::f64);
     for (std::size_t s = 0; s < xs.size(); ++s) {
         const auto hs = values[h].sequence<double>(s);
         std::size_t id = 0;

@@ -33,9 +33,9 @@ Decoder build(Scores form) {
               sequence::input_variable({e}, "x"),
               {},
               {},
-              parameter({e, d}, glorot_uniform(), "Wx", Precision::f64),
-              parameter({d, d}, glorot_uniform(), "Wh", Precision::f64),
-              parameter({d, d}, glorot_uniform(), "Wc", Precision::f64)};
+              parameter({e, d}, glorot_uniform(), "Wx", DType::f64),
+              parameter({d, d}, glorot_uniform(), "Wh", DType::f64),
+              parameter({d, d}, glorot_uniform(), "Wc", DType::f64)};
     const auto u = sequence::unpack(m.enc);  // [T_max, d] and [T_max] per item
     Variable h_in = placeholder({d}), c_in = placeholder({d});
     Variable h = tanh(times(m.x, m.wx) + times(past_value(h_in), m.wh) + times(past_value(c_in), m.wc), "h");

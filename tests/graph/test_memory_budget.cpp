@@ -260,7 +260,7 @@ TEST_CASE("memory budget: a double session keeps its budget across to_precision 
         Model m = lstm_model(3, 5, false)();
         Session s({m.out}, m.params);
         s.set_memory_budget(budget);  // set while the session is float: it must survive the switch
-        to_precision(m.params, Precision::f64);
+        to_precision(m.params, DType::f64);
         s.forward({{m.x, input}});
         s.backward();
         std::vector<std::vector<double>> grads;

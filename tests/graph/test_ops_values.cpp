@@ -14,7 +14,7 @@ using namespace loom;
 namespace {
 
 // In double throughout, so that comparisons can be tight.
-Value eval(const Variable& v, const Bindings& in = {}) { return evaluate({v}, in, Precision::f64)[v]; }
+Value eval(const Variable& v, const Bindings& in = {}) { return evaluate({v}, in, DType::f64)[v]; }
 
 xt::xarray<double> rows(const Shape& shape, std::uint64_t seed, double lo = -2, double hi = 2) {
     return testing::random_rows(shape, 2, seed, lo, hi);
@@ -119,7 +119,7 @@ TEST_CASE("reductions and softmax work per step on sequences of lengths 1, 3, 7"
     auto data = testing::random_sequences({4}, testing::default_lengths, 3);
     Bindings in{{s, Value::sequences(data)}};
     Variable m = reduce_max(s), p = softmax(s);
-    auto res = evaluate({m, p}, in, Precision::f64);
+    auto res = evaluate({m, p}, in, DType::f64);
     for (std::size_t n = 0; n < data.size(); ++n) {
         auto mx = res[m].sequence<double>(n);
         auto sm = res[p].sequence<double>(n);
@@ -166,7 +166,7 @@ TEST_CASE("top_k picks the k largest along the last axis, largest first") {
     Variable c = constant(xt::xarray<double>{{3, 1, 4, 1, 5, 9, 2, 6}, {-1, -2, -3, -4, -5, -6, -7, -8}});
     TopK top = top_k(c, 3);
     CHECK(top.values.shape() == Shape{2, 3});
-    auto out = evaluate({top.values, top.indices}, {}, Precision::f64);
+    auto out = evaluate({top.values, top.indices}, {}, DType::f64);
     auto v = out[top.values].tensor<double>();
     auto i = out[top.indices].tensor<double>();
     const double ev[2][3] = {{9, 6, 5}, {-1, -2, -3}}, ei[2][3] = {{5, 7, 4}, {0, 1, 2}};
@@ -278,8 +278,8 @@ TEST_CASE("float and double evaluation agree on the reductions, shape ops and lo
     Variable loss = cross_entropy_with_softmax(reshape(reduce_mean(s, 0), {3}), y) +
                     squared_error(reduce_min(s, 0), reduce_max(s, 0));
     for (const Variable& v : {z, r, loss}) {
-        auto lo = evaluate({v}, in, Precision::f32)[v].tensor<double>();
-        auto hi = evaluate({v}, in, Precision::f64)[v].tensor<double>();
+        auto lo = evaluate({v}, in, DType::f32)[v].tensor<double>();
+        auto hi = evaluate({v}, in, DType::f64)[v].tensor<double>();
         REQUIRE(lo.size() == hi.size());
         for (std::size_t i = 0; i < lo.size(); ++i) CHECK(lo.data()[i] == doctest::Approx(hi.data()[i]).epsilon(1e-5));
     }

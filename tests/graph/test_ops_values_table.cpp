@@ -97,14 +97,14 @@ void check_value(const std::string& what, double got, long double want, double t
 }
 
 // Rounds to float when the op runs in float, so the formula sees the op's input.
-double as(Precision p, double v) { return p == Precision::f32 ? static_cast<double>(static_cast<float>(v)) : v; }
+double as(DType p, double v) { return p == DType::f32 ? static_cast<double>(static_cast<float>(v)) : v; }
 
 }  // namespace
 
 TEST_CASE("element-wise op values equal their formulas on a batch in double and float") {
     for (const Row& row : table()) {
-        for (Precision precision : {Precision::f64, Precision::f32}) {
-            const double tolerance = precision == Precision::f64 ? 1e-14 : 2e-6;
+        for (DType precision : {DType::f64, DType::f32}) {
+            const double tolerance = precision == DType::f64 ? 1e-14 : 2e-6;
             const std::size_t k = row.points.size();
             // Row 0 as listed, row 1 reversed: each point meets another element position.
             xt::xarray<double> a = xt::zeros<double>({std::size_t(2), k}), b = a;
@@ -118,7 +118,7 @@ TEST_CASE("element-wise op values equal their formulas on a batch in double and 
             REQUIRE(out.shape() == a.shape());
             for (std::size_t n = 0; n < 2; ++n)
                 for (std::size_t j = 0; j < k; ++j)
-                    check_value(row.name + (precision == Precision::f64 ? " f64 " : " f32 ") + std::to_string(a(n, j)) +
+                    check_value(row.name + (precision == DType::f64 ? " f64 " : " f32 ") + std::to_string(a(n, j)) +
                                     ", " + std::to_string(b(n, j)),
                                 out(n, j), row.expected(as(precision, a(n, j)), as(precision, b(n, j))), tolerance);
         }
@@ -140,7 +140,7 @@ TEST_CASE("element-wise op values on sequences of lengths 1 3 7 against a static
         }
         Variable x = sequence::input_variable({k}, "x");
         Variable y = row.op(x, constant(b));
-        const Value out = evaluate({y}, {{x, Value::sequences(seqs)}}, Precision::f64)[y];
+        const Value out = evaluate({y}, {{x, Value::sequences(seqs)}}, DType::f64)[y];
         for (std::size_t i = 0; i < seqs.size(); ++i) {
             const auto got = out.sequence<double>(i);
             REQUIRE(got.shape() == seqs[i].shape());
@@ -162,7 +162,7 @@ TEST_CASE("times_transpose equals a loop over a times b transposed for a static 
     Variable by_static = times_transpose(a, constant(b_static));
     Variable by_item = times_transpose(a, sequence::broadcast_as(b, a));
     auto out =
-        evaluate({by_static, by_item}, {{a, Value::sequences(a_data)}, {b, Value::batch(b_items)}}, Precision::f64);
+        evaluate({by_static, by_item}, {{a, Value::sequences(a_data)}, {b, Value::batch(b_items)}}, DType::f64);
     for (std::size_t i = 0; i < a_data.size(); ++i) {
         const auto s = out[by_static].sequence<double>(i), d = out[by_item].sequence<double>(i);
         REQUIRE(s.shape() == std::vector<std::size_t>{a_data[i].shape()[0], 2, 4});
@@ -204,7 +204,7 @@ TEST_CASE("a row per item times its item's or sequence's own matrix equals loops
                          {bt, Value::sequences(bt_data)},
                          {d, Value::sequences(d_data)},
                          {per_sequence, Value::batch(m_data)}},
-                        Precision::f64);
+                        DType::f64);
     for (std::size_t i = 0; i < a_data.size(); ++i) {
         const auto p = out[plain].sequence<double>(i), q = out[transposed].sequence<double>(i),
                    s = out[shifted].sequence<double>(i), v = out[by_sequence].sequence<double>(i);
@@ -234,7 +234,7 @@ TEST_CASE("stop_gradient is the identity forward and passes no gradient") {
     const auto data = testing::random_sequences({2}, testing::default_lengths, 31);
     const Bindings in{{x, Value::sequences(data)}};
     Variable stopped = stop_gradient(x * w);
-    const Value out = evaluate({stopped}, in, Precision::f64)[stopped];
+    const Value out = evaluate({stopped}, in, DType::f64)[stopped];
     for (std::size_t i = 0; i < data.size(); ++i) {
         const auto got = out.sequence<double>(i);
         for (std::size_t t = 0; t < got.shape()[0]; ++t)

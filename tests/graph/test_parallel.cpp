@@ -239,7 +239,7 @@ TEST_CASE("a session's gradients stay right pass after pass as the weights chang
     for (int pass = 0; pass < 3; ++pass) {
         s.forward(in);
         s.backward();
-        const ValueMap fresh = gradients(m.loss, in, testing::as_variables(m.params), Precision::f32);
+        const ValueMap fresh = gradients(m.loss, in, testing::as_variables(m.params), DType::f32);
         for (const auto& p : m.params) {
             const auto g = s.gradient(p).to_dense();
             const Value& gv = fresh[p];

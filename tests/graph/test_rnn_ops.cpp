@@ -65,8 +65,8 @@ TEST_CASE("affine(x, W, b) equals times(x, W) + b, with b a bias, a batch value 
                 {rows, Value::batch(random_rows({4}, 3, 12))}};
     for (const Variable& addend : {Variable(b), full, rows}) {
         INFO(addend.label());
-        auto got = evaluate({affine(x, w, addend)}, in, Precision::f64);
-        auto want = evaluate({times(x, w) + addend}, in, Precision::f64);
+        auto got = evaluate({affine(x, w, addend)}, in, DType::f64);
+        auto want = evaluate({times(x, w) + addend}, in, DType::f64);
         for (std::size_t n = 0; n < 3; ++n) {
             auto a = got.begin()->second.sequence<double>(n), e = want.begin()->second.sequence<double>(n);
             for (std::size_t k = 0; k < a.size(); ++k)

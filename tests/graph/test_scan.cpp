@@ -67,7 +67,7 @@ TEST_CASE("fused scans equal the step-by-step loop in values and gradients") {
         std::vector<Variable> wrt{w, x};
         if (k.c.is_parameter()) wrt.push_back(k.c);
         if (k.init == rows) wrt.push_back(rows);
-        for (Precision precision : {Precision::f64, Precision::f32}) {
+        for (DType precision : {DType::f64, DType::f32}) {
             auto a = evaluate({r.fused}, in, precision), b = evaluate({r.stepwise}, in, precision);
             for (std::size_t n = 0; n < 3; ++n) {
                 auto va = a[r.fused].sequence<double>(n), vb = b[r.stepwise].sequence<double>(n);

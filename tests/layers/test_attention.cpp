@@ -353,7 +353,7 @@ TEST_CASE("multi-head self-attention equals the Transformer's equations on a rag
         CHECK(ps[0].name() == "MultiHeadAttention.Wq");
         CHECK(ps[3].shape() == Shape{4, 4});
         const auto seqs = random_sequences({3}, lengths, 51);
-        const Value out = evaluate({y}, {{x, Value::sequences(seqs)}}, Precision::f64)[y];
+        const Value out = evaluate({y}, {{x, Value::sequences(seqs)}}, DType::f64)[y];
         for (std::size_t n = 0; n < lengths.size(); ++n) {
             CAPTURE(n);
             const auto got = out.sequence<double>(n);
@@ -374,7 +374,7 @@ TEST_CASE("sequence_positions numbers the steps of each sequence from 0") {
     // NaN in the input values: positions depend on the layout only.
     auto data = testing::random_sequences({2}, lengths, 41);
     data[2](4, 1) = std::numeric_limits<double>::quiet_NaN();
-    const Value out = evaluate({pos}, {{x, Value::sequences(data)}}, Precision::f64)[pos];
+    const Value out = evaluate({pos}, {{x, Value::sequences(data)}}, DType::f64)[pos];
     for (std::size_t i = 0; i < lengths.size(); ++i) {
         const auto p = out.sequence<double>(i);
         REQUIRE(p.shape() == std::vector<std::size_t>{lengths[i], 1});

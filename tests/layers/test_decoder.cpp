@@ -66,9 +66,9 @@ Model build(Kind kind) {
     Model m;
     m.source = sequence::input_variable({d}, "source");
     m.x = sequence::input_variable({e}, "x");
-    Parameter wx = parameter({e, d}, glorot_uniform(), "Wx", Precision::f64);
-    Parameter wf = parameter({d, d}, glorot_uniform(), "Wf", Precision::f64);
-    Parameter wc = parameter({2 * d, d}, glorot_uniform(), "Wc", Precision::f64);
+    Parameter wx = parameter({e, d}, glorot_uniform(), "Wx", DType::f64);
+    Parameter wf = parameter({d, d}, glorot_uniform(), "Wf", DType::f64);
+    Parameter wc = parameter({2 * d, d}, glorot_uniform(), "Wc", DType::f64);
     const auto memory = layers::attention_memory(m.source);
     Variable feed_in = placeholder({d});
     m.h = tanh(times(m.x, wx) + times(past_value(feed_in), wf), "h");
@@ -104,7 +104,7 @@ Model build(Kind kind) {
     m.feed = tanh(times(splice({a.context, m.h}), wc), "feed");
     m.feed.replace_placeholders({{feed_in, m.feed}});
     m.params.insert(m.params.end(), {wx, wf, wc});
-    to_precision(m.params, Precision::f64);  // the attention's own parameters are made at its call, in float
+    to_precision(m.params, DType::f64);  // the attention's own parameters are made at its call, in float
     return m;
 }
 
@@ -403,7 +403,7 @@ TEST_CASE("teacher-forced seq2seq decoder: gradients in double on ragged batches
     const auto out = decoder.unfold(prev, layers::attention_memory(source).list());
     std::vector<Parameter> params{model.emb, model.w, model.wc, model.wo};
     layers::append_unique(params, model.attention.parameters());
-    to_precision(params, Precision::f64);
+    to_precision(params, DType::f64);
     const Bindings in{{source, Value::sequences(random_sequences({d}, source_lengths, 41))},
                       {prev, Value::index_sequences({{1, 2}, {1, 3, 4}, {1}})}};
     std::vector<Variable> wrt = loom::testing::as_variables(params);

@@ -215,7 +215,7 @@ TEST_CASE("the QA similarity model is batch invariant: cosine and hinge loss") {
     CHECK(r.gradients.difference < 1e-10);
 
     // In float the items' products run through other kernels alone and in a batch: rounding only.
-    options.precision = Precision::f32;
+    options.precision = DType::f32;
     options.relative_tolerance = 1e-4;
     options.absolute_tolerance = 1e-6;
     const InvarianceReport f = check_batch_invariance({cosine, hinge}, in, options);

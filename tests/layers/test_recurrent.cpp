@@ -265,7 +265,7 @@ TEST_CASE("GRU recurrence equals its gate equations on a ragged batch in both di
     CHECK(ps[3].shape() == Shape{n, n});
     randomize(ps, 60);  // b too: its zero default would hide a gate read from the wrong slice
     const auto seqs = random_sequences({3}, lengths, 61);
-    auto out = evaluate({fwd, bwd}, {{s, Value::sequences(seqs)}}, Precision::f64);
+    auto out = evaluate({fwd, bwd}, {{s, Value::sequences(seqs)}}, DType::f64);
     for (std::size_t k = 0; k < lengths.size(); ++k) {
         CAPTURE(k);
         for (bool backwards : {false, true}) {

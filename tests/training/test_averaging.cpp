@@ -9,7 +9,7 @@ using loom::testing::expect_user_error;
 
 TEST_CASE("ParameterAverage: the mean of the values added, in each parameter's precision") {
     Parameter f = parameter(xt::xarray<float>{1.0f, -2.0f}, "f");
-    Parameter d = parameter({2}, constant_initializer(0.0), "d", Precision::f64);
+    Parameter d = parameter({2}, constant_initializer(0.0), "d", DType::f64);
     ParameterAverage average({f, d});
     CHECK(average.count() == 0);
     // f takes 1, 2, 4 times its first value; d takes 0.1, 0.2, 0.4 (not exact in binary: double
@@ -24,7 +24,7 @@ TEST_CASE("ParameterAverage: the mean of the values added, in each parameter's p
     average.assign();
     CHECK(f.value()(0) == doctest::Approx(7.0 / 3));
     CHECK(f.value()(1) == doctest::Approx(-14.0 / 3));
-    CHECK(d.precision() == Precision::f64);
+    CHECK(d.dtype() == DType::f64);
     CHECK(d.value<double>()(0) == doctest::Approx(0.7 / 3).epsilon(1e-15));
     CHECK(d.value<double>()(1) == doctest::Approx(7e-9 / 3).epsilon(1e-12));
 }

@@ -25,7 +25,7 @@ struct Model {
     Parameter w1, b1, w2;
     Variable loss;
 
-    explicit Model(Precision precision) {
+    explicit Model(DType precision) {
         w1 = parameter(Shape{3, 4}, glorot_uniform(), "w1", precision);
         b1 = parameter(Shape{4}, uniform(0.1), "b1", precision);
         w2 = parameter(Shape{4, 2}, glorot_uniform(), "w2", precision);
@@ -64,14 +64,14 @@ bool beyond_float(const std::vector<Parameter>& ps) {
 
 TEST_CASE("a double checkpoint resumes in double bit for bit") {
     TempDir dir("double_resume");
-    Model a(Precision::f64);
+    Model a(DType::f64);
     Trainer ta(a.loss, Variable(), make_learner(a));
     for (std::size_t i = 0; i < 3; ++i) ta.train_minibatch(a.minibatch(i));
     ta.save_checkpoint(dir.file("ckpt"), {0, 3, 15, {}});
     std::vector<double> uninterrupted;
     for (std::size_t i = 3; i < 7; ++i) uninterrupted.push_back(ta.train_minibatch(a.minibatch(i)).loss_sum);
 
-    Model b(Precision::f64);
+    Model b(DType::f64);
     Trainer tb(b.loss, Variable(), make_learner(b));
     tb.load_checkpoint(dir.file("ckpt"));
     CHECK(tb.learner().step_count() == 3);
@@ -83,46 +83,46 @@ TEST_CASE("a double checkpoint resumes in double bit for bit") {
 
 TEST_CASE("a checkpoint refuses parameters of the other precision") {
     TempDir dir("double_refuse");
-    Model f(Precision::f32);
+    Model f(DType::f32);
     Trainer tf(f.loss, Variable(), make_learner(f));
     tf.train_minibatch(f.minibatch(0));
     tf.save_checkpoint(dir.file("float"));
 
-    Model d(Precision::f64);
+    Model d(DType::f64);
     Trainer td(d.loss, Variable(), make_learner(d));
     const xt::xarray<double> before = d.w1.data<double>();
     expect_user_error([&] { td.load_checkpoint(dir.file("float")); },
-                      {"'w1'", "float in the file but double in the model", "to_precision", "Precision::f32"});
+                      {"'w1'", "float in the file but double in the model", "to_precision", "DType::f32"});
     CHECK(xt::all(xt::equal(d.w1.data<double>(), before)));  // nothing changed
     CHECK(td.learner().step_count() == 0);
 
     td.save_checkpoint(dir.file("double"));
     expect_user_error([&] { tf.load_checkpoint(dir.file("double")); },
-                      {"'w1'", "double in the file but float in the model", "Precision::f64"});
+                      {"'w1'", "double in the file but float in the model", "DType::f64"});
 }
 
 TEST_CASE("a float run goes on in double after to_precision with its learner state") {
     // The documented way: load the float checkpoint into the float model, then convert. The same
     // Trainer goes on: its session follows the parameters, the learner converts its moments.
     TempDir dir("double_convert");
-    Model f(Precision::f32);
+    Model f(DType::f32);
     Trainer tf(f.loss, Variable(), make_learner(f));
     for (std::size_t i = 0; i < 2; ++i) tf.train_minibatch(f.minibatch(i));
     tf.save_checkpoint(dir.file("float"));
     std::vector<double> float_losses;
     for (std::size_t i = 2; i < 5; ++i) float_losses.push_back(tf.train_minibatch(f.minibatch(i)).loss_sum);
 
-    Model g(Precision::f32);
+    Model g(DType::f32);
     Trainer tg(g.loss, Variable(), make_learner(g));
     tg.load_checkpoint(dir.file("float"));
-    to_precision(g.params(), Precision::f64);
+    to_precision(g.params(), DType::f64);
     const double first = tg.train_minibatch(g.minibatch(2)).loss_sum;
-    CHECK(tg.session().precision() == Precision::f64);
+    CHECK(tg.session().dtype() == DType::f64);
     CHECK(first == doctest::Approx(float_losses[0]).epsilon(1e-5));  // the float run's parameters, exactly
     CHECK(first != float_losses[0]);                                 // but computed in double
     tg.save_checkpoint(dir.file("double"));                          // the moments are double now
 
-    Model h(Precision::f64);
+    Model h(DType::f64);
     Trainer th(h.loss, Variable(), make_learner(h));
     th.load_checkpoint(dir.file("double"));
     for (std::size_t i = 3; i < 5; ++i) {
@@ -135,7 +135,7 @@ TEST_CASE("a float run goes on in double after to_precision with its learner sta
 
 TEST_CASE("model files keep double parameters and load across precisions") {
     TempDir dir("double_model_file");
-    Parameter w = parameter({2, 2}, uniform(1.0), "w", Precision::f64);
+    Parameter w = parameter({2, 2}, uniform(1.0), "w", DType::f64);
     w.set_value(xt::xarray<double>{{1.0 / 3, 0.1}, {-0.7, 2.0}});
     save_model_file(dir.file("m"), "test", {w});
     const ModelFile file = read_model_file(dir.file("m"), "test");
@@ -145,13 +145,13 @@ TEST_CASE("model files keep double parameters and load across precisions") {
     REQUIRE(std::holds_alternative<xt::xarray<double>>(file.parameters.at("w")));
     CHECK(std::get<xt::xarray<double>>(file.parameters.at("w"))(0, 0) == 1.0 / 3);
 
-    Parameter into64 = parameter({2, 2}, uniform(1.0), "w", Precision::f64);
+    Parameter into64 = parameter({2, 2}, uniform(1.0), "w", DType::f64);
     assign_parameters(file, {into64});
     CHECK(into64.data<double>()(0, 0) == 1.0 / 3);
     Parameter into32 = parameter({2, 2}, uniform(1.0), "w");
     assign_parameters(file, {into32});
     CHECK(into32.data<float>()(0, 0) == static_cast<float>(1.0 / 3));
-    Parameter wrong = parameter({3}, uniform(1.0), "w", Precision::f64);
+    Parameter wrong = parameter({3}, uniform(1.0), "w", DType::f64);
     expect_user_error([&] { assign_parameters(file, {wrong}); }, {"'w' is [2, 2] in the file"});
 }
 
@@ -175,7 +175,7 @@ TEST_CASE("files of the float only layout still load") {
     load_checkpoint(dir.file("ckpt1"), {v}, nullptr);
     CHECK(v.data<float>()(0) == 1.5f);
     CHECK(v.data<float>()(1) == -2.0f);
-    Parameter v64 = parameter({2}, uniform(1.0), "v", Precision::f64);
+    Parameter v64 = parameter({2}, uniform(1.0), "v", DType::f64);
     expect_user_error([&] { load_checkpoint(dir.file("ckpt1"), {v64}, nullptr); }, {"float in the file"});
 
     ByteWriter m;

@@ -1,4 +1,4 @@
-// Training in double: parameters stored in double (parameter(..., Precision::f64), to_precision),
+// Training in double: parameters stored in double (parameter(..., DType::f64), to_precision),
 // sessions that run in their parameters' precision, learners whose rules run in double. A model
 // trained in double agrees with the same model in float to float tolerance, and two steps of sgd
 // agree with a computation written out here in double to double tolerance.
@@ -32,7 +32,7 @@ struct Model {
     Parameter w, u, b, v;
     Variable loss;
 
-    explicit Model(Precision precision) {
+    explicit Model(DType precision) {
         Rng rng(5);
         w = parameter(xt::cast<float>(glorot_uniform()(Shape{3, 4}, rng)), "w");
         u = parameter(xt::cast<float>(glorot_uniform()(Shape{4, 4}, rng)), "u");
@@ -86,8 +86,8 @@ using MakeLearner = std::unique_ptr<Learner> (*)(const Model&);
 }  // namespace
 
 TEST_CASE("double parameters store, convert and refuse the other element type") {
-    Parameter p = parameter({2, 3}, uniform(1.0), "p", Precision::f64);
-    CHECK(p.precision() == Precision::f64);
+    Parameter p = parameter({2, 3}, uniform(1.0), "p", DType::f64);
+    CHECK(p.dtype() == DType::f64);
     CHECK(p.data<double>().size() == 6);
     expect_user_error([&] { p.data(); }, {"'p'", "stored in double", "data<double>"});
 
@@ -98,12 +98,12 @@ TEST_CASE("double parameters store, convert and refuse the other element type") 
     CHECK(static_cast<double>(p.value()(0, 0)) != 1.0 / 3);
 
     Parameter q = parameter(xt::xarray<float>{0.1f, -2.5f}, "q");
-    CHECK(q.precision() == Precision::f32);
-    to_precision({q}, Precision::f64);
-    CHECK(q.precision() == Precision::f64);
+    CHECK(q.dtype() == DType::f32);
+    to_precision({q}, DType::f64);
+    CHECK(q.dtype() == DType::f64);
     CHECK(q.data<double>()(0) == static_cast<double>(0.1f));  // float to double is exact
     q.set_value(xt::xarray<double>{1.0 / 3, 0.25});
-    to_precision({q}, Precision::f32);
+    to_precision({q}, DType::f32);
     CHECK(q.data<float>()(0) == static_cast<float>(1.0 / 3));
     CHECK(q.data<float>()(1) == 0.25f);
     // A precision left to loom (what evaluate takes) is refused: by type, before the program runs.
@@ -113,7 +113,7 @@ TEST_CASE("double parameters store, convert and refuse the other element type") 
 
 TEST_CASE("a session runs in its parameters precision follows conversions and names mixed ones") {
     Variable x = input_variable({2}, "x");
-    Parameter a = parameter({2, 2}, glorot_uniform(), "a", Precision::f64);
+    Parameter a = parameter({2, 2}, glorot_uniform(), "a", DType::f64);
     Parameter c = parameter({2, 1}, glorot_uniform(), "c");
     Variable loss = times(times(x, a), c);
     expect_user_error(
@@ -122,9 +122,9 @@ TEST_CASE("a session runs in its parameters precision follows conversions and na
         },
         {"mixes float parameters", "'c'", "double parameters", "'a'", "to_precision"});
 
-    to_precision({c}, Precision::f64);
+    to_precision({c}, DType::f64);
     Session s({loss}, {a, c});
-    CHECK(s.precision() == Precision::f64);
+    CHECK(s.dtype() == DType::f64);
     const Bindings in{{x, Value::batch(xt::xarray<float>{{1, 2}, {3, 4}})}};
     s.forward(in);
     CHECK(s.value(loss).dtype() == DType::f64);
@@ -139,11 +139,11 @@ TEST_CASE("a session runs in its parameters precision follows conversions and na
     CHECK(evaluate({loss}, in)[loss].dtype() == DType::f64);
 
     // Converted since: the session follows its parameters, all of them or a UserError.
-    to_precision({a}, Precision::f32);
+    to_precision({a}, DType::f32);
     expect_user_error([&] { s.forward(in); }, {"mixes float parameters", "'a'", "double parameters", "'c'"});
-    to_precision({c}, Precision::f32);
+    to_precision({c}, DType::f32);
     s.forward(in);
-    CHECK(s.precision() == Precision::f32);
+    CHECK(s.dtype() == DType::f32);
     CHECK(s.value(loss).dtype() == DType::f32);
 }
 
@@ -167,10 +167,10 @@ TEST_CASE("k steps in double agree with float to float tolerance for every learn
     };
     for (const auto& [name, make] : learners) {
         CAPTURE(name);
-        Model f(Precision::f32), d(Precision::f64);
+        Model f(DType::f32), d(DType::f64);
         Trainer tf(f.loss, Variable(), make(f)), td(d.loss, Variable(), make(d));
-        CHECK(tf.session().precision() == Precision::f32);
-        CHECK(td.session().precision() == Precision::f64);
+        CHECK(tf.session().dtype() == DType::f32);
+        CHECK(td.session().dtype() == DType::f64);
         const auto lf = train(tf, f, 12), ld = train(td, d, 12);
         for (std::size_t i = 0; i < lf.size(); ++i) CHECK(ld[i] == doctest::Approx(lf[i]).epsilon(1e-4));
         CHECK(ld.back() < ld.front());  // it learns
@@ -179,7 +179,7 @@ TEST_CASE("k steps in double agree with float to float tolerance for every learn
             CHECK(max_difference(f.params()[k], d.params()[k]) < 1e-4);
             CHECK(max_difference(f.params()[k], d.params()[k]) > 0);  // the double run did not round to float
         }
-        CHECK(d.w.precision() == Precision::f64);
+        CHECK(d.w.dtype() == DType::f64);
     }
 }
 
@@ -188,7 +188,7 @@ TEST_CASE("two steps of sgd in double match a computation by hand in double") {
     // dL/dw = (2 / N) sum_n (x_n . w - t_n) x_n, and w <- w - lr dL/dw.
     Variable x = input_variable({2}, "x");
     Variable t = input_variable({1}, "t");
-    Parameter w = parameter({2, 1}, uniform(1.0), "w", Precision::f64);
+    Parameter w = parameter({2, 1}, uniform(1.0), "w", DType::f64);
     w.set_value(column({0.1, -0.3}));
     Variable loss = square(times(x, w) - t);
     Trainer trainer(loss, Variable(), sgd({w}, 0.1));
@@ -218,7 +218,7 @@ TEST_CASE("two steps of sgd in double match a computation by hand in double") {
 TEST_CASE("embedding row gradients in double with lazy adam") {
     // A table of 6 rows of which a minibatch uses rows 1 and 4: its gradient is kept by rows
     // (RowGradient<double>) and lazy Adam leaves every other row exactly as it was.
-    auto build = [](Precision precision) {
+    auto build = [](DType precision) {
         Rng rng(11);
         Parameter table = parameter(xt::cast<float>(uniform(0.5)(Shape{6, 3}, rng)), "table");
         Parameter out = parameter(xt::cast<float>(uniform(0.5)(Shape{3, 1}, rng)), "out");
@@ -230,13 +230,13 @@ TEST_CASE("embedding row gradients in double with lazy adam") {
     LearnerOptions lazy;
     lazy.lazy_sparse_rows = true;
     std::vector<xt::xarray<double>> trained;
-    for (Precision precision : {Precision::f32, Precision::f64}) {
+    for (DType precision : {DType::f32, DType::f64}) {
         auto [table, out] = build(precision);
         Variable loss = square(times(sequence::reduce_sum(embedding(ids, table)), out) - 1.0);
         const xt::xarray<double> before = table.value<double>();
         Trainer trainer(loss, Variable(), adam({table, out}, 0.05, 0.9, 0.999, 1e-8, lazy));
         for (int k = 0; k < 5; ++k) trainer.train_minibatch({{ids, tokens}});
-        if (precision == Precision::f64) {
+        if (precision == DType::f64) {
             trainer.session().forward({{ids, tokens}});
             trainer.session().backward();
             const RowGradient<double>* rows = trainer.session().gradient<double>(table).by_rows;
@@ -254,7 +254,7 @@ TEST_CASE("embedding row gradients in double with lazy adam") {
 }
 
 TEST_CASE("gradient checks of a double model perturb a copy not the parameters") {
-    Model m(Precision::f64);
+    Model m(DType::f64);
     const xt::xarray<double> before = m.u.value<double>();
     const GradientReport report = check_gradients(m.loss, m.minibatch(0), {m.w, m.u, m.b, m.v});
     CHECK_MESSAGE(report.ok, report.str());

@@ -203,7 +203,7 @@ TEST_CASE("model file: NaN and infinite values are refused when saving and when 
         CHECK_THROWS_WITH_AS(save_model_file(path, "m", {parameter(b_value, "b"), parameter(v, "w")}),
                              doctest::Contains("parameter 'w' [2, 3] holds"), UserError);
         Parameter d = parameter(xt::xarray<float>{1.0f, 2.0f}, "d");
-        to_precision({d}, Precision::f64);
+        to_precision({d}, DType::f64);
         d.set_value(xt::xarray<double>{1.0, double(bad)});
         CHECK_THROWS_WITH_AS(save_model_file(path, "m", {d}), doctest::Contains("'d' [2] holds"), UserError);
         CHECK_FALSE(fs::exists(path));
