@@ -75,7 +75,7 @@ struct FeedForward {
           dropout_rate(o.dropout) {}
     Variable operator()(const Variable& x) const {
         Variable h = relu(inner(x));
-        return outer(dropout_rate > 0 ? dropout(h, dropout_rate) : h);
+        return outer(dropout(h, dropout_rate));  // rate 0: h itself
     }
     void add_to(std::vector<Parameter>& p) const {
         inner.add_to(p);
@@ -87,9 +87,8 @@ struct FeedForward {
 // output goes through dropout.
 template <class Block>
 Variable residual(const Variable& x, const Norm& norm, const TransformerOptions& o, Block&& block) {
-    auto drop = [&](const Variable& y) { return o.dropout > 0 ? dropout(y, o.dropout) : y; };
-    if (o.norm_first) return x + drop(block(norm(x)));
-    return norm(x + drop(block(x)));
+    if (o.norm_first) return x + dropout(block(norm(x)), o.dropout);
+    return norm(x + dropout(block(x), o.dropout));
 }
 
 }  // namespace

@@ -457,9 +457,8 @@ int main(int argc, char** argv) {
     loom::keep_freed_memory();  // beam search takes arrays one row longer at every step
     try {
         o.sizes.architecture = g2p::architecture_named(o.architecture);
-        if (o.sizes.architecture == g2p::Architecture::transformer) {  // the Transformer's own defaults
-            if (app.count("--warmup") == 0) o.warmup = 1000;
-        }
+        if (o.sizes.architecture == g2p::Architecture::transformer && app.count("--warmup") == 0)
+            o.warmup = 1000;  // the Transformer's own default
         if (o.schedule.empty())
             o.schedule = o.sizes.architecture == g2p::Architecture::transformer ? "budget" : "plateau";
         const bool predicts = !o.predict.empty() || !o.predict_file.empty();

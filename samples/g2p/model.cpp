@@ -146,7 +146,7 @@ struct Model::TransformerParts {
     Variable encode(const Variable& letters, const Sizes& s) const {
         Variable x = embedding(letters, letter_table) * constant(std::sqrt(double(s.model))) +
                      layers::sinusoidal_positional_encoding(layers::sequence_positions(letters), s.model);
-        return encoder(s.dropout > 0 ? dropout(x, s.dropout) : x);
+        return encoder(dropout(x, s.dropout));
     }
 };
 

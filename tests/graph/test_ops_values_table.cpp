@@ -161,8 +161,7 @@ TEST_CASE("times_transpose equals a loop over a times b transposed for a static 
     Variable b = input_variable({4, 3}, "b");
     Variable by_static = times_transpose(a, constant(b_static));
     Variable by_item = times_transpose(a, sequence::broadcast_as(b, a));
-    auto out =
-        evaluate({by_static, by_item}, {{a, Value::sequences(a_data)}, {b, Value::batch(b_items)}}, DType::f64);
+    auto out = evaluate({by_static, by_item}, {{a, Value::sequences(a_data)}, {b, Value::batch(b_items)}}, DType::f64);
     for (std::size_t i = 0; i < a_data.size(); ++i) {
         const auto s = out[by_static].sequence<double>(i), d = out[by_item].sequence<double>(i);
         REQUIRE(s.shape() == std::vector<std::size_t>{a_data[i].shape()[0], 2, 4});
