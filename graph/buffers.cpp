@@ -102,7 +102,7 @@ View<T> Buffers<T>::gradient(int i) {
 }
 
 template <class T>
-void Buffers<T>::begin_backward(const BackwardPlan& pass) {
+void Buffers<T>::begin_backward(const PassSchedule& pass) {
     pass_ = &pass;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_[i];
@@ -162,18 +162,17 @@ bool Buffers<T>::take_gradient_unzeroed(int i) {
 }
 
 template <class T>
-void Buffers<T>::release_step(const PlanStep& step) {
-    for (int m : step.members) {
-        Slot& s = (*this)[m];
-        if (s.aliased_by >= 0) {  // the gradient lives on as its addend's
-            Slot& addend = (*this)[s.aliased_by];
-            addend.grad = std::move(s.grad);
-            addend.grad_alias = -1;
-            s.aliased_by = -1;
-        }
-        if (!pass_->keep_grad[static_cast<std::size_t>(m)]) pool_.give(std::move(s.grad));
-        if (!pass_->keep_value[static_cast<std::size_t>(m)]) pool_.give(std::move(s.value));
+void Buffers<T>::after_backward(const PassSchedule::Backward& step) {
+    for (auto [consumer, addend] : step.hand_over) {
+        Slot& s = (*this)[consumer];
+        if (s.aliased_by != addend) continue;  // not linked: the run-time shapes differ
+        Slot& a = (*this)[addend];
+        a.grad = std::move(s.grad);
+        a.grad_alias = -1;
+        s.aliased_by = -1;
     }
+    for (int i : step.free_grad) pool_.give(std::move((*this)[i].grad));
+    for (int i : step.free_value) pool_.give(std::move((*this)[i].value));
 }
 
 template <class T>

@@ -1,6 +1,6 @@
 #pragma once
 // The memory of one Execution: per plan node its value and gradient buffer (from one pool, so a
-// pass reuses what an earlier part of it gave back), the gradient aliases of a BackwardPlan, the
+// pass reuses what an earlier part of it gave back), the gradient aliases of a PassSchedule, the
 // row form of an embedding table's gradient, and the layouts the sequence axes were bound to.
 #include <memory>
 #include <mutex>
@@ -44,7 +44,7 @@ public:
         std::size_t dyn = 0;  // how many of the dims are dynamic
         Shape sample;
         LayoutPtr layout;
-        // grad_alias: the consumer whose gradient buffer this node's gradient is (BackwardPlan::
+        // grad_alias: the consumer whose gradient buffer this node's gradient is (PassSchedule::
         // alias_of) until that consumer's step hands the buffer over; aliased_by: the reverse link.
         int grad_alias = -1, aliased_by = -1;
         // A gradient kept by rows (`grad` then holds nothing); `dense` is its spread-out copy, made
@@ -79,8 +79,9 @@ public:
 
     // A forward value no later step and no backward reads.
     void release_value(int i) { pool_.give(std::move(slots_[static_cast<std::size_t>(i)].value)); }
-    // Backward: resets every gradient for `pass` and links the aliases it planned.
-    void begin_backward(const BackwardPlan& pass);
+    // Backward: resets every gradient for `pass` and links the aliases it planned (where the
+    // run-time shapes agree).
+    void begin_backward(const PassSchedule& pass);
     // Adds each output's seed: `weights` when given, else ones on every position.
     void seed(const std::vector<int>& outputs, const std::unordered_map<int, const std::vector<T>*>& weights);
     // Node i's gradient buffer, zeroed, from the pool on first use.
@@ -88,9 +89,9 @@ public:
     // The same, not zeroed: true when it took the buffer now, whose contents the caller then sets
     // before anything adds into them (back_loop zeroes it a step at a time, just ahead of its sweep).
     bool take_gradient_unzeroed(int i);
-    // After a step's backward ran: its members' gradients and values go back to the pool unless
-    // they outlive the pass, and an alias hands its buffer to the addend it was lent to.
-    void release_step(const PlanStep& step);
+    // After a step's backward ran, what the schedule says: each consumer's gradient buffer lent to
+    // an addend becomes the addend's, then the gradients and values it lists go back to the pool.
+    void after_backward(const PassSchedule::Backward& step);
     // A wrt node's gradient is final: padding zeroed, a row gradient's rows sorted.
     void finish_gradient(int i);
     std::span<const T> dense_gradient(int i) const;
@@ -108,7 +109,7 @@ public:
 private:
     const Plan& plan_;
     std::vector<Slot> slots_;
-    const BackwardPlan* pass_ = nullptr;  // the last backward's
+    const PassSchedule* pass_ = nullptr;  // the last backward's
     BufferPool<T> pool_;
     std::size_t elements_copied_ = 0;
 };

@@ -157,52 +157,42 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
 
 template <class T>
 void Execution<T>::forward() {
-    if (backward_planned_ || forward_only_) {
-        readers_left_.assign(plan_->nodes.size(), 0);
-        for (const auto& ins : steps_.step_inputs)
-            for (int j : ins) ++readers_left_[static_cast<std::size_t>(j)];
+    const bool frees = pass_ && pass_->kind != PassSchedule::Kind::keep_all;
+    if (frees) {
+        readers_left_ = pass_->readers;
         held_.assign(readers_left_.size(), 0);
     }
     schedule(forward_tasks_, forward_cost_, [&](int s, Workspace<T>& work) {
         runner_.forward(static_cast<std::size_t>(s), work);
-        if (backward_planned_ || forward_only_) release_inputs(s);
+        if (frees) release_after(s);
     });
 }
 
 template <class T>
 void Execution<T>::plan_backward(const std::vector<int>& wrt) {
-    pass_ = std::make_unique<BackwardPlan>(loom::plan_backward(*plan_, steps_, wrt));
-    backward_planned_ = true;
+    pass_ = std::make_unique<PassSchedule>(plan_pass(*plan_, steps_, PassSchedule::Kind::training, wrt));
     runner_.set_pass(pass_.get());
 }
 
 template <class T>
 void Execution<T>::plan_forward_only() {
-    if (backward_planned_) throw InternalError("plan_forward_only: backward was planned");
-    forward_only_ = true;
-    is_output_.assign(plan_->nodes.size(), 0);
-    for (int o : plan_->outputs) is_output_[static_cast<std::size_t>(o)] = 1;
+    if (pass_ && pass_->kind == PassSchedule::Kind::training)
+        throw InternalError("plan_forward_only: backward was planned");
+    pass_ = std::make_unique<PassSchedule>(plan_pass(*plan_, steps_, PassSchedule::Kind::forward_only));
+    runner_.set_pass(pass_.get());
 }
 
 template <class T>
-void Execution<T>::release_inputs(int step) {
+void Execution<T>::release_after(int step) {
+    const auto s = static_cast<std::size_t>(step);
     std::lock_guard lock(release_mutex_);
-    // A loop run in segments recomputes from its inputs in backward: they are kept.
-    const bool keep = runner_.segmented(static_cast<std::size_t>(step));
-    const std::vector<char>& needed = forward_only_ ? is_output_ : pass_->value_needed;
-    for (int j : steps_.step_inputs[static_cast<std::size_t>(step)]) {
+    for (auto [j, loop] : pass_->hold_if_segmented[s])
+        if (runner_.segmented(static_cast<std::size_t>(loop))) held_[static_cast<std::size_t>(j)] = 1;
+    for (int j : steps_.step_inputs[s]) {
         const auto ju = static_cast<std::size_t>(j);
-        // A loop run in segments copies a dropout mask it made back instead of drawing it again.
-        if (keep || (runner_.segmented(static_cast<std::size_t>(steps_.step_of[ju])) &&
-                     plan_->nodes[ju].node->kind == NodeKind::Op && plan_->nodes[ju].node->op->traits().generator))
-            held_[ju] = 1;
-        if (--readers_left_[ju] == 0 && !needed[ju] && !held_[ju]) buffers_.release_value(j);
+        if (--readers_left_[ju] == 0 && pass_->free_when_read[ju] && !held_[ju]) buffers_.release_value(j);
     }
-    // Scoring: what no other step reads (a loop's inner values) is done with once its step ran.
-    if (forward_only_)
-        for (int m : plan_->steps[static_cast<std::size_t>(step)].members)
-            if (readers_left_[static_cast<std::size_t>(m)] == 0 && !is_output_[static_cast<std::size_t>(m)])
-                buffers_.release_value(m);
+    for (int m : pass_->free_own[s]) buffers_.release_value(m);
 }
 
 // The reverse sweep: every step's backward after those of the steps that consume its outputs, and
@@ -210,12 +200,15 @@ void Execution<T>::release_inputs(int step) {
 template <class T>
 void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights,
                             const std::function<void(int)>& on_ready) {
-    if (forward_only_) throw InternalError("backward: this execution was planned forward only (its values are freed)");
+    using Kind = PassSchedule::Kind;
+    if (pass_ && pass_->kind == Kind::forward_only)
+        throw InternalError("backward: this execution was planned forward only (its values are freed)");
     if (!pass_ || pass_->wrt != wrt) {
-        if (backward_planned_)
+        if (pass_ && pass_->kind == Kind::training)
             throw InternalError(
                 "backward: wrt differs from the one plan_backward was given (values it needs were freed)");
-        pass_ = std::make_unique<BackwardPlan>(loom::plan_backward(*plan_, steps_, wrt));
+        pass_ = std::make_unique<PassSchedule>(plan_pass(*plan_, steps_, Kind::keep_all, wrt));
+        runner_.set_pass(pass_.get());
     }
     buffers_.begin_backward(*pass_);
     buffers_.seed(plan_->outputs, weights);
@@ -223,12 +216,12 @@ void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_ma
     schedule(backward_tasks_, backward_cost_, [&](int task, Workspace<T>& work) {
         const auto s = static_cast<std::size_t>(last - task);
         runner_.backward(s, work);
-        buffers_.release_step(plan_->steps[s]);
-        for (int m : plan_->steps[s].members)
-            if (pass_->is_wrt[static_cast<std::size_t>(m)]) {
-                buffers_.finish_gradient(m);
-                if (on_ready) on_ready(m);
-            }
+        const PassSchedule::Backward& planned = pass_->backward[s];
+        buffers_.after_backward(planned);
+        for (int m : planned.final) {
+            buffers_.finish_gradient(m);
+            if (on_ready) on_ready(m);
+        }
     });
 }
 

@@ -106,23 +106,21 @@ private:
     /// Runs run(step or task, worker) over every step, serially or as a task graph on several
     /// threads; `cost` records how long each took, so the next pass starts the longest chains first.
     void schedule(TaskGraph& tasks, std::vector<double>& cost, const std::function<void(int, Workspace<T>&)>& run);
-    void release_inputs(int step);  ///< forward: after `step` ran, the values no one reads any more
+    void release_after(int step);  ///< forward: after `step` ran, what the schedule frees
 
     std::shared_ptr<const Plan> plan_;
     StepGraph steps_;
     Buffers<T> buffers_;
     AxisLayouts layouts_;
     StepRunner<T> runner_;
-    std::unique_ptr<BackwardPlan> pass_;  ///< for the last wrt given
+    std::unique_ptr<PassSchedule> pass_;  ///< planned, or made for the last wrt given (keep_all)
     bool has_batch_ = false;
     bool copy_leaves_ = false;
     std::vector<Value> bound_;  ///< the input Values read in place, kept alive until the next bind
-    /// plan_backward: the values backward reads are kept; per node, how many steps still have to
-    /// read it this forward.
-    bool backward_planned_ = false, forward_only_ = false;
+    /// A pass that frees during forward: per node, how many steps still have to read it, and
+    /// whether the schedule holds it (a loop ran in segments).
     std::vector<int> readers_left_;
-    std::vector<char> is_output_;  ///< forward only: the values kept
-    std::vector<char> held_;       ///< inputs of a loop run in segments, kept for its backward
+    std::vector<char> held_;
     std::mutex release_mutex_;
     std::vector<Workspace<T>> works_{1};  ///< one scratch space per worker thread
     TaskGraph forward_tasks_, backward_tasks_;

@@ -16,18 +16,15 @@ void StepRunner<T>::forward(std::size_t s, Workspace<T>& work) {
     std::vector<Shape>& shapes = shapes_[s];
     member_shapes(step, shapes);
     for (std::size_t mi = 0; mi < step.members.size(); ++mi) buffers_[step.members[mi]].sample = shapes[mi];
-    Segments& seg = segments_[s];
-    for (Buffer<T>& b : seg.saved) buffers_.pool().give(std::move(b));
-    seg.active = false;  // until planned: plan_segments may throw (a budget too small)
-    seg.active = plan_segments(step, *layout, seg);
+    const bool segmented = segments_.plan(s, *layout, pass_, budget_);
     for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
         const int m = step.members[mi];
-        const bool whole = !seg.active || seg.full_value[mi];
+        const bool whole = segments_.whole_value(s, mi);
         buffers_.allocate(m, layout, shapes[mi], whole);
         if (!whole) buffers_.pool().give(std::move(buffers_[m].value));
     }
-    if (seg.active)
-        run_loop_segments(s, work);
+    if (segmented)
+        record_peak(s, segments_.forward(s, work));
     else
         run_loop(step, work);
 }
@@ -90,12 +87,14 @@ void StepRunner<T>::member_shapes(const PlanStep& step, std::vector<Shape>& shap
 template <class T>
 void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
     const PlanStep& step = plan_.steps[s];
-    // The gradients this step adds into take memory now; for a loop, those of its inputs from
-    // outside it only after the loop ran (back_from_outside).
-    if (step.is_loop && segments_[s].active) {  // only the gradients kept whole take memory
-        for (std::size_t mi = 0; mi < step.members.size(); ++mi)
-            if (segments_[s].full_grad[mi]) buffers_.ensure_gradient(step.members[mi]);
-        return back_loop_segments(s, work);
+    // The gradients this step adds into take memory now, as the pass schedule lists them; for a
+    // loop, those of its inputs from outside it only after the loop ran (back_from_outside).
+    const PassSchedule::Backward& planned = pass_->backward[s];
+    if (step.is_loop && segments_.active(s)) {  // only the gradients kept whole take memory
+        for (int m : planned.take) buffers_.ensure_gradient(m);
+        segments_.backward(s, work, [&](std::size_t extra) { record_peak(s, extra); });
+        // The gradients of inputs from outside the loop, in bulk from the members kept whole.
+        return back_from_outside(s, work);
     }
     if (step.is_loop) {
         // A member's gradient not taken yet has no reader outside the loop: nothing has added into
@@ -103,16 +102,13 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
         // they are in cache, rather than all of it here. (Its inputs in the loop are members.)
         thread_local std::vector<int> unzeroed;  // the calling thread's, reused: no allocation per pass
         unzeroed.clear();
-        for (int m : step.members)
+        for (int m : planned.take_unzeroed)
             if (buffers_.take_gradient_unzeroed(m)) unzeroed.push_back(m);
         record_peak(s, 0);
-        back_loop(step, work, unzeroed);
+        back_loop(s, work, unzeroed);
         return;
     }
-    for (int m : step.members) {
-        buffers_.ensure_gradient(m);
-        for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs) buffers_.ensure_gradient(j);
-    }
+    for (int i : planned.take) buffers_.ensure_gradient(i);
     back_node(step.members.front(), work);
 }
 
@@ -157,18 +153,11 @@ const SequenceLayout& StepRunner<T>::loop_layout(const PlanStep& step) const {
 }
 
 template <class T>
-std::vector<LoopCache<T>> StepRunner<T>::loop_caches(std::size_t members) {
-    std::vector<LoopCache<T>> caches(members);
-    for (auto& c : caches) c.pool = &buffers_.pool();
-    return caches;
-}
-
-template <class T>
 void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
     const SequenceLayout& layout = loop_layout(step);
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
     for (int m : step.members) calls_.loop_member(m, n_seq, false);
-    std::vector<LoopCache<T>> caches = loop_caches(step.members.size());
+    std::vector<LoopCache<T>> caches = loop_caches(step.members.size(), buffers_.pool());
     for (std::size_t k = 0; k < steps; ++k) {
         const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
         for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
@@ -190,7 +179,8 @@ void StepRunner<T>::back_node(int i, Workspace<T>& work) {
 }
 
 template <class T>
-void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work, std::span<const int> unzeroed) {
+void StepRunner<T>::back_loop(std::size_t s, Workspace<T>& work, std::span<const int> unzeroed) {
+    const PlanStep& step = plan_.steps[s];
     const SequenceLayout& layout = loop_layout(step);
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
     // Step t's slice of a member's gradient is added into by the members at t and by the delays
@@ -209,9 +199,9 @@ void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work, std::spa
         for (; zeroed < steps && zeroed <= k + reach; ++zeroed) {
             const std::size_t t = step.direction > 0 ? steps - 1 - zeroed : zeroed;
             for (int m : unzeroed) {
-                auto& s = buffers_[m];
-                const std::size_t slice = n_seq * s.sample.size();
-                std::fill_n(s.grad.data() + t * slice, slice, T(0));
+                auto& slot = buffers_[m];
+                const std::size_t slice = n_seq * slot.sample.size();
+                std::fill_n(slot.grad.data() + t * slice, slice, T(0));
             }
         }
     };
@@ -220,33 +210,40 @@ void StepRunner<T>::back_loop(const PlanStep& step, Workspace<T>& work, std::spa
     // all steps at once: one big GEMM for dW instead of one small one per step.
     for (int m : step.members) calls_.loop_member(m, n_seq, true);
     {
-        std::vector<LoopCache<T>> caches = loop_caches(step.members.size());
+        std::vector<LoopCache<T>> caches = loop_caches(step.members.size(), buffers_.pool());
         for (std::size_t k = 0; k < steps; ++k) {
             const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
             zero_ahead(k);
             for (std::size_t mi = step.members.size(); mi-- > 0;) {
                 const int m = step.members[mi];
                 if (!buffers_.needs_gradient(m)) continue;
-                auto& s = buffers_[m];
-                zero_padding_step(s.grad.data() + t * n_seq * s.sample.size(), layout, t, s.sample.size());
+                auto& slot = buffers_[m];
+                zero_padding_step(slot.grad.data() + t * n_seq * slot.sample.size(), layout, t, slot.sample.size());
                 if (!calls_.inside(m)) continue;
                 calls_.at_step(m, t, layout, caches[mi], work, true);
                 calls_.backward(m);
             }
         }
     }  // the packed weights go back to the pool before the bulk products
-    back_from_outside(step, work);
+    back_from_outside(s, work);
 }
 
 template <class T>
-void StepRunner<T>::back_from_outside(const PlanStep& step, Workspace<T>& work) {
+void StepRunner<T>::back_from_outside(std::size_t s, Workspace<T>& work) {
+    const PlanStep& step = plan_.steps[s];
     // The gradients of the loop's inputs from outside it take memory only now.
-    const int loop = plan_.nodes[static_cast<std::size_t>(step.members.front())].loop;
-    for (int m : step.members)
-        for (int j : plan_.nodes[static_cast<std::size_t>(m)].inputs)
-            if (plan_.nodes[static_cast<std::size_t>(j)].loop != loop) buffers_.ensure_gradient(j);
+    for (int j : pass_->backward[s].take_after) buffers_.ensure_gradient(j);
     for (int m : step.members)
         if (buffers_.needs_gradient(m) && calls_.whole(m, Grads::other_loops, true, work)) calls_.backward(m);
+}
+
+template <class T>
+void StepRunner<T>::record_peak(std::size_t s, std::size_t extra_bytes) {
+    std::size_t bytes = extra_bytes + segments_.saved_bytes(s);
+    for (int m : plan_.steps[s].members) bytes += (buffers_[m].value.size() + buffers_[m].grad.size()) * sizeof(T);
+    std::size_t seen = peak_.load();
+    while (bytes > seen && !peak_.compare_exchange_weak(seen, bytes)) {
+    }
 }
 
 template class StepRunner<float>;

@@ -3,7 +3,7 @@
 // one time step each (their calls are built and made by OpCalls). A node outside loops runs once over all time steps; a
 // loop runs its members step by step in its direction, and in reverse time
 // for backward, taking the gradients of its inputs from outside the loop in bulk afterwards.
-// Under a memory budget a loop runs in segments (square-root checkpointing, step_segments.cpp).
+// Under a memory budget a loop runs in segments (square-root checkpointing, LoopSegments).
 #include <atomic>
 #include <vector>
 
@@ -11,6 +11,7 @@
 #include "graph/compile.hpp"
 #include "graph/op.hpp"
 #include "graph/op_calls.hpp"
+#include "graph/step_segments.hpp"
 
 namespace loom {
 
@@ -23,17 +24,17 @@ public:
     void forward(std::size_t step, Workspace<T>& work);
     void backward(std::size_t step, Workspace<T>& work);
 
-    // The bytes one loop may keep for backward (0: no limit); `pass`: the backward every forward
-    // is followed by (loops run in segments only then).
+    // The bytes one loop may keep for backward (0: no limit); `pass`: what each step's backward
+    // takes (loops run in segments only when it is a training pass: backward follows every forward).
     void set_budget(std::size_t bytes) { budget_ = bytes; }
-    void set_pass(const BackwardPlan* pass) { pass_ = pass; }
+    void set_pass(const PassSchedule* pass) { pass_ = pass; }
     // The most bytes one loop held for backward (values, gradients, checkpoints) so far.
     std::size_t loop_bytes_peak() const { return peak_.load(); }
     // Whether plan step `step`'s last forward ran in segments: its backward then recomputes from
     // its inputs, which must outlive the forward.
-    bool segmented(std::size_t step) const { return segments_[step].active; }
+    bool segmented(std::size_t step) const { return segments_.active(step); }
     // Checkpoints a segmented loop's forward keeps for its backward.
-    std::size_t bytes_held() const;
+    std::size_t bytes_held() const { return segments_.bytes_held(); }
     // See OpCalls::keep_across_passes.
     void keep_across_passes(bool keep) { calls_.keep_across_passes(keep); }
 
@@ -46,36 +47,19 @@ private:
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
     void back_node(int i, Workspace<T>& work);
-    void back_loop(const PlanStep& step, Workspace<T>& work, std::span<const int> unzeroed);
-    void back_from_outside(const PlanStep& step, Workspace<T>& work);
-    std::vector<LoopCache<T>> loop_caches(std::size_t members);
+    void back_loop(std::size_t step, Workspace<T>& work, std::span<const int> unzeroed);
+    void back_from_outside(std::size_t step, Workspace<T>& work);
     const SequenceLayout& loop_layout(const PlanStep& step) const;
 
-    // A loop run in segments of `length` steps: each segment's steps are computed in windows of
-    // `history` + `length` rows (the rows before the segment are what its delays read), only the
-    // loop-carried states at each segment's start are saved, and backward recomputes a segment
-    // from them before running its steps' backward. Members whose whole value or gradient a step
-    // outside the loop (or the loop's bulk gradients) reads are kept whole as well.
-    struct Segments {
-        bool active = false;
-        std::size_t length = 0, history = 0, count = 0;
-        std::vector<char> full_value, full_grad, carried;  // per member
-        std::vector<Buffer<T>> saved;                      // per carried member: its history rows at segment i's start
-    };
-    struct Window;
-    bool plan_segments(const PlanStep& step, const SequenceLayout& layout, Segments& seg) const;
-    Window window(const PlanStep& step, const Segments& seg, const SequenceLayout& layout, std::size_t i) const;
-    void run_loop_segments(std::size_t s, Workspace<T>& work);
-    void back_loop_segments(std::size_t s, Workspace<T>& work);
-    void record_peak(std::size_t step, std::size_t extra_bytes);  // loop_bytes_peak
+    void record_peak(std::size_t step, std::size_t extra_bytes);  // loop_bytes_peak: the step's buffers and these
 
     const Plan& plan_;
     Buffers<T>& buffers_;
     AxisLayouts& layouts_;
     std::size_t budget_ = 0;
-    const BackwardPlan* pass_ = nullptr;
+    const PassSchedule* pass_ = nullptr;
     OpCalls<T> calls_{plan_, buffers_};
-    std::vector<Segments> segments_ = std::vector<Segments>(plan_.steps.size());                    // per plan step
+    LoopSegments<T> segments_{plan_, buffers_, calls_};
     std::vector<std::vector<Shape>> shapes_ = std::vector<std::vector<Shape>>(plan_.steps.size());  // member_shapes
     std::atomic<std::size_t> peak_{0};
 };
