@@ -41,6 +41,7 @@ struct Options {
     std::vector<std::string> predict;
     std::size_t epochs = 8, batch = 64, beam = 5, threads = 1, max_length = 30, words = 3000, warmup = 0;
     double minutes = 0, learning_rate = 2e-3;  // minutes 0: no time limit
+    double average = 0.25;                     // budget schedule: the last part of the budget averaged
     std::uint64_t seed = 1;
     g2p::Sizes sizes;
 };
@@ -302,6 +303,12 @@ int train(const Options& o) {
     const double limit = o.minutes > 0 ? o.minutes : std::numeric_limits<double>::infinity();
     const double steps_in_budget = static_cast<double>(o.epochs * batches.batches_per_epoch());
     std::size_t steps = 0;
+    // With the budget schedule, the parameters are also averaged over the last o.average of the
+    // budget, every average_every steps, while the rate falls to 0 (Polyak averaging, as the
+    // checkpoint averaging of Vaswani et al. 2017); held-out words choose between that mean and the
+    // best epoch.
+    constexpr std::size_t average_every = 10;
+    ParameterAverage average(m.parameters());
     for (; epoch < o.epochs && (epoch == 0 || minutes() < limit); ++epoch) {
         double loss = 0, count = 0;
         for (std::size_t b = 0; b < batches.batches_per_epoch() && (epoch == 0 || minutes() < limit); ++b) {
@@ -315,6 +322,7 @@ int train(const Options& o) {
             const TrainingScope training;  // dropout drops while training only
             const MinibatchResult r = trainer.train_minibatch(m.bind(w, p));
             loss += r.loss_sum, count += double(r.loss_count);
+            if (budget && o.average > 0 && *done >= 1.0 - o.average && steps % average_every == 0) average.add();
         }
         if (epoch == 0 && minutes() >= limit)
             std::printf("note: --minutes %g ran out within the first epoch, which was trained to its end\n", o.minutes);
@@ -337,6 +345,16 @@ int train(const Options& o) {
                     better  ? ""
                     : halve ? ", rate halved"
                             : ", no better");
+    }
+    if (average.count() > 0 && held.size() > 0) {
+        average.assign();
+        const G2PScore h = predict_all(m, held, 1, o.max_length).score;
+        const bool better = h.per() < best_per;
+        std::printf(
+            "mean of %zu point%s of the last %.0f %% of the budget: held-out greedy WER %.1f %% PER %.2f %%%s\n",
+            average.count(), average.count() == 1 ? "" : "s", 100 * o.average, 100 * h.wer(), 100 * h.per(),
+            better ? ", kept" : ", the best epoch kept");
+        if (better) best.clear();
     }
     for (std::size_t i = 0; i < best.size(); ++i) m.parameters()[i].set_value(best[i]);
     if (!o.save.empty()) g2p::save_model(o.save, m), std::printf("saved %s\n", o.save.c_str());
@@ -437,6 +455,12 @@ int main(int argc, char** argv) {
                    "budget (falling linearly to 0 at the end of --minutes or --epochs); lstm: plateau, transformer: "
                    "budget")
         ->check(CLI::IsMember({"plateau", "budget"}));
+    app.add_option("--average", o.average,
+                   "budget schedule: average the parameters over this last part of the budget; held-out words "
+                   "choose between the mean and the best epoch (0: no average)")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--warmup", o.warmup, "steps over which the learning rate rises to its value (transformer: 1000)")
         ->check(CLI::Range(0, 10000000));
     app.add_option("--embed", o.sizes.embed, "letter and phoneme embedding size")

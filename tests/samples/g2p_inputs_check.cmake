@@ -70,6 +70,21 @@ if(NOT OUT MATCHES "learning rate 1e-09 after 2 warm-up steps, schedule budget\n
    OR NOT OUT MATCHES "epoch 3 [^\n]*, no better\n")
   message(FATAL_ERROR "a Transformer's budget schedule: expected budget and no halving: '${OUT}'")
 endif()
+# Its parameters are averaged over the last part of the budget, every 10 steps (392 training words: 7
+# steps an epoch, 28 in 4 epochs, the last half from step 14: step 20 only), and the held-out words
+# choose that mean or the best epoch; --average 0 averages nothing.
+set(tiny_transformer --architecture transformer --words 400 --epochs 4 --layers 1 --model-dim 8 --heads 2
+  --feedforward 8 --warmup 2)
+run("a Transformer's average" ${tiny_transformer} --average 0.5)
+if(NOT OUT MATCHES "\nmean of 1 point of the last 50 % of the budget: held-out greedy WER [0-9.]+ % PER [0-9.]+ %, (kept|the best epoch kept)\n")
+  message(FATAL_ERROR "--average 0.5: expected the mean of 1 point (step 20) and the held-out choice: '${OUT}'")
+endif()
+run("no average" ${tiny_transformer} --average 0)
+if(OUT MATCHES "mean of")
+  message(FATAL_ERROR "--average 0: expected no mean: '${OUT}'")
+endif()
+expect_failure("--average nan" "--average: nan is not a finite number" --average nan)
+expect_failure("--average 2" "--average: .*2 not in range" --average 2)
 # An untrained model's first score is far above 200 % (30-phoneme garbage): still not a reason to halve.
 run("epoch 1 of an untrained model" --words 60 ${tiny})
 if(NOT OUT MATCHES "\nepoch 1 [^\n]*PER [2-9][0-9][0-9]\\.[0-9]+ %\n" OR OUT MATCHES "rate halved")
