@@ -39,8 +39,6 @@ public:
     bool whole_value(std::size_t s, std::size_t mi) const {
         return !segments_[s].active || segments_[s].roles->full_value[mi];
     }
-    // Whether member mi's gradient is kept whole.
-    bool whole_gradient(std::size_t s, std::size_t mi) const { return segments_[s].roles->full_grad[mi]; }
     // Runs the loop forward segment by segment; returns the bytes of its windows.
     std::size_t forward(std::size_t s, Workspace<T>& work);
     // Runs its steps backward segment by segment, recomputing each first; `peak(bytes)` is told
