@@ -167,7 +167,7 @@ void LoopSegments<T>::backward(std::size_t s, Workspace<T>& work, const std::fun
         const Window w = window(step, seg, layout, i);
         const std::size_t len = w.t1 - w.t0;
         for (int m : step.members) calls_.window(m, step.members, *w.layout, w.size, w.base, values, grads);
-        recompute(s, i, w, values, forward_caches, work);
+        recompute(s, i, w, row, values, forward_caches, work);
         // Gradients start as the plain run's buffers would be before this segment's steps: what
         // steps outside the loop added, and on the rows the later segment's delays reached, what
         // they added there (carried).
@@ -209,27 +209,24 @@ void LoopSegments<T>::backward(std::size_t s, Workspace<T>& work, const std::fun
 }
 
 template <class T>
-void LoopSegments<T>::recompute(std::size_t s, std::size_t i, const Window& w, std::vector<Buffer<T>>& values,
-                                std::vector<LoopCache<T>>& caches, Workspace<T>& work) {
+void LoopSegments<T>::recompute(std::size_t s, std::size_t i, const Window& w, const std::vector<std::size_t>& row,
+                                std::vector<Buffer<T>>& values, std::vector<LoopCache<T>>& caches, Workspace<T>& work) {
     const PlanStep& step = plan_.steps[s];
     const Segments& seg = segments_[s];
     const std::size_t k = step.members.size(), len = w.t1 - w.t0;
-    const std::size_t n_seq = layout(step).num_sequences();
-    for (std::size_t mi = 0; mi < k; ++mi) {
-        const std::size_t row = n_seq * buffers_[step.members[mi]].sample.size();
+    for (std::size_t mi = 0; mi < k; ++mi)
         if (i > 0 && seg.roles->carried[mi])
-            std::copy_n(seg.saved[mi].data() + (i - 1) * seg.roles->history * row, w.history_size * row,
-                        values[mi].data() + (w.history_begin - w.base) * row);
-    }
+            std::copy_n(seg.saved[mi].data() + (i - 1) * seg.roles->history * row[mi], w.history_size * row[mi],
+                        values[mi].data() + (w.history_begin - w.base) * row[mi]);
     for (std::size_t n = 0; n < len; ++n) {
         const std::size_t t = w.first + (step.direction > 0 ? n : len - 1 - n);
         for (std::size_t mi = 0; mi < k; ++mi) {
             const int m = step.members[mi];
-            const std::size_t row = n_seq * buffers_[m].sample.size();
             // A member kept whole is copied (a dropout mask must not be drawn again) unless a
             // step outside the loop freed it after its last read (run again, like the rest).
             if (seg.roles->full_value[mi] && buffers_[m].value.size() == buffers_[m].dims.size()) {
-                std::copy_n(buffers_[m].value.data() + (w.base + t) * row, row, values[mi].data() + t * row);
+                std::copy_n(buffers_[m].value.data() + (w.base + t) * row[mi], row[mi],
+                            values[mi].data() + t * row[mi]);
                 continue;
             }
             const OpCall<T>& c = calls_.at_step(m, t, *w.layout, caches[mi], work, false);

@@ -60,8 +60,9 @@ private:
     Window window(const PlanStep& step, const Segments& seg, const SequenceLayout& layout, std::size_t i) const;
     // Backward's recomputation of segment i into the value windows: its saved states as history,
     // then its steps (members kept whole copied, a dropout mask not drawn again).
-    void recompute(std::size_t s, std::size_t i, const Window& w, std::vector<Buffer<T>>& values,
-                   std::vector<LoopCache<T>>& caches, Workspace<T>& work);
+    // `row`: each member's elements per time step.
+    void recompute(std::size_t s, std::size_t i, const Window& w, const std::vector<std::size_t>& row,
+                   std::vector<Buffer<T>>& values, std::vector<LoopCache<T>>& caches, Workspace<T>& work);
     const SequenceLayout& layout(const PlanStep& step) const { return *buffers_[step.members.front()].layout; }
 
     const Plan& plan_;
