@@ -35,11 +35,22 @@ void softmax_rows(T* s, std::size_t rows, std::size_t cols, Visible visible) {
         T top = -std::numeric_limits<T>::infinity();
         for (std::size_t j = 0; j < n; ++j) top = std::max(top, row[j]);
         T sum = 0;
-        for (std::size_t j = 0; j < n; ++j) sum += row[j] = std::exp(row[j] - top);
+        for (std::size_t j = 0; j < n; ++j) sum += row[j] = fast::exp(row[j] - top);
         const T inv = n ? T(1) / sum : T(0);
         for (std::size_t j = 0; j < n; ++j) row[j] *= inv;
         std::fill(row + n, row + cols, T(0));
     }
+}
+
+// Softmax of the n scores in s, in place (n >= 1).
+template <class T>
+void softmax_row(T* s, std::size_t n) {
+    T top = s[0];
+    for (std::size_t j = 1; j < n; ++j) top = std::max(top, s[j]);
+    T sum = 0;
+    for (std::size_t j = 0; j < n; ++j) sum += s[j] = fast::exp(s[j] - top);
+    const T inv = T(1) / sum;
+    for (std::size_t j = 0; j < n; ++j) s[j] *= inv;
 }
 
 // dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
@@ -51,28 +62,6 @@ void softmax_backward_rows(const T* p, T* dp, std::size_t rows, std::size_t cols
         T dot = 0;
         for (std::size_t j = 0; j < cols; ++j) dot += pr[j] * g[j];
         for (std::size_t j = 0; j < cols; ++j) g[j] = pr[j] * (g[j] - dot) * scale;
-    }
-}
-
-// o[i] = sum_j p[j] v[j][i] for i < n, row j of v at v + j * stride: each block of o's columns summed
-// in registers over every j, then stored once.
-template <class T>
-void weighted_rows(const T* p, std::size_t rows, const T* v, std::size_t stride, std::size_t n, T* o) {
-    constexpr std::size_t block = 128 / sizeof(T);  // two AVX-512 registers, four AVX2 ones
-    std::size_t i = 0;
-    for (; i + block <= n; i += block) {
-        T sum[block] = {};
-        for (std::size_t j = 0; j < rows; ++j) {
-            const T w = p[j];
-            const T* row = v + j * stride + i;
-            for (std::size_t l = 0; l < block; ++l) sum[l] += w * row[l];
-        }
-        std::copy_n(sum, block, o + i);
-    }
-    for (; i < n; ++i) {
-        T sum = 0;
-        for (std::size_t j = 0; j < rows; ++j) sum += p[j] * v[j * stride + i];
-        o[i] = sum;
     }
 }
 
@@ -90,14 +79,9 @@ struct HeadProduct {
     bool causal;
     T scale;
 
-    // P = softmax(Q K^T * scale) into p [lq, lk]. One query (a generating step) is lk dot products of
-    // a few dozen elements, below what a GEMM call costs to set up.
+    // P = softmax(Q K^T * scale) into p [lq, lk].
     void weights(Rows<const T> q, Rows<const T> k, T* p) const {
-        if (lq == 1) {
-            for (std::size_t j = 0; j < lk; ++j) p[j] = scale * fast::dot(q.data, k.data + j * k.stride, dk);
-        } else {
-            gemm(false, true, lq, lk, dk, scale, q.data, q.stride, k.data, k.stride, T(0), p, lk);
-        }
+        gemm(false, true, lq, lk, dk, scale, q.data, q.stride, k.data, k.stride, T(0), p, lk);
         softmax_rows(p, lq, lk, [&](std::size_t i) { return causal ? std::min(lk, i + 1) : lk; });
     }
     // Given dP in ds (overwritten with dS), adds dS K into dq and dS^T Q into dkey where they have data.
@@ -108,7 +92,6 @@ struct HeadProduct {
     }
     void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p) const {
         weights(q, k, p);
-        if (lq == 1) return weighted_rows(p, lk, v.data, v.stride, dv, o.data);
         gemm(false, false, lq, dv, lk, T(1), p, lk, v.data, v.stride, T(0), o.data, o.stride);
     }
     // Adds into whichever of dq, dk, dv has data; work holds 2 * lq * lk.
@@ -332,11 +315,31 @@ public:
         return infer_rows(rows);
     }
 
+    // Every head of a row at once (one query is too little work to take a head at a time): the
+    // scores of each key for all heads, a softmax per head, then each value row added into the
+    // heads' outputs.
     template <class T>
     void fwd(const OpCall<T>& c) const {
-        each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
-            const std::size_t width = c.out.sample_size();
-            h.forward(x.q, x.k, x.v, {c.out.data + x.row * width + x.head * h.dv, width}, c.work->get(h.lk));
+        const std::size_t width = c.out.sample_size();
+        each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
+            T* p = c.work->get(heads_ * h.lk);
+            for (std::size_t j = 0; j < h.lk; ++j) {
+                const T* key = x.k.data + j * x.k.stride;
+                for (std::size_t head = 0; head < heads_; ++head)
+                    p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
+            }
+            for (std::size_t head = 0; head < heads_; ++head) softmax_row(p + head * h.lk, h.lk);
+            T* o = c.out.data + x.row * width;
+            std::fill(o, o + heads_ * h.dv, T(0));
+            for (std::size_t j = 0; j < h.lk; ++j) {
+                const T* value = x.v.data + j * x.v.stride;
+                for (std::size_t head = 0; head < heads_; ++head) {
+                    const T w = p[head * h.lk + j];
+                    T* out = o + head * h.dv;
+                    const T* in = value + head * h.dv;
+                    for (std::size_t i = 0; i < h.dv; ++i) out[i] += w * in[i];
+                }
+            }
         });
     }
     template <class T>
@@ -390,6 +393,19 @@ private:
     // f(product, operands) for every row to compute and head.
     template <class T, class F>
     void each_head(const OpCall<T>& c, F&& f) const {
+        each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
+            for (std::size_t head = 0; head < heads_; ++head)
+                f(h, Operands<T>{x.row,
+                                 head,
+                                 {x.q.data + head * h.dk, x.q.stride},
+                                 {x.k.data + head * h.dk, x.k.stride},
+                                 {x.v.data + head * h.dv, x.v.stride}});
+        });
+    }
+    // f(product, operands) for every row to compute, its operands those of head 0 (head h's start h
+    // times the head's size further on).
+    template <class T, class F>
+    void each_row(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
         const std::size_t items = indexed_ ? k.dims[0] : 1;  // indexed: [N, Tk, D], else [Tk, D] (per row)
         const std::size_t tk = k.dims[indexed_ ? 1 : k.dyn];
@@ -411,12 +427,8 @@ private:
             }
             if (visible == 0) return;
             const HeadProduct<T> h{1, visible, dk, dv, false, T(1) / std::sqrt(static_cast<T>(dk))};
-            for (std::size_t head = 0; head < heads_; ++head)
-                f(h, Operands<T>{r,
-                                 head,
-                                 {q.data + (q.dyn ? r * dq : 0) + head * dk, dq},
-                                 {k.data + item * kw + head * dk, kw / tk},
-                                 {v.data + item * vw + head * dv, vw / tk}});
+            f(h, Operands<T>{
+                     r, 0, {q.data + (q.dyn ? r * dq : 0), dq}, {k.data + item * kw, kw / tk}, {v.data + item * vw, vw / tk}});
         });
     }
 
