@@ -10,7 +10,8 @@ std::string join_dims(It first, It last) {
     std::string s = "[";
     for (It it = first; it != last; ++it) {
         if (it != first) s += ", ";
-        s += std::to_string(*it);
+        // The largest size is no size but a placeholder for any (graph/variable.hpp's any_size).
+        s += *it == static_cast<std::size_t>(-1) ? std::string("any") : std::to_string(*it);
     }
     return s + "]";
 }

@@ -278,6 +278,11 @@ struct AttentionOptions {
     /// Over a memory only: a batch value [Tk], 1 on each item's real keys (its first ones) and 0 on
     /// its padding, as sequence::unpack's mask. Empty: every key is real (a key/value cache).
     Variable key_mask{};
+    /// Over a memory only: this step's own key [D] and value [Dv] (batch values), attended as the
+    /// last ones after `keys` and `values`, a key/value cache of the steps before (which may hold
+    /// none): the cache is read where it lies, not copied one row longer first. Both or neither.
+    Variable step_key{};
+    Variable step_value{};  ///< see step_key
 };
 
 /// graph/ops/attention.cpp: multi-head scaled dot-product attention, per item and head h
@@ -289,7 +294,8 @@ struct AttentionOptions {
 ///   read; `causal` needs one axis. The result is a sequence [Dv] on the queries' axis.
 /// - over a memory: one query per item (a batch value [D]) over keys [Tk, D] and values [Tk, Dv]
 ///   that are batch values (Tk may be a run-time size: a key/value cache, or sequence::unpack's
-///   output with its mask as options.key_mask). The result is a batch value [Dv].
+///   output with its mask as options.key_mask), and with options.step_key / step_value the step's
+///   own key and value after them. The result is a batch value [Dv].
 /// Sizes that do not divide by the heads, and every other mismatch, are a UserError naming the shapes.
 Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
                    const AttentionOptions& options = {}, const std::string& name = {});

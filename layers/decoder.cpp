@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "core/errors.hpp"
 #include "graph/ops.hpp"
@@ -12,9 +13,19 @@
 
 namespace loom::layers {
 
-Decoder::Decoder(DecoderStep step, std::vector<Shape> state_shapes)
-    : step_(std::move(step)), state_shapes_(std::move(state_shapes)) {
+Decoder::Decoder(DecoderStep step, std::vector<Shape> state_shapes, std::vector<StateUpdate> updates)
+    : step_(std::move(step)), state_shapes_(std::move(state_shapes)), updates_(std::move(updates)) {
     if (!step_) throw UserError("Decoder: the step function is empty");
+    if (updates_.empty()) updates_.assign(state_shapes_.size(), StateUpdate::replace);
+    if (updates_.size() != state_shapes_.size())
+        throw UserError("Decoder: " + std::to_string(updates_.size()) + " state updates for " +
+                        std::to_string(state_shapes_.size()) + " states");
+    for (std::size_t i = 0; i < updates_.size(); ++i) {
+        const Shape& shape = state_shapes_[i];
+        if (updates_[i] == StateUpdate::append && std::count(shape.begin(), shape.end(), any_size) != 1)
+            throw UserError("Decoder: state " + std::to_string(i) + " of shape " + shape.str() +
+                            " is appended to, so it needs one any_size dimension to grow along");
+    }
 }
 
 DecoderOutput Decoder::unfold(const Variable& previous_symbols, const std::vector<Variable>& memory,
@@ -22,6 +33,11 @@ DecoderOutput Decoder::unfold(const Variable& previous_symbols, const std::vecto
     if (!initial_states.empty() && initial_states.size() != state_shapes_.size())
         throw UserError("Decoder::unfold: " + std::to_string(initial_states.size()) + " initial states for " +
                         std::to_string(state_shapes_.size()) + " states");
+    for (std::size_t i = 0; i < state_shapes_.size(); ++i)
+        if (std::count(state_shapes_[i].begin(), state_shapes_[i].end(), any_size) != 0)
+            throw UserError("Decoder::unfold: state " + std::to_string(i) + " of shape " + state_shapes_[i].str() +
+                            " grows step by step (a key/value cache), which a loop's state cannot; train such a "
+                            "decoder by its parallel graph (a TransformerDecoder called on the whole sequence)");
     std::vector<Variable> holders, delayed;
     for (std::size_t i = 0; i < state_shapes_.size(); ++i) {
         holders.push_back(placeholder(state_shapes_[i], "decoder_state_" + std::to_string(i)));
@@ -142,7 +158,8 @@ struct Generator::State {
     std::vector<Variable> memory;
     std::vector<std::size_t> memory_slot;  // per memory input given: its position in `memory`
     Variable row_item;
-    std::vector<Shape> state_shapes;  // the decoder's, any_size where a state grows
+    std::vector<Shape> state_shapes;   // the decoder's, any_size where a state grows
+    std::vector<StateUpdate> updates;  // the decoder's
     Variable log_probs;
     std::vector<Variable> next_states;
     std::unique_ptr<Session> session;
@@ -216,6 +233,7 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     }
     s.previous = input_variable({1}, "previous_symbol");
     s.state_shapes = decoder.state_shapes();
+    s.updates = decoder.state_updates();
     for (std::size_t i = 0; i < s.state_shapes.size(); ++i) {
         const Shape& shape = s.state_shapes[i];
         if (std::count(shape.begin(), shape.end(), any_size) > 1)
@@ -376,17 +394,29 @@ xt::xarray<float> fed_symbols(const std::vector<Beam>& beams, std::size_t rows, 
     return ids;
 }
 
-// A state's rows for this pass, copied from the rows of `produced` their hypotheses came from,
-// into `reused` when it has the right shape.
+// Rows of the last pass, `width` elements each, from `data`.
 template <class T>
-xt::xarray<T> state_rows(xt::xarray<T> reused, const T* produced, std::size_t width,
+struct PassRows {
+    const T* data = nullptr;
+    std::size_t width = 0;
+};
+
+// A state's rows for this pass, each the row its hypothesis came from: that row of `kept` (the
+// state the last pass read, for an appended state; else nothing) followed by its row of `produced`
+// (what the step returned), into `reused` when it has the right shape.
+template <class T>
+xt::xarray<T> state_rows(xt::xarray<T> reused, PassRows<T> kept, PassRows<T> produced,
                          const std::vector<std::size_t>& parents, const Shape& pattern) {
-    const std::size_t rows = parents.size();
+    const std::size_t rows = parents.size(), width = kept.width + produced.width;
     const auto dims = state_dims(rows, pattern, width);
     if (reused.size() != rows * width ||
         !std::equal(dims.begin(), dims.end(), reused.shape().begin(), reused.shape().end()))
         reused = xt::xarray<T>::from_shape(dims);
-    for (std::size_t r = 0; r < rows; ++r) std::copy_n(produced + parents[r] * width, width, reused.data() + r * width);
+    for (std::size_t r = 0; r < rows; ++r) {
+        T* to = reused.data() + r * width;
+        std::copy_n(kept.data + parents[r] * kept.width, kept.width, to);
+        std::copy_n(produced.data + parents[r] * produced.width, produced.width, to + kept.width);
+    }
     return reused;
 }
 
@@ -411,7 +441,8 @@ Generated best_of(std::vector<Beam>& beams, std::size_t beam_width) {
 // again (taking it back earlier would copy it). The memory is bound once per item, each row reading
 // its item's through the row -> item index, and the outputs are read in place. An item's
 // prompt is fed first, one symbol a step, while its one hypothesis follows it; a growing state
-// (a key/value cache) is copied by rows as any other, at its size of the step.
+// (a key/value cache) is copied by rows as any other, at its size of the step, and an appended one
+// as the row the last pass read followed by the rows the step returned for it.
 template <class T>
 Generated Generator::State::run(const std::vector<Value>& memory_values, const GenerateOptions& o,
                                 const std::vector<Value>& initial_states,
@@ -429,9 +460,8 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     // The states each row of the last pass produced (its outputs, or the initial states), and
     // their elements per row.
     const std::vector<xt::xarray<T>> initial = first_states<T>(initial_states, state_shapes, items);
-    std::vector<const T*> produced;
-    std::vector<std::size_t> width;
-    for (const xt::xarray<T>& a : initial) produced.push_back(a.data()), width.push_back(a.size() / items);
+    std::vector<PassRows<T>> produced, kept(states.size());
+    for (const xt::xarray<T>& a : initial) produced.push_back({a.data(), a.size() / items});
     // Per state, the Values bound at the last two passes (pass t's in [t % 2]).
     std::vector<std::array<Value, 2>> bound(states.size());
     // Every item's memory, bound as it is each pass: converted to T here once, then read in place.
@@ -451,7 +481,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
             xt::xarray<T> a = turn.empty() ? xt::xarray<T>() : std::move(turn.data<T>());
             turn = Value();
             in.emplace(states[i],
-                       Value::batch(state_rows(std::move(a), produced[i], width[i], parents, state_shapes[i])));
+                       Value::batch(state_rows(std::move(a), kept[i], produced[i], parents, state_shapes[i])));
         }
         xt::xarray<T> item = xt::xarray<T>::from_shape({rows, std::size_t{1}});
         std::copy(items_of_rows.begin(), items_of_rows.end(), item.begin());
@@ -461,8 +491,11 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         for (std::size_t i = 0; i < states.size(); ++i) {
             bound[i][t % 2] = std::move(in.at(states[i]));  // shared with the session until its next pass
             const std::span<const T> next = session->value_data<T>(next_states[i]);
-            produced[i] = next.data();
-            width[i] = next.size() / rows;
+            produced[i] = {next.data(), next.size() / rows};
+            if (updates[i] == StateUpdate::append) {
+                const xt::xarray<T>& read = std::as_const(bound[i][t % 2]).data<T>();
+                kept[i] = {read.data(), read.size() / rows};
+            }
         }
         const T* lp = session->value_data<T>(log_probs).data();
         for (std::size_t n = 0; n < items; ++n) {

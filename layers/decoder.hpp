@@ -40,13 +40,25 @@ struct DecoderOutput {
 using DecoderStep = std::function<DecoderOutput(const Variable& previous_symbol, const std::vector<Variable>& states,
                                                 const std::vector<Variable>& memory)>;
 
+/// What a step returns for a state.
+enum class StateUpdate {
+    replace,  ///< the next state whole
+    /// Only the rows this step adds along the state's any_size dimension (a key/value cache's one
+    /// new row): the state grows by them. Generation then keeps the state and appends the rows, with
+    /// one copy per step, instead of a step that copies the state one row longer.
+    append
+};
+
 /// A decoder given as its step: unfold() trains it by teacher forcing, Generator generates with it.
 class Decoder {
 public:
     /// state_shapes: one per state; initial states are zeros unless unfold is given others.
-    Decoder(DecoderStep step, std::vector<Shape> state_shapes);
+    /// updates: empty (every state replaced) or one per state; an appended state's shape has one
+    /// any_size dimension. A mismatch is a UserError.
+    Decoder(DecoderStep step, std::vector<Shape> state_shapes, std::vector<StateUpdate> updates = {});
 
     /// Teacher forcing: previous_symbols is a sequence of ids [1] (start symbol, y_1 ... y_{n-1});
+    /// a UserError for a decoder with a growing state (an any_size dimension), which a loop cannot carry;
     /// memory the batch values the step reads; initial_states empty (zeros) or one per state (a
     /// batch value per item or a static tensor). Returns the logits, states and the step's other
     /// outputs as sequences on previous_symbols' axis.
@@ -60,10 +72,13 @@ public:
     const DecoderStep& step() const { return step_; }
     /// \return the shape of each state, in the step's order.
     const std::vector<Shape>& state_shapes() const { return state_shapes_; }
+    /// \return how the step returns each state, in the step's order.
+    const std::vector<StateUpdate>& state_updates() const { return updates_; }
 
 private:
     DecoderStep step_;
     std::vector<Shape> state_shapes_;
+    std::vector<StateUpdate> updates_;
 };
 
 /// How Generator::generate searches.
@@ -100,10 +115,11 @@ struct Generated {
 /// input bound once per generate) and row_item each row's item, so the memory is never copied per
 /// hypothesis where the step only attends over it (attention reads it through the index); the step
 /// must read its memory through that argument. A state whose shape has an any_size dimension
-/// grows: it starts with that dimension 0 (unless given) and takes whatever size the step returns
-/// (a Transformer's key/value cache, one more row per step); like every state it is reordered by
-/// each kept hypothesis's parent. Generation runs in the precision of the step's parameters at the
-/// time of the call (to_precision may change it between calls).
+/// grows: it starts with that dimension 0 (unless given) and takes whatever size the step returns,
+/// or, appended (StateUpdate::append), grows by the rows the step returns (a Transformer's
+/// key/value cache, one more row per step); like every state it is reordered by each kept
+/// hypothesis's parent, an appended one in the same copy that appends. Generation runs in the precision of the step's
+/// parameters at the time of the call (to_precision may change it between calls).
 class Generator {
 public:
     /// Compiles `decoder`'s step over batch inputs, reading `memory` as its memory: either batch

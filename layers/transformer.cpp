@@ -259,9 +259,14 @@ Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, 
                                                     : ": has no cross-attention; give no cross memory"));
     const Shape row{1, o.model_dim};
     auto self = [&](const Variable& y) {
-        cache.keys = splice({cache.keys, reshape(s.self.k(y), row)}, 0);
-        cache.values = splice({cache.values, reshape(s.self.v(y), row)}, 0);
-        return s.self.out(attention(s.self.q(y), cache.keys, cache.values, {.heads = o.heads}));
+        Variable key = s.self.k(y), value = s.self.v(y);
+        Variable attended =
+            attention(s.self.q(y), cache.keys, cache.values, {.heads = o.heads, .step_key = key, .step_value = value});
+        cache.step_keys = reshape(key, row);
+        cache.step_values = reshape(value, row);
+        cache.keys = splice({cache.keys, cache.step_keys}, 0);
+        cache.values = splice({cache.values, cache.step_values}, 0);
+        return s.self.out(attended);
     };
     Variable h = residual(x, s.norm_self, o, self);
     if (s.cross_attention) {
@@ -381,10 +386,13 @@ std::vector<Variable> TransformerDecoder::memory_inputs() const {
 
 Decoder TransformerDecoder::decoder() const {
     std::shared_ptr<const State> s = state_;
+    // The position, then each layer's keys and values, appended a row per step.
     std::vector<Shape> shapes{Shape{1}};
+    std::vector<StateUpdate> updates{StateUpdate::replace};
     for (std::size_t i = 0; i < s->layers.size(); ++i) {
         shapes.push_back(Shape{any_size, s->options.model_dim});
         shapes.push_back(Shape{any_size, s->options.model_dim});
+        updates.insert(updates.end(), 2, StateUpdate::append);
     }
     auto step = [s](const Variable& previous, const std::vector<Variable>& states,
                     const std::vector<Variable>& memory) -> DecoderOutput {
@@ -401,12 +409,12 @@ Decoder TransformerDecoder::decoder() const {
             CrossMemory cross;
             if (s->cross_attention) cross = {memory[3 * i], memory[3 * i + 1], memory[3 * i + 2]};
             h = s->layers[i].step(h, cache, cross);
-            next.push_back(cache.keys);
-            next.push_back(cache.values);
+            next.push_back(cache.step_keys);
+            next.push_back(cache.step_values);
         }
         return {s->logits(h), next};
     };
-    return Decoder(step, shapes);
+    return Decoder(step, shapes, updates);
 }
 
 std::vector<Parameter> TransformerDecoder::parameters() const {

@@ -83,6 +83,12 @@ private:
 struct KeyValueCache {
     Variable keys;    ///< [t, model_dim]
     Variable values;  ///< [t, model_dim]
+    /// Set by TransformerDecoderLayer::step: this step's own key and value, [1, model_dim], the rows
+    /// `keys` and `values` end with on return. A decoder that returns these as its states, appended
+    /// (StateUpdate::append), never copies the cache one row longer in its graph: the step reads the
+    /// cache where it lies, and the Generator appends them in the copy that reorders the cache.
+    Variable step_keys{};
+    Variable step_values{};  ///< see step_keys
 };
 
 /// The cross-attention's keys and values of an encoder's output, unpacked per item (batch values),

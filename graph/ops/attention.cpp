@@ -290,16 +290,29 @@ private:
 
 // One query per item (a batch value [D]) over keys and values that are batch values [Tk, D], with an
 // optional mask [Tk] (0: a padded key). Tk may be a run-time size (a cache growing step by step).
+// Stepped: two more inputs, the step's own key [D] and value [Dv] (batch values), are the last key
+// and value after the cache's Tk (which may then be 0): a generating step reads its cache where it
+// lies instead of a copy one row longer.
 // Indexed: the keys, values and mask are static, every item's [N, Tk, ...] (an encoder's memory), and
 // a last input, the index [1] per row, says which item row r reads (attention over index_select's
 // picks): no row's memory is copied, and rows sharing an item add into its gradients in turn.
 class MemoryAttention final : public OpBase<MemoryAttention> {
 public:
-    MemoryAttention(std::size_t heads, bool masked, bool indexed) : heads_(heads), masked_(masked), indexed_(indexed) {}
+    MemoryAttention(std::size_t heads, bool masked, bool indexed, bool stepped)
+        : heads_(heads), masked_(masked), indexed_(indexed), stepped_(stepped) {}
     std::string name() const override { return "attention"; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return true; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
+        if (stepped_) {
+            const TypeInfo &key = in[3], &value = in[4];
+            if (key.axis.is_sequence() || value.axis.is_sequence() || key.shape.rank() != 1 ||
+                value.shape.rank() != 1 || key.shape[0] != dim_of(in[1], 1) || value.shape[0] != dim_of(in[2], 1))
+                shape_error(name(), in,
+                            "the step's own key and value must be batch values of the keys' and the values' "
+                            "row sizes");
+            return infer_rows(in.first(3));
+        }
         if (!indexed_) return infer_rows(in);
         const TypeInfo& index = in.back();
         if (index.axis.kind != Axis::Kind::Batch || index.shape.size() != 1)
@@ -324,7 +337,7 @@ public:
         each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
             T* p = c.work->get(heads_ * h.lk);
             for (std::size_t j = 0; j < h.lk; ++j) {
-                const T* key = x.k.data + j * x.k.stride;
+                const T* key = j < x.cached ? x.k.data + j * x.k.stride : x.step_key;
                 for (std::size_t head = 0; head < heads_; ++head)
                     p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
             }
@@ -332,7 +345,7 @@ public:
             T* o = c.out.data + x.row * width;
             std::fill(o, o + heads_ * h.dv, T(0));
             for (std::size_t j = 0; j < h.lk; ++j) {
-                const T* value = x.v.data + j * x.v.stride;
+                const T* value = j < x.cached ? x.v.data + j * x.v.stride : x.step_value;
                 for (std::size_t head = 0; head < heads_; ++head) {
                     const T w = p[head * h.lk + j];
                     T* out = o + head * h.dv;
@@ -344,6 +357,7 @@ public:
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
+        if (stepped_) return bwd_stepped(c);
         each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
             const std::size_t width = c.out_grad.sample_size();
             h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width},
@@ -357,7 +371,44 @@ private:
     struct Operands {
         std::size_t row, head;
         Rows<const T> q, k, v;
+        std::size_t cached = 0;  // keys read from k and v; stepped, the step's own follow them
+        const T *step_key = nullptr, *step_value = nullptr;
     };
+    // Stepped backward: each row's keys and values copied with the step's own into one block
+    // (backward is no generating step's path), its gradients computed there and added back.
+    template <class T>
+    void bwd_stepped(const OpCall<T>& c) const {
+        const std::size_t width = c.out_grad.sample_size();
+        each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
+            const std::size_t dq = h.dk * heads_, dvw = h.dv * heads_, n = h.lk;
+            T* keys = c.work->get(2 * n * (dq + dvw) + 2 * n);
+            T *values = keys + n * dq, *dkeys = values + n * dvw, *dvalues = dkeys + n * dq, *work = dvalues + n * dvw;
+            for (std::size_t j = 0; j < x.cached; ++j) {
+                std::copy_n(x.k.data + j * x.k.stride, dq, keys + j * dq);
+                std::copy_n(x.v.data + j * x.v.stride, dvw, values + j * dvw);
+            }
+            std::copy_n(x.step_key, dq, keys + x.cached * dq);
+            std::copy_n(x.step_value, dvw, values + x.cached * dvw);
+            std::fill(dkeys, dkeys + n * (dq + dvw), T(0));
+            for (std::size_t head = 0; head < heads_; ++head)
+                h.backward({x.q.data + head * h.dk, dq}, {keys + head * h.dk, dq}, {values + head * h.dv, dvw},
+                           {c.out_grad.data + x.row * width + head * h.dv, width},
+                           gradient_rows(c, 0, {x.q.data + head * h.dk, dq}), {dkeys + head * h.dk, dq},
+                           {dvalues + head * h.dv, dvw}, work);
+            // dst += src over n elements where dst is input i's gradient at the place of `at` in input i.
+            auto add = [&](std::size_t i, const T* at, const T* src, std::size_t count) {
+                if (!c.in_grad[i]) return;
+                T* dst = c.in_grad[i].data + (at - c.in[i].data);
+                for (std::size_t e = 0; e < count; ++e) dst[e] += src[e];
+            };
+            for (std::size_t j = 0; j < x.cached; ++j) {
+                add(1, x.k.data + j * x.k.stride, dkeys + j * dq, dq);
+                add(2, x.v.data + j * x.v.stride, dvalues + j * dvw, dvw);
+            }
+            add(3, x.step_key, dkeys + x.cached * dq, dq);
+            add(4, x.step_value, dvalues + x.cached * dvw, dvw);
+        });
+    }
     // The shape rule of the query [D] over one row's keys [Tk, D], values [Tk, Dv] and mask [Tk].
     TypeInfo infer_rows(std::span<const TypeInfo> in) const {
         if (in[0].axis.is_sequence())
@@ -410,8 +461,10 @@ private:
         const std::size_t items = indexed_ ? k.dims[0] : 1;  // indexed: [N, Tk, D], else [Tk, D] (per row)
         const std::size_t tk = k.dims[indexed_ ? 1 : k.dyn];
         const std::size_t kw = k.sample_size() / items, vw = v.sample_size() / items;  // one item's
-        const std::size_t dq = q.sample_size(), dk = dq / heads_, dv = tk ? vw / tk / heads_ : 0;
-        if (tk == 0) return;
+        const std::size_t dq = q.sample_size(), dk = dq / heads_;
+        const std::size_t dv = stepped_ ? c.in[4].sample_size() / heads_ : (tk ? vw / tk / heads_ : 0);
+        if (tk == 0 && !stepped_) return;
+        const std::size_t kstride = tk ? kw / tk : 0, vstride = tk ? vw / tk : 0;
         c.for_each_row([&](std::size_t r) {
             const std::size_t item = item_of(c, r, items);
             // The item's visible keys: the first `visible` ones, those the mask marks real (as
@@ -425,15 +478,24 @@ private:
                     throw UserError("attention: the key mask of item " + std::to_string(item) +
                                     " has a padded key before a real one; a mask marks each item's first keys real");
             }
-            if (visible == 0) return;
-            const HeadProduct<T> h{1, visible, dk, dv, false, T(1) / std::sqrt(static_cast<T>(dk))};
-            f(h, Operands<T>{
-                     r, 0, {q.data + (q.dyn ? r * dq : 0), dq}, {k.data + item * kw, kw / tk}, {v.data + item * vw, vw / tk}});
+            if (visible == 0 && !stepped_) return;
+            const HeadProduct<T> h{1, visible + stepped_, dk, dv, false, T(1) / std::sqrt(static_cast<T>(dk))};
+            Operands<T> x{r,
+                          0,
+                          {q.data + (q.dyn ? r * dq : 0), dq},
+                          {k.data + item * kw, kstride},
+                          {v.data + item * vw, vstride},
+                          visible};
+            if (stepped_) {
+                x.step_key = c.in[3].data + (c.in[3].dyn ? r * dq : 0);
+                x.step_value = c.in[4].data + (c.in[4].dyn ? r * dv * heads_ : 0);
+            }
+            f(h, x);
         });
     }
 
     std::size_t heads_;
-    bool masked_, indexed_;
+    bool masked_, indexed_, stepped_;
 };
 
 // The node of index_select(items, index) that `v` is, or nullptr.
@@ -459,6 +521,10 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
             throw UserError(
                 "attention: a key_mask is for keys that are batch values [Tk, D]; sequence keys are "
                 "masked by their lengths");
+        if (options.step_key || options.step_value)
+            throw UserError(
+                "attention: a step's own key and value follow a key/value cache of batch values [Tk, D], "
+                "not sequences");
         return Variable(apply_op(std::make_shared<const SequenceAttention>(options.heads, options.causal), in, name));
     }
     if (options.causal)
@@ -466,6 +532,14 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
             "attention: causal masking needs queries and keys that are sequences on one axis; a query "
             "over a memory sees all of it (a key/value cache holds only the past)");
     const bool masked = static_cast<bool>(options.key_mask);
+    if (static_cast<bool>(options.step_key) != static_cast<bool>(options.step_value))
+        throw UserError("attention: give the step's own key and value together (step_key and step_value)");
+    if (options.step_key) {
+        if (masked)
+            throw UserError("attention: the step's own key and value follow a key/value cache, which has no key_mask");
+        in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
+        return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, false, false, true), in, name));
+    }
     // Keys, values and mask picked from every item's memory by one index: read where they lie.
     const Node *k = picked(keys), *v = picked(values), *m = masked ? picked(options.key_mask) : nullptr;
     const bool indexed = k && v && k->inputs[1] == v->inputs[1] && (!masked || (m && m->inputs[1] == k->inputs[1]));
@@ -476,7 +550,7 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
     } else if (masked) {
         in.push_back(options.key_mask.node());
     }
-    return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, masked, indexed), in, name));
+    return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, masked, indexed, false), in, name));
 }
 
 }  // namespace loom

@@ -147,6 +147,42 @@ TEST_CASE("attention over a memory: one query per item, the mask's padded keys n
     }
 }
 
+TEST_CASE("attention over a cache and the step's own key and value: the cache's keys, then the step's") {
+    Variable query = input_variable({4}, "query"), step_key = input_variable({4}, "step_key");
+    Variable step_value = input_variable({2}, "step_value");
+    Variable keys = input_variable({any_size, 4}, "keys"), values = input_variable({any_size, 2}, "values");
+    Variable out = attention(query, keys, values, {.heads = 2, .step_key = step_key, .step_value = step_value});
+    for (std::size_t cached : {0, 1, 3}) {
+        CAPTURE(cached);
+        Matrix qv = random_rows({4}, 3, 5, -2, 2), kv = random_rows({cached, 4}, 3, 6, -2, 2);
+        Matrix vv = random_rows({cached, 2}, 3, 7), sk = random_rows({4}, 3, 8, -2, 2), sv = random_rows({2}, 3, 9);
+        const auto got = evaluate({out},
+                                  {{query, Value::batch(qv)},
+                                   {keys, Value::batch(kv)},
+                                   {values, Value::batch(vv)},
+                                   {step_key, Value::batch(sk)},
+                                   {step_value, Value::batch(sv)}},
+                                  DType::f64)[out]
+                             .data<double>();
+        for (std::size_t n = 0; n < 3; ++n) {
+            // The item's keys and values with the step's own as the last row, attended by hand.
+            Matrix kn = xt::zeros<double>({cached + 1, std::size_t{4}}),
+                   vn = xt::zeros<double>({cached + 1, std::size_t{2}});
+            for (std::size_t j = 0; j <= cached; ++j) {
+                for (std::size_t c = 0; c < 4; ++c) kn(j, c) = j < cached ? kv(n, j, c) : sk(n, c);
+                for (std::size_t c = 0; c < 2; ++c) vn(j, c) = j < cached ? vv(n, j, c) : sv(n, c);
+            }
+            Matrix qn = xt::view(qv, xt::range(n, n + 1), xt::all());
+            const auto want = attend(qn, 0, kn, vn, cached + 1, 2);
+            for (std::size_t c = 0; c < 2; ++c) CHECK(got(n, c) == doctest::Approx(want[c]).epsilon(1e-12));
+        }
+    }
+    CHECK_THROWS_WITH_AS(attention(query, keys, values, {.heads = 2, .step_key = step_key}),
+                         doctest::Contains("step_key and step_value"), UserError);
+    CHECK_THROWS_WITH_AS(attention(query, keys, values, {.heads = 2, .step_key = values, .step_value = step_value}),
+                         doctest::Contains("row sizes"), UserError);
+}
+
 TEST_CASE("attention gradients in double on ragged batches: self, causal, cross, over a memory and a cache") {
     Variable x = sequence::input_variable({4}, "x"), y = sequence::input_variable({4}, "y");
     Parameter wq = parameter(loom::testing::random_tensor({4, 4}, 21, -0.8, 0.8), "Wq");
@@ -186,6 +222,17 @@ TEST_CASE("attention gradients in double on ragged batches: self, causal, cross,
         const Bindings step{{cache, Value::batch(random_rows({3, 4}, 2, 27))},
                             {q, Value::batch(random_rows({4}, 2, 28))}};
         require_gradients("cache", out, step, {cache, q, wq, wk, wv});
+    }
+    SUBCASE("over a cache with the step's own key and value as the last row, the cache empty or not") {
+        Variable cache = input_variable({any_size, 4}, "cache");
+        Variable q = input_variable({4}, "q");
+        Variable out = attention(times(q, wq), cache, times(cache, slice(wv, 1, 0, 4)),
+                                 {.heads = 2, .step_key = times(q, wk), .step_value = times(q, slice(wv, 1, 0, 4))});
+        for (std::size_t cached : {0, 3}) {
+            const Bindings step{{cache, Value::batch(random_rows({cached, 4}, 2, 27))},
+                                {q, Value::batch(random_rows({4}, 2, 28))}};
+            require_gradients("stepped cache", square(out), step, {cache, q, wq, wk, wv});
+        }
     }
 }
 

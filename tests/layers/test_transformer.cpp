@@ -114,7 +114,18 @@ void incremental_equals_teacher_forced(double tolerance) {
                 CHECK(got(n, v) - top - std::log(sum) == doctest::Approx(want[n](t, v)).epsilon(tolerance));
             }
         }
-        for (std::size_t i = 0; i < states.size(); ++i) state_values[i] = step.value(out.states[i]);
+        // A replaced state is the step's output; an appended one (the caches) grows by the rows the
+        // step returns, this step's key or value.
+        for (std::size_t i = 0; i < states.size(); ++i) {
+            const Value next = step.value(out.states[i]);
+            if (d.state_updates()[i] == layers::StateUpdate::replace) {
+                state_values[i] = next;
+                continue;
+            }
+            REQUIRE(next.sample_shape() == Shape{1, 8});
+            state_values[i] =
+                Value::batch(xt::xarray<T>(xt::concatenate(xt::xtuple(state_values[i].data<T>(), next.data<T>()), 1)));
+        }
         CHECK(state_values[1].sample_shape() == Shape{t + 1, 8});  // the cache grew by one row
     }
 }
@@ -196,7 +207,7 @@ layers::Decoder copying_memory(const layers::Decoder& d) {
             for (const Variable& m : memory) copied.push_back(identity(m));
             return step(previous, states, copied);
         },
-        d.state_shapes());
+        d.state_shapes(), d.state_updates());
 }
 
 template <class T>
@@ -223,6 +234,12 @@ void per_item_equals_per_row() {
 }
 
 }  // namespace
+
+TEST_CASE("a Transformer decoder's step is not unfolded: its growing caches are refused by name") {
+    Seq2Seq m;
+    CHECK_THROWS_WITH_AS(m.decoder.decoder().unfold(m.previous, m.memory),
+                         doctest::Contains("state 1 of shape [any, 8] grows step by step"), UserError);
+}
 
 TEST_CASE("Generator reading the memory per item gives what a per-row copy of it gives, float and double") {
     SUBCASE("float") { per_item_equals_per_row<float>(); }
