@@ -45,7 +45,7 @@ void for_each_position(const Product<T>& p, F&& f) {
 // A step of a loop with a static W: the packed kernels, when they are vectorized on this CPU.
 template <class T>
 bool loop_step(const Product<T>& p) {
-    return p.loop && p.x_positions.rank == 1 && p.w_positions.rank == 0 && packed_gemm_vectorized();
+    return p.loop && p.x_positions.rank >= 1 && p.w_positions.rank == 0 && packed_gemm_vectorized();
 }
 
 // A padded batch times a static W with few enough real rows: not when nearly every row is real,

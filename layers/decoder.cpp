@@ -57,6 +57,15 @@ DecoderOutput Decoder::unfold(const Variable& previous_symbols, const std::vecto
 
 namespace {
 
+// A session's parameters fixed while it lives (Session::set_parameters_fixed).
+struct FixedParameters {
+    Session& s;
+    explicit FixedParameters(Session& session) : s(session) { s.set_parameters_fixed(true); }
+    ~FixedParameters() { s.set_parameters_fixed(false); }
+    FixedParameters(const FixedParameters&) = delete;
+    FixedParameters& operator=(const FixedParameters&) = delete;
+};
+
 // A hypothesis still growing: its symbols, summed log-probability and its row in the last step.
 struct Live {
     std::vector<std::size_t> symbols;
@@ -323,7 +332,10 @@ Generated Generator::generate_from(const Bindings& source, const GenerateOptions
         throw UserError(
             "Generator::generate_from: this generator was made over memory inputs; give their values to "
             "generate(memory, ...), or make it over the encoder's outputs");
-    s.encoder->forward(source, "Generator::generate_from");
+    {
+        FixedParameters fixed(*s.encoder);  // its products read each weight packed once
+        s.encoder->forward(source, "Generator::generate_from");
+    }
     std::vector<Value> memory;
     for (const Variable& v : s.encoder_outputs) memory.push_back(s.encoder->value(v));
     return generate(memory, o, initial_states, prompts);
@@ -448,11 +460,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
                                 const std::vector<Value>& initial_states,
                                 const std::vector<std::vector<std::size_t>>& prompts, std::size_t items) {
     // The parameters do not change during a decoding: every pass reads the weights packed once.
-    struct Fixed {
-        Session& s;
-        explicit Fixed(Session& session) : s(session) { s.set_parameters_fixed(true); }
-        ~Fixed() { s.set_parameters_fixed(false); }
-    } fixed(*session);
+    FixedParameters fixed(*session);
     std::vector<Beam> beams(items);
     for (std::size_t n = 0; n < items; ++n) beams[n].live.push_back({{}, 0.0, n});
     std::size_t longest_prompt = 0;
