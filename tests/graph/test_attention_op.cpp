@@ -181,6 +181,13 @@ TEST_CASE("attention over a cache and the step's own key and value: the cache's 
                          doctest::Contains("step_key and step_value"), UserError);
     CHECK_THROWS_WITH_AS(attention(query, keys, values, {.heads = 2, .step_key = values, .step_value = step_value}),
                          doctest::Contains("row sizes"), UserError);
+    Variable mask = input_variable({any_size}, "mask");
+    CHECK_THROWS_WITH_AS(
+        attention(query, keys, values, {.heads = 2, .key_mask = mask, .step_key = step_key, .step_value = step_value}),
+        doctest::Contains("which has no key_mask"), UserError);
+    Variable sq = sequence::input_variable({4}, "sq");
+    CHECK_THROWS_WITH_AS(attention(sq, sq, sq, {.heads = 2, .step_key = step_key, .step_value = step_key}),
+                         doctest::Contains("not sequences"), UserError);
 }
 
 TEST_CASE("attention gradients in double on ragged batches: self, causal, cross, over a memory and a cache") {
