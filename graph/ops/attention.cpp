@@ -13,10 +13,13 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "core/fast_math.hpp"
 #include "core/gemm.hpp"
+#include "core/parallel.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/kinds.hpp"
@@ -330,30 +333,34 @@ public:
 
     // Every head of a row at once (one query is too little work to take a head at a time): the
     // scores of each key for all heads, a softmax per head, then each value row added into the
-    // heads' outputs.
+    // heads' outputs. Every row's operands are found first, here, where a bad index or mask throws;
+    // then the rows are computed, split among idle inter-op threads (each writes its own rows only,
+    // so the values do not depend on the threads).
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const std::size_t width = c.out.sample_size();
+        // This thread's list, reused from call to call; the parts read it through `rows` (a thread
+        // that names a thread_local sees its own).
+        thread_local std::vector<std::pair<HeadProduct<T>, Operands<T>>> listed;
+        auto& rows = listed;
+        rows.clear();
+        std::size_t keys = 0;
         each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
-            T* p = c.work->get(heads_ * h.lk);
-            for (std::size_t j = 0; j < h.lk; ++j) {
-                const T* key = j < x.cached ? x.k.data + j * x.k.stride : x.step_key;
-                for (std::size_t head = 0; head < heads_; ++head)
-                    p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
-            }
-            for (std::size_t head = 0; head < heads_; ++head) softmax_row(p + head * h.lk, h.lk);
-            T* o = c.out.data + x.row * width;
-            std::fill(o, o + heads_ * h.dv, T(0));
-            for (std::size_t j = 0; j < h.lk; ++j) {
-                const T* value = j < x.cached ? x.v.data + j * x.v.stride : x.step_value;
-                for (std::size_t head = 0; head < heads_; ++head) {
-                    const T w = p[head * h.lk + j];
-                    T* out = o + head * h.dv;
-                    const T* in = value + head * h.dv;
-                    for (std::size_t i = 0; i < h.dv; ++i) out[i] += w * in[i];
-                }
-            }
+            rows.emplace_back(h, x);
+            keys += h.lk;
         });
+        if (rows.empty()) return;
+        auto run = [&](std::size_t begin, std::size_t end) {
+            thread_local std::vector<T> scores;
+            for (std::size_t i = begin; i < end; ++i) {
+                const auto& [h, x] = rows[i];
+                scores.resize(heads_ * h.lk);
+                one_query(h, x, scores.data(), c.out.data + x.row * width);
+            }
+        };
+        // A row's multiply-adds, on average; split at 2^16 per part (a few dozen rows).
+        const std::size_t per_row = keys / rows.size() * heads_ * (rows[0].first.dk + rows[0].first.dv);
+        if (!share_range(rows.size(), 1, per_row, std::size_t{1} << 16, run)) run(0, rows.size());
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
@@ -374,6 +381,26 @@ private:
         std::size_t cached = 0;  // keys read from k and v; stepped, the step's own follow them
         const T *step_key = nullptr, *step_value = nullptr;
     };
+    // One row's output o from its operands, p scratch of heads * lk.
+    template <class T>
+    void one_query(const HeadProduct<T>& h, const Operands<T>& x, T* p, T* o) const {
+        for (std::size_t j = 0; j < h.lk; ++j) {
+            const T* key = j < x.cached ? x.k.data + j * x.k.stride : x.step_key;
+            for (std::size_t head = 0; head < heads_; ++head)
+                p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
+        }
+        for (std::size_t head = 0; head < heads_; ++head) softmax_row(p + head * h.lk, h.lk);
+        std::fill(o, o + heads_ * h.dv, T(0));
+        for (std::size_t j = 0; j < h.lk; ++j) {
+            const T* value = j < x.cached ? x.v.data + j * x.v.stride : x.step_value;
+            for (std::size_t head = 0; head < heads_; ++head) {
+                const T w = p[head * h.lk + j];
+                T* out = o + head * h.dv;
+                const T* in = value + head * h.dv;
+                for (std::size_t i = 0; i < h.dv; ++i) out[i] += w * in[i];
+            }
+        }
+    }
     // Stepped backward: each row's keys and values copied with the step's own into one block
     // (backward is no generating step's path), its gradients computed there and added back.
     template <class T>
