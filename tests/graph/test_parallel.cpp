@@ -364,3 +364,28 @@ TEST_CASE("a model whose products are split between threads trains the same on 1
     const auto serial = trained_weights(1, 10, true, 2);
     CHECK(trained_weights(2, 10, true, 2) == serial);
 }
+
+TEST_CASE("one-query attention split among threads gives the values of one thread, bit for bit") {
+    // 512 rows over a cache of 24 keys and the step's own: enough work for the rows to be split.
+    const std::size_t rows = 512, cached = 24, d = 64;
+    Variable q = input_variable({d}, "q"), key = input_variable({d}, "key"), value = input_variable({d}, "value");
+    Variable keys = input_variable({any_size, d}, "keys"), values = input_variable({any_size, d}, "values");
+    Variable out = attention(q, keys, values, {.heads = 4, .step_key = key, .step_value = value});
+    auto batch = [](std::vector<std::size_t> shape, unsigned seed) {
+        xt::xarray<float> a = xt::xarray<float>::from_shape(shape);
+        const auto v = random_values<float>(a.size(), seed);
+        std::copy(v.begin(), v.end(), a.begin());
+        return Value::batch(std::move(a));
+    };
+    const Bindings in{{q, batch({rows, d}, 1)},
+                      {key, batch({rows, d}, 2)},
+                      {value, batch({rows, d}, 3)},
+                      {keys, batch({rows, cached, d}, 4)},
+                      {values, batch({rows, cached, d}, 5)}};
+    set_inter_op_threads(1);
+    const xt::xarray<float> one = evaluate({out}, in)[out].data<float>();
+    InterOp two(2);
+    xt::xarray<float> split;
+    CHECK(with_an_idle_thread([&] { split = evaluate({out}, in)[out].data<float>(); }));
+    CHECK(split == one);
+}
