@@ -13,6 +13,15 @@
 
 namespace loom::layers {
 
+namespace {
+
+// How many dimensions of a state's shape are any_size: those along which it grows.
+std::size_t growing_dims(const Shape& shape) {
+    return static_cast<std::size_t>(std::count(shape.begin(), shape.end(), any_size));
+}
+
+}  // namespace
+
 Decoder::Decoder(DecoderStep step, std::vector<Shape> state_shapes, std::vector<StateUpdate> updates)
     : step_(std::move(step)), state_shapes_(std::move(state_shapes)), updates_(std::move(updates)) {
     if (!step_) throw UserError("Decoder: the step function is empty");
@@ -22,7 +31,7 @@ Decoder::Decoder(DecoderStep step, std::vector<Shape> state_shapes, std::vector<
                         std::to_string(state_shapes_.size()) + " states");
     for (std::size_t i = 0; i < updates_.size(); ++i) {
         const Shape& shape = state_shapes_[i];
-        if (updates_[i] == StateUpdate::append && std::count(shape.begin(), shape.end(), any_size) != 1)
+        if (updates_[i] == StateUpdate::append && growing_dims(shape) != 1)
             throw UserError("Decoder: state " + std::to_string(i) + " of shape " + shape.str() +
                             " is appended to, so it needs one any_size dimension to grow along");
     }
@@ -34,7 +43,7 @@ DecoderOutput Decoder::unfold(const Variable& previous_symbols, const std::vecto
         throw UserError("Decoder::unfold: " + std::to_string(initial_states.size()) + " initial states for " +
                         std::to_string(state_shapes_.size()) + " states");
     for (std::size_t i = 0; i < state_shapes_.size(); ++i)
-        if (std::count(state_shapes_[i].begin(), state_shapes_[i].end(), any_size) != 0)
+        if (growing_dims(state_shapes_[i]) != 0)
             throw UserError("Decoder::unfold: state " + std::to_string(i) + " of shape " + state_shapes_[i].str() +
                             " grows step by step (a key/value cache), which a loop's state cannot; train such a "
                             "decoder by its parallel graph (a TransformerDecoder called on the whole sequence)");
@@ -245,7 +254,7 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     s.updates = decoder.state_updates();
     for (std::size_t i = 0; i < s.state_shapes.size(); ++i) {
         const Shape& shape = s.state_shapes[i];
-        if (std::count(shape.begin(), shape.end(), any_size) > 1)
+        if (growing_dims(shape) > 1)
             throw UserError("Generator: decoder state " + std::to_string(i) + " of shape " + shape.str() +
                             " has more than one any_size dimension; a growing state grows along one");
         s.states.push_back(input_variable(shape, "decoder_state_" + std::to_string(i)));

@@ -118,8 +118,9 @@ struct Generated {
 /// grows: it starts with that dimension 0 (unless given) and takes whatever size the step returns,
 /// or, appended (StateUpdate::append), grows by the rows the step returns (a Transformer's
 /// key/value cache, one more row per step); like every state it is reordered by each kept
-/// hypothesis's parent, an appended one in the same copy that appends. Generation runs in the precision of the step's
-/// parameters at the time of the call (to_precision may change it between calls).
+/// hypothesis's parent, an appended one in the same copy that appends. Generation runs in the
+/// precision of the step's parameters at the time of the call (to_precision may change it between
+/// calls).
 class Generator {
 public:
     /// Compiles `decoder`'s step over batch inputs, reading `memory` as its memory: either batch

@@ -45,17 +45,6 @@ void softmax_rows(T* s, std::size_t rows, std::size_t cols, Visible visible) {
     }
 }
 
-// Softmax of the n scores in s, in place (n >= 1).
-template <class T>
-void softmax_row(T* s, std::size_t n) {
-    T top = s[0];
-    for (std::size_t j = 1; j < n; ++j) top = std::max(top, s[j]);
-    T sum = 0;
-    for (std::size_t j = 0; j < n; ++j) sum += s[j] = fast::exp(s[j] - top);
-    const T inv = T(1) / sum;
-    for (std::size_t j = 0; j < n; ++j) s[j] *= inv;
-}
-
 // dS = P * (dP - rowsum(P * dP)) * scale, in place of dP.
 template <class T>
 void softmax_backward_rows(const T* p, T* dp, std::size_t rows, std::size_t cols, T scale) {
@@ -389,7 +378,7 @@ private:
             for (std::size_t head = 0; head < heads_; ++head)
                 p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
         }
-        for (std::size_t head = 0; head < heads_; ++head) softmax_row(p + head * h.lk, h.lk);
+        softmax_rows(p, heads_, h.lk, [&](std::size_t) { return h.lk; });  // a row of scores per head
         std::fill(o, o + heads_ * h.dv, T(0));
         for (std::size_t j = 0; j < h.lk; ++j) {
             const T* value = j < x.cached ? x.v.data + j * x.v.stride : x.step_value;
@@ -492,6 +481,7 @@ private:
         const std::size_t dv = stepped_ ? c.in[4].sample_size() / heads_ : (tk ? vw / tk / heads_ : 0);
         if (tk == 0 && !stepped_) return;
         const std::size_t kstride = tk ? kw / tk : 0, vstride = tk ? vw / tk : 0;
+        const T scale = T(1) / std::sqrt(static_cast<T>(dk));
         c.for_each_row([&](std::size_t r) {
             const std::size_t item = item_of(c, r, items);
             // The item's visible keys: the first `visible` ones, those the mask marks real (as
@@ -506,7 +496,7 @@ private:
                                     " has a padded key before a real one; a mask marks each item's first keys real");
             }
             if (visible == 0 && !stepped_) return;
-            const HeadProduct<T> h{1, visible + stepped_, dk, dv, false, T(1) / std::sqrt(static_cast<T>(dk))};
+            const HeadProduct<T> h{1, visible + stepped_, dk, dv, false, scale};
             Operands<T> x{r,
                           0,
                           {q.data + (q.dyn ? r * dq : 0), dq},

@@ -178,6 +178,11 @@ const std::vector<Case>& table() {
              Variable mask = index_select(e.fixed({{1, 1, 1, 0, 0}, {1, 1, 1, 1, 1}}), index);
              return attention(e.batch({4}), keys, values, {.heads = 2, .key_mask = mask});
          }},
+        {"attention", "attention over a cache and the step's own key and value",
+         [](Env& e) {
+             return attention(e.batch({4}), e.batch({3, 4}), e.batch({3, 6}),
+                              {.heads = 2, .step_key = e.batch({4}), .step_value = e.batch({6})});
+         }},
         {"elementwise", "sin", [](Env& e) { return sin(e.seq({3}, -4, 4)); }},
         {"elementwise", "cos", [](Env& e) { return cos(e.seq({3}, -4, 4)); }},
         {"elementwise", "sigmoid", [](Env& e) { return sigmoid(e.seq({3}, -4, 4)); }},
