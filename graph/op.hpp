@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/buffer.hpp"
+#include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "core/sequence_layout.hpp"
 #include "core/shape.hpp"
@@ -84,6 +85,21 @@ struct OpCall {
             for (std::size_t r = 0, n = out.rows(); r < n; ++r) f(r);
         }
     }
+
+    /// for_each_row with the rows split among idle inter-op threads (share_range) when there are
+    /// enough of them, a row costing about `row_work` element operations: for ops whose f(r) reads
+    /// anything but writes only row r of the output, so that the values do not depend on the
+    /// threads.
+    template <class F>
+    void for_each_row_shared(std::size_t row_work, F&& f) const {
+        const std::size_t n = padded ? rows.size() : out.rows();
+        const auto range = [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) f(padded ? rows[i] : i);
+        };
+        if (!share_range(n, 1, row_work, kSharedElements, range)) range(0, n);
+    }
+    /// Element operations below which a row-wise op's rows are not worth splitting among threads.
+    static constexpr std::size_t kSharedElements = std::size_t{1} << 15;
 
     /// Backward only. An input gradient with data == nullptr is not needed.
     View<const T> out_grad;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/errors.hpp"
+#include "core/parallel.hpp"
 #include "graph/ops.hpp"
 #include "graph/session.hpp"
 
@@ -433,11 +434,16 @@ xt::xarray<T> state_rows(xt::xarray<T> reused, PassRows<T> kept, PassRows<T> pro
     if (reused.size() != rows * width ||
         !std::equal(dims.begin(), dims.end(), reused.shape().begin(), reused.shape().end()))
         reused = xt::xarray<T>::from_shape(dims);
-    for (std::size_t r = 0; r < rows; ++r) {
-        T* to = reused.data() + r * width;
-        std::copy_n(kept.data + parents[r] * kept.width, kept.width, to);
-        std::copy_n(produced.data + parents[r] * produced.width, produced.width, to + kept.width);
-    }
+    // The rows split among idle inter-op threads: each writes its own.
+    T* out = reused.data();
+    const auto copy = [&](std::size_t begin, std::size_t end) {
+        for (std::size_t r = begin; r < end; ++r) {
+            T* to = out + r * width;
+            std::copy_n(kept.data + parents[r] * kept.width, kept.width, to);
+            std::copy_n(produced.data + parents[r] * produced.width, produced.width, to + kept.width);
+        }
+    };
+    if (!share_range(rows, 1, width, std::size_t{1} << 15, copy)) copy(0, rows);
     return reused;
 }
 

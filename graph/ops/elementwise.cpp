@@ -21,6 +21,14 @@ using detail::plan_broadcast;
 constexpr unsigned reads_x = 1, reads_y = 2;
 constexpr unsigned reads_a = 1, reads_b = 2, reads_z = 4;
 
+// run(begin, end) over [0, n), split among idle inter-op threads (share_range) when n is large:
+// for element-wise loops, where each element is computed alone, so that the values do not depend
+// on the threads.
+template <class Run>
+void each_part(std::size_t n, Run&& run) {
+    if (!share_range(n, 64, 1, std::size_t{1} << 15, run)) run(0, n);
+}
+
 // ---- unary: y = f(x); derivative dy/dx from x and y ----
 
 template <class F>
@@ -35,8 +43,9 @@ public:
     void fwd(const OpCall<T>& c) const {
         const T* x = c.in[0].data;
         T* y = c.out.data;
-        const std::size_t n = c.out.size();
-        for (std::size_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
+        each_part(c.out.size(), [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) y[i] = F::f(x[i]);
+        });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
@@ -44,13 +53,14 @@ public:
         // Only what the derivative uses is read: the other value may have been freed.
         const T *x = c.in[0].data, *y = c.out.data, *g = c.out_grad.data;
         T* gx = c.in_grad[0].data;
-        const std::size_t n = c.out.size();
-        for (std::size_t i = 0; i < n; ++i) {
-            T xi = T(0), yi = T(0);
-            if constexpr ((F::reads & reads_x) != 0) xi = x[i];
-            if constexpr ((F::reads & reads_y) != 0) yi = y[i];
-            gx[i] += detail::times_upstream(g[i], F::d(xi, yi));
-        }
+        each_part(c.out.size(), [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) {
+                T xi = T(0), yi = T(0);
+                if constexpr ((F::reads & reads_x) != 0) xi = x[i];
+                if constexpr ((F::reads & reads_y) != 0) yi = y[i];
+                gx[i] += detail::times_upstream(g[i], F::d(xi, yi));
+            }
+        });
     }
 };
 
@@ -114,9 +124,16 @@ public:
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
-        const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
         const T *a0 = c.in[0].data, *b0 = c.in[1].data;
         T* z0 = c.out.data;
+        const std::size_t size = c.out.size();
+        if (c.in[0].size() == size && c.in[1].size() == size) {  // no broadcast: one run, shared
+            each_part(size, [&](std::size_t begin, std::size_t end) {
+                for (std::size_t i = begin; i < end; ++i) z0[i] = F::f(a0[i], b0[i]);
+            });
+            return;
+        }
+        const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
         detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 2>& base, std::size_t n,
                                        const std::array<std::size_t, 2>& step) {
             const T *a = a0 + base[0], *b = b0 + base[1];

@@ -35,7 +35,7 @@ public:
     void fwd(const OpCall<T>& c) const {
         const std::size_t d = c.in[1].size();
         const T *scale = c.in[1].data, *bias = c.in[2].data;
-        c.for_each_row([&](std::size_t r) {
+        c.for_each_row_shared(4 * d, [&](std::size_t r) {
             const T* x = c.in[0].data + r * d;
             T* y = c.out.data + r * d;
             const auto [mean, rstd] = moments(x, d);

@@ -389,3 +389,37 @@ TEST_CASE("one-query attention split among threads gives the values of one threa
     CHECK(with_an_idle_thread([&] { split = evaluate({out}, in)[out].data<float>(); }));
     CHECK(split == one);
 }
+
+TEST_CASE("row-wise ops split among threads give the values and gradients of one thread, bit for bit") {
+    // Ragged sequences of 256 wide rows, enough elements for relu, +, layer_norm and relu's backward
+    // to be split; the padding rows lie between the real ones.
+    const std::size_t d = 256;
+    set_seed(3);
+    Variable x = sequence::input_variable({d}, "x");
+    Parameter w = parameter(Shape{d}, glorot_uniform(), "w");
+    Parameter scale = parameter(Shape{d}, glorot_uniform(), "scale"), bias = parameter(Shape{d}, zeros(), "bias");
+    Variable h = relu(x * w);
+    Variable y = layer_norm(h + x, scale, bias);
+    Variable loss = reduce_sum(sequence::reduce_sum(y * x));
+    std::vector<std::size_t> lengths;
+    for (std::size_t i = 0; i < 40; ++i) lengths.push_back(1 + (i * 7) % 29);
+    const Bindings in{{x, Value::sequences(testing::random_sequences({d}, lengths, 21))}};
+    auto run = [&] {
+        Session s({loss, y}, {w, scale, bias});
+        s.forward(in);
+        s.backward();
+        const auto values = s.value(y).data<float>();
+        std::vector<std::vector<float>> out{{values.begin(), values.end()}};
+        for (const Parameter& p : {w, scale, bias}) {
+            auto g = s.gradient(p).to_dense();
+            out.emplace_back(g.begin(), g.end());
+        }
+        return out;
+    };
+    set_inter_op_threads(1);
+    const auto one = run();
+    InterOp two(2);
+    std::vector<std::vector<float>> split;
+    CHECK(with_an_idle_thread([&] { split = run(); }));
+    CHECK(split == one);
+}
