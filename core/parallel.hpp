@@ -83,4 +83,14 @@ bool share_range(std::size_t extent, std::size_t align, std::size_t unit_work, s
     return true;
 }
 
+/// Element operations below which a loop of simple element- or row-wise work (an element-wise op,
+/// a copy of rows) is not worth splitting among threads (about 10 microseconds).
+inline constexpr std::size_t kShareElementWork = std::size_t{1} << 15;
+
+/// share_range, or run(0, extent) here when it does not split: run covers [0, extent) either way.
+template <class Run>
+void share_or_run(std::size_t extent, std::size_t align, std::size_t unit_work, std::size_t min_work, Run run) {
+    if (!share_range(extent, align, unit_work, min_work, run)) run(0, extent);
+}
+
 }  // namespace loom

@@ -96,10 +96,8 @@ struct OpCall {
         const auto range = [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) f(padded ? rows[i] : i);
         };
-        if (!share_range(n, 1, row_work, kSharedElements, range)) range(0, n);
+        share_or_run(n, 1, row_work, kShareElementWork, range);
     }
-    /// Element operations below which a row-wise op's rows are not worth splitting among threads.
-    static constexpr std::size_t kSharedElements = std::size_t{1} << 15;
 
     /// Backward only. An input gradient with data == nullptr is not needed.
     View<const T> out_grad;

@@ -443,7 +443,7 @@ xt::xarray<T> state_rows(xt::xarray<T> reused, PassRows<T> kept, PassRows<T> pro
             std::copy_n(produced.data + parents[r] * produced.width, produced.width, to + kept.width);
         }
     };
-    if (!share_range(rows, 1, width, std::size_t{1} << 15, copy)) copy(0, rows);
+    share_or_run(rows, 1, width, kShareElementWork, copy);
     return reused;
 }
 

@@ -349,7 +349,7 @@ public:
         };
         // A row's multiply-adds, on average; split at 2^16 per part (a few dozen rows).
         const std::size_t per_row = keys / rows.size() * heads_ * (rows[0].first.dk + rows[0].first.dv);
-        if (!share_range(rows.size(), 1, per_row, std::size_t{1} << 16, run)) run(0, rows.size());
+        share_or_run(rows.size(), 1, per_row, std::size_t{1} << 16, run);
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
@@ -369,19 +369,22 @@ private:
         Rows<const T> q, k, v;
         std::size_t cached = 0;  // keys read from k and v; stepped, the step's own follow them
         const T *step_key = nullptr, *step_value = nullptr;
+        // Key and value j of the row: the cache's, then the step's own.
+        const T* key(std::size_t j) const { return j < cached ? k.data + j * k.stride : step_key; }
+        const T* value(std::size_t j) const { return j < cached ? v.data + j * v.stride : step_value; }
     };
     // One row's output o from its operands, p scratch of heads * lk.
     template <class T>
     void one_query(const HeadProduct<T>& h, const Operands<T>& x, T* p, T* o) const {
         for (std::size_t j = 0; j < h.lk; ++j) {
-            const T* key = j < x.cached ? x.k.data + j * x.k.stride : x.step_key;
+            const T* key = x.key(j);
             for (std::size_t head = 0; head < heads_; ++head)
                 p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
         }
         softmax_rows(p, heads_, h.lk, [&](std::size_t) { return h.lk; });  // a row of scores per head
         std::fill(o, o + heads_ * h.dv, T(0));
         for (std::size_t j = 0; j < h.lk; ++j) {
-            const T* value = j < x.cached ? x.v.data + j * x.v.stride : x.step_value;
+            const T* value = x.value(j);
             for (std::size_t head = 0; head < heads_; ++head) {
                 const T w = p[head * h.lk + j];
                 T* out = o + head * h.dv;
@@ -399,30 +402,27 @@ private:
             const std::size_t dq = h.dk * heads_, dvw = h.dv * heads_, n = h.lk;
             T* keys = c.work->get(2 * n * (dq + dvw) + 2 * n);
             T *values = keys + n * dq, *dkeys = values + n * dvw, *dvalues = dkeys + n * dq, *work = dvalues + n * dvw;
-            for (std::size_t j = 0; j < x.cached; ++j) {
-                std::copy_n(x.k.data + j * x.k.stride, dq, keys + j * dq);
-                std::copy_n(x.v.data + j * x.v.stride, dvw, values + j * dvw);
+            for (std::size_t j = 0; j < n; ++j) {
+                std::copy_n(x.key(j), dq, keys + j * dq);
+                std::copy_n(x.value(j), dvw, values + j * dvw);
             }
-            std::copy_n(x.step_key, dq, keys + x.cached * dq);
-            std::copy_n(x.step_value, dvw, values + x.cached * dvw);
             std::fill(dkeys, dkeys + n * (dq + dvw), T(0));
             for (std::size_t head = 0; head < heads_; ++head)
                 h.backward({x.q.data + head * h.dk, dq}, {keys + head * h.dk, dq}, {values + head * h.dv, dvw},
                            {c.out_grad.data + x.row * width + head * h.dv, width},
                            gradient_rows(c, 0, {x.q.data + head * h.dk, dq}), {dkeys + head * h.dk, dq},
                            {dvalues + head * h.dv, dvw}, work);
-            // dst += src over n elements where dst is input i's gradient at the place of `at` in input i.
+            // dst += src over count elements where dst is input i's gradient at the place of `at` in input i.
             auto add = [&](std::size_t i, const T* at, const T* src, std::size_t count) {
                 if (!c.in_grad[i]) return;
                 T* dst = c.in_grad[i].data + (at - c.in[i].data);
                 for (std::size_t e = 0; e < count; ++e) dst[e] += src[e];
             };
-            for (std::size_t j = 0; j < x.cached; ++j) {
-                add(1, x.k.data + j * x.k.stride, dkeys + j * dq, dq);
-                add(2, x.v.data + j * x.v.stride, dvalues + j * dvw, dvw);
+            for (std::size_t j = 0; j < n; ++j) {  // inputs 1 and 2 the cache, 3 and 4 the step's own
+                const bool own = j >= x.cached;
+                add(own ? 3 : 1, x.key(j), dkeys + j * dq, dq);
+                add(own ? 4 : 2, x.value(j), dvalues + j * dvw, dvw);
             }
-            add(3, x.step_key, dkeys + x.cached * dq, dq);
-            add(4, x.step_value, dvalues + x.cached * dvw, dvw);
         });
     }
     // The shape rule of the query [D] over one row's keys [Tk, D], values [Tk, Dv] and mask [Tk].

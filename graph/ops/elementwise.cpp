@@ -21,12 +21,11 @@ using detail::plan_broadcast;
 constexpr unsigned reads_x = 1, reads_y = 2;
 constexpr unsigned reads_a = 1, reads_b = 2, reads_z = 4;
 
-// run(begin, end) over [0, n), split among idle inter-op threads (share_range) when n is large:
-// for element-wise loops, where each element is computed alone, so that the values do not depend
-// on the threads.
+// run(begin, end) over [0, n), split among idle inter-op threads when n is large: for element-wise
+// loops, where each element is computed alone, so that the values do not depend on the threads.
 template <class Run>
 void each_part(std::size_t n, Run&& run) {
-    if (!share_range(n, 64, 1, std::size_t{1} << 15, run)) run(0, n);
+    share_or_run(n, 64, 1, kShareElementWork, run);
 }
 
 // ---- unary: y = f(x); derivative dy/dx from x and y ----
