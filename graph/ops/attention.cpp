@@ -11,6 +11,7 @@
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) / sqrt(dk),  dQ += dS K,  dK += dS^T Q.
 #include <algorithm>
 #include <cmath>
+#include <experimental/simd>
 #include <limits>
 #include <sstream>
 #include <utility>
@@ -27,6 +28,8 @@
 namespace loom {
 
 namespace {
+
+namespace stdx = std::experimental;
 
 // Softmax of each row of s ([rows, cols], row stride cols) over its first visible(i) columns; the
 // columns after them get 0. A row with no visible column is all 0.
@@ -373,25 +376,57 @@ private:
         const T* key(std::size_t j) const { return j < cached ? k.data + j * k.stride : step_key; }
         const T* value(std::size_t j) const { return j < cached ? v.data + j * v.stride : step_value; }
     };
-    // One row's output o from its operands, p scratch of heads * lk.
+    // One row's output o from its operands, p scratch of heads * lk: the scores of each key for
+    // all heads, a softmax per head, then the weighted values. Where a head's size is a multiple of
+    // 16, a score is 16 lanes of products reduced in a tree (a running sum would be a serial chain),
+    // and the weighted values are summed in registers, 64 elements at a time over all the keys.
     template <class T>
     void one_query(const HeadProduct<T>& h, const Operands<T>& x, T* p, T* o) const {
+        using Lanes = stdx::fixed_size_simd<T, 16>;
+        constexpr std::size_t lanes = Lanes::size();
         for (std::size_t j = 0; j < h.lk; ++j) {
             const T* key = x.key(j);
-            for (std::size_t head = 0; head < heads_; ++head)
-                p[head * h.lk + j] = h.scale * fast::dot(x.q.data + head * h.dk, key + head * h.dk, h.dk);
-        }
-        softmax_rows(p, heads_, h.lk, [&](std::size_t) { return h.lk; });  // a row of scores per head
-        std::fill(o, o + heads_ * h.dv, T(0));
-        for (std::size_t j = 0; j < h.lk; ++j) {
-            const T* value = x.value(j);
             for (std::size_t head = 0; head < heads_; ++head) {
-                const T w = p[head * h.lk + j];
-                T* out = o + head * h.dv;
-                const T* in = value + head * h.dv;
-                for (std::size_t i = 0; i < h.dv; ++i) out[i] += w * in[i];
+                const T *qh = x.q.data + head * h.dk, *kh = key + head * h.dk;
+                T dot;
+                if (h.dk % lanes == 0) {
+                    Lanes sum = load<Lanes>(qh) * load<Lanes>(kh);
+                    for (std::size_t c = lanes; c < h.dk; c += lanes) sum += load<Lanes>(qh + c) * load<Lanes>(kh + c);
+                    dot = stdx::reduce(sum);
+                } else {
+                    dot = fast::dot(qh, kh, h.dk);
+                }
+                p[head * h.lk + j] = h.scale * dot;
             }
         }
+        softmax_rows(p, heads_, h.lk, [&](std::size_t) { return h.lk; });  // a row of scores per head
+        const std::size_t width = heads_ * h.dv;
+        std::size_t e = 0;
+        // Elements [at, at + B * lanes), each block of lanes within one head.
+        auto blocks = [&]<std::size_t B>(std::size_t at) {
+            Lanes sum[B] = {};
+            const T* w[B];
+            for (std::size_t b = 0; b < B; ++b) w[b] = p + (at + b * lanes) / h.dv * h.lk;
+            for (std::size_t j = 0; j < h.lk; ++j) {
+                const T* v = x.value(j) + at;
+                for (std::size_t b = 0; b < B; ++b) sum[b] += w[b][j] * load<Lanes>(v + b * lanes);
+            }
+            for (std::size_t b = 0; b < B; ++b) sum[b].copy_to(o + at + b * lanes, stdx::element_aligned);
+        };
+        if (h.dv % lanes == 0) {
+            for (; e + 4 * lanes <= width; e += 4 * lanes) blocks.template operator()<4>(e);
+            for (; e < width; e += lanes) blocks.template operator()<1>(e);
+        }
+        for (; e < width; ++e) {
+            const T* w = p + e / h.dv * h.lk;
+            T sum = 0;
+            for (std::size_t j = 0; j < h.lk; ++j) sum += w[j] * x.value(j)[e];
+            o[e] = sum;
+        }
+    }
+    template <class Lanes, class T>
+    static Lanes load(const T* at) {
+        return Lanes(at, stdx::element_aligned);
     }
     // Stepped backward: each row's keys and values copied with the step's own into one block
     // (backward is no generating step's path), its gradients computed there and added back.

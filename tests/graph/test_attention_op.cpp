@@ -190,6 +190,39 @@ TEST_CASE("attention over a cache and the step's own key and value: the cache's 
                          doctest::Contains("not sequences"), UserError);
 }
 
+TEST_CASE("attention over a memory with heads of 16 lanes and more: lane sums and register blocks, double and float") {
+    // Head sizes that are multiples of 16 take the one-query path that sums 16 lanes in a tree and
+    // adds the weighted values 64 elements at a time: 2 heads of 32 (one block of 64), 5 heads of 16
+    // (a block of 64, then one of 16), and 3 heads of 48 keys over values of 3 x 8 (no block).
+    struct Case {
+        std::size_t heads, d, dv;
+    };
+    for (const Case& k : {Case{2, 64, 64}, Case{5, 80, 80}, Case{3, 144, 24}}) {
+        CAPTURE(k.heads);
+        Variable query = input_variable({k.d}, "query");
+        Variable keys = input_variable({any_size, k.d}, "keys"), values = input_variable({any_size, k.dv}, "values");
+        Variable mask = input_variable({any_size}, "mask");
+        Variable out = attention(query, keys, values, {.heads = k.heads, .key_mask = mask});
+        Matrix qv = random_rows({k.d}, 3, 5, -1, 1), kv = random_rows({7, k.d}, 3, 6, -1, 1);
+        Matrix vv = random_rows({7, k.dv}, 3, 7);
+        const std::vector<std::size_t> real{7, 3, 1};
+        Matrix m = mask_padding(kv, vv, real);
+        const Bindings in{
+            {query, Value::batch(qv)}, {keys, Value::batch(kv)}, {values, Value::batch(vv)}, {mask, Value::batch(m)}};
+        const auto got = evaluate({out}, in, DType::f64)[out].data<double>();
+        const auto got_float = evaluate({out}, in, DType::f32)[out].data<float>();
+        for (std::size_t n = 0; n < 3; ++n) {
+            Matrix qn = xt::view(qv, xt::range(n, n + 1), xt::all());
+            Matrix kn = xt::view(kv, n, xt::all(), xt::all()), vn = xt::view(vv, n, xt::all(), xt::all());
+            const auto want = attend(qn, 0, kn, vn, real[n], k.heads);
+            for (std::size_t c = 0; c < k.dv; ++c) {
+                CHECK(got(n, c) == doctest::Approx(want[c]).epsilon(1e-12));
+                CHECK(std::abs(got_float(n, c) - want[c]) < 1e-5);
+            }
+        }
+    }
+}
+
 TEST_CASE("attention gradients in double on ragged batches: self, causal, cross, over a memory and a cache") {
     Variable x = sequence::input_variable({4}, "x"), y = sequence::input_variable({4}, "y");
     Parameter wq = parameter(loom::testing::random_tensor({4, 4}, 21, -0.8, 0.8), "Wq");
