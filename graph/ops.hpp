@@ -316,6 +316,13 @@ Variable embedding(const Variable& ids, const Variable& table, const std::string
 /// attention() over keys, values and mask picked by one index reads the items through it, copying
 /// nothing per row.
 Variable index_select(const Variable& items, const Variable& index, const std::string& name = {});
+/// graph/ops/embedding.cpp: rows indices[r][0..k) of a static table [R, sample...] for each row r
+/// (indices: sample shape [k], k fixed or any_size, whole numbers, on a dynamic axis) -> [k, sample...]
+/// on the indices' axis, as CNTK's gather or torch's table[indices]. The backward adds into the rows
+/// used; an index outside [0, R) is a UserError naming the index and R. attention() over keys and
+/// values gathered by gather_rows reads the rows through the indices (a key/value cache kept as
+/// pages: Generator's appended states), copying nothing per row.
+Variable gather_rows(const Variable& table, const Variable& indices, const std::string& name = {});
 
 /// graph/ops/random.cpp: in training mode (graph/mode.hpp) a * a fresh Bernoulli mask / (1 - rate)
 /// at every evaluation; the identity in inference mode. seed 0 takes a seed from global_rng().

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <utility>
 
@@ -171,7 +172,14 @@ std::vector<std::size_t> state_dims(std::size_t rows, const Shape& pattern, std:
 
 struct Generator::State {
     Variable previous;
-    std::vector<Variable> states;
+    std::vector<Variable> states;  // a paged state's: null (the step reads gather_rows(rows, pages))
+    // Per state appended by rows [any_size, D] (a key/value cache): kept as pages, every row the
+    // step returned stored once in a static table `rows`, and each hypothesis's state the indices
+    // `pages` of its rows, in order (its ancestors', then its own): a step copies no cache.
+    struct Paged {
+        Variable rows, pages;
+    };
+    std::vector<Paged> paged;  // per state; null Variables where the state is not paged
     // Per distinct memory input, every item's memory [N, sample...] as a static input; the step reads
     // row r's item of it, row_item[r], through index_select (attention reads it in place).
     std::vector<Variable> memory;
@@ -258,9 +266,20 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
         if (growing_dims(shape) > 1)
             throw UserError("Generator: decoder state " + std::to_string(i) + " of shape " + shape.str() +
                             " has more than one any_size dimension; a growing state grows along one");
-        s.states.push_back(input_variable(shape, "decoder_state_" + std::to_string(i)));
+        const std::string name = "decoder_state_" + std::to_string(i);
+        if (s.updates[i] == StateUpdate::append && shape.rank() == 2 && shape[0] == any_size) {
+            s.paged.push_back({static_input_variable({any_size, shape[1]}, name + ".rows"),
+                               input_variable({any_size}, name + ".pages")});
+            s.states.emplace_back();
+        } else {
+            s.paged.emplace_back();
+            s.states.push_back(input_variable(shape, name));
+        }
     }
-    DecoderOutput out = decoder.step()(s.previous, s.states, picks);
+    std::vector<Variable> step_states = s.states;
+    for (std::size_t i = 0; i < step_states.size(); ++i)
+        if (s.paged[i].rows) step_states[i] = gather_rows(s.paged[i].rows, s.paged[i].pages, "decoder_state_" + std::to_string(i));
+    DecoderOutput out = decoder.step()(s.previous, step_states, picks);
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
                         " states, the decoder has " + std::to_string(s.states.size()));
@@ -447,6 +466,64 @@ xt::xarray<T> state_rows(xt::xarray<T> reused, PassRows<T> kept, PassRows<T> pro
     return reused;
 }
 
+// A paged state (Generator::State::Paged) as generation keeps it: the table of every row stored,
+// bound as a static input and written in place between passes (the session reads it only during
+// one), and the last pass's pages, [rows, Tk].
+template <class T>
+class Pages {
+public:
+    explicit Pages(std::size_t width) : width_(width) {}
+    // The pages of this pass's rows: each row's parent's pages followed by the rows its parent
+    // produced (`produced`, per row of the last pass), stored once per parent that any row keeps.
+    xt::xarray<T> next(PassRows<T> produced, const std::vector<std::size_t>& parents) {
+        const std::size_t per_parent = produced.width / width_, rows = parents.size();
+        const std::size_t old_tk = last_.dimension() == 2 ? last_.shape()[1] : 0, tk = old_tk + per_parent;
+        reserve(std::max<std::size_t>(1, used_ + rows * per_parent));  // a table even before any row
+        std::vector<std::size_t> stored_at(parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1,
+                                           kNone);
+        xt::xarray<T> pages = xt::xarray<T>::from_shape({rows, tk});
+        for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t p = parents[r];
+            if (stored_at[p] == kNone) {
+                stored_at[p] = used_;
+                std::copy_n(produced.data + p * produced.width, produced.width, table_ + used_ * width_);
+                used_ += per_parent;
+            }
+            T* to = pages.data() + r * tk;
+            if (old_tk) std::copy_n(last_.data() + p * old_tk, old_tk, to);
+            for (std::size_t j = 0; j < per_parent; ++j) to[old_tk + j] = static_cast<T>(stored_at[p] + j);
+        }
+        last_ = pages;
+        return pages;
+    }
+    // The table, bound at every pass: the same storage, so that what next() writes reaches the session.
+    const Value& table() const { return value_; }
+
+private:
+    static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    // Room for `rows` rows: a table twice as large when it is full, the stored rows copied over.
+    void reserve(std::size_t rows) {
+        if (rows <= capacity_) return;
+        // Pages are numbers in T: float holds whole numbers exactly only up to 2^24.
+        if (std::is_same_v<T, float> && rows > Value::max_exact_float_id)
+            throw UserError("Generator::generate: a key/value cache of more than " +
+                            std::to_string(Value::max_exact_float_id) +
+                            " rows, more than float numbers its rows exactly; generate in double (to_precision) or "
+                            "with fewer items at once");
+        const std::size_t capacity = std::max({rows, 2 * capacity_, std::size_t{64}});
+        xt::xarray<T> grown = xt::zeros<T>({capacity, width_});
+        if (used_) std::copy_n(table_, used_ * width_, grown.data());
+        value_ = Value::tensor(std::move(grown));
+        table_ = value_.data<T>().data();  // taken before any copy of value_: it reaches the bound copies
+        capacity_ = capacity;
+    }
+
+    std::size_t width_, used_ = 0, capacity_ = 0;
+    Value value_;
+    T* table_ = nullptr;
+    xt::xarray<T> last_;
+};
+
 // Each item's best hypotheses, at most beam_width, those that ended first.
 Generated best_of(std::vector<Beam>& beams, std::size_t beam_width) {
     Generated g;
@@ -487,6 +564,9 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     for (const xt::xarray<T>& a : initial) produced.push_back({a.data(), a.size() / items});
     // Per state, the Values bound at the last two passes (pass t's in [t % 2]).
     std::vector<std::array<Value, 2>> bound(states.size());
+    std::vector<std::unique_ptr<Pages<T>>> pages(states.size());
+    for (std::size_t i = 0; i < states.size(); ++i)
+        if (paged[i].rows) pages[i] = std::make_unique<Pages<T>>(state_shapes[i][1]);
     // Every item's memory, bound as it is each pass: converted to T here once, then read in place.
     std::vector<Value> memory_items;
     for (const Value& v : memory_values)
@@ -499,6 +579,11 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         const std::size_t rows = parents.size();
         Bindings in{{previous, Value::batch(fed_symbols(beams, rows, t, o.start_symbol, prompts))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
+            if (pages[i]) {
+                in.emplace(paged[i].pages, Value::batch(pages[i]->next(produced[i], parents)));
+                in.emplace(paged[i].rows, pages[i]->table());
+                continue;
+            }
             // Bound two passes ago: the session let it go when the last pass bound its inputs.
             Value& turn = bound[i][t % 2];
             xt::xarray<T> a = turn.empty() ? xt::xarray<T>() : std::move(turn.data<T>());
@@ -512,9 +597,10 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         for (std::size_t m = 0; m < memory.size(); ++m) in.emplace(memory[m], memory_items[m]);
         session->forward(in, "Generator::generate");
         for (std::size_t i = 0; i < states.size(); ++i) {
-            bound[i][t % 2] = std::move(in.at(states[i]));  // shared with the session until its next pass
             const std::span<const T> next = session->value_data<T>(next_states[i]);
             produced[i] = {next.data(), next.size() / rows};
+            if (pages[i]) continue;
+            bound[i][t % 2] = std::move(in.at(states[i]));  // shared with the session until its next pass
             if (updates[i] == StateUpdate::append) {
                 const xt::xarray<T>& read = std::as_const(bound[i][t % 2]).data<T>();
                 kept[i] = {read.data(), read.size() / rows};

@@ -44,8 +44,10 @@ using DecoderStep = std::function<DecoderOutput(const Variable& previous_symbol,
 enum class StateUpdate {
     replace,  ///< the next state whole
     /// Only the rows this step adds along the state's any_size dimension (a key/value cache's one
-    /// new row): the state grows by them. Generation then keeps the state and appends the rows, with
-    /// one copy per step, instead of a step that copies the state one row longer.
+    /// new row): the state grows by them. Generation keeps a state [any_size, D] as pages: each row
+    /// the step returns is stored once, and each hypothesis's state is the list of its ancestors'
+    /// rows, which the step receives as gather_rows(rows, pages) (attention reads it in place); a
+    /// step copies no cache. A state of another shape is kept whole, one copy per step.
     append
 };
 
@@ -118,7 +120,8 @@ struct Generated {
 /// grows: it starts with that dimension 0 (unless given) and takes whatever size the step returns,
 /// or, appended (StateUpdate::append), grows by the rows the step returns (a Transformer's
 /// key/value cache, one more row per step); like every state it is reordered by each kept
-/// hypothesis's parent, an appended one in the same copy that appends. Generation runs in the
+/// hypothesis's parent: an appended state [any_size, D] by its pages (StateUpdate::append), which
+/// copies no row, any other by a copy of its rows. Generation runs in the
 /// precision of the step's parameters at the time of the call (to_precision may change it between
 /// calls).
 class Generator {

@@ -291,14 +291,19 @@ private:
 // Indexed: the keys, values and mask are static, every item's [N, Tk, ...] (an encoder's memory), and
 // a last input, the index [1] per row, says which item row r reads (attention over index_select's
 // picks): no row's memory is copied, and rows sharing an item add into its gradients in turn.
+// Paged: the keys and values are static tables of rows [R, D] and [R', Dv] and the last two inputs,
+// indices [Tk] per row into each, say which rows are row r's keys and values (attention over
+// gather_rows' rows: a key/value cache kept as pages, each hypothesis reading its ancestors'
+// rows); no mask.
 class MemoryAttention final : public OpBase<MemoryAttention> {
 public:
-    MemoryAttention(std::size_t heads, bool masked, bool indexed, bool stepped)
-        : heads_(heads), masked_(masked), indexed_(indexed), stepped_(stepped) {}
+    MemoryAttention(std::size_t heads, bool masked, bool indexed, bool stepped, bool paged = false)
+        : heads_(heads), masked_(masked), indexed_(indexed), stepped_(stepped), paged_(paged) {}
     std::string name() const override { return "attention"; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return true; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
+        if (paged_) return infer_paged(in);
         if (stepped_) {
             const TypeInfo &key = in[3], &value = in[4];
             if (key.axis.is_sequence() || value.axis.is_sequence() || key.shape.rank() != 1 ||
@@ -356,7 +361,7 @@ public:
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
-        if (stepped_) return bwd_stepped(c);
+        if (stepped_ || paged_) return bwd_stepped(c);
         each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
             const std::size_t width = c.out_grad.sample_size();
             h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width},
@@ -372,9 +377,15 @@ private:
         Rows<const T> q, k, v;
         std::size_t cached = 0;  // keys read from k and v; stepped, the step's own follow them
         const T *step_key = nullptr, *step_value = nullptr;
+        // Paged: the rows of k and of v that are the row's keys and values.
+        const std::size_t *key_page = nullptr, *value_page = nullptr;
         // Key and value j of the row: the cache's, then the step's own.
-        const T* key(std::size_t j) const { return j < cached ? k.data + j * k.stride : step_key; }
-        const T* value(std::size_t j) const { return j < cached ? v.data + j * v.stride : step_value; }
+        const T* key(std::size_t j) const {
+            return j < cached ? k.data + (key_page ? key_page[j] : j) * k.stride : step_key;
+        }
+        const T* value(std::size_t j) const {
+            return j < cached ? v.data + (value_page ? value_page[j] : j) * v.stride : step_value;
+        }
     };
     // One row's output o from its operands, p scratch of heads * lk: the scores of each key for
     // all heads, a softmax per head, then the weighted values. Where a head's size is a multiple of
@@ -428,8 +439,9 @@ private:
     static Lanes load(const T* at) {
         return Lanes(at, stdx::element_aligned);
     }
-    // Stepped backward: each row's keys and values copied with the step's own into one block
-    // (backward is no generating step's path), its gradients computed there and added back.
+    // Stepped or paged backward: each row's keys and values copied with the step's own into one
+    // block (backward is no generating step's path), its gradients computed there and added back
+    // where each key and value lies (rows sharing a page add into it in turn).
     template <class T>
     void bwd_stepped(const OpCall<T>& c) const {
         const std::size_t width = c.out_grad.sample_size();
@@ -453,7 +465,7 @@ private:
                 T* dst = c.in_grad[i].data + (at - c.in[i].data);
                 for (std::size_t e = 0; e < count; ++e) dst[e] += src[e];
             };
-            for (std::size_t j = 0; j < n; ++j) {  // inputs 1 and 2 the cache, 3 and 4 the step's own
+            for (std::size_t j = 0; j < n; ++j) {  // inputs 1 and 2 the cache (or pages), 3 and 4 the step's own
                 const bool own = j >= x.cached;
                 add(own ? 3 : 1, x.key(j), dkeys + j * dq, dq);
                 add(own ? 4 : 2, x.value(j), dvalues + j * dvw, dvw);
@@ -477,6 +489,30 @@ private:
         Axis axis = in[0].axis;
         if (!axis.is_dynamic()) axis = in[1].axis;
         return {Shape{in[2].shape[1]}, axis};
+    }
+    // Paged: (query, key rows [R, D], value rows [R', Dv], [step key, step value,] the keys' indices
+    // [Tk], the values' indices [Tk]).
+    TypeInfo infer_paged(std::span<const TypeInfo> in) const {
+        const TypeInfo &keys = in[1], &values = in[2], &indices = in[in.size() - 2], &value_indices = in.back();
+        if (keys.axis.is_dynamic() || values.axis.is_dynamic() || keys.shape.rank() != 2 || values.shape.rank() != 2)
+            shape_error(name(), in, "over pages, the key and value rows must be static [R, D] and [R, Dv]");
+        for (const TypeInfo* t : {&indices, &value_indices})
+            if (t->axis.kind != Axis::Kind::Batch || t->shape.rank() != 1)
+                shape_error(name(), in, "over pages, the indices must be batch values [Tk]");
+        if (indices.shape[0] != value_indices.shape[0] || indices.axis != value_indices.axis)
+            shape_error(name(), in, "over pages, the keys and values must have one number of steps Tk");
+        std::vector<TypeInfo> rows{in[0],
+                                   {Shape{indices.shape[0], keys.shape[1]}, indices.axis},
+                                   {Shape{indices.shape[0], values.shape[1]}, indices.axis}};
+        if (stepped_) {
+            const TypeInfo &key = in[3], &value = in[4];
+            if (key.axis.is_sequence() || value.axis.is_sequence() || key.shape != Shape{keys.shape[1]} ||
+                value.shape != Shape{values.shape[1]})
+                shape_error(name(), in,
+                            "the step's own key and value must be batch values of the keys' and the values' "
+                            "row sizes");
+        }
+        return infer_rows(rows);
     }
     // Which item row r reads: the index's (checked), its own row of batch keys, or the one item of
     // static keys, which serves every row.
@@ -509,6 +545,7 @@ private:
     template <class T, class F>
     void each_row(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
+        if (paged_) return each_paged_row(c, f);
         const std::size_t items = indexed_ ? k.dims[0] : 1;  // indexed: [N, Tk, D], else [Tk, D] (per row)
         const std::size_t tk = k.dims[indexed_ ? 1 : k.dyn];
         const std::size_t kw = k.sample_size() / items, vw = v.sample_size() / items;  // one item's
@@ -546,14 +583,67 @@ private:
         });
     }
 
+    // each_row's paged form: row r's keys and values are the rows of the tables its indices name,
+    // every index checked here (a whole number below the table's rows), before any row is computed.
+    template <class T, class F>
+    void each_paged_row(const OpCall<T>& c, F&& f) const {
+        const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
+        const View<const T>&key_indices = c.in[c.in.size() - 2], &value_indices = c.in.back();
+        const std::size_t tk = key_indices.sample_size(), dq = q.sample_size(), dk = dq / heads_;
+        const std::size_t kw = k.dims[1], vw = v.dims[1], dv = vw / heads_;
+        if (value_indices.sample_size() != tk)
+            throw UserError("attention: over pages, " + std::to_string(tk) + " key indices and " +
+                            std::to_string(value_indices.sample_size()) + " value indices per row");
+        if (tk == 0 && !stepped_) return;
+        thread_local std::vector<std::size_t> pages;
+        auto& page = pages;
+        page.resize(2 * key_indices.size());
+        const T scale = T(1) / std::sqrt(static_cast<T>(dk));
+        // Row r's indices into a table of `count` rows, checked, into `to`.
+        auto read = [&](const View<const T>& indices, std::size_t count, const char* what, std::size_t r,
+                        std::size_t* to) {
+            for (std::size_t j = 0; j < tk; ++j) {
+                const double index = static_cast<double>(indices.data[r * tk + j]);
+                if (!(index >= 0) || index >= static_cast<double>(count) || index != std::floor(index)) {
+                    std::ostringstream msg;
+                    msg << "attention: row " << r << " reads " << what << " row " << index << " of " << count
+                        << " (valid indices are [0, " << count << "))";
+                    throw UserError(msg.str());
+                }
+                to[j] = static_cast<std::size_t>(index);
+            }
+        };
+        c.for_each_row([&](std::size_t r) {
+            std::size_t* at = page.data() + 2 * r * tk;
+            read(key_indices, k.dims[0], "key", r, at);
+            read(value_indices, v.dims[0], "value", r, at + tk);
+            Operands<T> x{r, 0, {q.data + (q.dyn ? r * dq : 0), dq}, {k.data, kw}, {v.data, vw}, tk};
+            x.key_page = at;
+            x.value_page = at + tk;
+            if (stepped_) {
+                x.step_key = c.in[3].data + (c.in[3].dyn ? r * kw : 0);
+                x.step_value = c.in[4].data + (c.in[4].dyn ? r * vw : 0);
+            }
+            f(HeadProduct<T>{1, tk + stepped_, dk, dv, false, scale}, x);
+        });
+    }
+
     std::size_t heads_;
-    bool masked_, indexed_, stepped_;
+    bool masked_, indexed_, stepped_, paged_;
 };
 
 // The node of index_select(items, index) that `v` is, or nullptr.
 const Node* picked(const Variable& v) {
     const Node* n = v ? v.node().get() : nullptr;
     return n && n->kind == NodeKind::Op && n->op && is_index_select(*n->op) ? n : nullptr;
+}
+
+// The node of gather_rows(table, indices) over a matrix table that `v` is, or nullptr.
+const Node* gathered(const Variable& v) {
+    const Node* n = v ? v.node().get() : nullptr;
+    return n && n->kind == NodeKind::Op && n->op && is_gather_rows(*n->op) && n->inputs[0]->type.shape.rank() == 2
+               ? n
+               : nullptr;
 }
 
 }  // namespace
@@ -586,6 +676,16 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
     const bool masked = static_cast<bool>(options.key_mask);
     if (static_cast<bool>(options.step_key) != static_cast<bool>(options.step_value))
         throw UserError("attention: give the step's own key and value together (step_key and step_value)");
+    // Keys and values gathered from tables of rows: read where they lie, through the indices.
+    const Node *gk = gathered(keys), *gv = gathered(values);
+    if (!masked && gk && gv) {
+        in = {queries.node(), gk->inputs[0], gv->inputs[0]};
+        if (options.step_key) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
+        in.insert(in.end(), {gk->inputs[1], gv->inputs[1]});
+        return Variable(apply_op(
+            std::make_shared<const MemoryAttention>(options.heads, false, false, static_cast<bool>(options.step_key), true),
+            in, name));
+    }
     if (options.step_key) {
         if (masked)
             throw UserError("attention: the step's own key and value follow a key/value cache, which has no key_mask");

@@ -2,6 +2,7 @@
 // backward scatter-adds into the rows that were used only, so a step costs O(ids * D), not O(V * D).
 // index_select(items, index), its sibling of any rank: item index[r] of static items [N, ...] for
 // each row r (a generator's hypotheses reading their source's memory), backward a scatter-add.
+// gather_rows(table, indices): k rows of a static table per row (a paged key/value cache).
 #include <cmath>
 #include <sstream>
 
@@ -232,6 +233,75 @@ public:
     }
 };
 
+// gather_rows(table, indices): for each row, the table's rows [R, sample...] at its indices [k] (k may be a
+// run-time size, any_size), -> [k, sample...] on the indices' axis: a key/value cache kept as pages,
+// each hypothesis's rows read through the indices of its ancestors' rows. Backward adds each row's
+// gradients into the table's rows, one row after another (indices shared by rows accumulate).
+class GatherRows final : public OpBase<GatherRows> {
+public:
+    std::string name() const override { return "gather_rows"; }
+    bool backward_reads_output() const override { return false; }
+    bool backward_reads_input(std::size_t input) const override { return input == 1; }  // the indices
+
+    TypeInfo infer(std::span<const TypeInfo> in) const override {
+        const TypeInfo &table = in[0], &indices = in[1];
+        if (table.axis.is_dynamic() || table.shape.rank() < 1)
+            shape_error(name(), in,
+                        "the table must be static [R, sample...] (a static_input_variable, parameter or constant)");
+        if (!indices.axis.is_dynamic() || indices.shape.rank() != 1)
+            shape_error(name(), in, "the indices must be a vector [k] per row on a dynamic axis");
+        std::vector<std::size_t> out{indices.shape[0]};
+        out.insert(out.end(), table.shape.begin() + 1, table.shape.end());
+        return {Shape(out), indices.axis};
+    }
+    // The number of indices, which may be known only now (and may be 0: a cache before its first row).
+    template <class T>
+    void prep(const OpCall<T>& c, Prepared& p) const {
+        const View<const T>& table = c.in[0];
+        std::vector<std::size_t> out{c.in[1].sample_size()};
+        out.insert(out.end(), table.dims.begin() + 1, table.dims.end());
+        p.has_shape = true;
+        p.shape = Shape(out);
+    }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const std::size_t count = c.in[0].dims[0], width = c.in[0].sample_size() / (count ? count : 1);
+        const std::size_t k = c.in[1].sample_size();
+        c.for_each_row([&](std::size_t r) {
+            for (std::size_t i = 0; i < k; ++i)
+                std::copy_n(c.in[0].data + row_index(c.in[1].data[r * k + i], count) * width, width,
+                            c.out.data + (r * k + i) * width);
+        });
+    }
+    template <class T>
+    void bwd(const OpCall<T>& c) const {
+        if (!c.in_grad[0]) return;  // the indices are numbers: they get no gradient
+        const std::size_t count = c.in[0].dims[0], width = c.in[0].sample_size() / (count ? count : 1);
+        const std::size_t k = c.in[1].sample_size();
+        c.for_each_row([&](std::size_t r) {
+            for (std::size_t i = 0; i < k; ++i) {
+                T* dst = c.in_grad[0].data + row_index(c.in[1].data[r * k + i], count) * width;
+                const T* g = c.out_grad.data + (r * k + i) * width;
+                for (std::size_t j = 0; j < width; ++j) dst[j] += g[j];
+            }
+        });
+    }
+
+private:
+    template <class T>
+    static std::size_t row_index(T index, std::size_t count) {
+        const double v = static_cast<double>(index);
+        if (!(v >= 0) || v >= static_cast<double>(count) || v != std::floor(v)) {
+            std::ostringstream msg;
+            msg << "gather_rows: index " << v << " is not a row of the table of " << count << " rows (valid indices are [0, "
+                << count << "))";
+            throw UserError(msg.str());
+        }
+        return static_cast<std::size_t>(v);
+    }
+};
+
 bool is_embedding(const Op& op) { return dynamic_cast<const Embedding*>(&op) != nullptr; }
 
 std::shared_ptr<const Op> embedding_product(bool bias) {
@@ -251,6 +321,13 @@ bool is_index_select(const Op& op) { return dynamic_cast<const IndexSelect*>(&op
 Variable index_select(const Variable& items, const Variable& index, const std::string& name) {
     static const auto op = std::make_shared<const IndexSelect>();
     return Variable(apply_op(op, {items.node(), index.node()}, name));
+}
+
+bool is_gather_rows(const Op& op) { return dynamic_cast<const GatherRows*>(&op) != nullptr; }
+
+Variable gather_rows(const Variable& table, const Variable& indices, const std::string& name) {
+    static const auto op = std::make_shared<const GatherRows>();
+    return Variable(apply_op(op, {table.node(), indices.node()}, name));
 }
 
 }  // namespace loom

@@ -223,6 +223,68 @@ TEST_CASE("attention over a memory with heads of 16 lanes and more: lane sums an
     }
 }
 
+TEST_CASE("attention over pages: each row's keys and values are the table rows its indices name, read in place") {
+    // Rows of a cache kept as pages (Generator's appended states): three hypotheses reading rows of
+    // one table, two of them sharing rows, one reading a row twice; keys and values through one
+    // indices input, then through two.
+    Variable key_rows = static_input_variable({any_size, 4}, "key_rows");
+    Variable value_rows = static_input_variable({any_size, 2}, "value_rows");
+    Variable pages = input_variable({any_size}, "pages"), query = input_variable({4}, "query");
+    Variable step_key = input_variable({4}, "step_key"), step_value = input_variable({2}, "step_value");
+    const Matrix kt = random_tensor({6, 4}, 31, -2, 2), vt = random_tensor({6, 2}, 32);
+    const Matrix qv = random_rows({4}, 3, 33, -2, 2), sk = random_rows({4}, 3, 34, -2, 2), sv = random_rows({2}, 3, 35);
+    for (const bool stepped : {false, true}) {
+        CAPTURE(stepped);
+        AttentionOptions o{.heads = 2};
+        if (stepped) o.step_key = step_key, o.step_value = step_value;
+        Variable out = attention(query, gather_rows(key_rows, pages), gather_rows(value_rows, pages), o);
+        // Read through the indices: the op's inputs are the tables themselves, not rows gathered.
+        CHECK(out.node()->inputs[1] == key_rows.node());
+        CHECK(out.node()->inputs[2] == value_rows.node());
+        for (const std::vector<std::vector<double>>& rows :
+             {std::vector<std::vector<double>>{{5, 0, 2}, {2, 2, 1}, {0, 3, 4}},
+              std::vector<std::vector<double>>{{}, {}, {}}}) {
+            const std::size_t tk = rows[0].size();
+            if (tk == 0 && !stepped) continue;
+            Matrix ids = xt::zeros<double>({std::size_t{3}, tk});
+            for (std::size_t r = 0; r < 3; ++r)
+                for (std::size_t j = 0; j < tk; ++j) ids(r, j) = rows[r][j];
+            Bindings in{{key_rows, Value::tensor(kt)},
+                        {value_rows, Value::tensor(vt)},
+                        {pages, Value::batch(ids)},
+                        {query, Value::batch(qv)}};
+            if (stepped) in.insert({{step_key, Value::batch(sk)}, {step_value, Value::batch(sv)}});
+            const auto got = evaluate({out}, in, DType::f64)[out].data<double>();
+            for (std::size_t n = 0; n < 3; ++n) {
+                // The row's keys and values copied out of the tables by hand, the step's own last.
+                const std::size_t count = tk + stepped;
+                Matrix kn = xt::zeros<double>({count, std::size_t{4}}), vn = xt::zeros<double>({count, std::size_t{2}});
+                for (std::size_t j = 0; j < count; ++j) {
+                    const bool own = j == tk;
+                    const auto row = own ? 0 : static_cast<std::size_t>(rows[n][j]);
+                    for (std::size_t c = 0; c < 4; ++c) kn(j, c) = own ? sk(n, c) : kt(row, c);
+                    for (std::size_t c = 0; c < 2; ++c) vn(j, c) = own ? sv(n, c) : vt(row, c);
+                }
+                Matrix qn = xt::view(qv, xt::range(n, n + 1), xt::all());
+                const auto want = attend(qn, 0, kn, vn, count, 2);
+                for (std::size_t c = 0; c < 2; ++c) CHECK(got(n, c) == doctest::Approx(want[c]).epsilon(1e-12));
+            }
+            if (tk == 0) continue;
+            ids(1, 2) = 6;  // past the 6 rows of the tables
+            in[pages] = Value::batch(ids);
+            CHECK_THROWS_WITH_AS(evaluate({out}, in), doctest::Contains("row 1 reads key row 6 of 6"), UserError);
+            // Keys and values may be read through indices of their own (a generator's two states).
+            Variable value_pages = input_variable({any_size}, "value_pages");
+            Variable own = attention(query, gather_rows(key_rows, pages), gather_rows(value_rows, value_pages), o);
+            CHECK(own.node()->inputs[2] == value_rows.node());
+            in[value_pages] = Value::batch(ids);
+            ids(1, 2) = 1;
+            in[pages] = Value::batch(ids);
+            CHECK_THROWS_WITH_AS(evaluate({own}, in), doctest::Contains("row 1 reads value row 6 of 6"), UserError);
+        }
+    }
+}
+
 TEST_CASE("attention gradients in double on ragged batches: self, causal, cross, over a memory and a cache") {
     Variable x = sequence::input_variable({4}, "x"), y = sequence::input_variable({4}, "y");
     Parameter wq = parameter(loom::testing::random_tensor({4, 4}, 21, -0.8, 0.8), "Wq");

@@ -66,6 +66,15 @@ public:
         bindings_[v] = Value::batch(a);
         return v;
     }
+    // Batch indices [k], one row of them per sequence: the table rows each row reads.
+    Variable row_indices(const std::vector<std::vector<double>>& rows) {
+        Variable v = input_variable({rows[0].size()}, "indices");
+        xt::xarray<double> a = xt::zeros<double>({rows.size(), rows.empty() ? 0 : rows[0].size()});
+        for (std::size_t r = 0; r < rows.size(); ++r)
+            for (std::size_t j = 0; j < rows[r].size(); ++j) a(r, j) = rows[r][j];
+        bindings_[v] = Value::batch(a);
+        return v;
+    }
     Parameter param(const Shape& shape, double lo = -1, double hi = 1) {
         Parameter p = parameter(testing::random_tensor(shape, ++seed_, lo, hi), "p" + std::to_string(++count_));
         wrt_.push_back(p);
@@ -181,6 +190,19 @@ const std::vector<Case>& table() {
         {"attention", "attention over a cache and the step's own key and value",
          [](Env& e) {
              return attention(e.batch({4}), e.batch({3, 4}), e.batch({3, 6}),
+                              {.heads = 2, .step_key = e.batch({4}), .step_value = e.batch({6})});
+         }},
+        {"attention", "attention over pages: rows gathered by one indices input, shared between rows",
+         [](Env& e) {
+             Variable pages = e.row_indices({{4, 0, 4}, {1, 1, 2}, {3, 0, 2}});
+             return attention(e.batch({4}), gather_rows(e.items({5, 4}), pages), gather_rows(e.items({5, 6}), pages),
+                              {.heads = 2});
+         }},
+        {"attention", "attention over pages of their own for keys and values and the step's own key and value",
+         [](Env& e) {
+             Variable keys = gather_rows(e.items({3, 4}), e.row_indices({{2, 0}, {1, 1}, {0, 2}}));
+             Variable values = gather_rows(e.items({4, 6}), e.row_indices({{3, 0}, {1, 2}, {0, 0}}));
+             return attention(e.batch({4}), keys, values,
                               {.heads = 2, .step_key = e.batch({4}), .step_value = e.batch({6})});
          }},
         {"elementwise", "sin", [](Env& e) { return sin(e.seq({3}, -4, 4)); }},
@@ -384,6 +406,10 @@ const std::vector<Case>& table() {
         {"shape", "index_select by a sequence index of lengths 1, 3 and 7",
          [](Env& e) {
              return index_select(e.items({3, 4}), e.ids(3)) * e.seq({4});
+         }},
+        {"shape", "gather_rows by batch indices [3], rows shared and repeated",
+         [](Env& e) {
+             return gather_rows(e.items({5, 2}), e.row_indices({{4, 0, 4}, {1, 1, 2}, {3, 0, 2}})) * e.batch({3, 2});
          }},
         // one_hot passes no gradient to its ids; its value reaches the other operand's gradient.
         {"shape", "one_hot", [](Env& e) { return one_hot(e.ids(4), 4) * e.seq({4}); }},

@@ -134,3 +134,37 @@ TEST_CASE("index_select: row r is item index[r], over a batch and over ragged se
         CHECK_MESSAGE(holds(m, {"index_select", "sample shape [1]"}), m);
     }
 }
+
+TEST_CASE("gather_rows: each row's table rows at its indices, of a size fixed or known at run time") {
+    Variable table = static_input_variable({any_size, 2}, "table");
+    Variable pages = input_variable({any_size}, "pages"), three = input_variable({3}, "three");
+    const Matrix t = random_tensor({4, 2}, 41);
+    const Matrix ids{{3, 0, 3}, {1, 2, 2}};
+    for (const Variable& indices : {pages, three}) {
+        Variable out = gather_rows(table, indices);
+        CHECK(out.shape() == Shape{indices == three ? std::size_t{3} : std::size_t{0}, 2});
+        const Matrix got = evaluate({out}, {{table, Value::tensor(t)}, {indices, Value::batch(ids)}}, DType::f64)[out]
+                               .data<double>();
+        REQUIRE(got.shape() == std::vector<std::size_t>{2, 3, 2});
+        for (std::size_t r = 0; r < 2; ++r)
+            for (std::size_t j = 0; j < 3; ++j)
+                for (std::size_t c = 0; c < 2; ++c)
+                    CHECK(got(r, j, c) == t(static_cast<std::size_t>(ids(r, j)), c));
+    }
+    SUBCASE("an index outside the table, or not a whole number, is refused by name") {
+        Variable out = gather_rows(table, pages);
+        for (double bad : {4.0, -1.0, 1.5}) {
+            Matrix b = ids;
+            b(1, 1) = bad;
+            const std::string m =
+                error_of([&] { evaluate({out}, {{table, Value::tensor(t)}, {pages, Value::batch(b)}}); });
+            CHECK_MESSAGE(holds(m, {"gather_rows: index", "is not a row of the table of 4 rows"}), m);
+        }
+    }
+    SUBCASE("a table with dynamic axes, or indices that are no vector, are shape errors") {
+        CHECK_THROWS_WITH_AS(gather_rows(input_variable({4, 2}), pages), doctest::Contains("must be static"),
+                             UserError);
+        CHECK_THROWS_WITH_AS(gather_rows(table, input_variable({2, 2})), doctest::Contains("a vector [k] per row"),
+                             UserError);
+    }
+}
