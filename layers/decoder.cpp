@@ -278,7 +278,8 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     }
     std::vector<Variable> step_states = s.states;
     for (std::size_t i = 0; i < step_states.size(); ++i)
-        if (s.paged[i].rows) step_states[i] = gather_rows(s.paged[i].rows, s.paged[i].pages, "decoder_state_" + std::to_string(i));
+        if (s.paged[i].rows)
+            step_states[i] = gather_rows(s.paged[i].rows, s.paged[i].pages, "decoder_state_" + std::to_string(i));
     DecoderOutput out = decoder.step()(s.previous, step_states, picks);
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +

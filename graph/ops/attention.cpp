@@ -682,9 +682,9 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
         in = {queries.node(), gk->inputs[0], gv->inputs[0]};
         if (options.step_key) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
         in.insert(in.end(), {gk->inputs[1], gv->inputs[1]});
-        return Variable(apply_op(
-            std::make_shared<const MemoryAttention>(options.heads, false, false, static_cast<bool>(options.step_key), true),
-            in, name));
+        return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, false, false,
+                                                                         static_cast<bool>(options.step_key), true),
+                                 in, name));
     }
     if (options.step_key) {
         if (masked)

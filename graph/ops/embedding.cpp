@@ -294,8 +294,8 @@ private:
         const double v = static_cast<double>(index);
         if (!(v >= 0) || v >= static_cast<double>(count) || v != std::floor(v)) {
             std::ostringstream msg;
-            msg << "gather_rows: index " << v << " is not a row of the table of " << count << " rows (valid indices are [0, "
-                << count << "))";
+            msg << "gather_rows: index " << v << " is not a row of the table of " << count
+                << " rows (valid indices are [0, " << count << "))";
             throw UserError(msg.str());
         }
         return static_cast<std::size_t>(v);

@@ -143,21 +143,21 @@ TEST_CASE("gather_rows: each row's table rows at its indices, of a size fixed or
     for (const Variable& indices : {pages, three}) {
         Variable out = gather_rows(table, indices);
         CHECK(out.shape() == Shape{indices == three ? std::size_t{3} : std::size_t{0}, 2});
-        const Matrix got = evaluate({out}, {{table, Value::tensor(t)}, {indices, Value::batch(ids)}}, DType::f64)[out]
-                               .data<double>();
+        const Matrix got =
+            evaluate({out}, {{table, Value::tensor(t)}, {indices, Value::batch(ids)}}, DType::f64)[out].data<double>();
         REQUIRE(got.shape() == std::vector<std::size_t>{2, 3, 2});
         for (std::size_t r = 0; r < 2; ++r)
             for (std::size_t j = 0; j < 3; ++j)
-                for (std::size_t c = 0; c < 2; ++c)
-                    CHECK(got(r, j, c) == t(static_cast<std::size_t>(ids(r, j)), c));
+                for (std::size_t c = 0; c < 2; ++c) CHECK(got(r, j, c) == t(static_cast<std::size_t>(ids(r, j)), c));
     }
     SUBCASE("an index outside the table, or not a whole number, is refused by name") {
         Variable out = gather_rows(table, pages);
         for (double bad : {4.0, -1.0, 1.5}) {
             Matrix b = ids;
             b(1, 1) = bad;
-            const std::string m =
-                error_of([&] { evaluate({out}, {{table, Value::tensor(t)}, {pages, Value::batch(b)}}); });
+            const std::string m = error_of([&] {
+                evaluate({out}, {{table, Value::tensor(t)}, {pages, Value::batch(b)}});
+            });
             CHECK_MESSAGE(holds(m, {"gather_rows: index", "is not a row of the table of 4 rows"}), m);
         }
     }
