@@ -201,6 +201,11 @@ Axis unify_axes(const std::string& op, std::span<const TypeInfo> in);
 Shape broadcast_shapes(const std::string& op, std::span<const TypeInfo> in);
 /// Normalizes a possibly negative static axis against `rank`; throws naming the op.
 std::size_t normalize_axis(const std::string& op, int axis, std::size_t rank);
+/// Whether `v`, a number read from a Value, is a whole number in [0, count): an index of one of
+/// `count` rows, items or ids (NaN is not).
+inline bool is_index(double v, std::size_t count) {
+    return v >= 0 && v < static_cast<double>(count) && v == static_cast<double>(static_cast<std::size_t>(v));
+}
 
 /// @endcond
 

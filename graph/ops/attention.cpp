@@ -520,7 +520,7 @@ private:
     std::size_t item_of(const OpCall<T>& c, std::size_t r, std::size_t items) const {
         if (!indexed_) return c.in[1].dyn ? r : 0;
         const double index = static_cast<double>(c.in.back().data[r]);
-        if (!(index >= 0) || index >= static_cast<double>(items) || index != std::floor(index)) {
+        if (!is_index(index, items)) {
             std::ostringstream msg;
             msg << "attention: row " << r << " reads item " << index << " of a memory of " << items
                 << " items (valid indices are [0, " << items << "))";
@@ -604,7 +604,7 @@ private:
                         std::size_t* to) {
             for (std::size_t j = 0; j < tk; ++j) {
                 const double index = static_cast<double>(indices.data[r * tk + j]);
-                if (!(index >= 0) || index >= static_cast<double>(count) || index != std::floor(index)) {
+                if (!is_index(index, count)) {
                     std::ostringstream msg;
                     msg << "attention: row " << r << " reads " << what << " row " << index << " of " << count
                         << " (valid indices are [0, " << count << "))";
@@ -632,18 +632,17 @@ private:
     bool masked_, indexed_, stepped_, paged_;
 };
 
-// The node of index_select(items, index) that `v` is, or nullptr.
-const Node* picked(const Variable& v) {
+// The node that `v` is when its op is one `is` answers for, else nullptr.
+const Node* op_node(const Variable& v, bool (*is)(const Op&)) {
     const Node* n = v ? v.node().get() : nullptr;
-    return n && n->kind == NodeKind::Op && n->op && is_index_select(*n->op) ? n : nullptr;
+    return n && n->kind == NodeKind::Op && n->op && is(*n->op) ? n : nullptr;
 }
-
+// The node of index_select(items, index) that `v` is, or nullptr.
+const Node* picked(const Variable& v) { return op_node(v, is_index_select); }
 // The node of gather_rows(table, indices) over a matrix table that `v` is, or nullptr.
 const Node* gathered(const Variable& v) {
-    const Node* n = v ? v.node().get() : nullptr;
-    return n && n->kind == NodeKind::Op && n->op && is_gather_rows(*n->op) && n->inputs[0]->type.shape.rank() == 2
-               ? n
-               : nullptr;
+    const Node* n = op_node(v, is_gather_rows);
+    return n && n->inputs[0]->type.shape.rank() == 2 ? n : nullptr;
 }
 
 }  // namespace

@@ -20,23 +20,10 @@ namespace {
 template <class T>
 std::size_t row_of(T id, std::size_t vocab) {
     const double v = static_cast<double>(id);
-    if (!(v >= 0) || v >= static_cast<double>(vocab) || v != std::floor(v)) {
+    if (!is_index(v, vocab)) {
         std::ostringstream msg;
         msg << "embedding: id " << v << " is not a row of the table (valid ids are 0.." << vocab - 1
             << "); check the data or enlarge the vocabulary";
-        throw UserError(msg.str());
-    }
-    return static_cast<std::size_t>(v);
-}
-
-// index_select's item number `index` among `count` items, or a UserError naming the op, the index and N.
-template <class T>
-std::size_t item_of(T index, std::size_t count) {
-    const double v = static_cast<double>(index);
-    if (!(v >= 0) || v >= static_cast<double>(count) || v != std::floor(v)) {
-        std::ostringstream msg;
-        msg << "index_select: index " << v << " is not one of the " << count << " items (valid indices are [0, "
-            << count << "))";
         throw UserError(msg.str());
     }
     return static_cast<std::size_t>(v);
@@ -195,68 +182,43 @@ private:
 
 }  // namespace
 
-// index_select(items, index): row r of the output is items[index[r]], items static [N, sample...],
-// index [1] on a dynamic axis. Backward adds each row's gradient into its item's, one row after
-// another, so rows sharing an item accumulate without a race.
-class IndexSelect final : public OpBase<IndexSelect> {
+// Rows of a static table [N, sample...] picked per row by whole numbers on a dynamic axis, in two
+// forms. index_select(items, index): index [1], row r of the output items[index[r]] ([sample...]).
+// gather_rows(table, indices): indices [k] (k may be a run-time size, any_size), row r the table's
+// rows at its indices, [k, sample...]: a key/value cache kept as pages, each hypothesis's rows read
+// through the indices of its ancestors' rows. Backward adds each row's gradients into the rows it
+// picked, one row after another, so rows picking the same one accumulate without a race.
+class PickRows final : public OpBase<PickRows> {
 public:
-    std::string name() const override { return "index_select"; }
+    explicit PickRows(bool many) : many_(many) {}
+    std::string name() const override { return many_ ? "gather_rows" : "index_select"; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t input) const override { return input == 1; }  // the index
+    bool many() const { return many_; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
-        const TypeInfo &items = in[0], &index = in[1];
-        if (items.axis.is_dynamic() || items.shape.rank() < 1)
-            shape_error(name(), in,
-                        "the items must be static [N, sample...] (a static_input_variable, parameter or constant)");
-        if (!index.axis.is_dynamic() || index.shape.size() != 1)
-            shape_error(name(), in, "the index must hold one item number per row (sample shape [1]) on a dynamic axis");
-        return {Shape(std::vector<std::size_t>(items.shape.begin() + 1, items.shape.end())), index.axis};
-    }
-
-    template <class T>
-    void fwd(const OpCall<T>& c) const {
-        const std::size_t count = c.in[0].dims[0], width = c.out.sample_size();
-        c.for_each_row([&](std::size_t r) {
-            std::copy_n(c.in[0].data + item_of(c.in[1].data[r], count) * width, width, c.out.data + r * width);
-        });
-    }
-    template <class T>
-    void bwd(const OpCall<T>& c) const {
-        if (!c.in_grad[0]) return;  // the index is a number: it gets no gradient
-        const std::size_t count = c.in[0].dims[0], width = c.out_grad.sample_size();
-        c.for_each_row([&](std::size_t r) {
-            T* dst = c.in_grad[0].data + item_of(c.in[1].data[r], count) * width;
-            const T* g = c.out_grad.data + r * width;
-            for (std::size_t j = 0; j < width; ++j) dst[j] += g[j];
-        });
-    }
-};
-
-// gather_rows(table, indices): for each row, the table's rows [R, sample...] at its indices [k] (k may be a
-// run-time size, any_size), -> [k, sample...] on the indices' axis: a key/value cache kept as pages,
-// each hypothesis's rows read through the indices of its ancestors' rows. Backward adds each row's
-// gradients into the table's rows, one row after another (indices shared by rows accumulate).
-class GatherRows final : public OpBase<GatherRows> {
-public:
-    std::string name() const override { return "gather_rows"; }
-    bool backward_reads_output() const override { return false; }
-    bool backward_reads_input(std::size_t input) const override { return input == 1; }  // the indices
-
-    TypeInfo infer(std::span<const TypeInfo> in) const override {
-        const TypeInfo &table = in[0], &indices = in[1];
+        const TypeInfo &table = in[0], &index = in[1];
         if (table.axis.is_dynamic() || table.shape.rank() < 1)
             shape_error(name(), in,
-                        "the table must be static [R, sample...] (a static_input_variable, parameter or constant)");
-        if (!indices.axis.is_dynamic() || indices.shape.rank() != 1)
-            shape_error(name(), in, "the indices must be a vector [k] per row on a dynamic axis");
-        std::vector<std::size_t> out{indices.shape[0]};
-        out.insert(out.end(), table.shape.begin() + 1, table.shape.end());
-        return {Shape(out), indices.axis};
+                        many_
+                            ? "the table must be static [R, sample...] (a static_input_variable, parameter or constant)"
+                            : "the items must be static [N, sample...] (a static_input_variable, parameter or "
+                              "constant)");
+        std::vector<std::size_t> out(table.shape.begin() + 1, table.shape.end());
+        if (many_) {
+            if (!index.axis.is_dynamic() || index.shape.rank() != 1)
+                shape_error(name(), in, "the indices must be a vector [k] per row on a dynamic axis");
+            out.insert(out.begin(), index.shape[0]);
+        } else if (!index.axis.is_dynamic() || index.shape.size() != 1) {
+            shape_error(name(), in, "the index must hold one item number per row (sample shape [1]) on a dynamic axis");
+        }
+        return {Shape(out), index.axis};
     }
-    // The number of indices, which may be known only now (and may be 0: a cache before its first row).
+    // gather_rows: the number of indices, which may be known only now (and may be 0: a cache before
+    // its first row).
     template <class T>
     void prep(const OpCall<T>& c, Prepared& p) const {
+        if (!many_) return;
         const View<const T>& table = c.in[0];
         std::vector<std::size_t> out{c.in[1].sample_size()};
         out.insert(out.end(), table.dims.begin() + 1, table.dims.end());
@@ -266,40 +228,48 @@ public:
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
-        const std::size_t count = c.in[0].dims[0], width = c.in[0].sample_size() / (count ? count : 1);
-        const std::size_t k = c.in[1].sample_size();
-        c.for_each_row([&](std::size_t r) {
-            for (std::size_t i = 0; i < k; ++i)
-                std::copy_n(c.in[0].data + row_index(c.in[1].data[r * k + i], count) * width, width,
-                            c.out.data + (r * k + i) * width);
+        each_pick(c, c.out.data, [&](const T* index, T* out, std::size_t width) {
+            std::copy_n(c.in[0].data + row(*index, c.in[0].dims[0]) * width, width, out);
         });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
-        if (!c.in_grad[0]) return;  // the indices are numbers: they get no gradient
-        const std::size_t count = c.in[0].dims[0], width = c.in[0].sample_size() / (count ? count : 1);
-        const std::size_t k = c.in[1].sample_size();
-        c.for_each_row([&](std::size_t r) {
-            for (std::size_t i = 0; i < k; ++i) {
-                T* dst = c.in_grad[0].data + row_index(c.in[1].data[r * k + i], count) * width;
-                const T* g = c.out_grad.data + (r * k + i) * width;
-                for (std::size_t j = 0; j < width; ++j) dst[j] += g[j];
-            }
+        if (!c.in_grad[0]) return;  // the index is a number: it gets no gradient
+        each_pick(c, c.out_grad.data, [&](const T* index, const T* out_grad, std::size_t width) {
+            T* dst = c.in_grad[0].data + row(*index, c.in[0].dims[0]) * width;
+            for (std::size_t j = 0; j < width; ++j) dst[j] += out_grad[j];
         });
     }
 
 private:
+    // f(index, the place for it in `out` (the output or its gradient), a table row's size) for every
+    // index of every real row.
+    template <class T, class Out, class F>
+    static void each_pick(const OpCall<T>& c, Out* out, F&& f) {
+        const std::size_t count = c.in[0].dims[0], width = c.in[0].sample_size() / (count ? count : 1);
+        const std::size_t k = c.in[1].sample_size();
+        c.for_each_row([&](std::size_t r) {
+            for (std::size_t i = 0; i < k; ++i) f(c.in[1].data + r * k + i, out + (r * k + i) * width, width);
+        });
+    }
+    // The table row `index` names, or a UserError naming the op, the index and the table's rows.
     template <class T>
-    static std::size_t row_index(T index, std::size_t count) {
+    std::size_t row(T index, std::size_t count) const {
         const double v = static_cast<double>(index);
-        if (!(v >= 0) || v >= static_cast<double>(count) || v != std::floor(v)) {
+        if (!is_index(v, count)) {
             std::ostringstream msg;
-            msg << "gather_rows: index " << v << " is not a row of the table of " << count
-                << " rows (valid indices are [0, " << count << "))";
+            if (many_)
+                msg << "gather_rows: index " << v << " is not a row of the table of " << count
+                    << " rows (valid indices are [0, " << count << "))";
+            else
+                msg << "index_select: index " << v << " is not one of the " << count << " items (valid indices are [0, "
+                    << count << "))";
             throw UserError(msg.str());
         }
         return static_cast<std::size_t>(v);
     }
+
+    bool many_;
 };
 
 bool is_embedding(const Op& op) { return dynamic_cast<const Embedding*>(&op) != nullptr; }
@@ -316,17 +286,23 @@ Variable embedding(const Variable& ids, const Variable& table, const std::string
     return Variable(apply_op(op, {ids.node(), table.node()}, name));
 }
 
-bool is_index_select(const Op& op) { return dynamic_cast<const IndexSelect*>(&op) != nullptr; }
+bool is_index_select(const Op& op) {
+    const auto* pick = dynamic_cast<const PickRows*>(&op);
+    return pick && !pick->many();
+}
 
 Variable index_select(const Variable& items, const Variable& index, const std::string& name) {
-    static const auto op = std::make_shared<const IndexSelect>();
+    static const auto op = std::make_shared<const PickRows>(false);
     return Variable(apply_op(op, {items.node(), index.node()}, name));
 }
 
-bool is_gather_rows(const Op& op) { return dynamic_cast<const GatherRows*>(&op) != nullptr; }
+bool is_gather_rows(const Op& op) {
+    const auto* pick = dynamic_cast<const PickRows*>(&op);
+    return pick && pick->many();
+}
 
 Variable gather_rows(const Variable& table, const Variable& indices, const std::string& name) {
-    static const auto op = std::make_shared<const GatherRows>();
+    static const auto op = std::make_shared<const PickRows>(true);
     return Variable(apply_op(op, {table.node(), indices.node()}, name));
 }
 
