@@ -14,6 +14,7 @@
 #include "core/isa_kernels.hpp"
 #include "core/pack_right.hpp"
 #include "core/packed_gemm.hpp"
+#include "core/parallel.hpp"
 
 namespace loom {
 
@@ -144,6 +145,19 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
     }
 }
 
+// Runs part(i0, i1, j0, j1) over C's rows [0, m) and columns [0, n), split among idle inter-op
+// threads as gemm() splits a product (core/gemm.cpp): along the longer of m and n, at multiples
+// of 12 rows or 32 columns, when each part has at least kSplitGemmWork multiply-adds. Each part
+// computes whole elements of C with the same blocks of k, so the bits do not depend on the split.
+template <class Part>
+void split_product(std::size_t m, std::size_t n, std::size_t k, Part part) {
+    const bool split =
+        n >= m ? share_range(n, 32, m * k, kSplitGemmWork, [&](std::size_t j0, std::size_t j1) { part(0, m, j0, j1); })
+               : share_range(m, kernels::kPackedRows, n * k, kSplitGemmWork,
+                             [&](std::size_t i0, std::size_t i1) { part(i0, i1, 0, n); });
+    if (!split) part(0, m, 0, n);
+}
+
 }  // namespace
 
 template <class T>
@@ -160,20 +174,25 @@ void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k
                        const T* b, std::size_t ldb, T beta, T* const* c_rows, const T* const* d_rows) {
     GemmTimer timer;
     const T* const* d = d_rows ? d_rows : c_rows;
-    blocked(
-        active_isa(), false, trans_b, m, n, k, alpha, [&](std::size_t i) { return a_rows[i]; },
-        [&](std::size_t r) { return b + r * ldb; }, beta, [&](std::size_t i) { return c_rows[i]; },
-        [&](std::size_t i) { return d[i]; });
+    split_product(m, n, k, [&](std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1) {
+        // op(B)'s columns [j0, j1): rows j0.. of B [n, k] when trans_b, else columns j0.. of B [k, n]
+        blocked(
+            active_isa(), false, trans_b, i1 - i0, j1 - j0, k, alpha, [&](std::size_t i) { return a_rows[i0 + i]; },
+            [&](std::size_t r) { return trans_b ? b + (j0 + r) * ldb : b + r * ldb + j0; }, beta,
+            [&](std::size_t i) { return c_rows[i0 + i] + j0; }, [&](std::size_t i) { return d[i0 + i] + j0; });
+    });
 }
 
 template <class T>
 void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
                           const T* const* b_rows, T beta, T* c, std::size_t ldc) {
     GemmTimer timer;
-    blocked(
-        active_isa(), true, false, m, n, k, alpha, [&](std::size_t p) { return a_rows[p]; },
-        [&](std::size_t p) { return b_rows[p]; }, beta, [&](std::size_t i) { return c + i * ldc; },
-        [&](std::size_t i) { return c + i * ldc; });
+    split_product(m, n, k, [&](std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1) {
+        blocked(
+            active_isa(), true, false, i1 - i0, j1 - j0, k, alpha, [&](std::size_t p) { return a_rows[p] + i0; },
+            [&](std::size_t p) { return b_rows[p] + j0; }, beta, [&](std::size_t i) { return c + (i0 + i) * ldc + j0; },
+            [&](std::size_t i) { return c + (i0 + i) * ldc + j0; });
+    });
 }
 
 template void gemm_blocked(Isa, bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,

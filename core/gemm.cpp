@@ -95,16 +95,6 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
                 i(ldc));
 }
 
-// A product is split among inter-op threads (share_range) when every part has at least this many
-// multiply-adds (2^20, about 10 microseconds of work; 4 times as many when no thread is idle
-// yet). That is also above OpenBLAS's bound for its small-matrix kernels (M N K <= 100^3 on its
-// AVX-512 cores), so a part runs the same kernels as the whole product would, and every element
-// is summed in the same order: equal bits on any number of threads (OpenBLAS running one thread
-// per call). The split is along the longer of m and n, at multiples of 32 columns (a pair of
-// packed panels) or 12 rows (a block of loom's kernel): each thread packs only its part of the
-// larger operand.
-constexpr std::size_t kSplitWork = std::size_t{1} << 20;
-
 // A product is split by columns only where that is known to keep the bits: loom's kernels, and
 // OpenBLAS's AVX-512 cores. OpenBLAS's Haswell/Zen sgemm run on one thread sums a row-major
 // product's columns differently with the number of columns in the call (split at 32 or at 512
@@ -129,8 +119,8 @@ void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
                    c + i0 * ldc, ldc);
     };
     const bool by_columns = n >= m && columns_split_exactly();
-    const bool split = one_blas_thread && (by_columns ? share_range(n, 32, m * k, kSplitWork, columns)
-                                                      : share_range(m, 12, n * k, kSplitWork, rows));
+    const bool split = one_blas_thread && (by_columns ? share_range(n, 32, m * k, kSplitGemmWork, columns)
+                                                      : share_range(m, 12, n * k, kSplitGemmWork, rows));
     if (!split) one_thread(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
@@ -150,6 +140,11 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 }
 
 bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) { return own_kernels() && own_shape(m, n, k); }
+
+bool gemm_rows_in_place(std::size_t m, std::size_t n, std::size_t k) {
+    if (active_isa() != Isa::avx512 || blas_threads.load(std::memory_order_relaxed) > 1) return false;
+    return gemm_choice() != GemmChoice::openblas && own_shape(m, n, k);
+}
 
 bool openblas_core_has_avx512(std::string_view core) {
     // OpenBLAS 0.3.21's DYNAMIC_ARCH cores with AVX-512 GEMM kernels (it gives AMD Zen 5 Cooperlake).

@@ -26,10 +26,29 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
           std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc);
 
+/// A product is split among inter-op threads (share_range) when every part has at least this many
+/// multiply-adds (2^20, about 10 microseconds of work; 4 times as many when no thread is idle
+/// yet). That is also above OpenBLAS's bound for its small-matrix kernels (M N K <= 100^3 on its
+/// AVX-512 cores), so a part runs the same kernels as the whole product would, and every element
+/// is summed in the same order: equal bits on any number of threads (OpenBLAS running one thread
+/// per call). gemm() and gemm_blocked_rows split along the longer of m and n, at multiples of 32
+/// columns (a pair of packed panels) or 12 rows (a block of loom's kernel): each thread packs only
+/// its part of the larger operand.
+inline constexpr std::size_t kSplitGemmWork = std::size_t{1} << 20;
+
 /// True when gemm() runs loom's own blocked kernels on a product of this shape (AVX-512, one
 /// OpenBLAS thread, LOOM_GEMM not openblas): gemm_blocked_rows (core/packed_gemm.hpp) then runs
 /// the same kernels on rows where they lie, so callers need not gather rows into a block first.
 bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k);
+
+/// True when a product over rows where they lie (the real rows of a padded batch) runs loom's
+/// kernels on them in place (gemm_blocked_rows) rather than gathering them into a block for gemm()
+/// and scattering the result back: wherever gemm_own_kernels is true, and also where OpenBLAS has
+/// AVX-512 kernels of its own, whose edge over loom's (none to ~20 % at the QA model's shapes) the
+/// copies cost more than (on the g2p Transformer's training, Intel Xeon with AVX-512 and OpenBLAS's
+/// SkylakeX kernels: 2-6 % faster at one thread, 10-13 % at two; bench/RESULTS.md).
+/// LOOM_GEMM=openblas turns it off.
+bool gemm_rows_in_place(std::size_t m, std::size_t n, std::size_t k);
 
 /// Counts the time of its scope into gemm_seconds() when timing is on: every GEMM entry point
 /// (gemm, gemm_rows) holds one.

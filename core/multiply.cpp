@@ -83,8 +83,8 @@ MultiplyWay multiply_way(const Product<T>& p, AddendForm addend) {
     if (few_real_rows(p)) {
         // loom's kernels add a bias row themselves; another addend goes through the gathered block.
         const bool in_place = addend == AddendForm::none || addend == AddendForm::row;
-        return in_place && gemm_own_kernels(p.real.size() * p.m, p.n, p.k) ? MultiplyWay::real_rows_in_place
-                                                                           : MultiplyWay::real_rows_gathered;
+        return in_place && gemm_rows_in_place(p.real.size() * p.m, p.n, p.k) ? MultiplyWay::real_rows_in_place
+                                                                             : MultiplyWay::real_rows_gathered;
     }
     return item_form(p) ? MultiplyWay::item_vectors : MultiplyWay::gemm;
 }
@@ -94,8 +94,8 @@ MultiplyWay multiply_backward_way(const Product<T>& p, bool dx, bool dw) {
     // In a loop dW is taken after the loop, in bulk: a step computes dX only.
     if (dx && !dw && loop_step(p)) return MultiplyWay::packed_weight;
     if (few_real_rows(p))
-        return gemm_own_kernels(p.real.size() * p.m, p.n, p.k) ? MultiplyWay::real_rows_in_place
-                                                               : MultiplyWay::real_rows_gathered;
+        return gemm_rows_in_place(p.real.size() * p.m, p.n, p.k) ? MultiplyWay::real_rows_in_place
+                                                                 : MultiplyWay::real_rows_gathered;
     return item_form(p) ? MultiplyWay::item_vectors : MultiplyWay::gemm;
 }
 

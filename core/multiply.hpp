@@ -9,8 +9,8 @@
 /// - packed_weight: a step of a loop with a static W, or a batch product whose W stays the same
 ///   across a session's passes (Session::set_parameters_fixed): W packed once for all the steps
 ///   or passes (pack_right_once), each call's real rows multiplied where they lie (gemm_rows);
-/// - real_rows_in_place: a padded batch with a static W and at most 7/8 of its rows real, where
-///   gemm() runs loom's own kernels: the real rows multiplied where they lie (gemm_blocked_rows);
+/// - real_rows_in_place: a padded batch with a static W and at most 7/8 of its rows real, on an
+///   AVX-512 CPU (gemm_rows_in_place): the real rows multiplied where they lie (gemm_blocked_rows);
 /// - real_rows_gathered: the same batch otherwise: the real rows gathered into a block, one gemm(),
 ///   the result scattered back (a padded batch then skips the padding's share of the FLOPs);
 /// - item_vectors: one row per item times the item's own matrix (attention's q K^T and a V):

@@ -74,14 +74,16 @@ void gemm_blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_
 /// a_rows[i] [0, k) * op(B) + beta * d_rows[i], B [k, n] = op(b) as in pack_right, d_rows = c_rows
 /// when null (a bias row for every row saves copying it into C first), through the active
 /// kernels. For products over the real rows of a padded sequence without gathering them into a
-/// block and scattering the result back.
+/// block and scattering the result back. Split among idle inter-op threads as gemm() is
+/// (kSplitGemmWork, core/gemm.hpp): the same bits on any number of threads.
 template <class T>
 void gemm_blocked_rows(bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
                        const T* b, std::size_t ldb, T beta, T* const* c_rows, const T* const* d_rows = nullptr);
 
 /// C [m, n] = alpha * A^T B + beta * C (row stride ldc), the k rows of A [k, m] and B [k, n] where
 /// they lie (a_rows[p], b_rows[p]), through the active kernels: a weight's gradient X^T dY over the
-/// real rows of a padded sequence, without gathering them.
+/// real rows of a padded sequence, without gathering them. Split among idle inter-op threads as
+/// gemm_blocked_rows is.
 template <class T>
 void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
                           const T* const* b_rows, T beta, T* c, std::size_t ldc);

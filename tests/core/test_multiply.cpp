@@ -56,7 +56,7 @@ MultiplyWay expected(const Case& cs, AddendForm addend, bool backward) {
     if (way == MultiplyWay::packed_weight && !loom::packed_gemm_vectorized())
         way = MultiplyWay::real_rows_gathered;  // every loop case here has few real rows
     if (way == MultiplyWay::real_rows_in_place || way == MultiplyWay::real_rows_gathered) {
-        const bool own = loom::gemm_own_kernels(cs.real.size() * cs.m, cs.n, cs.k);
+        const bool own = loom::gemm_rows_in_place(cs.real.size() * cs.m, cs.n, cs.k);
         const bool addend_in_kernel = backward || addend == AddendForm::none || addend == AddendForm::row;
         way = own && addend_in_kernel ? MultiplyWay::real_rows_in_place : MultiplyWay::real_rows_gathered;
     }
@@ -266,9 +266,10 @@ TEST_CASE("multiply takes the way each shape is meant for and matches a triple l
     check_all<float>(2e-6);
 }
 
-TEST_CASE("multiply runs a padded batch in place exactly when gemm() runs loom kernels") {
-    // With AVX-512 active and gemm() on loom's own kernels (OpenBLAS without AVX-512 kernels for
-    // this CPU), a padded batch large enough goes in place; anywhere else it is gathered.
+TEST_CASE("multiply runs a padded batch in place exactly when AVX-512 is active") {
+    // With AVX-512 active (whether gemm() runs loom's kernels or OpenBLAS's AVX-512 ones), a padded
+    // batch large enough goes in place through loom's kernels; with AVX2 or portable kernels it is
+    // gathered for gemm().
     const loom::Isa before = loom::active_isa();
     const std::vector<Case> all = cases();
     const Case& cs = all[2];
@@ -281,9 +282,8 @@ TEST_CASE("multiply runs a padded batch in place exactly when gemm() runs loom k
         loom::Workspace<float> scratch;
         std::vector<float> y(run.y0);
         const MultiplyWay way = loom::multiply_way(run.product(y.data(), loop, scratch), AddendForm::row);
-        const bool own = loom::gemm_kernels() == "loom-avx512";
         INFO(loom::isa_name(isa) << ", gemm() runs " << loom::gemm_kernels());
-        CHECK(way == (own ? MultiplyWay::real_rows_in_place : MultiplyWay::real_rows_gathered));
+        CHECK(way == (isa == loom::Isa::avx512 ? MultiplyWay::real_rows_in_place : MultiplyWay::real_rows_gathered));
     }
     loom::set_active_isa(before);
 }

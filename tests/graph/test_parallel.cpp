@@ -360,6 +360,49 @@ TEST_CASE_TEMPLATE("gemm_rows split between threads gives the bits of one thread
     }
 }
 
+TEST_CASE_TEMPLATE("gemm_blocked_rows and gemm_blocked_rows_tn split between threads give the bits of one thread", T,
+                   float, double) {
+    InterOp two(2);  // and OpenBLAS one thread per call, as a program running products on two threads has it
+    struct Case {
+        std::size_t m, n, k;
+    };
+    // By rows (m > n) and by columns, an n that is no multiple of 32, k past one block of 256.
+    for (const Case c : {Case{700, 130, 520}, Case{64, 1000, 300}})
+        for (const bool trans_b : {false, true}) {
+            CAPTURE(c.m);
+            CAPTURE(trans_b);
+            const auto a = random_values<T>(c.m * c.k, 9), b = random_values<T>(c.k * c.n, 10);
+            const auto d = random_values<T>(c.m * c.n, 11), g = random_values<T>(c.m * c.n, 12);
+            // Rows where they lie: A's in reverse order, C's and the addend's apart.
+            std::vector<const T*> a_rows, d_rows, g_rows;
+            for (std::size_t i = 0; i < c.m; ++i) {
+                a_rows.push_back(a.data() + (c.m - 1 - i) * c.k);
+                d_rows.push_back(d.data() + i * c.n);
+                g_rows.push_back(g.data() + i * c.n);
+            }
+            auto product = [&](std::vector<T>& out) {  // C = A op(B) + D
+                std::vector<T*> c_rows;
+                for (std::size_t i = 0; i < c.m; ++i) c_rows.push_back(out.data() + i * c.n);
+                gemm_blocked_rows<T>(trans_b, c.m, c.n, c.k, T(0.75), a_rows.data(), b.data(), trans_b ? c.k : c.n,
+                                     T(1), c_rows.data(), d_rows.data());
+            };
+            // W' [k, n] = 0.5 W' + A^T G over the m rows, as a weight's gradient is taken
+            auto gradient = [&](std::vector<T>& out) {
+                gemm_blocked_rows_tn<T>(c.k, c.n, c.m, T(1), a_rows.data(), g_rows.data(), T(0.5), out.data(), c.n);
+            };
+            std::vector<T> one(c.m * c.n), split(c.m * c.n);
+            std::vector<T> w_one = random_values<T>(c.k * c.n, 13), w_split = w_one;
+            set_inter_op_threads(1);  // the reference, never split
+            product(one);
+            gradient(w_one);
+            set_inter_op_threads(2);
+            CHECK(with_an_idle_thread([&] { product(split); }));
+            CHECK(with_an_idle_thread([&] { gradient(w_split); }));
+            CHECK(split == one);
+            CHECK(w_split == w_one);
+        }
+}
+
 TEST_CASE("a model whose products are split between threads trains the same on 1 and 2 threads, bit for bit") {
     const auto serial = trained_weights(1, 10, true, 2);
     CHECK(trained_weights(2, 10, true, 2) == serial);
