@@ -3,6 +3,9 @@
 // chunks of the training file, and beam-search decoding of the dev words. Prints one JSON object.
 //
 //   g2p_bench --train cmudict-train.dict --dev cmudict-dev.dict [--threads N] [--mode train|decode|both]
+//
+// --gemm-share also times every GEMM call of the training steps (train_gemm_share, else 0): two
+// clock readings per call, which cost the Transformer's many small products 2-3 % of a step.
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -17,6 +20,7 @@ int main(int argc, char** argv) {
     std::string train_file, dev_file, model_file, mode = "both";
     std::size_t threads = 1, batch = 64, steps = 30, warmup = 3, decode_words = 0, decode_batch = 128, beam = 5,
                 max_length = 30;
+    bool gemm_share = false;
     g2p::Sizes sizes;
     CLI::App app{"Time the g2p model: training steps and beam-search decoding (JSON on stdout)"};
     app.add_option("--train", train_file, "CMUdict-format training file")->required()->check(CLI::ExistingFile);
@@ -34,6 +38,7 @@ int main(int argc, char** argv) {
     app.add_option("--decode-batch", decode_batch, "words per beam search")->check(CLI::Range(1, 100000));
     app.add_option("--beam", beam, "beam width")->check(CLI::Range(1, 1000));
     app.add_option("--max-len", max_length, "phonemes per word at most")->check(CLI::Range(1, 1000));
+    app.add_flag("--gemm-share", gemm_share, "time the training steps' GEMM calls too (train_gemm_share)");
     std::string architecture = "lstm";
     app.add_option("--architecture", architecture, "lstm or transformer (a --model file says its own)")
         ->check(CLI::IsMember({"lstm", "transformer"}));
@@ -81,7 +86,7 @@ int main(int argc, char** argv) {
                 const std::vector<std::vector<std::size_t>> w(words.begin() + s * batch,
                                                               words.begin() + (s + 1) * batch),
                     p(prons.begin() + s * batch, prons.begin() + (s + 1) * batch);
-                gemm_timing(s >= warmup);
+                gemm_timing(gemm_share && s >= warmup);
                 gemm_reset_timing();
                 const double t0 = bench::wall_seconds();
                 const TrainingScope training;  // dropout drops, as in g2p's training

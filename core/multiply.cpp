@@ -40,6 +40,14 @@ void for_each_position(const Product<T>& p, F&& f) {
     }
 }
 
+// The ways that add into a gradient in several parts, where it is to be assigned
+// (Product::assign_dx, assign_dw): zeroed first, then added into.
+template <class T>
+void zero_assigned(const Product<T>& p, T* dx, T* dw) {
+    if (dx && p.assign_dx) std::fill_n(dx, p.x_positions.size() * p.m * p.k, T(0));
+    if (dw && p.assign_dw) std::fill_n(dw, p.w_positions.size() * p.k * p.n, T(0));
+}
+
 // ---- The choice ----
 
 // A step of a loop with a static W: the packed kernels, when they are vectorized on this CPU.
@@ -236,17 +244,18 @@ void in_place_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     const std::vector<std::size_t>& blocks = real_blocks(p);
     const std::size_t rows = blocks.size() * p.m;
     real_rows(blocks, p.m, dy, p.n, gys);
-    if (dx) {  // dX += dY W^T
+    if (dx) {  // dX += dY W^T (or =, assign_dx)
         real_rows(blocks, p.m, dx, p.k, gxs);
-        gemm_blocked_rows<T>(!p.transposed, rows, p.k, p.n, T(1), gys.data(), p.w, p.transposed ? p.k : p.n, T(1),
-                             gxs.data());
+        gemm_blocked_rows<T>(!p.transposed, rows, p.k, p.n, T(1), gys.data(), p.w, p.transposed ? p.k : p.n,
+                             p.assign_dx ? T(0) : T(1), gxs.data());
     }
-    if (dw) {  // dW += X^T dY, or dY^T X when W is stored transposed
+    if (dw) {  // dW += X^T dY, or dY^T X when W is stored transposed (or =, assign_dw)
         real_rows(blocks, p.m, p.x, p.k, xs);
+        const T beta = p.assign_dw ? T(0) : T(1);
         if (p.transposed)
-            gemm_blocked_rows_tn<T>(p.n, p.k, rows, T(1), gys.data(), xs.data(), T(1), dw, p.k);
+            gemm_blocked_rows_tn<T>(p.n, p.k, rows, T(1), gys.data(), xs.data(), beta, dw, p.k);
         else
-            gemm_blocked_rows_tn<T>(p.k, p.n, rows, T(1), xs.data(), gys.data(), T(1), dw, p.n);
+            gemm_blocked_rows_tn<T>(p.k, p.n, rows, T(1), xs.data(), gys.data(), beta, dw, p.n);
     }
 }
 
@@ -282,14 +291,19 @@ void gathered_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     gather(blocks, p.m, dy, gp, p.n);
     if (dx) {  // dX = dY W^T on the real rows, in xp as scratch
         gemm(false, !p.transposed, rows, p.k, p.n, T(1), gp, p.n, p.w, p.transposed ? p.k : p.n, T(0), xp, p.k);
-        scatter_add(blocks, p.m, xp, dx, p.k);
+        if (p.assign_dx)
+            scatter(blocks, p.m, xp, dx, p.k);
+        else
+            scatter_add(blocks, p.m, xp, dx, p.k);
     }
     if (dw) {
+        if (p.assign_dw && rows == 0) std::fill_n(dw, p.k * p.n, T(0));
         gather(blocks, p.m, p.x, xp, p.k);
+        const T beta = p.assign_dw ? T(0) : T(1);
         if (p.transposed)
-            gemm(true, false, p.n, p.k, rows, T(1), gp, p.n, xp, p.k, T(1), dw, p.k);
+            gemm(true, false, p.n, p.k, rows, T(1), gp, p.n, xp, p.k, beta, dw, p.k);
         else
-            gemm(true, false, p.k, p.n, rows, T(1), xp, p.k, gp, p.n, T(1), dw, p.n);
+            gemm(true, false, p.k, p.n, rows, T(1), xp, p.k, gp, p.n, beta, dw, p.n);
     }
 }
 
@@ -417,15 +431,20 @@ void gemm_forward(const Product<T>& p, bool accumulate) {
 template <class T>
 void gemm_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     const std::size_t k = p.k, n = p.n;
+    // One product (a static W) writes the whole of dX and dW; products per position may reach a
+    // block of either more than once (a broadcast operand), so an assigned gradient is zeroed first.
+    const bool one = p.w_positions.rank == 0;
+    if (!one) zero_assigned(p, dx, dw);
+    const T beta_x = one && p.assign_dx ? T(0) : T(1), beta_w = one && p.assign_dw ? T(0) : T(1);
     for_each_product(p, dy, [&](std::size_t m, const T* x, const T* w, const T* g) {
         if (dx)  // dX[m, k] += dY[m, n] W^T  (W is [k, n], or [n, k] when transposed)
-            gemm(false, !p.transposed, m, k, n, T(1), g, n, w, p.transposed ? k : n, T(1), dx + (x - p.x), k);
+            gemm(false, !p.transposed, m, k, n, T(1), g, n, w, p.transposed ? k : n, beta_x, dx + (x - p.x), k);
         if (dw) {
             T* gw = dw + (w - p.w);
             if (p.transposed)  // dW[n, k] += dY^T X
-                gemm(true, false, n, k, m, T(1), g, n, x, k, T(1), gw, k);
+                gemm(true, false, n, k, m, T(1), g, n, x, k, beta_w, gw, k);
             else  // dW[k, n] += X^T dY
-                gemm(true, false, k, n, m, T(1), x, k, g, n, T(1), gw, n);
+                gemm(true, false, k, n, m, T(1), x, k, g, n, beta_w, gw, n);
         }
     });
 }
@@ -456,12 +475,14 @@ void multiply_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     if (!dx && !dw) return;
     switch (multiply_backward_way(p, dx != nullptr, dw != nullptr)) {
         case MultiplyWay::packed_weight:
+            zero_assigned(p, dx, dw);
             return step_backward(p, dy, dx);
         case MultiplyWay::real_rows_in_place:
             return in_place_backward(p, dy, dx, dw);
         case MultiplyWay::real_rows_gathered:
             return gathered_backward(p, dy, dx, dw);
         case MultiplyWay::item_vectors:
+            zero_assigned(p, dx, dw);
             return item_vectors_backward(p, dy, dx, dw);
         case MultiplyWay::gemm:
             return gemm_backward(p, dy, dx, dw);

@@ -57,6 +57,9 @@ struct Product {
     LoopCache<T>* loop = nullptr;
     /// Scratch for the gathered rows.
     Workspace<T>* scratch = nullptr;
+    /// multiply_backward only: dx (dw) holds no values yet and is written rather than added to,
+    /// every element or, where `padded`, the real positions' rows.
+    bool assign_dx = false, assign_dw = false;
 };
 
 /// How the addend of y = x op(W) + d lies, as multiply reads it.
@@ -89,7 +92,8 @@ template <class T>
 void multiply(const Product<T>& p, const Addend<T>& addend = {});
 
 /// dX += dY op(W)^T into `dx` (laid out as x) and dW += the product's gradient into `dw` (laid out
-/// as W: x^T dY, or dY^T x when transposed), each only when non-null; dY is laid out as y.
+/// as W: x^T dY, or dY^T x when transposed), each only when non-null; dY is laid out as y. With
+/// Product::assign_dx (assign_dw), dX = ... (dW = ...) instead.
 template <class T>
 void multiply_backward(const Product<T>& p, const T* dy, T* dx, T* dw);
 

@@ -102,6 +102,12 @@ struct OpCall {
     /// Backward only. An input gradient with data == nullptr is not needed.
     View<const T> out_grad;
     std::span<const View<T>> in_grad;
+    /// Backward only. Bit i set (only for inputs whose OpTraits::assigns_gradient bit is set):
+    /// in_grad[i] holds no values yet, not even zeros, and backward writes it rather than adding
+    /// into it: every element, or every real row where input i is a padded sequence (the executor
+    /// zeroes a gradient's padding before its node reads it). Clear: backward adds, as always.
+    std::uint32_t assign_grad = 0;
+    bool assigns(std::size_t input) const { return input < 32 && ((assign_grad >> input) & 1u); }
     /// Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
     /// then has no data); only for inputs whose OpTraits::writes_gradient_rows is true.
     std::span<RowGradient<T>* const> in_grad_by_rows;
@@ -140,9 +146,13 @@ struct OpTraits {
     /// Bit i: input i's gradient is the output gradient itself when their shapes match (an
     /// affine's addend): the executor may alias the two buffers, the op then adds nothing.
     std::uint32_t passes_gradient = 0;
+    /// Bit i: backward can write input i's gradient instead of adding into it (OpCall::assign_grad),
+    /// so that the executor need not zero it first where this op is the first to reach it.
+    std::uint32_t assigns_gradient = 0;
 
     bool writes_gradient_rows(std::size_t input) const { return input < 32 && ((gradient_rows >> input) & 1u); }
     bool passes_gradient_through(std::size_t input) const { return input < 32 && ((passes_gradient >> input) & 1u); }
+    bool assigns_gradient_of(std::size_t input) const { return input < 32 && ((assigns_gradient >> input) & 1u); }
 };
 
 class Op {

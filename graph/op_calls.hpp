@@ -32,6 +32,9 @@ public:
     bool whole(int i, Grads grads, bool output, Workspace<T>& work);
     // After the output was allocated: node i's output and the rows to compute (OpCall::rows).
     void set_output(int i);
+    // Node i's backward call (whole built it) writes the input gradients of `bits` rather than
+    // adding into them (OpCall::assign_grad).
+    void assign_gradients(int i, std::uint32_t bits) { records_[static_cast<std::size_t>(i)].call.assign_grad = bits; }
 
     // Node i as a member of its loop over n_seq sequences, run step by step (at_step); with
     // `grads`, the gradients of its inputs from the same loop, the others being taken in bulk after

@@ -108,8 +108,7 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
         back_loop(s, work, unzeroed);
         return;
     }
-    for (int i : planned.take) buffers_.ensure_gradient(i);
-    back_node(step.members.front(), work);
+    back_node(step.members.front(), work, planned.take);
 }
 
 template <class T>
@@ -170,12 +169,31 @@ void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
 }
 
 template <class T>
-void StepRunner<T>::back_node(int i, Workspace<T>& work) {
+void StepRunner<T>::back_node(int i, Workspace<T>& work, std::span<const int> take) {
     const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
     auto& s = buffers_[i];
-    if (pn.node->kind != NodeKind::Op || !buffers_.needs_gradient(i)) return;
+    const bool runs = pn.node->kind == NodeKind::Op && buffers_.needs_gradient(i);
+    // The gradients node i is the first to add into (`take`) get memory now. One its op can write
+    // whole (OpTraits::assigns_gradient), of an input that appears once among its inputs, is left
+    // unzeroed for the op to write (OpCall::assign_grad); the others are zeroed first.
+    const std::uint32_t can_assign = runs ? pn.node->op->traits().assigns_gradient : 0;
+    std::uint32_t assign = 0;
+    for (int m : take) {
+        std::uint32_t bits = 0;
+        for (std::size_t j = 0; j < pn.inputs.size() && can_assign; ++j)
+            if (pn.inputs[j] == m) bits |= j < 32 ? 1u << j : ~0u;
+        const bool once = bits != 0 && (bits & (bits - 1)) == 0;
+        if (once && (bits & can_assign) && buffers_.take_gradient_unzeroed(m))
+            assign |= bits;
+        else
+            buffers_.ensure_gradient(m);
+    }
+    if (!runs) return;
     if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
-    if (calls_.whole(i, Grads::all, true, work)) calls_.backward(i);
+    if (calls_.whole(i, Grads::all, true, work)) {
+        calls_.assign_gradients(i, assign);
+        calls_.backward(i);
+    }
 }
 
 template <class T>

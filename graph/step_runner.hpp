@@ -46,7 +46,7 @@ private:
     void member_shapes(const PlanStep& step, std::vector<Shape>& shapes) const;
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
-    void back_node(int i, Workspace<T>& work);
+    void back_node(int i, Workspace<T>& work, std::span<const int> take);
     void back_loop(std::size_t step, Workspace<T>& work, std::span<const int> unzeroed);
     void back_from_outside(std::size_t step, Workspace<T>& work);
     const SequenceLayout& loop_layout(const PlanStep& step) const;

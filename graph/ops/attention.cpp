@@ -61,10 +61,13 @@ void softmax_backward_rows(const T* p, T* dp, std::size_t rows, std::size_t cols
 }
 
 // One item's and head's operands: a matrix of `rows` rows of which row i starts at data + i * stride.
+// A gradient's rows are added into, or written where `assign` is set (OpCall::assign_grad).
 template <class T>
 struct Rows {
     T* data;
     std::size_t stride;
+    bool assign = false;
+    T beta() const { return assign ? T(0) : T(1); }
 };
 
 // What one item's and head's forward and backward compute, given its rows (see the file comment).
@@ -82,20 +85,22 @@ struct HeadProduct {
     // Given dP in ds (overwritten with dS), adds dS K into dq and dS^T Q into dkey where they have data.
     void weights_backward(Rows<const T> q, Rows<const T> k, const T* p, T* ds, Rows<T> dq, Rows<T> dkey) const {
         softmax_backward_rows(p, ds, lq, lk, scale);
-        if (dq.data) gemm(false, false, lq, dk, lk, T(1), ds, lk, k.data, k.stride, T(1), dq.data, dq.stride);
-        if (dkey.data) gemm(true, false, lk, dk, lq, T(1), ds, lk, q.data, q.stride, T(1), dkey.data, dkey.stride);
+        if (dq.data) gemm(false, false, lq, dk, lk, T(1), ds, lk, k.data, k.stride, dq.beta(), dq.data, dq.stride);
+        if (dkey.data)
+            gemm(true, false, lk, dk, lq, T(1), ds, lk, q.data, q.stride, dkey.beta(), dkey.data, dkey.stride);
     }
     void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p) const {
         weights(q, k, p);
         gemm(false, false, lq, dv, lk, T(1), p, lk, v.data, v.stride, T(0), o.data, o.stride);
     }
-    // Adds into whichever of dq, dk, dv has data; work holds 2 * lq * lk.
+    // Adds into (or writes) whichever of dq, dk, dv has data; work holds 2 * lq * lk.
     void backward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<const T> dout, Rows<T> dq, Rows<T> dkey,
                   Rows<T> dval, T* work) const {
         T* p = work;
         T* ds = work + lq * lk;
         weights(q, k, p);
-        if (dval.data) gemm(true, false, lk, dv, lq, T(1), p, lk, dout.data, dout.stride, T(1), dval.data, dval.stride);
+        if (dval.data)
+            gemm(true, false, lk, dv, lq, T(1), p, lk, dout.data, dout.stride, dval.beta(), dval.data, dval.stride);
         if (!dq.data && !dkey.data) return;
         gemm(false, true, lq, lk, dv, T(1), dout.data, dout.stride, v.data, v.stride, T(0), ds, lk);
         weights_backward(q, k, p, ds, dq, dkey);
@@ -146,7 +151,8 @@ public:
     SequenceAttention(std::size_t heads, bool causal) : heads_(heads), causal_(causal) {}
     std::string name() const override { return "attention"; }
     bool backward_reads_output() const override { return false; }
-    OpTraits traits() const override { return {.step_capable = false}; }
+    // Each item's and head's block of dq, dk and dv is one product's: written where assigned.
+    OpTraits traits() const override { return {.step_capable = false, .assigns_gradient = 7u}; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         check_sequences(name(), in, 3, causal_);
         if (in[1].axis != in[2].axis && in[1].axis.kind != Axis::Kind::Any && in[2].axis.kind != Axis::Kind::Any)
@@ -165,10 +171,14 @@ public:
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
+        if (c.assign_grad) zero_unreached(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
             T* work = c.work->get(2 * h.lq * h.lk);
             auto grad = [&](std::size_t i, std::size_t col, std::size_t n_seq) {
-                return c.in_grad[i] ? rows(c.in_grad[i], n, col, n_seq) : Rows<T>{nullptr, 0};
+                if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
+                Rows<T> r = rows(c.in_grad[i], n, col, n_seq);
+                r.assign = c.assigns(i);
+                return r;
             };
             h.backward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
                        rows(c.in[2], n, head * h.dv, o.nk), rows(c.out_grad, n, head * h.dv, o.nq),
@@ -180,6 +190,22 @@ private:
     struct Offsets {
         std::size_t nq, nk;  // sequences in the queries' and in the keys' layouts (the row strides' N)
     };
+    // An item with no keys or no queries has no product (each_head skips it): the real rows of
+    // the gradients to be written that it holds are zeroed here.
+    template <class T>
+    static void zero_unreached(const OpCall<T>& c) {
+        const SequenceLayout &lq = *c.in_layouts[0], &lk = *c.in_layouts[1];
+        for (std::size_t n = 0; n < std::min(lq.num_sequences(), lk.num_sequences()); ++n) {
+            if (lq.length(n) != 0 && lk.length(n) != 0) continue;
+            for (std::size_t i = 0; i < 3; ++i) {
+                if (!c.assigns(i) || !c.in_grad[i]) continue;
+                const SequenceLayout& l = i == 0 ? lq : lk;
+                const std::size_t width = c.in_grad[i].sample_size();
+                for (std::size_t t = 0; t < l.length(n); ++t)
+                    std::fill_n(c.in_grad[i].data + (t * l.num_sequences() + n) * width, width, T(0));
+            }
+        }
+    }
     // Item n's rows of a time-major [T, N, D] tensor from column col on.
     template <class V>
     static auto rows(const V& v, std::size_t n, std::size_t col, std::size_t n_seq) {

@@ -37,6 +37,7 @@ public:
     TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
     bool backward_reads_output() const override { return F::reads & reads_y; }
     bool backward_reads_input(std::size_t) const override { return F::reads & reads_x; }
+    OpTraits traits() const override { return {.assigns_gradient = 1u}; }  // every element of dx
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
@@ -52,14 +53,20 @@ public:
         // Only what the derivative uses is read: the other value may have been freed.
         const T *x = c.in[0].data, *y = c.out.data, *g = c.out_grad.data;
         T* gx = c.in_grad[0].data;
-        each_part(c.out.size(), [&](std::size_t begin, std::size_t end) {
-            for (std::size_t i = begin; i < end; ++i) {
-                T xi = T(0), yi = T(0);
-                if constexpr ((F::reads & reads_x) != 0) xi = x[i];
-                if constexpr ((F::reads & reads_y) != 0) yi = y[i];
-                gx[i] += detail::times_upstream(g[i], F::d(xi, yi));
-            }
-        });
+        auto each = [&](auto store) {
+            each_part(c.out.size(), [&](std::size_t begin, std::size_t end) {
+                for (std::size_t i = begin; i < end; ++i) {
+                    T xi = T(0), yi = T(0);
+                    if constexpr ((F::reads & reads_x) != 0) xi = x[i];
+                    if constexpr ((F::reads & reads_y) != 0) yi = y[i];
+                    store(gx[i], detail::times_upstream(g[i], F::d(xi, yi)));
+                }
+            });
+        };
+        if (c.assigns(0))
+            each([](T& to, T v) { to = v; });
+        else
+            each([](T& to, T v) { to += v; });
     }
 };
 
@@ -120,6 +127,7 @@ public:
     }
     bool backward_reads_output() const override { return F::reads & reads_z; }
     bool backward_reads_input(std::size_t i) const override { return F::reads & (i == 0 ? reads_a : reads_b); }
+    OpTraits traits() const override { return {.assigns_gradient = F::differentiable ? 3u : 0u}; }
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
@@ -154,9 +162,8 @@ public:
         if constexpr (F::differentiable) {
             const auto plan = plan_broadcast<const T, 2>(c.out.dims, c.out.dyn, {c.in[0], c.in[1]});
             const T *a0 = c.in[0].data, *b0 = c.in[1].data, *z0 = c.out.data, *g0 = c.out_grad.data;
-            // One pass per operand; a broadcast operand (step 0) sums its run locally first.
-            auto pass = [&](T* grad, std::size_t which, auto partial) {
-                if (!grad) return;
+            // The loop over operand `which`'s gradient, each element's term given to store(element, term).
+            auto run = [&](T* grad, std::size_t which, auto partial, auto store) {
                 detail::for_each_run(plan, [&](std::size_t o, const std::array<std::size_t, 2>& base, std::size_t n,
                                                const std::array<std::size_t, 2>& step) {
                     // Values the derivative does not read are never touched (they may be freed).
@@ -183,16 +190,26 @@ public:
                         T acc = 0;
                         for (std::size_t i = 0; i < n; ++i)
                             acc += times_upstream(g[i], partial(va(i * sa), vb(i * sb), vz(i)));
-                        dst[0] += acc;
+                        store(dst[0], acc);
                     } else if (sa == 1 && sb == 1) {
                         for (std::size_t i = 0; i < n; ++i)
-                            dst[i] += times_upstream(g[i], partial(va(i), vb(i), vz(i)));
+                            store(dst[i], times_upstream(g[i], partial(va(i), vb(i), vz(i))));
                     } else {
                         const std::size_t sd = step[which];
                         for (std::size_t i = 0; i < n; ++i)
-                            dst[i * sd] += times_upstream(g[i], partial(va(i * sa), vb(i * sb), vz(i)));
+                            store(dst[i * sd], times_upstream(g[i], partial(va(i * sa), vb(i * sb), vz(i))));
                     }
                 });
+            };
+            // One pass per operand; a broadcast operand (step 0) sums its run locally first. An
+            // operand of the output's size is reached once per element, so its gradient can be
+            // written where it is to be assigned; a broadcast one is zeroed first and added into.
+            auto pass = [&](T* grad, std::size_t which, auto partial) {
+                if (!grad) return;
+                const bool whole = c.in[which].size() == c.out.size();
+                if (c.assigns(which) && !whole) std::fill_n(grad, c.in[which].size(), T(0));
+                if (c.assigns(which) && whole) return run(grad, which, partial, [](T& to, T v) { to = v; });
+                run(grad, which, partial, [](T& to, T v) { to += v; });
             };
             pass(c.in_grad[0].data, 0, [](T a, T b, T z) { return F::da(a, b, z); });
             pass(c.in_grad[1].data, 1, [](T a, T b, T z) { return F::db(a, b, z); });

@@ -27,7 +27,8 @@ public:
     // dX and dW need X and W; the addend's gradient is out_grad itself.
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t i) const override { return i < 2; }
-    OpTraits traits() const override { return {.passes_gradient = addend_ ? 1u << 2 : 0u}; }  // the addend
+    // The addend's gradient is out_grad itself; dX and dW can be written rather than added to.
+    OpTraits traits() const override { return {.passes_gradient = addend_ ? 1u << 2 : 0u, .assigns_gradient = 3u}; }
 
     TypeInfo infer(std::span<const TypeInfo> in) const override {
         const Shape &x = in[0].shape, &w = in[1].shape;
@@ -63,7 +64,10 @@ public:
     void bwd(const OpCall<T>& c) const {
         if (addend_ && c.in_grad[2]) addend_gradient(c);  // db += dY, summed over b's broadcast dims
         // dX += dY W^T, dW += X^T dY (dY^T X for times_transpose's W [n, k])
-        multiply_backward(product(c), c.out_grad.data, c.in_grad[0].data, c.in_grad[1].data);
+        Product<T> p = product(c);
+        p.assign_dx = c.assigns(0);
+        p.assign_dw = c.assigns(1);
+        multiply_backward(p, c.out_grad.data, c.in_grad[0].data, c.in_grad[1].data);
     }
 
 private:

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include <xtensor/xview.hpp>
+
 #include <loom.hpp>
 
 #include "gradcheck.hpp"
@@ -312,5 +314,34 @@ TEST_CASE("affine broadcasts an addend with as many values as a row of W but ano
                             CHECK(got(t, a, i, j) == doctest::Approx(want).epsilon(1e-12));
                         }
         }
+    }
+}
+
+TEST_CASE("layer_norm normalizes every row of the last axis, of samples of rank 1 and 2, by formula") {
+    // x [2, 3, 4] as a batch of 2 samples [3, 4]: 6 rows of 4; and sequences of [4] rows, ragged.
+    const xt::xarray<double> data = rows({3, 4}, 7, -3, 3);
+    const xt::xarray<double> scale{0.5, -1.0, 2.0, 1.5}, bias{0.1, 0.2, -0.3, 0.0};
+    const double eps = 1e-3;
+    auto expect = [&](const double* x, const double* y) {
+        double mean = 0, var = 0;
+        for (std::size_t j = 0; j < 4; ++j) mean += x[j] / 4;
+        for (std::size_t j = 0; j < 4; ++j) var += (x[j] - mean) * (x[j] - mean) / 4;
+        for (std::size_t j = 0; j < 4; ++j)
+            CHECK(y[j] == doctest::Approx((x[j] - mean) / std::sqrt(var + eps) * scale(j) + bias(j)).epsilon(1e-12));
+    };
+    Variable x = input_variable({3, 4});
+    const xt::xarray<double> y =
+        eval(layer_norm(x, constant(scale), constant(bias), eps), {{x, Value::batch(data)}}).tensor<double>();
+    REQUIRE(y.size() == data.size());
+    for (std::size_t r = 0; r < 6; ++r) expect(data.data() + r * 4, y.data() + r * 4);
+
+    Variable s = sequence::input_variable({4});
+    const xt::xarray<double> one_step = xt::view(rows({4}, 9), xt::range(0, 1), xt::all());
+    const std::vector<xt::xarray<double>> seqs{rows({4}, 8), one_step};  // 2 steps and 1
+    const Value ys = eval(layer_norm(s, constant(scale), constant(bias), eps), {{s, Value::sequences(seqs)}});
+    REQUIRE(ys.num_items() == 2);
+    for (std::size_t n = 0; n < 2; ++n) {
+        const xt::xarray<double> yn = ys.sequence<double>(n);
+        for (std::size_t t = 0; t < seqs[n].shape(0); ++t) expect(seqs[n].data() + t * 4, yn.data() + t * 4);
     }
 }
