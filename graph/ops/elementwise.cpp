@@ -28,6 +28,25 @@ void each_part(std::size_t n, Run&& run) {
     share_or_run(n, 64, 1, kShareElementWork, run);
 }
 
+// run(begin, end) over the elements of the output's rows to compute, in runs of consecutive rows:
+// every element, or only the real rows of a padded sequence (OpCall::rows; the executor zeroes the
+// padding's values, and its gradients are never read), split among idle inter-op threads as
+// each_part splits. For operands laid out as the output.
+template <class T, class Run>
+void each_row_part(const OpCall<T>& c, Run&& run) {
+    if (!c.padded) return each_part(c.out.size(), run);
+    const std::size_t width = c.out.sample_size();
+    const std::span<const std::size_t> rows = c.rows;
+    share_or_run(rows.size(), 1, width, kShareElementWork, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end;) {
+            std::size_t j = i + 1;
+            while (j < end && rows[j] == rows[j - 1] + 1) ++j;
+            run(rows[i] * width, (rows[j - 1] + 1) * width);
+            i = j;
+        }
+    });
+}
+
 // ---- unary: y = f(x); derivative dy/dx from x and y ----
 
 template <class F>
@@ -37,13 +56,13 @@ public:
     TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
     bool backward_reads_output() const override { return F::reads & reads_y; }
     bool backward_reads_input(std::size_t) const override { return F::reads & reads_x; }
-    OpTraits traits() const override { return {.assigns_gradient = 1u}; }  // every element of dx
+    OpTraits traits() const override { return {.assigns_gradient = 1u}; }  // every row of dx computed
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const T* x = c.in[0].data;
         T* y = c.out.data;
-        each_part(c.out.size(), [&](std::size_t begin, std::size_t end) {
+        each_row_part(c, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) y[i] = F::f(x[i]);
         });
     }
@@ -54,7 +73,7 @@ public:
         const T *x = c.in[0].data, *y = c.out.data, *g = c.out_grad.data;
         T* gx = c.in_grad[0].data;
         auto each = [&](auto store) {
-            each_part(c.out.size(), [&](std::size_t begin, std::size_t end) {
+            each_row_part(c, [&](std::size_t begin, std::size_t end) {
                 for (std::size_t i = begin; i < end; ++i) {
                     T xi = T(0), yi = T(0);
                     if constexpr ((F::reads & reads_x) != 0) xi = x[i];
@@ -134,8 +153,8 @@ public:
         const T *a0 = c.in[0].data, *b0 = c.in[1].data;
         T* z0 = c.out.data;
         const std::size_t size = c.out.size();
-        if (c.in[0].size() == size && c.in[1].size() == size) {  // no broadcast: one run, shared
-            each_part(size, [&](std::size_t begin, std::size_t end) {
+        if (c.in[0].size() == size && c.in[1].size() == size) {  // no broadcast: the rows to compute, shared
+            each_row_part(c, [&](std::size_t begin, std::size_t end) {
                 for (std::size_t i = begin; i < end; ++i) z0[i] = F::f(a0[i], b0[i]);
             });
             return;
@@ -211,8 +230,35 @@ public:
                 if (c.assigns(which) && whole) return run(grad, which, partial, [](T& to, T v) { to = v; });
                 run(grad, which, partial, [](T& to, T v) { to += v; });
             };
-            pass(c.in_grad[0].data, 0, [](T a, T b, T z) { return F::da(a, b, z); });
-            pass(c.in_grad[1].data, 1, [](T a, T b, T z) { return F::db(a, b, z); });
+            // No broadcast: the rows to compute only, as forward.
+            auto same_shape = [&](T* grad, std::size_t which, auto partial) {
+                if (!grad) return;
+                auto each = [&](auto store) {
+                    each_row_part(c, [&](std::size_t begin, std::size_t end) {
+                        for (std::size_t i = begin; i < end; ++i) {
+                            T a = T(0), b = T(0), z = T(0);
+                            if constexpr ((F::reads & reads_a) != 0) a = a0[i];
+                            if constexpr ((F::reads & reads_b) != 0) b = b0[i];
+                            if constexpr ((F::reads & reads_z) != 0) z = z0[i];
+                            store(grad[i], detail::times_upstream(g0[i], partial(a, b, z)));
+                        }
+                    });
+                };
+                if (c.assigns(which))
+                    each([](T& to, T v) { to = v; });
+                else
+                    each([](T& to, T v) { to += v; });
+            };
+            const bool broadcast = c.in[0].size() != c.out.size() || c.in[1].size() != c.out.size();
+            auto da = [](T a, T b, T z) { return F::da(a, b, z); };
+            auto db = [](T a, T b, T z) { return F::db(a, b, z); };
+            if (broadcast) {
+                pass(c.in_grad[0].data, 0, da);
+                pass(c.in_grad[1].data, 1, db);
+            } else {
+                same_shape(c.in_grad[0].data, 0, da);
+                same_shape(c.in_grad[1].data, 1, db);
+            }
         }
     }
 
