@@ -98,11 +98,15 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
     using B = Blocking<T>;
     Buffers<T>& buf = buffers<T>();
     const std::size_t nc_max = std::min(n, B::nc), kc_max = std::min(k, B::kc), mc_max = std::min(m, B::mc);
-    buf.b.resize(packed_size<T>(kc_max, nc_max));
-    buf.a.resize(round_up(mc_max, kernels::kPackedRows) * kc_max);
-    buf.a_rows.resize(mc_max);
-    buf.c_rows.resize(mc_max);
-    buf.d_rows.resize(mc_max);
+    // Grown, never shrunk: a vector grown again after a smaller call zeroes what it regains.
+    auto at_least = [](auto& v, std::size_t size) {
+        if (v.size() < size) v.resize(size);
+    };
+    at_least(buf.b, packed_size<T>(kc_max, nc_max));
+    at_least(buf.a, round_up(mc_max, kernels::kPackedRows) * kc_max);
+    at_least(buf.a_rows, mc_max);
+    at_least(buf.c_rows, mc_max);
+    at_least(buf.d_rows, mc_max);
     for (std::size_t jc = 0; jc < n; jc += nc_max) {
         const std::size_t nc = std::min(nc_max, n - jc);
         for (std::size_t pc = 0; pc < k; pc += kc_max) {
