@@ -137,6 +137,16 @@ private:
     template <class T>
     static void addend_gradient(const OpCall<T>& c) {
         if (c.in_grad[2].data == c.out_grad.data) return;  // the executor aliased them: already there
+        const std::size_t width = c.in[2].size(), per = c.out.sample_size();  // a position's elements
+        if (width != 0 && per % width == 0 && addend_form(c, width) == AddendForm::row) {
+            // A bias row: the rows of dY at the positions to compute (OpCall::rows) summed into it.
+            T* gb = c.in_grad[2].data;
+            c.for_each_row([&](std::size_t r) {
+                for (const T *g = c.out_grad.data + r * per, *end = g + per; g != end; g += width)
+                    for (std::size_t j = 0; j < width; ++j) gb[j] += g[j];
+            });
+            return;
+        }
         const auto plan = detail::plan_broadcast<const T, 1>(c.out.dims, c.out.dyn, {detail::as_const(c.in_grad[2])});
         const T* g = c.out_grad.data;
         T* gb = c.in_grad[2].data;

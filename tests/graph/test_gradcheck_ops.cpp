@@ -266,6 +266,10 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return affine(e.seq({3}), e.seq({3, 4}), e.param({4}));
          }},
+        {"linear", "affine seq[2,3] x W plus a bias row, two rows a step",  // the bias summed over both
+         [](Env& e) {
+             return affine(e.seq({2, 3}), e.param({3, 4}), e.param({4}));
+         }},
         {"linear", "times_transpose vector x batch",  // one matrix per sequence, every step
          [](Env& e) {
              return times_transpose(e.seq({3}), e.batch({4, 3}));
