@@ -230,11 +230,13 @@ public:
                 if (c.assigns(which) && whole) return run(grad, which, partial, [](T& to, T v) { to = v; });
                 run(grad, which, partial, [](T& to, T v) { to += v; });
             };
-            // No broadcast: the rows to compute only, as forward.
+            // No broadcast: the rows to compute only, as forward, for an operand laid out as the
+            // output; every element for one of the same size without its dynamic axes (a static
+            // tensor shaped as the batch), whose gradient has no padding to be zeroed later.
             auto same_shape = [&](T* grad, std::size_t which, auto partial) {
                 if (!grad) return;
                 auto each = [&](auto store) {
-                    each_row_part(c, [&](std::size_t begin, std::size_t end) {
+                    const auto run = [&](std::size_t begin, std::size_t end) {
                         for (std::size_t i = begin; i < end; ++i) {
                             T a = T(0), b = T(0), z = T(0);
                             if constexpr ((F::reads & reads_a) != 0) a = a0[i];
@@ -242,7 +244,11 @@ public:
                             if constexpr ((F::reads & reads_z) != 0) z = z0[i];
                             store(grad[i], detail::times_upstream(g0[i], partial(a, b, z)));
                         }
-                    });
+                    };
+                    if (c.in[which].dyn == c.out.dyn)
+                        each_row_part(c, run);
+                    else
+                        each_part(c.out.size(), run);
                 };
                 if (c.assigns(which))
                     each([](T& to, T v) { to = v; });
