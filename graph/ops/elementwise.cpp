@@ -236,7 +236,7 @@ public:
             auto same_shape = [&](T* grad, std::size_t which, auto partial) {
                 if (!grad) return;
                 auto each = [&](auto store) {
-                    const auto run = [&](std::size_t begin, std::size_t end) {
+                    const auto elements = [&](std::size_t begin, std::size_t end) {
                         for (std::size_t i = begin; i < end; ++i) {
                             T a = T(0), b = T(0), z = T(0);
                             if constexpr ((F::reads & reads_a) != 0) a = a0[i];
@@ -246,9 +246,9 @@ public:
                         }
                     };
                     if (c.in[which].dyn == c.out.dyn)
-                        each_row_part(c, run);
+                        each_row_part(c, elements);
                     else
-                        each_part(c.out.size(), run);
+                        each_part(c.out.size(), elements);
                 };
                 if (c.assigns(which))
                     each([](T& to, T v) { to = v; });
