@@ -247,15 +247,14 @@ void in_place_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     if (dx) {  // dX += dY W^T (or =, assign_dx)
         real_rows(blocks, p.m, dx, p.k, gxs);
         gemm_blocked_rows<T>(!p.transposed, rows, p.k, p.n, T(1), gys.data(), p.w, p.transposed ? p.k : p.n,
-                             p.assign_dx ? T(0) : T(1), gxs.data());
+                             p.beta_dx(), gxs.data());
     }
     if (dw) {  // dW += X^T dY, or dY^T X when W is stored transposed (or =, assign_dw)
         real_rows(blocks, p.m, p.x, p.k, xs);
-        const T beta = p.assign_dw ? T(0) : T(1);
         if (p.transposed)
-            gemm_blocked_rows_tn<T>(p.n, p.k, rows, T(1), gys.data(), xs.data(), beta, dw, p.k);
+            gemm_blocked_rows_tn<T>(p.n, p.k, rows, T(1), gys.data(), xs.data(), p.beta_dw(), dw, p.k);
         else
-            gemm_blocked_rows_tn<T>(p.k, p.n, rows, T(1), xs.data(), gys.data(), beta, dw, p.n);
+            gemm_blocked_rows_tn<T>(p.k, p.n, rows, T(1), xs.data(), gys.data(), p.beta_dw(), dw, p.n);
     }
 }
 
@@ -299,11 +298,10 @@ void gathered_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     if (dw) {
         if (p.assign_dw && rows == 0) std::fill_n(dw, p.k * p.n, T(0));
         gather(blocks, p.m, p.x, xp, p.k);
-        const T beta = p.assign_dw ? T(0) : T(1);
         if (p.transposed)
-            gemm(true, false, p.n, p.k, rows, T(1), gp, p.n, xp, p.k, beta, dw, p.k);
+            gemm(true, false, p.n, p.k, rows, T(1), gp, p.n, xp, p.k, p.beta_dw(), dw, p.k);
         else
-            gemm(true, false, p.k, p.n, rows, T(1), xp, p.k, gp, p.n, beta, dw, p.n);
+            gemm(true, false, p.k, p.n, rows, T(1), xp, p.k, gp, p.n, p.beta_dw(), dw, p.n);
     }
 }
 
@@ -435,7 +433,7 @@ void gemm_backward(const Product<T>& p, const T* dy, T* dx, T* dw) {
     // block of either more than once (a broadcast operand), so an assigned gradient is zeroed first.
     const bool one = p.w_positions.rank == 0;
     if (!one) zero_assigned(p, dx, dw);
-    const T beta_x = one && p.assign_dx ? T(0) : T(1), beta_w = one && p.assign_dw ? T(0) : T(1);
+    const T beta_x = one ? p.beta_dx() : T(1), beta_w = one ? p.beta_dw() : T(1);
     for_each_product(p, dy, [&](std::size_t m, const T* x, const T* w, const T* g) {
         if (dx)  // dX[m, k] += dY[m, n] W^T  (W is [k, n], or [n, k] when transposed)
             gemm(false, !p.transposed, m, k, n, T(1), g, n, w, p.transposed ? k : n, beta_x, dx + (x - p.x), k);

@@ -60,6 +60,9 @@ struct Product {
     /// multiply_backward only: dx (dw) holds no values yet and is written rather than added to,
     /// every element or, where `padded`, the real positions' rows.
     bool assign_dx = false, assign_dw = false;
+    /// The beta of dX's and of dW's GEMM: 0 to write them, 1 to add into them.
+    T beta_dx() const { return assign_dx ? T(0) : T(1); }
+    T beta_dw() const { return assign_dw ? T(0) : T(1); }
 };
 
 /// How the addend of y = x op(W) + d lies, as multiply reads it.

@@ -108,6 +108,15 @@ struct OpCall {
     /// zeroes a gradient's padding before its node reads it). Clear: backward adds, as always.
     std::uint32_t assign_grad = 0;
     bool assigns(std::size_t input) const { return input < 32 && ((assign_grad >> input) & 1u); }
+    /// Calls f(store), store(element, term) writing the term into input i's gradient where it is
+    /// assigned and adding it otherwise: a backward loop written once for both.
+    template <class F>
+    void store_gradient(std::size_t input, F&& f) const {
+        if (assigns(input))
+            f([](auto& to, auto term) { to = term; });
+        else
+            f([](auto& to, auto term) { to += term; });
+    }
     /// Empty, or one per input: non-null where that input's gradient is kept by rows (in_grad[i]
     /// then has no data); only for inputs whose OpTraits::writes_gradient_rows is true.
     std::span<RowGradient<T>* const> in_grad_by_rows;
@@ -152,7 +161,6 @@ struct OpTraits {
 
     bool writes_gradient_rows(std::size_t input) const { return input < 32 && ((gradient_rows >> input) & 1u); }
     bool passes_gradient_through(std::size_t input) const { return input < 32 && ((passes_gradient >> input) & 1u); }
-    bool assigns_gradient_of(std::size_t input) const { return input < 32 && ((assigns_gradient >> input) & 1u); }
 };
 
 class Op {

@@ -26,7 +26,9 @@ OpCalls<T>::OpCalls(const Plan& plan, Buffers<T>& buffers)
         r.keeps = pn.loop < 0 &&
                   std::all_of(pn.inputs.begin(), pn.inputs.end(), [&](int j) { return dynamic(j) || fixed(j); });
         r.op = pn.node->op.get();
-        r.reads_time = r.op->traits().reads_time;
+        const OpTraits traits = r.op->traits();
+        r.reads_time = traits.reads_time;
+        r.assigns_gradient = traits.assigns_gradient;
     }
     full_.resize(total);
     in_.resize(total);

@@ -176,7 +176,7 @@ void StepRunner<T>::back_node(int i, Workspace<T>& work, std::span<const int> ta
     // The gradients node i is the first to add into (`take`) get memory now. One its op can write
     // whole (OpTraits::assigns_gradient), of an input that appears once among its inputs, is left
     // unzeroed for the op to write (OpCall::assign_grad); the others are zeroed first.
-    const std::uint32_t can_assign = runs ? pn.node->op->traits().assigns_gradient : 0;
+    const std::uint32_t can_assign = runs ? calls_.assignable(i) : 0;
     std::uint32_t assign = 0;
     for (int m : take) {
         std::uint32_t bits = 0;

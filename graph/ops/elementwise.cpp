@@ -72,7 +72,7 @@ public:
         // Only what the derivative uses is read: the other value may have been freed.
         const T *x = c.in[0].data, *y = c.out.data, *g = c.out_grad.data;
         T* gx = c.in_grad[0].data;
-        auto each = [&](auto store) {
+        c.store_gradient(0, [&](auto store) {
             each_row_part(c, [&](std::size_t begin, std::size_t end) {
                 for (std::size_t i = begin; i < end; ++i) {
                     T xi = T(0), yi = T(0);
@@ -81,11 +81,7 @@ public:
                     store(gx[i], detail::times_upstream(g[i], F::d(xi, yi)));
                 }
             });
-        };
-        if (c.assigns(0))
-            each([](T& to, T v) { to = v; });
-        else
-            each([](T& to, T v) { to += v; });
+        });
     }
 };
 
@@ -225,17 +221,17 @@ public:
             // written where it is to be assigned; a broadcast one is zeroed first and added into.
             auto pass = [&](T* grad, std::size_t which, auto partial) {
                 if (!grad) return;
-                const bool whole = c.in[which].size() == c.out.size();
-                if (c.assigns(which) && !whole) std::fill_n(grad, c.in[which].size(), T(0));
-                if (c.assigns(which) && whole) return run(grad, which, partial, [](T& to, T v) { to = v; });
-                run(grad, which, partial, [](T& to, T v) { to += v; });
+                if (c.in[which].size() == c.out.size())
+                    return c.store_gradient(which, [&](auto store) { run(grad, which, partial, store); });
+                if (c.assigns(which)) std::fill_n(grad, c.in[which].size(), T(0));
+                run(grad, which, partial, [](T& to, T term) { to += term; });
             };
             // No broadcast: the rows to compute only, as forward, for an operand laid out as the
             // output; every element for one of the same size without its dynamic axes (a static
             // tensor shaped as the batch), whose gradient has no padding to be zeroed later.
             auto same_shape = [&](T* grad, std::size_t which, auto partial) {
                 if (!grad) return;
-                auto each = [&](auto store) {
+                c.store_gradient(which, [&](auto store) {
                     const auto elements = [&](std::size_t begin, std::size_t end) {
                         for (std::size_t i = begin; i < end; ++i) {
                             T a = T(0), b = T(0), z = T(0);
@@ -249,11 +245,7 @@ public:
                         each_row_part(c, elements);
                     else
                         each_part(c.out.size(), elements);
-                };
-                if (c.assigns(which))
-                    each([](T& to, T v) { to = v; });
-                else
-                    each([](T& to, T v) { to += v; });
+                });
             };
             const bool broadcast = c.in[0].size() != c.out.size() || c.in[1].size() != c.out.size();
             auto da = [](T a, T b, T z) { return F::da(a, b, z); };

@@ -78,10 +78,9 @@ private:
         const T gx_mean =
             fast::lane_sum<T>(d, [&](std::size_t j) { return g[j] * (x[j] - mean) * rstd; }) / static_cast<T>(d);
         T* dxr = dx + r * d;
-        if (c.assigns(0))
-            for (std::size_t j = 0; j < d; ++j) dxr[j] = rstd * (g[j] - g_mean - (x[j] - mean) * rstd * gx_mean);
-        else
-            for (std::size_t j = 0; j < d; ++j) dxr[j] += rstd * (g[j] - g_mean - (x[j] - mean) * rstd * gx_mean);
+        c.store_gradient(0, [&](auto store) {
+            for (std::size_t j = 0; j < d; ++j) store(dxr[j], rstd * (g[j] - g_mean - (x[j] - mean) * rstd * gx_mean));
+        });
     }
     template <class T>
     std::pair<T, T> moments(const T* x, std::size_t d) const {
