@@ -649,6 +649,44 @@ def full_logits(model, ids):
     return model(ids, model.zero_state(ids.size(0)))[0]
 
 
+def loom_formula_logits(t, ids, a):
+    """Logits [T, V] of ids [T] computed from a safetensors file's tensors t alone, by loom's formulas
+    (x W + b, separate q, k, v, LSTM gates [input, forget, output, candidate]): it checks that the
+    names and layouts of loom_names() say what loom will compute."""
+    def norm(x, name):
+        return F.layer_norm(x, x.shape[-1:], t[name + ".scale"], t[name + ".bias"], 1e-5)
+
+    def linear(x, name):
+        return x @ t[name + ".W"] + t[name + ".b"]
+
+    T, D = len(ids), a.width
+    if a.architecture == "transformer":
+        hd = D // a.heads
+        x = t["gpt.embedding"][ids] + t["gpt.positions.table"][:T]
+        future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+        for i in range(a.layers):
+            n = "gpt.layers.%d" % i
+            h = norm(x, n + ".norm1")
+            heads = []
+            for j in range(a.heads):
+                q, k, v = (linear(h, "%s.self_attn.%s" % (n, p))[:, j * hd:(j + 1) * hd] for p in "qkv")
+                heads.append(torch.softmax((q @ k.t() / math.sqrt(hd)).masked_fill(future, float("-inf")), -1) @ v)
+            x = x + linear(torch.cat(heads, 1), n + ".self_attn.out")
+            h = linear(norm(x, n + ".norm3"), n + ".linear1")
+            x = x + linear(0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0))), n + ".linear2")
+        return norm(x, "gpt.norm") @ t["gpt.embedding"].t()
+    x = t["lstm.embedding"][ids]
+    for i in range(a.layers):
+        n, h, c, out = "lstm.layers.%d" % i, torch.zeros(D), torch.zeros(D), []
+        for s in range(T):
+            z = x[s] @ t[n + ".W"] + t[n + ".b"] + h @ t[n + ".U"]
+            c = torch.sigmoid(z[D:2 * D]) * c + torch.sigmoid(z[:D]) * torch.tanh(z[3 * D:])
+            h = torch.sigmoid(z[2 * D:3 * D]) * torch.tanh(c)
+            out.append(h)
+        x = torch.stack(out)
+    return linear(x, "lstm.project")
+
+
 def self_check(a, model, corpus):
     """Cached sampling against the full forward at each of 20 steps; the safetensors round trip."""
     worst = [0.0, 0]
@@ -664,19 +702,32 @@ def self_check(a, model, corpus):
           % (worst[0], worst[1], streams), flush=True)
     length = min(200, model.block) if isinstance(model, GPT) else 200
     probe = torch.cat([corpus.encode(a.prompt, "--prompt"), corpus.train[:length]])[:length]
-    fd, path = tempfile.mkstemp(suffix=".safetensors")
-    os.close(fd)
+    # Save, load into a fresh model, save again: the files must be equal byte for byte, the logits
+    # equal up to rounding (the LSTM's two torch biases come back as one sum and a zero).
+    paths = []
     try:
-        save_safetensors(model, path, {})
+        for _ in range(2):
+            fd, path = tempfile.mkstemp(suffix=".safetensors")
+            os.close(fd)
+            paths.append(path)
+        save_safetensors(model, paths[0], {})
         copy = make_model(a, len(corpus.alphabet))
-        load_safetensors(copy, path)
-        round_trip = float((full_logits(model, probe[None]) - full_logits(copy, probe[None])).abs().max())
+        load_safetensors(copy, paths[0])
+        save_safetensors(copy, paths[1], {})
+        same_file = open(paths[0], "rb").read() == open(paths[1], "rb").read()
+        expected = full_logits(model, probe[None])[0]
+        round_trip = float((expected - full_logits(copy, probe[None])[0]).abs().max())
+        formula = float((expected - loom_formula_logits(read_safetensors(paths[0]), probe, a)).abs().max())
     finally:
-        os.remove(path)
-    print("self-check: safetensors round trip, max |logit difference| %.3g over %d positions" % (round_trip, len(probe)), flush=True)
+        for path in paths:
+            os.remove(path)
+    print("self-check: safetensors round trip, %s file, max |logit difference| %.3g over %d positions"
+          % ("the same" if same_file else "a DIFFERENT", round_trip, len(probe)), flush=True)
+    print("self-check: loom's formulas on the file's tensors vs the model, max |logit difference| %.3g" % formula, flush=True)
     return {"self_check_max_logp_difference": worst[0], "self_check_steps": worst[1],
-            "self_check_round_trip_difference": round_trip,
-            "self_check_passed": worst[0] < 1e-5 and round_trip == 0.0}
+            "self_check_round_trip_same_file": same_file, "self_check_round_trip_difference": round_trip,
+            "self_check_formula_difference": formula,
+            "self_check_passed": worst[0] < 1e-5 and same_file and round_trip < 1e-5 and formula < 1e-4}
 
 
 # -------------------------------------------------------------------------------------------- main
