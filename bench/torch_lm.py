@@ -66,11 +66,14 @@ probabilities sum to at least p), one draw per stream from a generator seeded wi
 the prompt and stream 0's characters, then `generated: C characters in S s, X characters/s (K
 streams)`, C = N x K, S from the prompt's first token to the last draw.
 
-Checks: --self-check compares the cached sampling's log-probabilities at every step of a 20-step
-generation with a full forward over the whole prefix (max |difference| < 1e-5), and the
-safetensors round trip; --logits-of TEXT prints the model's logits at every position of TEXT as
+Checks (after training, so on the trained weights): --self-check compares the cached sampling's
+log-probabilities at every step of a 20-step generation with a full forward over the whole prefix
+(max |difference| < 1e-5), saves, loads and saves the weights again (the same file), and recomputes
+the logits from the saved tensors alone by loom's formulas (max |difference| < 1e-4); it exits
+non-zero on a failure. --logits-of TEXT prints the model's logits at every position of TEXT as
 JSON. --save-safetensors / --load-safetensors write and read the weights under loom's parameter
-names and layouts (the table LOOM_NAMES below).
+names and layouts (the one table: loom_names() below); the header's __metadata__ holds the sizes
+and the alphabet. Start from a loom file with --load-safetensors F --iterations 0.
 """
 import argparse
 import json
@@ -134,8 +137,8 @@ def parse_args(argv=None):
               (a.minutes is None or a.minutes > 0, "--minutes must be > 0"), (a.untimed_iterations >= 0, "--untimed-iterations must be >= 0"),
               (a.prompt != "", "--prompt must hold at least one character")]
     if a.architecture == "transformer":
-        checks.append((a.width % a.heads == 0 if a.heads >= 1 else False,
-                       "--width %d is not a multiple of --heads %d" % (a.width, a.heads)))
+        checks += [(a.heads >= 1, "--heads must be at least 1"),
+                   (a.heads < 1 or a.width % a.heads == 0, "--width %d is not a multiple of --heads %d" % (a.width, a.heads))]
     for ok, message in checks:
         if not ok:
             p.error(message)
@@ -498,8 +501,9 @@ def evaluate(model, ids, block):
     full = (n - 1) // block  # windows of block predictions
     if isinstance(model, CharLSTM):
         state = model.zero_state(1)
-        for s in range(0, n - 1, block):
-            e = min(s + block, n - 1)
+        chunk = max(block, 4096)  # the state carries, so the chunk length is only bookkeeping
+        for s in range(0, n - 1, chunk):
+            e = min(s + chunk, n - 1)
             logits, state = model(ids[None, s:e], state)
             total += float(F.cross_entropy(logits[0], ids[s + 1:e + 1], reduction="sum"))
             count += e - s
