@@ -83,6 +83,9 @@ Variable tanh(const Variable& a, const std::string& name = {});
 Variable sigmoid(const Variable& a, const std::string& name = {});
 /// max(a, 0).
 Variable relu(const Variable& a, const std::string& name = {});
+/// a Phi(a), Phi the standard normal's distribution function: the Gaussian error linear unit in its
+/// exact (erf) form, as PyTorch's nn.GELU() and nanoGPT's MLP.
+Variable gelu(const Variable& a, const std::string& name = {});
 /// log(1 + e^a), computed without overflow.
 Variable softplus(const Variable& a, const std::string& name = {});
 /// 1 / a.

@@ -39,6 +39,8 @@ void check_options(const std::string& name, const TransformerOptions& o) {
     if (!(o.dropout >= 0.0 && o.dropout < 1.0))
         throw UserError(name + ": dropout " + std::to_string(o.dropout) + " must be in [0, 1)");
     if (!(o.epsilon > 0.0)) throw UserError(name + ": epsilon must be positive");
+    if (o.activation != FeedForwardActivation::relu && o.activation != FeedForwardActivation::gelu)
+        throw UserError(name + ": activation must be relu or gelu");
 }
 
 void check_width(const std::string& name, const Variable& x, std::size_t model_dim, const char* what = "input") {
@@ -64,17 +66,19 @@ struct AttentionBlock {
     }
 };
 
-// The feed-forward block: W2 dropout(relu(x W1 + b1)) + b2.
+// The feed-forward block: W2 dropout(activation(x W1 + b1)) + b2.
 struct FeedForward {
     Projection inner, outer;
     double dropout_rate = 0;
+    FeedForwardActivation activation = FeedForwardActivation::relu;
     FeedForward() = default;
     FeedForward(const TransformerOptions& o, const std::string& name)
         : inner(o.model_dim, o.feedforward_dim, name + ".linear1"),
           outer(o.feedforward_dim, o.model_dim, name + ".linear2"),
-          dropout_rate(o.dropout) {}
+          dropout_rate(o.dropout),
+          activation(o.activation) {}
     Variable operator()(const Variable& x) const {
-        Variable h = relu(inner(x));
+        Variable h = activation == FeedForwardActivation::gelu ? gelu(inner(x)) : relu(inner(x));
         return outer(dropout(h, dropout_rate));  // rate 0: h itself
     }
     void add_to(std::vector<Parameter>& p) const {
@@ -299,6 +303,9 @@ struct TransformerDecoder::State {
     std::size_t vocabulary = 0;
     bool cross_attention = true;
     PositionalEncoding positions = PositionalEncoding::sinusoidal;
+    bool scale_embedding = true;   // the embedded symbols times sqrt(model_dim), as Vaswani et al.
+    bool tie_embeddings = false;   // the logits are h times the embedding table's transpose, as GPT's
+    double embedding_dropout = 0;  // on the embedded symbols plus positions, as GPT's
     Parameter table;
     Layer learned_positions;
     std::vector<TransformerDecoderLayer> layers;
@@ -307,38 +314,52 @@ struct TransformerDecoder::State {
 
     // The embedded symbols plus their positions' encoding.
     Variable embed(const Variable& symbols, const Variable& position) const {
-        Variable x = embedding(symbols, table) * constant(std::sqrt(static_cast<double>(options.model_dim)));
-        return x + (positions == PositionalEncoding::learned
-                        ? learned_positions(position)
-                        : sinusoidal_positional_encoding(position, options.model_dim));
+        Variable x = embedding(symbols, table);
+        if (scale_embedding) x = x * constant(std::sqrt(static_cast<double>(options.model_dim)));
+        x = x + (positions == PositionalEncoding::learned
+                     ? learned_positions(position)
+                     : sinusoidal_positional_encoding(position, options.model_dim));
+        return dropout(x, embedding_dropout);
     }
-    Variable logits(const Variable& h) const { return project(options.norm_first ? final_norm(h) : h); }
+    Variable logits(const Variable& h) const {
+        Variable normed = options.norm_first ? final_norm(h) : h;
+        return tie_embeddings ? times_transpose(normed, table) : project(normed);
+    }
+    // Every layer and the final norm; the table and projection are made by the caller.
+    void make_layers(std::size_t count) {
+        if (count == 0) throw UserError(name + ": needs at least one layer");
+        if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
+        check_options(name, options);
+        for (std::size_t i = 0; i < count; ++i)
+            layers.emplace_back(options, cross_attention, name + ".layers." + std::to_string(i));
+        if (options.norm_first) final_norm = Norm(options.model_dim, options.epsilon, name + ".norm");
+    }
 };
 
 TransformerDecoder::TransformerDecoder(std::size_t layers, std::size_t vocabulary, const TransformerOptions& o,
                                        bool cross_attention, PositionalEncoding positions, std::size_t max_positions,
                                        const std::string& name)
     : state_(std::make_shared<State>()) {
-    if (layers == 0) throw UserError(name + ": needs at least one layer");
-    if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
-    check_options(name, o);
     State& s = *state_;
     s.name = name;
     s.options = o;
     s.vocabulary = vocabulary;
     s.cross_attention = cross_attention;
     s.positions = positions;
+    if (layers == 0) throw UserError(name + ": needs at least one layer");
+    if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
+    check_options(name, o);
     s.table = parameter(Shape{vocabulary, o.model_dim}, normal(1.0 / std::sqrt(static_cast<double>(o.model_dim))),
                         name + ".embedding");
     if (positions == PositionalEncoding::learned)
         s.learned_positions = LearnedPositionalEncoding(max_positions, o.model_dim, name + ".positions");
     else if (o.model_dim % 2 != 0)
         throw UserError(name + ": sinusoidal positions need an even model_dim, not " + std::to_string(o.model_dim));
-    for (std::size_t i = 0; i < layers; ++i)
-        s.layers.emplace_back(o, cross_attention, name + ".layers." + std::to_string(i));
-    if (o.norm_first) s.final_norm = Norm(o.model_dim, o.epsilon, name + ".norm");
+    s.make_layers(layers);
     s.project = Projection(o.model_dim, vocabulary, name + ".project");
 }
+
+TransformerDecoder::TransformerDecoder(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
 Variable TransformerDecoder::operator()(const Variable& previous_symbols, const Variable& memory) const {
     const State& s = *state_;
@@ -423,8 +444,39 @@ std::vector<Parameter> TransformerDecoder::parameters() const {
     if (s.positions == PositionalEncoding::learned) append_unique(p, s.learned_positions.parameters());
     for (const auto& layer : s.layers) append_unique(p, layer.parameters());
     if (s.options.norm_first) s.final_norm.add_to(p);
-    s.project.add_to(p);
+    if (!s.tie_embeddings) s.project.add_to(p);
     return p;
 }
+
+// ---- the decoder-only language model ----
+
+TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {
+    auto s = std::make_shared<TransformerDecoder::State>();
+    s->name = o.name;
+    s->options = o.layer;
+    s->vocabulary = o.vocabulary;
+    s->cross_attention = false;
+    s->positions = PositionalEncoding::learned;
+    s->scale_embedding = false;
+    s->tie_embeddings = o.tie_embeddings;
+    s->embedding_dropout = o.layer.dropout;
+    if (o.max_positions == 0) throw UserError(o.name + ": max_positions must be at least 1");
+    s->make_layers(o.layers);
+    s->table = parameter(Shape{o.vocabulary, o.layer.model_dim}, normal(0.02), o.name + ".embedding");
+    s->learned_positions = LearnedPositionalEncoding(o.max_positions, o.layer.model_dim, o.name + ".positions");
+    if (!o.tie_embeddings) s->project = Projection(o.layer.model_dim, o.vocabulary, o.name + ".project");
+    state_ = std::move(s);
+}
+
+Variable TransformerLM::operator()(const Variable& symbols) const {
+    if (!symbols.axis().is_sequence() || !(symbols.shape() == Shape{1}))
+        throw UserError(options_.name + ": the symbols must be a sequence of ids [1], not " + symbols.label() + " of " +
+                        symbols.shape().str());
+    return TransformerDecoder(state_)(symbols);
+}
+
+Decoder TransformerLM::decoder() const { return TransformerDecoder(state_).decoder(); }
+
+std::vector<Parameter> TransformerLM::parameters() const { return TransformerDecoder(state_).parameters(); }
 
 }  // namespace loom::layers

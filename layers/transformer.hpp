@@ -21,7 +21,14 @@
 
 namespace loom::layers {
 
-/// Sizes and options of a Transformer's layers.
+/// The feed-forward block's non-linearity [activation].
+enum class FeedForwardActivation {
+    relu,  ///< max(x, 0), PyTorch's default
+    gelu   ///< x Phi(x) (loom::gelu, the exact form), GPT's
+};
+
+/// Sizes and options of a Transformer's layers. PyTorch's name of each is in brackets; where the
+/// defaults differ, the comment says so.
 struct TransformerOptions {
     std::size_t model_dim = 256;         ///< the width of every layer's input and output [d_model]
     std::size_t heads = 4;               ///< attention heads; must divide model_dim [nhead]
@@ -30,9 +37,11 @@ struct TransformerOptions {
     /// feed-forward block [dropout]; active in training mode only (graph/mode.hpp).
     double dropout = 0.1;
     /// Layer norm before each block, inside the residual branch (pre-norm; a stack then ends with a
-    /// final norm), or after each residual sum (false: post-norm, the original) [norm_first].
+    /// final norm), or after each residual sum (false: post-norm, the original) [norm_first; PyTorch's
+    /// default is false, loom's true: pre-norm trains without a warm-up on the sizes loom's samples use].
     bool norm_first = true;
-    double epsilon = 1e-5;  ///< the layer norms' epsilon [layer_norm_eps]
+    double epsilon = 1e-5;                                           ///< the layer norms' epsilon [layer_norm_eps]
+    FeedForwardActivation activation = FeedForwardActivation::relu;  ///< [activation]
 };
 
 /// The sinusoidal encoding of positions (a [1] value of whole numbers, on any axis) as [dim]
@@ -170,8 +179,56 @@ public:
     std::vector<Parameter> parameters() const;
 
 private:
+    friend class TransformerLM;
     struct State;
+    explicit TransformerDecoder(std::shared_ptr<State> state);
     std::shared_ptr<State> state_;
+};
+
+/// A decoder-only Transformer language model's settings, GPT's shape (nanoGPT's names in brackets).
+struct TransformerLMOptions {
+    std::size_t layers = 4;           ///< decoder layers [n_layer]
+    std::size_t vocabulary = 0;       ///< the symbols V it reads and predicts; required [vocab_size]
+    std::size_t max_positions = 256;  ///< the longest context: the learned position table's size [block_size]
+    /// Each layer's sizes: width [n_embd], heads [n_head], the feed-forward width (4 x width in GPT),
+    /// dropout [dropout] (also on the embedded input), GELU, pre-norm.
+    TransformerOptions layer{.model_dim = 128,
+                             .heads = 4,
+                             .feedforward_dim = 512,
+                             .dropout = 0.0,
+                             .norm_first = true,
+                             .epsilon = 1e-5,
+                             .activation = FeedForwardActivation::gelu};
+    /// The logits are the final layer's output times the embedding table's transpose (no bias), as
+    /// GPT ties wte and lm_head; false: a projection [model_dim, V] with a bias of its own.
+    bool tie_embeddings = true;
+    std::string name = "lm";  ///< prefix of the parameters' names
+};
+
+/// A decoder-only Transformer language model (GPT; nanoGPT's model.py): token embedding [V, d]
+/// (normal, std 0.02) plus a learned position table [max_positions, d], dropout, `layers` decoder
+/// layers of causal self-attention (no cross-attention), a final layer norm and the logits over
+/// the vocabulary. Parameters: name.embedding, name.positions.table, name.layers.i.* (as
+/// TransformerDecoderLayer's: self_attn.{q,k,v,out}.{W,b}, linear1, linear2, norm1, norm3),
+/// name.norm, and name.project without tying.
+class TransformerLM {
+public:
+    /// Makes every parameter; a UserError for a size of 0 or heads that do not divide the width.
+    explicit TransformerLM(const TransformerLMOptions& options);
+    /// The logits [V] at every step of `symbols` (a sequence of ids [1]), each from the symbols up
+    /// to its own (causal). A sequence longer than max_positions is a UserError when it is bound.
+    Variable operator()(const Variable& symbols) const;
+    /// The generating step as a Decoder (TransformerDecoder::decoder(): states the position, then
+    /// each layer's key/value cache), for Generator with no memory.
+    Decoder decoder() const;
+    /// \return every parameter: embedding, positions, layers, final norm (and projection).
+    std::vector<Parameter> parameters() const;
+    /// \return the options it was made with.
+    const TransformerLMOptions& options() const { return options_; }
+
+private:
+    TransformerLMOptions options_;
+    std::shared_ptr<TransformerDecoder::State> state_;  // a decoder-only TransformerDecoder's, GPT's choices set
 };
 
 }  // namespace loom::layers

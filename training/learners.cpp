@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "core/errors.hpp"
 #include "core/finite.hpp"
@@ -35,6 +36,18 @@ LearningRate warmup_linear_decay(double peak, std::uint64_t warmup_steps, std::u
         if (s >= total_steps) return final_lr;
         const double frac = static_cast<double>(s - warmup_steps) / static_cast<double>(total_steps - warmup_steps);
         return peak + (final_lr - peak) * frac;
+    });
+}
+
+LearningRate warmup_cosine_decay(double peak, std::uint64_t warmup_steps, std::uint64_t total_steps, double final_lr) {
+    if (total_steps < warmup_steps)
+        throw UserError("warmup_cosine_decay: total_steps (" + std::to_string(total_steps) +
+                        ") must be at least warmup_steps (" + std::to_string(warmup_steps) + ")");
+    return LearningRate([=](std::uint64_t s) {
+        if (s < warmup_steps) return peak * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
+        if (s >= total_steps) return final_lr;
+        const double frac = static_cast<double>(s - warmup_steps) / static_cast<double>(total_steps - warmup_steps);
+        return final_lr + (peak - final_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * frac));
     });
 }
 
@@ -313,7 +326,8 @@ void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
     s.size = w.size();
     s.row = w.dimension() > 0 && w.shape().back() > 0 ? w.shape().back() : 1;
     s.scale = static_cast<T>(scale_);
-    s.l2 = static_cast<T>(options_.l2_weight_decay);
+    s.decays = !options_.decay_matrices_only || parameters_[i].shape().rank() >= 2;
+    s.l2 = s.decays ? static_cast<T>(options_.l2_weight_decay) : T(0);
     s.lr = static_cast<T>(lr_now_);
     s.t = steps_ + 1;
     auto slot = [&](std::size_t k) -> T* { return std::get<std::vector<T>>(state_[i * slots_ + k]).data(); };

@@ -66,6 +66,12 @@ LearningRate exponential_decay(double lr, double gamma);
 LearningRate warmup_linear_decay(double peak, std::uint64_t warmup_steps, std::uint64_t total_steps,
                                  double final_lr = 0.0);
 
+/// Linear warmup as warmup_linear_decay's, then a half cosine from peak down to final_lr at
+/// total_steps (SGDR's annealing without restarts; nanoGPT's get_lr), and final_lr after that:
+/// step s >= warmup_steps uses final_lr + (peak - final_lr) (1 + cos(pi f)) / 2, f = (s - warmup) / (total - warmup).
+LearningRate warmup_cosine_decay(double peak, std::uint64_t warmup_steps, std::uint64_t total_steps,
+                                 double final_lr = 0.0);
+
 /// What every learner does besides its rule (the steps above).
 struct LearnerOptions {
     double gradient_clipping_norm = 0.0;  ///< > 0: rescale so the global L2 norm is at most this
@@ -77,6 +83,11 @@ struct LearnerOptions {
     /// old momentum) but saves the work for the many embedding rows a minibatch does not touch. L2
     /// decay is not applied to skipped rows.
     bool lazy_sparse_rows = false;
+    /// Weight decay (l2_weight_decay, and adamw's decoupled decay) only on parameters of two axes or
+    /// more (weight matrices, embedding tables), none on biases and layer norms' scales: the
+    /// grouping of nanoGPT's configure_optimizers and of most Transformer recipes. false: on every
+    /// parameter.
+    bool decay_matrices_only = false;
 };
 
 class Learner;
@@ -216,6 +227,9 @@ protected:
         std::size_t rows_width;  ///< elements per row of `rows`
         /// Factors the rule derives from t alone (Adam's bias corrections; prepare()).
         T c1 = 1, c2 = 1;
+        /// Whether the rule's own weight decay applies to this parameter (see
+        /// LearnerOptions::decay_matrices_only; l2 is already 0 where it does not).
+        bool decays = true;
     };
     /// A float parameter's StepOf.
     using Step = StepOf<float>;

@@ -21,7 +21,7 @@ public:
         [[maybe_unused]] const T lr = s.lr, scale = s.scale, l2 = s.l2, c1 = s.c1, c2 = s.c2;
         [[maybe_unused]] const auto eps = static_cast<T>(eps_);
         const auto b1 = static_cast<T>(b1_), b2 = static_cast<T>(b2_);
-        const T shrink = T(1) - lr * static_cast<T>(decay_);
+        const T shrink = s.decays ? T(1) - lr * static_cast<T>(decay_) : T(1);
         T *w = s.w, *m = s.s0, *v = s.s1;
         const T* g = s.grad;
         for (std::size_t j = 0; j < s.size; ++j) {

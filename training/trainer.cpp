@@ -29,6 +29,10 @@ Trainer::Trainer(Variable loss, Variable metric, std::unique_ptr<Learner> learne
     if (!learner_) throw UserError("Trainer: no learner given");
     std::vector<Variable> outputs{loss_};
     if (metric_ && !(metric_ == loss_)) outputs.push_back(metric_);
+    for (const Variable& v : options_.outputs) {
+        if (!v) throw UserError("Trainer: TrainerOptions::outputs holds an empty Variable");
+        if (std::find(outputs.begin(), outputs.end(), v) == outputs.end()) outputs.push_back(v);
+    }
     generators_ = random_generators(outputs);
     session_ = std::make_unique<Session>(std::move(outputs), learner_->parameters());
 }

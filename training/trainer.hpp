@@ -76,6 +76,10 @@ struct TrainerOptions {
     /// (the gradient is averaged over the global minibatch's items); parameters change only after
     /// backward, whatever the threads.
     std::shared_ptr<GradientReduction> reduction;
+    /// Other values every forward computes besides the loss and metric, read after train_minibatch
+    /// or test_minibatch with session().value(v): a recurrent model's last states, carried into the
+    /// next window of a long text (truncated backpropagation through time). Never differentiated.
+    std::vector<Variable> outputs = {};
 };
 
 /// Minibatch training of a loss with one learner: forward, backward, the learner's step, the

@@ -209,6 +209,7 @@ const std::vector<Case>& table() {
         {"elementwise", "cos", [](Env& e) { return cos(e.seq({3}, -4, 4)); }},
         {"elementwise", "sigmoid", [](Env& e) { return sigmoid(e.seq({3}, -4, 4)); }},
         {"elementwise", "relu", [](Env& e) { return relu(e.seq({6}, -1, 1)); }},
+        {"elementwise", "gelu", [](Env& e) { return gelu(e.seq({5}, -4, 4)); }},
         {"elementwise", "softplus", [](Env& e) { return softplus(e.seq({3}, -4, 4)); }},
         {"elementwise", "reciprocal", [](Env& e) { return reciprocal(e.seq({3}, 0.5, 2)); }, loose()},
         {"elementwise", "identity", [](Env& e) { return identity(e.param({3}) * e.seq({3})); }},

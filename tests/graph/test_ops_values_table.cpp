@@ -44,6 +44,9 @@ const std::vector<Row>& table() {
          unary({0.0, -0.0, -2.5, 3.0, 1e-30, -1e30})},
         {"relu", [](V a, V) { return relu(a); }, [](L a, L) { return a > 0 ? a : 0.0L; },
          unary({0.0, -0.0, -1e-7, 1e-7, 2.0, -5.0})},
+        // x Phi(x) with Phi through erfc (another form than the op's erf), in long double.
+        {"gelu", [](V a, V) { return gelu(a); }, [](L a, L) { return a * 0.5L * std::erfc(-a / std::sqrt(2.0L)); },
+         unary({0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 0.5, -10.0, 1e30, -1e30})},
         {"sigmoid", [](V a, V) { return sigmoid(a); }, [](L a, L) { return 1.0L / (1.0L + std::exp(-a)); },
          unary({0.0, 1.0, -1.0, 4.0, -4.0, 20.0, -20.0, 40.0, -40.0})},
         // log(1 + e^x) in long double: another form than the op's two branches.

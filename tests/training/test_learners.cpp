@@ -139,6 +139,33 @@ TEST_CASE("adamw decays the weights apart from the moments") {
     CHECK(q.w.value()(0) == doctest::Approx(0.375).epsilon(1e-5));
 }
 
+TEST_CASE("decay_matrices_only decays weight matrices and leaves biases and vectors alone") {
+    // A loss whose gradient is 0 everywhere (0 times the parameters): Adam's step is then 0, and
+    // what changes a weight is the decay alone, by hand: w (1 - lr decay) = 2 (1 - 0.1 0.5) = 1.9.
+    Parameter matrix = parameter({2, 2}, constant_initializer(2.0), "matrix");
+    Parameter bias = parameter({2}, constant_initializer(2.0), "bias");
+    Variable x = input_variable({2}, "x");
+    Variable loss = reduce_sum(times(x, matrix) * 0.0 + bias * 0.0);
+    for (bool only : {true, false}) {
+        CAPTURE(only);
+        Session s({loss}, {matrix, bias});
+        auto step = [&](Learner& learner) {
+            matrix.set_value(xt::xarray<float>({{2.0f, 2.0f}, {2.0f, 2.0f}}));
+            bias.set_value(xt::xarray<float>({2.0f, 2.0f}));
+            s.forward({{x, Value::batch(xt::xarray<float>({{1.0f, 1.0f}}))}});
+            s.backward();
+            learner.update(s, {});
+        };
+        // sgd's coupled L2: w - lr l2 w = 2 - 0.1 0.5 2 = 1.9 as well.
+        step(*sgd({matrix, bias}, 0.1, {.l2_weight_decay = 0.5, .decay_matrices_only = only}));
+        CHECK(matrix.value()(1, 0) == doctest::Approx(1.9));
+        CHECK(bias.value()(1) == doctest::Approx(only ? 2.0 : 1.9));
+        step(*adamw({matrix, bias}, 0.1, 0.9, 0.999, 1e-8, 0.5, {.decay_matrices_only = only}));
+        CHECK(matrix.value()(1, 0) == doctest::Approx(1.9));
+        CHECK(bias.value()(1) == doctest::Approx(only ? 2.0 : 1.9));
+    }
+}
+
 TEST_CASE("adadelta scales by the ratio of the running step and gradient sizes") {
     check_against_formula([](Parameter w) { return adadelta({w}, 0.5, 0.9, 1e-4); },
                           [](auto& w, const auto& g, auto& g2, auto& d2, int) {
@@ -258,6 +285,16 @@ TEST_CASE("learning-rate schedules") {
     CHECK(wl(12) == doctest::Approx(0.2));
     CHECK(wl(100) == doctest::Approx(0.2));
     CHECK_THROWS_AS(warmup_linear_decay(1.0, 5, 2), UserError);
+    // The cosine by hand: halfway through the decay, (1 + cos(pi / 2)) / 2 = 1/2 of the way down;
+    // a quarter through, (1 + cos(pi / 4)) / 2 = 0.853553.
+    auto wc = warmup_cosine_decay(1.0, 4, 12, 0.2);
+    CHECK(wc(0) == doctest::Approx(0.25));
+    CHECK(wc(4) == doctest::Approx(1.0));
+    CHECK(wc(6) == doctest::Approx(0.2 + 0.8 * 0.853553).epsilon(1e-6));
+    CHECK(wc(8) == doctest::Approx(0.6));
+    CHECK(wc(12) == doctest::Approx(0.2));
+    CHECK(wc(1000) == doctest::Approx(0.2));
+    CHECK_THROWS_AS(warmup_cosine_decay(1.0, 5, 2), UserError);
 
     // The learner asks the schedule with its step count: with a constant gradient g,
     // w after 3 steps is w0 - g * (lr(0) + lr(1) + lr(2)).

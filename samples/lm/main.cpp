@@ -1,0 +1,359 @@
+// lm: a character-level language model of a text (nanoGPT's shakespeare_char, char-rnn), and text
+// drawn from it.
+//
+//   lm                                                    about a minute on Tiny Shakespeare, then a sample
+//   lm --train train.txt --minutes 30 --threads 2 --save M.loom
+//   lm --model M.loom --generate 300 --prompt ROMEO: --temperature 0.8 --seed 1
+//   lm --model M.loom --eval FILE                         nats (and bits) per character
+//   lm --train train.txt --architecture lstm ...          char-rnn's model instead of a GPT
+//
+// The last --holdout part of the training text is never trained on: it is scored after training.
+// Every input is checked before any work: a character outside the model's alphabet (in the prompt
+// or an evaluated file) is an error naming its file:line:column. Under mpirun every process trains
+// on windows of its own and the gradients are summed (docs/distributed.md).
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <random>
+
+#include <loom.hpp>
+
+#include "model.hpp"
+#include "text.hpp"
+#ifdef LOOM_DISTRIBUTED
+#include "distributed/distributed.hpp"
+#endif
+
+using namespace loom;
+
+namespace {
+
+struct Options {
+    std::string train_file, eval_file, save, model_file, architecture = "transformer", prompt = "\n";
+    lm::Settings sizes;
+    std::size_t batch = 12, iterations = 2000, warmup = 100, threads = 1, generate = 0, streams = 1, top_k = 0;
+    std::size_t log_every = 100, untimed = 0;
+    double minutes = 0, holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1;
+    double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
+    std::uint64_t seed = 1;
+    std::size_t rank = 0, ranks = 1;
+    std::shared_ptr<GradientReduction> reduction;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<std::size_t> slice(const std::vector<std::uint32_t>& ids, std::size_t begin, std::size_t end) {
+    return {ids.begin() + static_cast<std::ptrdiff_t>(begin), ids.begin() + static_cast<std::ptrdiff_t>(end)};
+}
+
+// The mean loss over `ids` cut into consecutive windows of the model's block, every character
+// predicted from the earlier ones of its own window (nanoGPT's estimate, over every window instead
+// of random ones). The LSTM carries its state from one window to the next: one long sequence.
+double evaluate(const lm::Model& m, const std::vector<std::uint32_t>& ids) {
+    Session s(m.last_states.empty() ? std::vector<Variable>{m.loss} : [&] {
+        std::vector<Variable> out{m.loss};
+        out.insert(out.end(), m.last_states.begin(), m.last_states.end());
+        return out;
+    }());
+    const std::size_t block = m.settings.block, windows_a_pass = m.last_states.empty() ? 32 : 1;
+    double sum = 0;
+    std::size_t count = 0;
+    std::vector<Value> states;
+    for (std::size_t start = 0; start + 1 < ids.size();) {
+        std::vector<std::vector<std::size_t>> in, next;
+        for (; in.size() < windows_a_pass && start + 1 < ids.size(); start += block) {
+            const std::size_t end = std::min(start + block, ids.size() - 1);
+            in.push_back(slice(ids, start, end));
+            next.push_back(slice(ids, start + 1, end + 1));
+        }
+        s.forward(m.bind(in, next, states));
+        sum += s.sum(m.loss), count += s.count(m.loss);
+        states.clear();
+        for (const Variable& v : m.last_states) states.push_back(s.value(v));
+    }
+    return sum / static_cast<double>(std::max<std::size_t>(count, 1));
+}
+
+void print_loss(const std::string& what, double nats) {
+    std::printf("eval %s: %.4f nats per character (%.4f bits)\n", what.c_str(), nats, nats / std::log(2.0));
+}
+
+// Draws o.generate characters after o.prompt, o.streams texts at once, through the key/value cache
+// (the LSTM: its states); stream 0 is printed as it is drawn. The Transformer's context is its
+// block: when it is full, the last half of the text so far becomes the prompt of the next round.
+void generate(const lm::Model& m, const lm::Alphabet& alphabet, const Options& o) {
+    const std::vector<std::uint32_t> prompt = alphabet.ids(lm::decode_utf8(o.prompt, "--prompt"), "--prompt");
+    const std::size_t block = m.settings.block;
+    const bool bounded = m.settings.architecture == lm::Architecture::transformer;
+    if (bounded && prompt.size() >= block)
+        throw UserError("--prompt: " + std::to_string(prompt.size()) + " characters; the model's context is " +
+                        std::to_string(block) + ", so a prompt may hold at most " + std::to_string(block - 1));
+    layers::Generator generator(m.decoder(), {});
+    std::vector<std::vector<std::uint32_t>> texts(o.streams, prompt);
+    std::printf("%s", o.prompt.c_str());
+    std::fflush(stdout);
+    const auto start = Clock::now();
+    std::size_t drawn = 0;
+    for (std::uint64_t round = 0; drawn < o.generate; ++round) {
+        // Each stream's context: its whole text, or the last half block of it once the block is full.
+        const std::size_t keep = round == 0 ? prompt.size() : block / 2;
+        const std::size_t length = std::min(bounded ? block - keep : o.generate, o.generate - drawn);
+        std::vector<std::vector<std::size_t>> contexts;
+        for (const auto& t : texts) contexts.push_back(slice(t, t.size() - keep, t.size()));
+        layers::GenerateOptions g{.beam_width = 1,
+                                  .max_length = length,
+                                  .start_symbol = layers::no_symbol,  // each context's first character
+                                  .end_symbol = layers::no_symbol};
+        g.sample = true, g.temperature = o.temperature, g.top_k = o.top_k, g.top_p = o.top_p;
+        g.seed = o.seed + round;
+        g.on_symbol = [&](std::size_t item, std::size_t symbol) {
+            texts[item].push_back(static_cast<std::uint32_t>(symbol));
+            if (item == 0) std::printf("%s", alphabet.character(symbol).c_str()), std::fflush(stdout);
+        };
+        generator.generate({}, g, {}, contexts);
+        drawn += length;
+    }
+    const double secs = seconds_since(start);
+    std::printf("\ngenerated: %zu characters in %.3f s, %.1f characters/s (%zu streams)\n", drawn * o.streams, secs,
+                static_cast<double>(drawn * o.streams) / secs, o.streams);
+}
+
+int train(const Options& o) {
+    check_outputs({{o.save, "--save"}}, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
+    const std::u32string text = lm::read_text(o.train_file);
+    const lm::Alphabet alphabet = lm::Alphabet::of(text);
+    const std::vector<std::uint32_t> ids = alphabet.ids(text, o.train_file);
+    std::optional<std::vector<std::uint32_t>> eval_ids;
+    if (!o.eval_file.empty()) eval_ids = alphabet.ids(lm::read_text(o.eval_file), o.eval_file);
+    alphabet.ids(lm::decode_utf8(o.prompt, "--prompt"), "--prompt");
+    const auto held = static_cast<std::size_t>(std::floor(o.holdout * static_cast<double>(ids.size())));
+    const std::vector<std::uint32_t> train_ids(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(held));
+    const std::vector<std::uint32_t> held_ids(ids.end() - static_cast<std::ptrdiff_t>(held), ids.end());
+    const std::size_t block = o.sizes.block;
+    if (train_ids.size() < block + 1 + o.batch)
+        throw UserError("--train " + o.train_file + ": " + std::to_string(train_ids.size()) +
+                        " characters to train on; a window of --block " + std::to_string(block) + " needs more");
+
+    lm::Model m(o.sizes, alphabet.size());
+    std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
+                o.train_file.c_str(), held_ids.size());
+    std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters\n",
+                lm::architecture_name(o.sizes.architecture).c_str(), o.sizes.layers, o.sizes.width,
+                o.sizes.architecture == lm::Architecture::transformer
+                    ? (", " + std::to_string(o.sizes.heads) + " heads").c_str()
+                    : "",
+                block, o.sizes.dropout, parameter_count(m.parameters()));
+    // Linear warm-up, then a half cosine to the minimum over the budget: --iterations, or --minutes
+    // of wall-clock time (the cosine then follows the time spent).
+    auto done = std::make_shared<double>(0.0);
+    const double warmup = static_cast<double>(o.warmup), peak = o.learning_rate, low = o.min_learning_rate;
+    LearningRate rate([=](std::uint64_t step) {
+        if (static_cast<double>(step) < warmup) return peak * static_cast<double>(step + 1) / (warmup + 1);
+        return low + (peak - low) * 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(*done, 1.0)));
+    });
+    Trainer trainer(m.loss, Variable(),
+                    adamw(m.parameters(), rate, 0.9, o.beta2, 1e-8, o.weight_decay,
+                          {.gradient_clipping_norm = o.clip, .decay_matrices_only = true}),
+                    {.reduction = o.reduction, .outputs = m.last_states});
+    std::mt19937_64 rng(o.seed * 1000003 + o.rank);
+    // The LSTM reads o.batch streams, each a contiguous part of the text, window after window.
+    const std::size_t stream_length = train_ids.size() / o.batch;
+    std::size_t stream_at = 0;
+    std::vector<Value> states;
+    const auto start = Clock::now();
+    auto timed_from = start;  // after the --untimed-iterations
+    double loss = 0;
+    std::size_t count = 0, iteration = 0;
+    const double budget = o.minutes > 0 ? o.minutes * 60 : 0;
+    for (; budget > 0 ? seconds_since(start) < budget : iteration < o.iterations; ++iteration) {
+        if (iteration == o.untimed) timed_from = Clock::now();
+        *done = budget > 0 ? seconds_since(start) / budget
+                           : (static_cast<double>(iteration) - warmup) / std::max(1.0, double(o.iterations) - warmup);
+        std::vector<std::vector<std::size_t>> in, next;
+        for (std::size_t b = 0; b < o.batch; ++b) {
+            std::size_t at = 0;
+            if (m.last_states.empty()) {
+                at = std::uniform_int_distribution<std::size_t>(0, train_ids.size() - block - 1)(rng);
+            } else {
+                if (stream_at + block + 1 > stream_length) stream_at = 0, states.clear();  // back to the start
+                at = b * stream_length + stream_at;
+            }
+            in.push_back(slice(train_ids, at, at + block));
+            next.push_back(slice(train_ids, at + 1, at + block + 1));
+        }
+        stream_at += block;
+        const TrainingScope training;
+        const MinibatchResult r = trainer.train_minibatch(m.bind(in, next, states));
+        states.clear();
+        for (const Variable& v : m.last_states) states.push_back(trainer.session().value(v));
+        loss += r.loss_sum, count += r.loss_count;
+        if ((iteration + 1) % o.log_every == 0) {
+            std::printf("iteration %zu (%.1f min): loss %.4f, learning rate %.2e\n", iteration + 1,
+                        seconds_since(start) / 60, loss / double(count), rate(iteration));
+            loss = 0, count = 0;
+        }
+    }
+    const double secs = seconds_since(timed_from);
+    const std::size_t timed = iteration > o.untimed ? iteration - o.untimed : 0;
+    const std::size_t tokens = timed * o.batch * block * o.ranks;
+    std::printf("trained: %zu iterations, %zu tokens in %.3f s, %.1f tokens/s\n", timed, tokens, secs,
+                timed > 0 ? static_cast<double>(tokens) / secs : 0.0);
+    if (o.rank > 0) return 0;  // the others hold the same parameters
+    if (!held_ids.empty()) print_loss("held-out", evaluate(m, held_ids));
+    if (eval_ids) print_loss(o.eval_file, evaluate(m, *eval_ids));
+    if (!o.save.empty()) lm::save_model(o.save, m, alphabet), std::printf("saved %s\n", o.save.c_str());
+    if (o.generate > 0) generate(m, alphabet, o);
+    return 0;
+}
+
+int use_saved(const Options& o) {
+    std::optional<std::u32string> eval_text;
+    if (!o.eval_file.empty()) eval_text = lm::read_text(o.eval_file);
+    const lm::Loaded loaded = lm::load_model(o.model_file);
+    // Checked before any work: every character is the model's.
+    if (o.generate > 0) loaded.alphabet.ids(lm::decode_utf8(o.prompt, "--prompt"), "--prompt");
+    if (eval_text) print_loss(o.eval_file, evaluate(*loaded.model, loaded.alphabet.ids(*eval_text, o.eval_file)));
+    if (o.generate > 0) generate(*loaded.model, loaded.alphabet, o);
+    return 0;
+}
+
+}  // namespace
+
+// CLI11's Range lets NaN through and reads "inf": a floating option must be a finite number.
+const CLI::Validator finite_number(
+    [](std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && !std::isfinite(v) ? text + " is not a finite number" : std::string();
+    },
+    "FINITE");
+
+int main(int argc, char** argv) {
+    Options o;
+    CLI::App app{"Train a character-level language model on a text, or draw text from a saved one"};
+    app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
+    app.add_option("--holdout", o.holdout, "the last part of --train never trained on, scored after training")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 0.5));
+    app.add_option("--eval", o.eval_file, "a text to score: nats per character over windows of --block")
+        ->check(CLI::ExistingFile);
+    app.add_option("--save", o.save, "write the trained model to this file");
+    app.add_option("--model", o.model_file, "a model written by --save (with --eval, --generate)")
+        ->check(CLI::ExistingFile);
+    app.add_option("--architecture", o.architecture, "transformer (a GPT) or lstm (char-rnn)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"transformer", "lstm"}));
+    app.add_option("--layers", o.sizes.layers, "Transformer blocks or LSTM layers")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    app.add_option("--heads", o.sizes.heads, "attention heads (transformer; divide --width)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    app.add_option("--width", o.sizes.width, "the layers' width")->capture_default_str()->check(CLI::Range(1, 16384));
+    app.add_option("--block", o.sizes.block, "characters per training window; the Transformer's context")
+        ->capture_default_str()
+        ->check(CLI::Range(2, 1 << 20));
+    app.add_option("--batch", o.batch, "windows per iteration")->capture_default_str()->check(CLI::Range(1, 4096));
+    app.add_option("--dropout", o.sizes.dropout, "dropout rate")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 0.9));
+    app.add_option("--iterations", o.iterations, "training iterations (unless --minutes)")
+        ->capture_default_str()
+        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40));
+    app.add_option("--untimed-iterations", o.untimed, "leave the first W iterations out of the trained: line")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40));
+    app.add_option("--minutes", o.minutes, "train for this long instead of --iterations")
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 1e6));
+    app.add_option("--learning-rate", o.learning_rate, "AdamW's rate after the warm-up")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(1e-9, 10.0));
+    app.add_option("--min-learning-rate", o.min_learning_rate, "where the cosine decay ends")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 10.0));
+    app.add_option("--warmup", o.warmup, "iterations of linear warm-up")->capture_default_str();
+    app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 10.0));
+    app.add_option("--beta2", o.beta2, "AdamW's beta2")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 0.9999999));
+    app.add_option("--clip", o.clip, "the gradient's global norm at most (0: no clipping)")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 1e6));
+    app.add_option("--log-every", o.log_every, "print the training loss every this many iterations")
+        ->capture_default_str()
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+    app.add_option("--generate", o.generate, "characters to draw (after training, or from --model)")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 30));
+    app.add_option("--prompt", o.prompt, "the text the drawn characters continue")->capture_default_str();
+    app.add_option("--temperature", o.temperature, "divides the logits before drawing; 0: the likeliest")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 100.0));
+    app.add_option("--top-k", o.top_k, "draw among the k likeliest characters only (0: all; 1: the likeliest)")
+        ->capture_default_str();
+    app.add_option("--top-p", o.top_p, "draw among the likeliest characters whose probability reaches p")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(1e-9, 1.0));
+    app.add_option("--streams", o.streams, "texts drawn at once (stream 0 is printed)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
+    app.add_option("--threads", o.threads, "threads")->check(CLI::Range(1, 64));
+#ifdef LOOM_DISTRIBUTED
+    std::optional<distributed::Context> mpi;
+#endif
+    CLI11_PARSE(app, argc, argv);
+    try {
+#ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its own windows (docs/distributed.md)
+        if (distributed::Context::launched_by_mpirun()) mpi.emplace(argc, argv);
+        if (mpi) o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
+#endif
+        if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
+        o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;
+        if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)
+            throw UserError("--width " + std::to_string(o.sizes.width) + " must be a multiple of --heads " +
+                            std::to_string(o.sizes.heads));
+        if (!o.model_file.empty() && !(o.train_file + o.save).empty())
+            throw UserError("--model FILE evaluates and generates only: --train and --save do not go with it");
+        if (!o.model_file.empty() && o.eval_file.empty() && o.generate == 0)
+            throw UserError("--model FILE goes with --eval FILE or --generate N");
+        if (o.prompt.empty()) throw UserError("--prompt must hold at least one character");
+        if (o.min_learning_rate > o.learning_rate)
+            throw UserError("--min-learning-rate must not exceed --learning-rate");
+        if (o.train_file.empty() && o.model_file.empty()) {  // the demonstration
+            o.train_file = "../shared/data/tinyshakespeare/train.txt";
+            if (!std::filesystem::exists(o.train_file))
+                throw UserError("no --train FILE, and the demonstration's text " + o.train_file +
+                                " is not here (README: the real data)");
+            o.minutes = 1, o.generate = o.generate ? o.generate : 300, o.prompt = "ROMEO:", o.temperature = 0.8;
+            o.log_every = 200;
+            std::printf("a minute of training on %s, then a sample (lm --help for more)\n", o.train_file.c_str());
+        }
+        std::setvbuf(stdout, nullptr, _IOLBF, 0);
+        set_blas_threads(1);
+        set_inter_op_threads(static_cast<int>(o.threads));
+        set_seed(o.seed);
+        return o.model_file.empty() ? train(o) : use_saved(o);
+    } catch (const std::bad_alloc&) {
+        std::cerr << "error: out of memory\n";
+    } catch (const std::exception& e) {
+        std::cerr << "error: " << e.what() << "\n";
+    }
+    return 1;
+}

@@ -1,0 +1,70 @@
+#pragma once
+// The language models of samples/lm: a GPT (loom::layers::TransformerLM) and char-rnn's LSTM, each
+// a training graph over windows of characters and a generating step over the same parameters.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <loom.hpp>
+
+#include "text.hpp"
+
+namespace lm {
+
+enum class Architecture { transformer, lstm };
+
+std::string architecture_name(Architecture a);
+
+/// The sizes a model is built from, and saved with.
+struct Settings {
+    Architecture architecture = Architecture::transformer;
+    std::size_t layers = 4;   ///< Transformer blocks, or stacked LSTMs
+    std::size_t heads = 4;    ///< attention heads (transformer)
+    std::size_t width = 128;  ///< the residual stream's width, or each LSTM's
+    std::size_t block = 64;   ///< characters per training window; the Transformer's longest context
+    double dropout = 0.0;
+};
+
+/// A language model over `vocabulary` characters.
+class Model {
+public:
+    Model(const Settings& settings, std::size_t vocabulary);
+
+    Settings settings;
+    std::size_t vocabulary;
+    loom::Variable symbols;  ///< a window's characters but the last: a sequence of ids [1]
+    loom::Variable targets;  ///< the characters that follow each, on the same axis
+    loom::Variable logits;   ///< [vocabulary] at every step
+    loom::Variable loss;     ///< -log p(target) in nats at every step
+    /// The LSTM's states a window starts from (batch inputs [width]: h, c of each layer) and where
+    /// it ends (their last steps), carried into the next window; empty for the Transformer.
+    std::vector<loom::Variable> initial_states, last_states;
+
+    std::vector<loom::Parameter> parameters() const;
+    /// The generating step (a key/value cache, or the LSTM's states), for layers::Generator.
+    const loom::layers::Decoder& decoder() const { return *decoder_; }
+    /// Windows of ids: inputs[i] predicts targets[i] (each as long), starting from `states` (the
+    /// LSTM's, as last_states gave them; empty: zeros).
+    loom::Bindings bind(const std::vector<std::vector<std::size_t>>& inputs,
+                        const std::vector<std::vector<std::size_t>>& targets,
+                        const std::vector<loom::Value>& states = {}) const;
+
+private:
+    std::optional<loom::layers::Decoder> decoder_;
+    std::vector<loom::Parameter> parameters_;
+};
+
+/// Writes the model, its settings and its alphabet to `path` (the architecture travels in the file).
+void save_model(const std::string& path, const Model& model, const Alphabet& alphabet);
+
+/// A model read back.
+struct Loaded {
+    std::unique_ptr<Model> model;
+    Alphabet alphabet;
+};
+/// Reads a file save_model wrote; a DataError names the file and what is wrong with it.
+Loaded load_model(const std::string& path);
+
+}  // namespace lm

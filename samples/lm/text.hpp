@@ -1,0 +1,45 @@
+#pragma once
+// A text as a character-level language model reads it: its characters (Unicode code points of
+// UTF-8 text) as ids into an alphabet, every character checked with its file:line:column.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lm {
+
+/// A text decoded: one code point per character. A NUL byte or invalid UTF-8 is a DataError naming
+/// `source`, the line and column (in characters) and the bytes found.
+std::u32string decode_utf8(const std::string& bytes, const std::string& source);
+/// decode_utf8 of a whole file ("-": standard input); a file that cannot be read is a DataError.
+std::u32string read_text(const std::string& path);
+/// The UTF-8 bytes of one character.
+std::string utf8_of(char32_t c);
+
+/// The characters a model reads and writes, id i the i-th in code-point order.
+class Alphabet {
+public:
+    Alphabet() = default;
+    /// The distinct characters of `text`; a UserError when there are more than max_size.
+    static Alphabet of(const std::u32string& text);
+    /// The alphabet stored as its characters in id order (utf8()), from a model file `source`.
+    static Alphabet stored(const std::string& characters, const std::string& source);
+    static constexpr std::size_t max_size = 65536;
+
+    std::size_t size() const { return characters_.size(); }
+    /// The characters in id order, as UTF-8: what a model file stores.
+    std::string utf8() const;
+    /// Character `id` as UTF-8.
+    std::string character(std::size_t id) const { return utf8_of(characters_.at(id)); }
+    /// The ids of `text`; a character outside the alphabet is a UserError naming `source`, its
+    /// line and column, and the character.
+    std::vector<std::uint32_t> ids(const std::u32string& text, const std::string& source) const;
+
+private:
+    std::u32string characters_;
+    std::vector<std::uint32_t> ids_;  // by code point below 65536 (ASCII and the BMP): id + 1, 0 for none
+};
+
+/// "line L, column C" of character `at` of `text` (1-based; lines end at '\n').
+std::string position_in(const std::u32string& text, std::size_t at);
+
+}  // namespace lm

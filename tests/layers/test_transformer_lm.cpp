@@ -1,0 +1,214 @@
+// The decoder-only Transformer language model (layers::TransformerLM, GPT's shape): its logits equal
+// a GPT forward written here in plain double loops from the parameters by name (embedding plus
+// learned positions, pre-norm blocks of causal multi-head attention and a GELU feed-forward, final
+// norm, the tied embedding as the output projection), on ragged sequences; its cached step gives the
+// teacher-forced log-probabilities at every step; gradients in double; the names PyTorch weights are
+// mapped to.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "gradcheck.hpp"
+#include "test_support.hpp"
+
+using namespace loom;
+using loom::testing::require_gradients;
+
+namespace {
+
+using Matrix = xt::xarray<double>;
+
+layers::TransformerLMOptions tiny_lm(bool tie = true) {
+    return {.layers = 2,
+            .vocabulary = 7,
+            .max_positions = 6,
+            .layer = {.model_dim = 8,
+                      .heads = 2,
+                      .feedforward_dim = 16,
+                      .dropout = 0.0,
+                      .norm_first = true,
+                      .epsilon = 1e-5,
+                      .activation = layers::FeedForwardActivation::gelu},
+            .tie_embeddings = tie,
+            .name = "gpt"};
+}
+
+// Every parameter's value by name, in double.
+std::map<std::string, Matrix> by_name(const std::vector<Parameter>& ps) {
+    std::map<std::string, Matrix> m;
+    for (const Parameter& p : ps) m[p.name()] = p.data<double>();
+    return m;
+}
+
+// x W + b for each row of x [T, in].
+Matrix affine_rows(const Matrix& x, const Matrix& w, const Matrix& b) {
+    Matrix y = xt::zeros<double>({x.shape(0), w.shape(1)});
+    for (std::size_t t = 0; t < x.shape(0); ++t)
+        for (std::size_t o = 0; o < w.shape(1); ++o) {
+            double s = b.size() ? b(o) : 0.0;
+            for (std::size_t i = 0; i < w.shape(0); ++i) s += x(t, i) * w(i, o);
+            y(t, o) = s;
+        }
+    return y;
+}
+
+Matrix layer_norm_rows(const Matrix& x, const Matrix& scale, const Matrix& bias) {
+    Matrix y = x;
+    const std::size_t d = x.shape(1);
+    for (std::size_t t = 0; t < x.shape(0); ++t) {
+        double mean = 0, var = 0;
+        for (std::size_t i = 0; i < d; ++i) mean += x(t, i) / double(d);
+        for (std::size_t i = 0; i < d; ++i) var += (x(t, i) - mean) * (x(t, i) - mean) / double(d);
+        for (std::size_t i = 0; i < d; ++i) y(t, i) = (x(t, i) - mean) / std::sqrt(var + 1e-5) * scale(i) + bias(i);
+    }
+    return y;
+}
+
+// The GPT forward of one sequence of ids, in double: [T, V] logits.
+Matrix gpt_logits(std::map<std::string, Matrix>& p, const std::vector<std::size_t>& ids, std::size_t layers,
+                  std::size_t heads, bool tied) {
+    const Matrix& table = p["gpt.embedding"];
+    const std::size_t T = ids.size(), d = table.shape(1), dk = d / heads;
+    Matrix h = xt::zeros<double>({T, d});
+    for (std::size_t t = 0; t < T; ++t)
+        for (std::size_t i = 0; i < d; ++i) h(t, i) = table(ids[t], i) + p["gpt.positions.table"](t, i);
+    for (std::size_t l = 0; l < layers; ++l) {
+        const std::string n = "gpt.layers." + std::to_string(l) + ".";
+        const Matrix a = layer_norm_rows(h, p[n + "norm1.scale"], p[n + "norm1.bias"]);
+        const Matrix q = affine_rows(a, p[n + "self_attn.q.W"], p[n + "self_attn.q.b"]);
+        const Matrix k = affine_rows(a, p[n + "self_attn.k.W"], p[n + "self_attn.k.b"]);
+        const Matrix v = affine_rows(a, p[n + "self_attn.v.W"], p[n + "self_attn.v.b"]);
+        Matrix o = xt::zeros<double>({T, d});
+        for (std::size_t head = 0; head < heads; ++head)
+            for (std::size_t i = 0; i < T; ++i) {
+                std::vector<double> w(i + 1);  // causal: keys 0 .. i
+                double top = -1e300, sum = 0;
+                for (std::size_t j = 0; j <= i; ++j) {
+                    double s = 0;
+                    for (std::size_t c = head * dk; c < (head + 1) * dk; ++c) s += q(i, c) * k(j, c);
+                    w[j] = s / std::sqrt(double(dk));
+                    top = std::max(top, w[j]);
+                }
+                for (double& x : w) sum += (x = std::exp(x - top));
+                for (std::size_t j = 0; j <= i; ++j)
+                    for (std::size_t c = head * dk; c < (head + 1) * dk; ++c) o(i, c) += w[j] / sum * v(j, c);
+            }
+        h += affine_rows(o, p[n + "self_attn.out.W"], p[n + "self_attn.out.b"]);
+        const Matrix b = layer_norm_rows(h, p[n + "norm3.scale"], p[n + "norm3.bias"]);
+        Matrix f = affine_rows(b, p[n + "linear1.W"], p[n + "linear1.b"]);
+        for (double& x : f) x = 0.5 * x * std::erfc(-x / std::sqrt(2.0));  // GELU
+        h += affine_rows(f, p[n + "linear2.W"], p[n + "linear2.b"]);
+    }
+    const Matrix last = layer_norm_rows(h, p["gpt.norm.scale"], p["gpt.norm.bias"]);
+    return tied ? affine_rows(last, xt::transpose(table), Matrix{})
+                : affine_rows(last, p["gpt.project.W"], p["gpt.project.b"]);
+}
+
+// Parameters moved away from their initial values (biases, norms' scales 1 and biases 0 would hide
+// a swapped or missing term).
+void perturb(const std::vector<Parameter>& ps, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(0.0, 0.3);
+    for (const Parameter& p : ps)
+        for (double& x : p.data<double>()) x += noise(rng);
+}
+
+}  // namespace
+
+TEST_CASE("TransformerLM's logits equal a GPT forward in double loops, tied and untied, ragged") {
+    for (bool tied : {true, false}) {
+        CAPTURE(tied);
+        layers::TransformerLM lm(tiny_lm(tied));
+        to_precision(lm.parameters(), DType::f64);
+        perturb(lm.parameters(), tied ? 5 : 6);
+        Variable x = sequence::input_variable({1}, "x");
+        Variable logits = lm(x);
+        const std::vector<std::vector<std::size_t>> seqs{{3, 1, 4, 1, 5, 6}, {2}, {6, 0, 2}};
+        const Value got = evaluate({logits}, {{x, Value::index_sequences(seqs)}})[logits];
+        auto p = by_name(lm.parameters());
+        CHECK(p.count("gpt.project.W") == (tied ? 0u : 1u));
+        for (std::size_t n = 0; n < seqs.size(); ++n) {
+            const Matrix want = gpt_logits(p, seqs[n], 2, 2, tied);
+            const Matrix have = got.sequence<double>(n);
+            REQUIRE(have.shape(0) == seqs[n].size());
+            for (std::size_t t = 0; t < want.shape(0); ++t)
+                for (std::size_t v = 0; v < want.shape(1); ++v) {
+                    INFO("item " << n << " step " << t << " symbol " << v);
+                    CHECK(have(t, v) == doctest::Approx(want(t, v)).epsilon(1e-11));
+                }
+        }
+    }
+}
+
+TEST_CASE("TransformerLM's cached step gives the teacher-forced log-probabilities at every step") {
+    layers::TransformerLM lm(tiny_lm());
+    to_precision(lm.parameters(), DType::f64);
+    perturb(lm.parameters(), 9);
+    Variable x = sequence::input_variable({1}, "x");
+    Variable lp = log_softmax(lm(x));
+    const std::vector<std::vector<std::size_t>> fed{{3, 1, 4, 1, 5, 6}, {2, 2, 0, 6, 1, 3}};
+    const Value want = evaluate({lp}, {{x, Value::index_sequences(fed)}})[lp];
+
+    layers::Decoder d = lm.decoder();
+    Variable previous = input_variable({1}, "previous_symbol");
+    std::vector<Variable> states;
+    for (const Shape& s : d.state_shapes()) states.push_back(input_variable(s, "state"));
+    layers::DecoderOutput out = d.step()(previous, states, {});
+    std::vector<Variable> outputs{log_softmax(out.logits)};
+    outputs.insert(outputs.end(), out.states.begin(), out.states.end());
+    Session step(outputs);
+    std::vector<Value> values{Value::batch(Matrix(xt::zeros<double>({std::size_t{2}, std::size_t{1}})))};
+    for (std::size_t i = 1; i < states.size(); ++i)
+        values.push_back(Value::batch(Matrix(xt::zeros<double>({std::size_t{2}, std::size_t{0}, std::size_t{8}}))));
+    for (std::size_t t = 0; t < fed[0].size(); ++t) {
+        Matrix ids = xt::zeros<double>({std::size_t{2}, std::size_t{1}});
+        for (std::size_t n = 0; n < 2; ++n) ids(n, 0) = double(fed[n][t]);
+        Bindings in{{previous, Value::batch(ids)}};
+        for (std::size_t i = 0; i < states.size(); ++i) in.emplace(states[i], values[i]);
+        step.forward(in);
+        const Matrix got = step.value(outputs[0]).rows<double>();
+        for (std::size_t n = 0; n < 2; ++n)
+            for (std::size_t v = 0; v < 7; ++v) {
+                INFO("step " << t << " item " << n << " symbol " << v);
+                CHECK(got(n, v) == doctest::Approx(want.sequence<double>(n)(t, v)).epsilon(1e-12));
+            }
+        for (std::size_t i = 0; i < states.size(); ++i) {
+            const Value next = step.value(out.states[i]);
+            values[i] = d.state_updates()[i] == layers::StateUpdate::replace
+                            ? next
+                            : Value::batch(Matrix(
+                                  xt::concatenate(xt::xtuple(values[i].data<double>(), next.data<double>()), 1)));
+        }
+    }
+}
+
+TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
+    layers::TransformerLM lm(tiny_lm());
+    to_precision(lm.parameters(), DType::f64);
+    perturb(lm.parameters(), 11);
+    Variable x = sequence::input_variable({1}, "x");
+    const Bindings in{{x, Value::index_sequences({{3, 1, 4}, {2}, {6, 0, 2, 5, 1}})}};
+    require_gradients("TransformerLM", tanh(lm(x)), in, loom::testing::as_variables(lm.parameters()),
+                      {.max_elements = 30});
+}
+
+TEST_CASE("TransformerLM names its parameters as GPT weights are mapped to, and refuses bad sizes") {
+    layers::TransformerLM lm(tiny_lm());
+    std::map<std::string, std::vector<std::size_t>> shapes;
+    for (const Parameter& p : lm.parameters()) shapes[p.name()] = {p.shape().begin(), p.shape().end()};
+    CHECK(shapes["gpt.embedding"] == std::vector<std::size_t>{7, 8});
+    CHECK(shapes["gpt.positions.table"] == std::vector<std::size_t>{6, 8});
+    CHECK(shapes["gpt.layers.1.self_attn.q.W"] == std::vector<std::size_t>{8, 8});
+    CHECK(shapes["gpt.layers.0.linear1.W"] == std::vector<std::size_t>{8, 16});
+    CHECK(shapes["gpt.layers.0.norm3.scale"] == std::vector<std::size_t>{8});
+    CHECK(shapes["gpt.norm.bias"] == std::vector<std::size_t>{8});
+    CHECK(shapes.size() == 2 + 2 * 16 + 2);  // embedding, positions, 16 per layer, the final norm's 2
+    auto bad = tiny_lm();
+    bad.vocabulary = 0;
+    CHECK_THROWS_WITH_AS(layers::TransformerLM{bad}, doctest::Contains("gpt: the vocabulary"), UserError);
+    bad = tiny_lm();
+    bad.layer.heads = 3;
+    CHECK_THROWS_WITH_AS(layers::TransformerLM{bad}, doctest::Contains("model_dim 8"), UserError);
+}

@@ -1,0 +1,99 @@
+# End-to-end check of the language-model sample (run by CTest, tests/CMakeLists.txt), on a small text
+# written here: a tiny GPT and a tiny LSTM each train a few iterations with --save and report the
+# held-out loss; --model M --eval reports the same loss again; --generate with a seed draws the same
+# text twice, and another seed another text; --top-k 1 is the same whatever the seed; bad input fails
+# before any work with a message naming the file, line and column or the option, and nothing on
+# stdout: a character outside the alphabet in --eval and in --prompt, --model with --train, a model
+# file cut in half, a --width the heads do not divide, a prompt as long as the context.
+set(dir ${WORK_DIR})
+file(REMOVE_RECURSE ${dir})
+file(MAKE_DIRECTORY ${dir})
+set(line "to be, or not to be: that is the question.\nwhether 'tis nobler in the mind to suffer\n")
+set(text "")
+foreach(i RANGE 30)
+  string(APPEND text "${line}")
+endforeach()
+file(WRITE ${dir}/text.txt "${text}")
+file(WRITE ${dir}/other.txt "to be\nor Not\n")
+
+foreach(arch transformer lstm)
+  set(tiny --train ${dir}/text.txt --architecture ${arch} --layers 1 --heads 2 --width 8 --block 16 --batch 4
+    --iterations 20 --log-every 10)
+  execute_process(COMMAND ${SAMPLE} ${tiny} --save ${dir}/${arch}.loom
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT EXISTS ${dir}/${arch}.loom)
+    message(FATAL_ERROR "${arch}: training with --save failed (${rc}): ${out} ${err}")
+  endif()
+  if(NOT out MATCHES "eval held-out: ([0-9.]+) nats per character")
+    message(FATAL_ERROR "${arch}: no held-out loss in: ${out}")
+  endif()
+  set(held ${CMAKE_MATCH_1})
+  if(NOT out MATCHES "trained: 20 iterations, 1280 tokens")
+    message(FATAL_ERROR "${arch}: no 'trained:' line of 20 iterations of 4 x 16 tokens in: ${out}")
+  endif()
+  # The held-out end again, written to a file of its own: the same windows, the same loss.
+  string(LENGTH "${text}" n)
+  math(EXPR held_chars "${n} * 5 / 100")
+  math(EXPR from "${n} - ${held_chars}")
+  string(SUBSTRING "${text}" ${from} ${held_chars} held_text)
+  file(WRITE ${dir}/held.txt "${held_text}")
+  execute_process(COMMAND ${SAMPLE} --model ${dir}/${arch}.loom --eval ${dir}/held.txt
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "held.txt: ${held} nats per character")
+    message(FATAL_ERROR "${arch}: --model --eval of the held-out end did not give ${held} (${rc}): ${out} ${err}")
+  endif()
+  foreach(seed 1 1 2)
+    execute_process(COMMAND ${SAMPLE} --model ${dir}/${arch}.loom --generate 40 --prompt "to " --seed ${seed}
+      --temperature 1.5 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0 OR NOT out MATCHES "^to ")
+      message(FATAL_ERROR "${arch}: --generate failed (${rc}): ${out} ${err}")
+    endif()
+    string(REGEX REPLACE "\ngenerated: .*" "" drawn "${out}")
+    string(LENGTH "${drawn}" length)
+    if(NOT length EQUAL 43)
+      message(FATAL_ERROR "${arch}: expected the prompt and 40 characters, got ${length}: '${drawn}'")
+    endif()
+    list(APPEND drawn_${arch} "${drawn}")
+  endforeach()
+  list(GET drawn_${arch} 0 first)
+  list(GET drawn_${arch} 1 again)
+  list(GET drawn_${arch} 2 other)
+  if(NOT first STREQUAL again OR first STREQUAL other)
+    message(FATAL_ERROR "${arch}: seed 1 twice and seed 2 must give the same and another text: '${first}' '${again}' '${other}'")
+  endif()
+  set(greedy "")
+  foreach(seed 1 2)
+    execute_process(COMMAND ${SAMPLE} --model ${dir}/${arch}.loom --generate 30 --prompt "to " --seed ${seed}
+      --top-k 1 OUTPUT_VARIABLE out)
+    string(REGEX REPLACE "\ngenerated: .*" "" drawn "${out}")
+    list(APPEND greedy "${drawn}")
+  endforeach()
+  list(GET greedy 0 g1)
+  list(GET greedy 1 g2)
+  if(NOT g1 STREQUAL g2)
+    message(FATAL_ERROR "${arch}: --top-k 1 depends on the seed: '${g1}' '${g2}'")
+  endif()
+endforeach()
+
+function(expect_failure what pattern)
+  execute_process(COMMAND ${SAMPLE} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "${pattern}" OR NOT out STREQUAL "")
+    message(FATAL_ERROR "${what}: expected a failure matching '${pattern}' and nothing on stdout, got ${rc}: '${out}' '${err}'")
+  endif()
+endfunction()
+expect_failure("a character outside the alphabet in --eval"
+  "other.txt:2:4: the character 'N' \\(U\\+004E\\) is not in the model's alphabet"
+  --model ${dir}/transformer.loom --eval ${dir}/other.txt)
+expect_failure("a character outside the alphabet in --prompt" "--prompt:1:1: the character 'Z'"
+  --model ${dir}/lstm.loom --generate 5 --prompt "Zo")
+expect_failure("--model with --train" "--model FILE evaluates and generates only"
+  --model ${dir}/lstm.loom --train ${dir}/text.txt)
+expect_failure("a prompt as long as the context" "--prompt: 16 characters; the model's context is 16"
+  --model ${dir}/transformer.loom --generate 5 --prompt "to be, or not to")
+expect_failure("heads that do not divide the width" "--width 10 must be a multiple of --heads 4"
+  --train ${dir}/text.txt --width 10 --heads 4)
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy ${dir}/lstm.loom ${dir}/cut.loom)
+file(SIZE ${dir}/lstm.loom size)
+math(EXPR cut "${size} / 2")
+execute_process(COMMAND truncate -s ${cut} ${dir}/cut.loom)
+expect_failure("a model file cut in half" "cut.loom" --model ${dir}/cut.loom --generate 5)
