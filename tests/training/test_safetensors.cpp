@@ -51,7 +51,7 @@ std::string data_error(const std::function<void()>& f) {
     } catch (const DataError& e) {
         return e.what();
     }
-    FAIL("no DataError");
+    FAIL_CHECK("no DataError");
     return {};
 }
 
@@ -334,7 +334,8 @@ TEST_CASE("safetensors: every hostile file is a DataError naming the file and th
     TempDir dir("safetensors_hostile");
     const std::string path = dir.file("hostile.safetensors");
     for (const Case& c : cases) {
-        CAPTURE(c.what);
+        const std::string what = c.what;
+        CAPTURE(what);
         write_bytes(path, c.bytes);
         const std::string from_file = data_error([&] { read_safetensors(path); });
         CHECK(from_file.find(path + ": ") == 0);
