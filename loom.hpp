@@ -48,7 +48,8 @@
 /// - graph/evaluate.hpp and graph/session.hpp: running a graph (loom::evaluate, loom::gradients,
 ///   loom::Session);
 /// - layers/layers.hpp: Dense, Embedding, the recurrent cells, attention, the decoder (loom::layers);
-/// - training/training.hpp: learners, loom::Trainer and loom::fit, checkpoints; training/model_file.hpp;
+/// - training/training.hpp: learners, loom::Trainer and loom::fit, checkpoints, safetensors files
+///   (training/safetensors.hpp: weights exchanged with PyTorch); training/model_file.hpp;
 /// - core/value.hpp: loom::Value, the data a graph is given and gives back;
 /// - data/: readers of CTF and pronunciation files, batching, minibatches, the checks and atomic
 ///   writes of a program's output files (data/output_files.hpp);

@@ -1,11 +1,14 @@
 // Built against an installed loom: evaluates a small graph over two sequences and checks the values
-// (and one gradient) against numbers worked out by hand, and that the library linked has the version
-// find_package found. Exits non-zero on any mismatch.
+// (and one gradient) against numbers worked out by hand, a parameter through a safetensors file, and
+// that the library linked has the version find_package found. Exits non-zero on any mismatch.
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <loom.hpp>
 
@@ -44,6 +47,15 @@ int main() {
         const xt::xarray<float> dw = g[w].tensor();
         auto d = [](double z) { return 1 - std::tanh(z) * std::tanh(z); };
         ok &= near(dw(0, 0), d(1) * 2 + d(-1) * 0 + d(-0.5) * 1 + d(1) * 4, "dw_0");
+        // A safetensors round trip: loom::loom alone brings it (the package names no JSON library).
+        const std::string st = (std::filesystem::temp_directory_path() /
+                                ("loom_install_check_" + std::to_string(::getpid()) + ".safetensors"))
+                                   .string();
+        save_safetensors(st, {w}, {{"format", "pt"}});
+        Parameter w_read = parameter(xt::xarray<float>(xt::zeros<float>({2, 1})), "w");
+        assign_safetensors(read_safetensors(st), {w_read});
+        std::filesystem::remove(st);
+        ok &= near(w_read.value()(1, 0), -1.0, "w read back from a safetensors file");
         if (loom::version() != LOOM_PACKAGE_VERSION) {
             std::fprintf(stderr, "install_check: loom::version() is %s, the package says %s\n",
                          std::string(loom::version()).c_str(), LOOM_PACKAGE_VERSION);
