@@ -126,7 +126,7 @@ void check_finite(const std::vector<Parameter>& parameters, const std::string& w
                                     : first_non_finite<float>({p.data<float>().data(), p.data<float>().size()});
         if (!bad.empty())
             throw UserError(who + "parameter '" + (p.name().empty() ? p.label() : p.name()) + "' " + p.shape().str() +
-                            " holds " + bad + "; the model generates nothing meaningful from it");
+                            " holds " + bad + "; its log-probabilities would be NaN, so nothing is generated");
     }
 }
 

@@ -95,8 +95,8 @@ void check_options(const GenerateOptions& o, std::size_t vocabulary, const std::
         return;
     }
     if (o.beam_width != 1)
-        throw UserError(who + "sample needs beam_width 1, not " + std::to_string(o.beam_width) +
-                        " (sampling draws one hypothesis per item; beam search is the other search)");
+        throw UserError(who + "sample with beam_width " + std::to_string(o.beam_width) +
+                        ": sampling draws one hypothesis per item (beam_width 1); beam search is the other search");
     if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
         throw UserError(who + "temperature " + number(o.temperature) + " must be finite and at least 0 (0: greedy)");
     if (!(o.top_p > 0 && o.top_p <= 1))

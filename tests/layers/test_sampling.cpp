@@ -166,13 +166,17 @@ TEST_CASE("sampling at temperature 0 or with top_k 1 is greedy decoding, whateve
     layers::TransformerDecoder d(1, 6, tiny(), false);
     layers::Generator gen(d.decoder(), {});
     const std::vector<std::vector<std::size_t>> prompts{{2}, {3, 1}, {4}};
-    const layers::GenerateOptions greedy{1, 8, 0, 0};
-    const auto want = gen.generate({}, greedy, {}, prompts);
+    const auto want = gen.generate({}, {1, 8, 0, 0}, {}, prompts);
+    auto sampled = [&](double temperature, std::size_t k, double p, std::uint64_t seed) {
+        layers::GenerateOptions o = sampling(8, temperature, k, p, seed);
+        o.end_symbol = 0;
+        return gen.generate({}, o, {}, prompts);
+    };
     for (std::uint64_t seed : {0, 1, 99}) {
         INFO("seed " << seed);
-        check_same(gen.generate({}, sampling(8, 0.0, 0, 1.0, seed), {}, prompts), want, true);
-        check_same(gen.generate({}, sampling(8, 1.0, 1, 1.0, seed), {}, prompts), want, true);
-        check_same(gen.generate({}, sampling(8, 2.5, 1, 0.9, seed), {}, prompts), want, true);
+        check_same(sampled(0.0, 0, 1.0, seed), want, true);
+        check_same(sampled(1.0, 1, 1.0, seed), want, true);
+        check_same(sampled(2.5, 1, 0.9, seed), want, true);
     }
 }
 
