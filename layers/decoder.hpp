@@ -14,10 +14,12 @@
 /// - Generator: the previous symbol and the states are batch inputs, the memory each row's pick of
 ///   every item's memory (index_select of a static input by the row's item); the step's graph is
 ///   compiled once and run once per output step, the chosen symbol fed back as the next input.
-///   Greedy decoding and beam search (batched over items; each item's hypotheses are rows of one
-///   batch) are drivers around that one session.
+///   Greedy decoding, beam search and sampling (batched over items; each item's hypotheses are
+///   rows of one batch) are drivers around that one session.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -83,30 +85,74 @@ private:
     std::vector<StateUpdate> updates_;
 };
 
-/// How Generator::generate searches.
+/// An end_symbol that is no symbol: nothing ends a hypothesis, each runs max_length symbols (a
+/// character language model has no end symbol).
+inline constexpr std::size_t no_symbol = std::numeric_limits<std::size_t>::max();
+
+/// How Generator::generate searches. The first four fields keep their order, so {beam, length, start,
+/// end} still reads as before; the others are best set by name.
+///
+/// Sampling (sample = true) draws each symbol from the model's distribution at that step, reshaped
+/// in this order: the log-probabilities divided by temperature; only the top_k likeliest symbols
+/// kept; of those, only the nucleus kept: the fewest likeliest symbols whose probability
+/// (renormalized over the top k) reaches top_p (a symbol is kept when the mass of the symbols ranked
+/// before it is below top_p, the first one always, as Hugging Face's TopPLogitsWarper); then
+/// renormalized and drawn. Ranks order symbols by their score, equal scores by id (the lower first),
+/// so top_k keeps exactly k (Hugging Face's TopKLogitsWarper keeps every symbol tied with the k-th,
+/// and its sort ranks equals in no stated order). temperature 0 is greedy decoding (the likeliest
+/// symbol, the lower id of equals), as is top_k 1, whatever the seed.
+///
+/// Random streams (the batch-invariance contract): item i of a call draws from its own stream,
+/// determined by seed + i alone (a wrapping uint64 sum), one number per symbol it samples. So an
+/// item's draws do not depend on the other items, on how many there are or on when they end: item i
+/// of a call with seed s gives what the same item (its memory, initial states or prompt) gives alone,
+/// as item 0 of a call with seed s + i. (The step's arithmetic may differ in its last bit between
+/// batch sizes; that changes a draw only where it falls exactly on a boundary between two symbols.)
 struct GenerateOptions {
-    std::size_t beam_width = 1;    ///< 1: greedy decoding
+    std::size_t beam_width = 1;    ///< 1: greedy decoding (or sampling, with sample)
     std::size_t max_length = 0;    ///< the most symbols a hypothesis emits, the end symbol included; required
     std::size_t start_symbol = 0;  ///< the id fed as the previous symbol of the first step
-    std::size_t end_symbol = 0;    ///< the id that ends a hypothesis
+    std::size_t end_symbol = 0;    ///< the id that ends a hypothesis; no_symbol: none, run max_length symbols
+    /// Draw each symbol instead of searching (see above); needs beam_width 1. false: greedy decoding or
+    /// beam search, and the sampling fields below must keep their defaults.
+    bool sample = false;
+    double temperature = 1.0;  ///< divides the log-probabilities before drawing; >= 0, 0: greedy
+    std::size_t top_k = 0;     ///< draw among the top_k likeliest symbols only; 0: no limit
+    double top_p = 1.0;        ///< nucleus: in (0, 1]; 1: no limit
+    std::uint64_t seed = 0;    ///< item i draws from the stream of seed + i
+    /// Called as each symbol is chosen, by greedy decoding and sampling, item by item within a step,
+    /// with the item's index and the symbol (the end symbol too, when an item ends with it; never a
+    /// prompt's symbols): a program prints text as it is drawn. An exception it throws stops the
+    /// generation and propagates. Beam search chooses its symbols only at its end: with beam_width
+    /// above 1 a callback is a UserError.
+    std::function<void(std::size_t item, std::size_t symbol)> on_symbol = {};
+    /// How many items to generate when nothing else says it (no memory, no initial states, no
+    /// prompts: a decoder-only model sampled from its start symbol); 0: taken from those. Given
+    /// together with them, it must agree.
+    std::size_t items = 0;
 };
 
 /// One generated output of an item.
 struct Hypothesis {
     std::vector<std::size_t> symbols;  ///< the emitted symbols, without the end symbol
-    double log_probability = 0;        ///< summed over every emitted symbol, the end symbol included
-    double score = 0;                  ///< log_probability / that number of symbols (length-normalized)
-    bool ended = false;                ///< emitted the end symbol; false: stopped at max_length
+    /// Summed over every emitted symbol, the end symbol included: the model's log-probabilities
+    /// (log_softmax of the step's logits), also when sampling (not those of the tempered or truncated
+    /// distribution the symbols were drawn from).
+    double log_probability = 0;
+    double score = 0;    ///< log_probability / that number of symbols (length-normalized)
+    bool ended = false;  ///< emitted the end symbol; false: stopped at max_length
 };
 
 /// What Generator::generate returns.
 struct Generated {
-    /// Per item, its hypotheses best (highest score) first: beam_width of them (1 for greedy).
+    /// Per item, its hypotheses best (highest score) first: at most beam_width of them (fewer when the
+    /// vocabulary and max_length allow fewer outputs; 1 for greedy decoding and sampling).
     std::vector<std::vector<Hypothesis>> items;
     /// Items whose best hypothesis never emitted the end symbol (it stopped at max_length).
     std::size_t unfinished = 0;
     /// The best hypothesis of each item as ordinary sequences of ids [1] with their lengths (the end
-    /// symbol is appended where it was emitted, so a hypothesis of no symbol is one step long).
+    /// symbol is appended where it was emitted, so a hypothesis of no symbol is one step long; with
+    /// no_symbol, a hypothesis holds at least one symbol and nothing is appended).
     Value best_sequences(std::size_t end_symbol) const;
 };
 
@@ -142,10 +188,14 @@ public:
     /// memory: one batch Value per memory input, N items each (e.g. the evaluated attention_memory
     /// of a batch of source sequences); initial_states empty (zeros) or one batch Value per state.
     /// Every item runs until its beam holds beam_width ended hypotheses that no live one can beat,
-    /// or until max_length; items that end stop costing work. Bad options are a UserError before
-    /// any step: beam_width 0, max_length 0, a start or end symbol outside the vocabulary.
+    /// or until max_length; items that end stop costing work. The items are counted by the memory,
+    /// the initial states, the prompts or options.items. Bad input is a UserError before any step:
+    /// beam_width 0, max_length 0, a start or end symbol outside the vocabulary, sampling options
+    /// out of range or without sample, a memory value whose sample shape its input refuses (named by
+    /// its position and the input's name), a parameter of the step holding NaN or an infinity
+    /// (named, with the element).
     /// \param memory  one batch Value per memory input
-    /// \param options  beam width, length limit, start and end symbols
+    /// \param options  the search: beam width or sampling, length limit, start and end symbols
     /// \param initial_states  empty, or one batch Value per state
     /// \return each item's hypotheses, best first.
     /// \param prompts  empty, or one per item: symbols fed after the start symbol, one a step, before

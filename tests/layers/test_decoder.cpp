@@ -371,7 +371,7 @@ TEST_CASE("one step function: greedy generation agrees with the teacher-forced g
     }
 }
 
-TEST_CASE("generation: a memory value the step's inputs refuse is a binding error named Generator::generate") {
+TEST_CASE("generation: a memory value its input refuses is named by its position and the input, before any step") {
     Seq2Seq model;
     layers::Generator gen(model.decoder(), layers::attention_memory_inputs(d, d).list());
     Variable source = sequence::input_variable({d}, "source");
@@ -380,7 +380,7 @@ TEST_CASE("generation: a memory value the step's inputs refuse is a binding erro
     std::vector<Value> memory_values;
     for (const auto& v : mem) memory_values.push_back(values[v]);
     CHECK_NOTHROW(gen.generate(memory_values, {1, 3, 1, 0}));
-    // The first memory value one column wider: generate's own checks pass, the step's binding refuses it.
+    // The first memory value (the keys) one column wider.
     const xt::xarray<float> first = memory_values[0].rows();
     std::vector<std::size_t> wider(first.shape().begin(), first.shape().end());
     wider.back() += 1;
@@ -391,8 +391,10 @@ TEST_CASE("generation: a memory value the step's inputs refuse is a binding erro
     } catch (const UserError& e) {
         message = e.what();
     }
-    CHECK_MESSAGE(message.rfind("Generator::generate: input '", 0) == 0, message);
-    CHECK_MESSAGE(message.find("has sample shape") != std::string::npos, message);
+    const std::string input = layers::attention_memory_inputs(d, d).keys.name();
+    CHECK_MESSAGE(message.rfind("Generator::generate: memory value 0 (for the memory input '" + input + "')", 0) == 0,
+                  message);
+    CHECK_MESSAGE(message.find("has sample shape [4, 4]; the input takes [any, 3]") != std::string::npos, message);
 }
 
 TEST_CASE("teacher-forced seq2seq decoder: gradients in double on ragged batches, batch invariance") {
