@@ -92,7 +92,7 @@ struct Generator::State {
     template <class T>
     Generated run(const std::vector<Value>& memory_values, const GenerateOptions& o,
                   const std::vector<Value>& initial_states, const std::vector<std::vector<std::size_t>>& prompts,
-                  std::size_t items);
+                  const std::vector<std::size_t>& starts);  // each item's first symbol
 };
 
 namespace {
@@ -264,14 +264,33 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
             if (id >= s.vocabulary)
                 throw UserError(who + "prompt " + std::to_string(n) + " holds the symbol " + std::to_string(id) +
                                 ", outside the vocabulary of " + std::to_string(s.vocabulary) + " symbols");
+    // start_symbol no_symbol: each item starts from its prompt's first symbol (a language model has
+    // no start symbol of its own), and the rest of the prompt follows it.
+    std::vector<std::size_t> starts(items, o.start_symbol);
+    std::vector<std::vector<std::size_t>> rests;
+    if (o.start_symbol == no_symbol) {
+        if (prompts.empty())
+            throw UserError(who + "start_symbol no_symbol starts each item from its prompt's first symbol: give "
+                                  "the prompts");
+        rests = prompts;
+        for (std::size_t n = 0; n < items; ++n) {
+            if (rests[n].empty())
+                throw UserError(who + "prompt " + std::to_string(n) +
+                                " is empty; with start_symbol no_symbol each item starts from its prompt's first "
+                                "symbol");
+            starts[n] = rests[n].front();
+            rests[n].erase(rests[n].begin());
+        }
+    }
+    const std::vector<std::vector<std::size_t>>& fed = o.start_symbol == no_symbol ? rests : prompts;
     check_finite(s.parameters, who);
     // Distinct memory inputs bound once each.
     std::vector<Value> distinct(s.memory.size());
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
     // The step's parameters' type now (to_precision may have converted them since the last call).
     return s.session->next_dtype("Generator::generate") == DType::f64
-               ? s.run<double>(distinct, o, initial_states, prompts, items)
-               : s.run<float>(distinct, o, initial_states, prompts, items);
+               ? s.run<double>(distinct, o, initial_states, fed, starts)
+               : s.run<float>(distinct, o, initial_states, fed, starts);
 }
 
 Generated Generator::generate_from(const Bindings& source, const GenerateOptions& o,
@@ -342,13 +361,14 @@ std::vector<std::size_t> number_rows(std::vector<Beam>& beams, std::vector<std::
 
 // The symbol each row is fed at step t, [rows, 1]: the start symbol, then the item's prompt,
 // then the hypothesis' own last symbol.
-xt::xarray<float> fed_symbols(const std::vector<Beam>& beams, std::size_t rows, std::size_t t, std::size_t start_symbol,
+xt::xarray<float> fed_symbols(const std::vector<Beam>& beams, std::size_t rows, std::size_t t,
+                              const std::vector<std::size_t>& starts,
                               const std::vector<std::vector<std::size_t>>& prompts) {
     xt::xarray<float> ids = xt::xarray<float>::from_shape({rows, std::size_t{1}});
     for (std::size_t n = 0, r = 0; n < beams.size(); ++n) {
         if (beams[n].done) continue;
         for (const Live& h : beams[n].live) {
-            const std::size_t symbol = t == 0                              ? start_symbol
+            const std::size_t symbol = t == 0                              ? starts[n]
                                        : t - 1 < prompt_length(prompts, n) ? prompts[n][t - 1]
                                                                            : h.symbols.back();
             ids(r++, 0) = static_cast<float>(symbol);
@@ -461,7 +481,9 @@ private:
 template <class T>
 Generated Generator::State::run(const std::vector<Value>& memory_values, const GenerateOptions& o,
                                 const std::vector<Value>& initial_states,
-                                const std::vector<std::vector<std::size_t>>& prompts, std::size_t items) {
+                                const std::vector<std::vector<std::size_t>>& prompts,
+                                const std::vector<std::size_t>& starts) {
+    const std::size_t items = starts.size();
     // The parameters do not change during a decoding: every pass reads the weights packed once.
     FixedParameters fixed(*session);
     std::vector<Beam> beams(items);
@@ -495,7 +517,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         const std::vector<std::size_t> parents = number_rows(beams, items_of_rows);
         if (parents.empty()) break;
         const std::size_t rows = parents.size();
-        Bindings in{{previous, Value::batch(fed_symbols(beams, rows, t, o.start_symbol, prompts))}};
+        Bindings in{{previous, Value::batch(fed_symbols(beams, rows, t, starts, prompts))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
             if (pages[i]) {
                 in.emplace(paged[i].pages, Value::batch(pages[i]->next(produced[i], parents)));

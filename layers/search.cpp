@@ -80,7 +80,7 @@ void check_options(const GenerateOptions& o, std::size_t vocabulary, const std::
     if (o.beam_width == 0) throw UserError(who + "beam_width must be at least 1");
     if (o.max_length == 0) throw UserError(who + "max_length must be at least 1");
     for (auto [what, id] : {std::pair{"start_symbol", o.start_symbol}, std::pair{"end_symbol", o.end_symbol}})
-        if (id >= vocabulary && !(id == no_symbol && what == std::string_view("end_symbol")))
+        if (id >= vocabulary && id != no_symbol)
             throw UserError(who + what + " " + std::to_string(id) + " is outside the vocabulary of " +
                             std::to_string(vocabulary) + " symbols");
     if (o.on_symbol && o.beam_width > 1)

@@ -184,6 +184,28 @@ TEST_CASE("TransformerLM's cached step gives the teacher-forced log-probabilitie
     }
 }
 
+TEST_CASE("Generator with start_symbol no_symbol starts each item from its own prompt's first symbol") {
+    layers::TransformerLM lm(tiny_lm());
+    to_precision(lm.parameters(), DType::f64);
+    perturb(lm.parameters(), 13);
+    layers::Generator generator(lm.decoder(), {});
+    const std::vector<std::vector<std::size_t>> prompts{{3, 1}, {5}, {0, 6, 2}};
+    const layers::Generated together = generator.generate(
+        {}, {.max_length = 3, .start_symbol = layers::no_symbol, .end_symbol = layers::no_symbol}, {}, prompts);
+    REQUIRE(together.items.size() == 3);
+    for (std::size_t n = 0; n < 3; ++n) {
+        // The same item alone, its first symbol as the start symbol and the rest as its prompt.
+        const std::vector<std::size_t> rest(prompts[n].begin() + 1, prompts[n].end());
+        const layers::Generated alone = generator.generate(
+            {}, {.max_length = 3, .start_symbol = prompts[n][0], .end_symbol = layers::no_symbol}, {}, {rest});
+        CHECK(together.items[n][0].symbols == alone.items[0][0].symbols);
+        CHECK(together.items[n][0].log_probability == doctest::Approx(alone.items[0][0].log_probability));
+        CHECK(together.items[n][0].symbols.size() == 3);
+    }
+    CHECK_THROWS_WITH_AS(generator.generate({}, {.max_length = 3, .start_symbol = layers::no_symbol}, {}, {{1}, {}}),
+                         doctest::Contains("prompt 1 is empty"), UserError);
+}
+
 TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
     layers::TransformerLM lm(tiny_lm());
     to_precision(lm.parameters(), DType::f64);
