@@ -268,7 +268,7 @@ TEST_CASE("no_symbol as the end symbol: every hypothesis runs max_length symbols
     }
 }
 
-TEST_CASE("options.items generates that many items without prompts; with prompts it must agree") {
+TEST_CASE("options.items generates that many items without prompts, and with prompts it must agree") {
     layers::TransformerDecoder d(1, 6, tiny(), false);
     layers::Generator gen(d.decoder(), {});
     layers::GenerateOptions greedy{1, 6, 0, layers::no_symbol};
