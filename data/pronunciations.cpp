@@ -133,6 +133,13 @@ PronunciationDictionary parse_pronunciations(std::istream& in, const std::string
     std::string line;
     while (lines.next(line)) {
         const std::string_view text = std::string_view(line).substr(0, line.find('#'));
+        // Counted before they are split: a line of millions of phonemes is refused without holding them.
+        if (const std::size_t count = data_text::count_words(text); count > max_pronunciation_phonemes + 1) {
+            const std::string word =
+                data_text::split_whitespace(text.substr(0, std::min<std::size_t>(text.size(), 256)))[0];
+            lines.fail("the pronunciation of " + quoted_field(word) + " has " + std::to_string(count - 1) +
+                       " phonemes; a pronunciation may have at most " + std::to_string(max_pronunciation_phonemes));
+        }
         const std::vector<std::string> columns = data_text::split_whitespace(text);
         if (columns.empty()) continue;
         const std::string word = word_of(columns[0], lines);
