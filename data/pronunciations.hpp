@@ -32,7 +32,7 @@ using Pronunciation = std::vector<std::string>;
 /// The most phonemes a pronunciation read from a file may have (CMUdict's longest has 28); a model's
 /// cost grows with the length of what it is trained on, so one pasted paragraph of phonemes is
 /// refused at its line instead of taking gigabytes.
-inline constexpr std::size_t max_pronunciation_phonemes = 128;
+inline constexpr std::size_t max_pronunciation_phonemes = 256;
 
 /// The 39 ARPAbet phonemes without stress, in alphabetical order: AA AE AH AO AW AY B CH D DH EH ER
 /// EY F G HH IH IY JH K L M N NG OW OY P R S SH T TH UH UW V W Y Z ZH.

@@ -46,7 +46,7 @@ endif()
 string(REPEAT " AH0" 1000000 long_pronunciation)
 file(WRITE ${dir}/long_pronunciation.dict "cat K AE1 T\npaste${long_pronunciation}\n")
 expect_failure("a pronunciation of 1,000,000 phonemes"
-  "long_pronunciation.dict:2: the pronunciation of 'paste' has 1000000 phonemes; a pronunciation may have at most 128"
+  "long_pronunciation.dict:2: the pronunciation of 'paste' has 1000000 phonemes; a pronunciation may have at most 256"
   ${tiny} --train ${dir}/long_pronunciation.dict)
 
 # CMUdict 0.7b writes its words in upper case.
