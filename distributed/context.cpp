@@ -55,7 +55,7 @@ struct Context::Watch {
 
     // How often a waiting process repeats where it is, so that one that came to the agreement and
     // then fell silent can be told from one still waiting.
-    double beat() const { return std::clamp(timeout / 8, 0.02, 1.0); }
+    double beat() const { return timeout > 0 ? std::clamp(timeout / 8, 0.02, 1.0) : 1.0; }
     std::string name(std::int64_t p) const {
         if (p <= 0) return "none yet";
         if (point - p >= static_cast<std::int64_t>(remembered)) return "agreement " + std::to_string(p);

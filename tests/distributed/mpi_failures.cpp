@@ -66,6 +66,7 @@ int throws_in_backward(dist::Context& mpi) {
 }
 
 int late_rank(dist::Context& mpi, const std::string& dir, bool stopped) {
+    ::alarm(100);  // should the job hang after all, no process of it outlives the test by long
     mpi.set_timeout(2);
     const Pairs pairs = make_pairs(toy_options().vocab);
     qa::Model model = make_model();
