@@ -155,6 +155,11 @@ TEST_CASE("pronunciations: more than 256 phonemes in a pronunciation name file a
                       "the pronunciation of 'long' has 257 phonemes; a pronunciation may have at most 256");
     expect_read_error("cat K AE1 T\ndog D AO1 G\n" + too_long + "\n", 3,
                       "the pronunciation of 'paste' has 1000000 phonemes; a pronunciation may have at most 256");
+    // The word is named whole, after a run of white space as long as the start of the line looked at.
+    const std::string word(300, 'w');
+    expect_read_error(std::string(1000, ' ') + word + longest.substr(4) + " T\n", 1,
+                      "the pronunciation of '" + word.substr(0, 10));
+    expect_read_error(std::string(1000, ' ') + word + longest.substr(4) + " T\n", 1, "has 257 phonemes");
 }
 
 TEST_CASE("pronunciations: a malformed variant suffix names file and line") {
