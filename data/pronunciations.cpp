@@ -97,6 +97,14 @@ std::string word_of(const std::string& column, const data_text::LineReader& line
     return column.substr(0, open);
 }
 
+// The first word of `text` (which has one), split from as little of it as holds that word whole.
+std::string first_word(std::string_view text) {
+    for (std::size_t n = 256;; n *= 2) {
+        const std::vector<std::string> words = data_text::split_whitespace(text.substr(0, n));
+        if (words.size() >= 2 || (!words.empty() && n >= text.size())) return words[0];
+    }
+}
+
 // What a reader must not open: a FIFO or a device can block on opening or never end, and would
 // otherwise be read as a dictionary. "" for anything else; a missing file or a directory is then
 // named by open_for_reading.
@@ -133,6 +141,11 @@ PronunciationDictionary parse_pronunciations(std::istream& in, const std::string
     std::string line;
     while (lines.next(line)) {
         const std::string_view text = std::string_view(line).substr(0, line.find('#'));
+        // Counted before they are split: a line of millions of phonemes is refused without holding them.
+        if (const std::size_t count = data_text::count_words(text); count > max_pronunciation_phonemes + 1) {
+            lines.fail("the pronunciation of " + quoted_field(first_word(text)) + " has " + std::to_string(count - 1) +
+                       " phonemes; a pronunciation may have at most " + std::to_string(max_pronunciation_phonemes));
+        }
         const std::vector<std::string> columns = data_text::split_whitespace(text);
         if (columns.empty()) continue;
         const std::string word = word_of(columns[0], lines);

@@ -14,8 +14,9 @@
 /// are dropped (AH0, AH1 and AH2 all read as AH), so a word holds its distinct pronunciations over the
 /// 39 phonemes of arpabet_phonemes(): two lines that differ only in stress are one pronunciation.
 /// Words are kept as written (no case folding). The file must be UTF-8 (a leading byte-order mark is
-/// dropped, CRLF line ends read as LF). A malformed line, NUL bytes, invalid UTF-8 and a file without
-/// a single pronunciation throw DataError "file:line: reason".
+/// dropped, CRLF line ends read as LF). A malformed line, a pronunciation of more than
+/// max_pronunciation_phonemes phonemes, NUL bytes, invalid UTF-8 and a file without a single
+/// pronunciation throw DataError "file:line: reason".
 #include <cstddef>
 #include <istream>
 #include <span>
@@ -27,6 +28,11 @@ namespace loom {
 
 /// One pronunciation: phonemes such as {"AE", "B", "IY"}.
 using Pronunciation = std::vector<std::string>;
+
+/// The most phonemes a pronunciation read from a file may have (CMUdict's longest has 28); a model's
+/// cost grows with the length of what it is trained on, so one pasted paragraph of phonemes is
+/// refused at its line instead of taking gigabytes.
+inline constexpr std::size_t max_pronunciation_phonemes = 256;
 
 /// The 39 ARPAbet phonemes without stress, in alphabetical order: AA AE AH AO AW AY B CH D DH EH ER
 /// EY F G HH IH IY JH K L M N NG OW OY P R S SH T TH UH UW V W Y Z ZH.

@@ -95,14 +95,15 @@ bool LineReader::next(std::string& line) {
     if (line_no_ == 1 && line.starts_with(utf8_bom)) line.erase(0, utf8_bom.size());
     if (check_ == TextCheck::none) return true;
     // UTF-16 text read as bytes: its byte-order mark starts the first line, and ASCII characters
-    // come with a NUL byte each, so NUL is half of a line (a lone NUL is a damaged or binary file).
+    // come with a NUL byte each, every other byte of a line. Anything else (one NUL in a short
+    // line, say) is only a NUL: no guess is made about where it came from.
     const bool utf16_mark = line_no_ == 1 && (line.starts_with("\xFF\xFE") || line.starts_with("\xFE\xFF"));
     const std::string utf16_hint = "; the file looks like UTF-16; convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)";
     if (const std::size_t nul = line.find('\0'); nul != std::string::npos) {
-        const auto nuls = static_cast<std::size_t>(std::count(line.begin(), line.end(), '\0'));
-        const bool utf16 = utf16_mark || 3 * nuls + 1 >= line.size();
-        fail("NUL byte at column " + std::to_string(nul + 1) +
-             (utf16 ? utf16_hint : ": this is not a text file (loom reads UTF-8 text)"));
+        bool every_other = line.find('\0', nul + 1) != std::string::npos;
+        for (std::size_t i = nul % 2; every_other && i < line.size(); i += 2) every_other = line[i] == '\0';
+        fail("a NUL byte at column " + std::to_string(nul + 1) +
+             (utf16_mark || every_other ? utf16_hint : "; text holds none (loom reads UTF-8 text)"));
     }
     if (check_ == TextCheck::utf8 || check_ == TextCheck::printable)
         if (const std::size_t bad = invalid_utf8_at(line); bad != std::string::npos) {
@@ -182,6 +183,18 @@ bool is_blank(std::string_view s) {
         i += n;
     }
     return true;
+}
+
+std::size_t count_words(std::string_view s) {
+    std::size_t count = 0;
+    bool in_word = false;
+    for (std::size_t i = 0; i < s.size();) {
+        const std::size_t n = space_length(s.substr(i));
+        count += n == 0 && !in_word;
+        in_word = n == 0;
+        i += std::max<std::size_t>(n, 1);
+    }
+    return count;
 }
 
 std::vector<std::string> split_whitespace(std::string_view s) {

@@ -81,6 +81,8 @@ std::string float_problem(NumberStatus status);
 /// \return whether `s` holds only white space (or nothing): spaces, tabs and Unicode spaces
 /// (core/utf8.hpp: unicode_space_length).
 bool is_blank(std::string_view s);
+/// The number of pieces split_whitespace would give, counted without making them.
+std::size_t count_words(std::string_view s);
 /// Splits on white space, dropping empty pieces.
 std::vector<std::string> split_whitespace(std::string_view s);
 /// ASCII lowercase; bytes >= 0x80 (UTF-8 sequences) are left untouched.

@@ -34,7 +34,8 @@ struct ListedWord {
 class WordListReader {
 public:
     /// Opens the file `path`, or standard input for "-"; a DataError names a file that cannot be read
-    /// (a directory, a missing file, a device or a socket). A FIFO is read as it comes, once.
+    /// (a directory, a missing file, a device or a socket), and standard input when it is closed (make
+    /// the reader before opening other files) or a read of it fails. A FIFO is read as it comes, once.
     explicit WordListReader(const std::string& path);
     /// Reads `in` from its current position; `source` names it in messages.
     WordListReader(std::istream& in, std::string source);
@@ -49,6 +50,7 @@ public:
 
 private:
     std::string source_;
+    bool standard_input_ = false;
     std::ifstream file_;
     std::unique_ptr<data_text::LineReader> lines_;
 };

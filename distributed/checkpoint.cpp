@@ -33,7 +33,10 @@ void save_checkpoint(Context& context, const Trainer& trainer, const std::string
     const std::string mine = own_states(trainer);
     const int length = static_cast<int>(mine.size());
     std::vector<int> lengths(static_cast<std::size_t>(context.size())), offsets(lengths.size());
-    MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const std::string agreement = "a checkpoint's random generator states";
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
+    context.wait(&request, 1, agreement);
     std::string all;
     if (context.is_root()) {
         int total = 0;
@@ -43,7 +46,9 @@ void save_checkpoint(Context& context, const Trainer& trainer, const std::string
         }
         all.resize(static_cast<std::size_t>(total));
     }
-    MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Igatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD,
+                 &request);
+    context.wait(&request, 1, agreement);
     if (context.is_root()) {
         try {
             ByteWriter states;
@@ -58,7 +63,7 @@ void save_checkpoint(Context& context, const Trainer& trainer, const std::string
             throw;
         }
     }
-    context.synchronize({});
+    context.synchronize({}, "the end of a checkpoint's write");
 }
 
 Checkpoint load_checkpoint(Context& context, Trainer& trainer, const std::string& path) {

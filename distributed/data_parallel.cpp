@@ -36,12 +36,15 @@ MPI_Datatype mpi_type() {
 }
 
 // Every process's list of `local`, one after another in rank order; counts[r] = rank r's length.
+// `agreement` names the exchange for a timeout's message.
 template <class T>
-std::vector<T> gather_all(const std::vector<T>& local, MPI_Datatype type, int size, std::vector<int>& counts,
-                          const std::string& what) {
+std::vector<T> gather_all(Context& context, const std::vector<T>& local, MPI_Datatype type, std::vector<int>& counts,
+                          const std::string& what, const std::string& agreement) {
     const int mine = checked_count(local.size(), what);
-    counts.assign(static_cast<std::size_t>(size), 0);
-    MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    counts.assign(static_cast<std::size_t>(context.size()), 0);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Iallgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD, &request);
+    context.wait(&request, 1, agreement);
     std::vector<int> offsets(counts.size(), 0);
     std::size_t total = 0;
     for (std::size_t r = 0; r < counts.size(); ++r) {
@@ -50,7 +53,9 @@ std::vector<T> gather_all(const std::vector<T>& local, MPI_Datatype type, int si
     }
     checked_count(total, what);
     std::vector<T> all(total);
-    MPI_Allgatherv(local.data(), mine, type, all.data(), counts.data(), offsets.data(), type, MPI_COMM_WORLD);
+    MPI_Iallgatherv(local.data(), mine, type, all.data(), counts.data(), offsets.data(), type, MPI_COMM_WORLD,
+                    &request);
+    context.wait(&request, 1, agreement);
     return all;
 }
 
@@ -105,7 +110,8 @@ MinibatchResult DataParallel::combine(const MinibatchResult& local) {
         words = {local.loss_sum, static_cast<double>(local.loss_count), local.metric_sum,
                  static_cast<double>(local.metric_count)};
     moments_.combine_began = std::chrono::steady_clock::now();
-    const Context::Words sum = context_.synchronize(words);
+    ++steps_;
+    const Context::Words sum = context_.synchronize(words, at_step("losses"));
     moments_.combined = std::chrono::steady_clock::now();
     context_.set_in_flight(true);
     std::fill(ready_.begin(), ready_.end(), 0);
@@ -228,7 +234,7 @@ void DataParallel::finish(Session& session) {
     for (; next_ < order_.size(); ++next_)
         if (ready_[order_[next_]] && !started_[order_[next_]]) start(session, order_[next_]);
     auto& pending = requests_->pending;
-    MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+    context_.wait(pending.data(), static_cast<int>(pending.size()), at_step("gradient sums"));
     pending.clear();
     for (std::size_t i : owned_) {
         visit_dtype(session.dtype(), [&]<class T>(T) { add_incoming<T>(session, i); });
@@ -255,8 +261,9 @@ void DataParallel::gather_rows(Session& session, std::size_t i) {
         values = g.data;
     }
     std::vector<int> id_counts, value_counts;
-    const std::vector<std::uint64_t> all_ids = gather_all(ids, MPI_UINT64_T, context_.size(), id_counts, label);
-    const std::vector<T> all_values = gather_all(values, mpi_type<T>(), context_.size(), value_counts, label);
+    const std::string agreement = at_step("embedding rows of " + label);
+    const std::vector<std::uint64_t> all_ids = gather_all(context_, ids, MPI_UINT64_T, id_counts, label, agreement);
+    const std::vector<T> all_values = gather_all(context_, values, mpi_type<T>(), value_counts, label, agreement);
     row_bytes_ += ids.size() * sizeof(std::uint64_t) + values.size() * sizeof(T);
 
     // The sorted union, each row summed in rank order: the same rows, order and sums everywhere.
@@ -299,8 +306,10 @@ std::vector<char> DataParallel::stepped_here(const Learner& learner) {
 void DataParallel::share_norms(std::vector<double>& square_sums) {
     const std::size_t n = owner_.size();
     std::vector<double> all(n * static_cast<std::size_t>(context_.size()));
-    MPI_Allgather(square_sums.data(), checked_count(n, "parameter norms"), MPI_DOUBLE, all.data(), static_cast<int>(n),
-                  MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Iallgather(square_sums.data(), checked_count(n, "parameter norms"), MPI_DOUBLE, all.data(), static_cast<int>(n),
+                   MPI_DOUBLE, MPI_COMM_WORLD, &request);
+    context_.wait(&request, 1, at_step("gradient norms"));
     for (std::size_t i = 0; i < n; ++i) square_sums[i] = all[static_cast<std::size_t>(owner_[i]) * n + i];
 }
 
@@ -338,8 +347,12 @@ void DataParallel::send_parameters(const Learner& learner) {
             parameter_bytes_ += w.size() * sizeof(T);
         }
     }
-    MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+    context_.wait(pending.data(), static_cast<int>(pending.size()), at_step("new parameter values"));
     pending.clear();
+}
+
+std::string DataParallel::at_step(const std::string& what) const {
+    return "step " + std::to_string(steps_) + "'s " + what;
 }
 
 void DataParallel::gather_state(const Learner& learner) {
@@ -349,19 +362,26 @@ void DataParallel::gather_state(const Learner& learner) {
                         std::to_string(learner.parameters().size()) +
                         " parameters, the model its DataParallel trained " + std::to_string(owner_.size()));
     // Rank 0 overwrites its copy of the others' state, which nothing on rank 0 reads: the learner
-    // goes on as before (its writer has it const).
+    // goes on as before (its writer has it const). Messages between two processes match in the order
+    // both start them; every process then waits, as at any agreement (those with no part at once).
     auto& state = const_cast<Learner&>(learner);
+    auto& pending = requests_->pending;
     for (std::size_t i = 0; i < owner_.size(); ++i) {
         if (owner_[i] == 0 || (context_.rank() != 0 && context_.rank() != owner_[i])) continue;
         for (std::size_t k = 0; k < state.state_slots(); ++k) {
             const std::span<std::byte> bytes = state.state_bytes(i, k);
             const int count = checked_count(bytes.size(), "learner state");
+            MPI_Request request = MPI_REQUEST_NULL;
             if (context_.rank() == 0)
-                MPI_Recv(bytes.data(), count, MPI_BYTE, owner_[i], 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Irecv(bytes.data(), count, MPI_BYTE, owner_[i], 0, MPI_COMM_WORLD, &request);
             else
-                MPI_Send(bytes.data(), count, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+                MPI_Isend(bytes.data(), count, MPI_BYTE, 0, 0, MPI_COMM_WORLD, &request);
+            pending.push_back(request);
         }
     }
+    context_.wait(pending.data(), static_cast<int>(pending.size()),
+                  "a checkpoint's learner state (after step " + std::to_string(steps_) + ")");
+    pending.clear();
     if (context_.rank() == 0) whole_state_ = true;
 }
 

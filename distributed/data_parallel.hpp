@@ -15,7 +15,7 @@
 ///
 /// The sums: a dense gradient is summed in place (MPI_Iallreduce) as soon as backward reports it
 /// final (Session::backward's on_ready), so it travels while the rest of backward runs; one kept by
-/// rows (an embedding table's) is gathered as its rows (MPI_Allgatherv of row ids and values) after
+/// rows (an embedding table's) is gathered as its rows (MPI_Iallgatherv of row ids and values) after
 /// backward and merged into the sorted union of every process's rows, each row summed in rank order:
 /// the [vocabulary, dim] table is never densified, and every process gets the same rows in the same
 /// order. The losses and counts the Trainer averages by are summed in rank order (Context::synchronize).
@@ -127,10 +127,13 @@ private:
     void add_incoming(Session& session, std::size_t i);
     template <class T>
     void send_parameters(const Learner& learner);
+    /// "step 3's `what`", naming an agreement in a timeout's message.
+    std::string at_step(const std::string& what) const;
 
     Context& context_;
     DataParallelOptions options_;
     bool stand_in_ = false;
+    std::size_t steps_ = 0;  ///< steps begun (combine calls), from 1 in messages
     std::mutex mutex_;
     std::vector<char> ready_, started_;
     std::vector<std::size_t> order_;    ///< the order sums start in

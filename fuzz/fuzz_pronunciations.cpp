@@ -1,7 +1,8 @@
 // Fuzz target: reading a pronunciation dictionary, then scoring it against itself. What is read
 // must hold together: words and their pronunciations in parallel, each word found again, phonemes
-// from the 39 without stress, no pronunciation twice; each word's first pronunciation scores no
-// error against its own references, and the next word's one at most its own length in errors.
+// from the 39 without stress, at most max_pronunciation_phonemes a pronunciation, no pronunciation
+// twice; each word's first pronunciation scores no error against its own references, and the next
+// word's one at most its own length in errors.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (dictionary.find(words[i]) != &references[i] || references[i].empty()) __builtin_trap();
             for (std::size_t r = 0; r < references[i].size(); ++r) {
                 const loom::Pronunciation& p = references[i][r];
-                if (p.empty() ||
+                if (p.empty() || p.size() > loom::max_pronunciation_phonemes ||
                     std::find(references[i].begin(), references[i].begin() + r, p) != references[i].begin() + r)
                     __builtin_trap();
                 for (const std::string& phoneme : p)

@@ -28,6 +28,7 @@
 
 #include <loom.hpp>
 
+#include "epoch_choice.hpp"
 #include "model.hpp"
 #include "words.hpp"
 
@@ -85,8 +86,9 @@ constexpr std::size_t alignment_plots = 4;  // words drawn by --plot: alignment_
 // (words x beam width). What decoding holds is then bounded by this, g2p::max_letters and the
 // --max-length bound, never by the number of words.
 std::size_t decode_batch(std::size_t beam) { return std::clamp<std::size_t>(640 / beam, 1, 128); }
-// The learning rate is halved once the held-out PER has not improved for this many epochs in a row:
-// one flat epoch is often noise, and halving on it would stall a run that was still learning.
+// The learning rate is halved once the held-out PER has been worse than the best for this many epochs
+// in a row: one worse epoch is often noise, and halving on it would stall a run that was still
+// learning (g2p::EpochChoice, which also keeps the last epoch when the held-out words cannot choose).
 constexpr std::size_t rate_patience = 2;
 
 struct Scored {
@@ -169,8 +171,7 @@ private:
 // Words of a list given by --predict-file, each checked with its file and line; `each` is called with
 // the word as written and as the model reads it.
 template <class Each>
-void read_word_list(const std::string& path, Each&& each) {
-    WordListReader list(path);
+void read_word_list(WordListReader& list, Each&& each) {
     std::vector<ListedWord> batch;
     while (list.next_batch(batch, 128))
         for (const ListedWord& w : batch)
@@ -194,15 +195,21 @@ int predict(const Options& o) {
     }
     const bool list_in_file =
         !o.predict_file.empty() && o.predict_file != "-" && std::filesystem::is_regular_file(o.predict_file);
-    if (list_in_file) read_word_list(o.predict_file, [](const std::string&, const std::string&) {});
+    if (list_in_file) {
+        WordListReader list(o.predict_file);
+        read_word_list(list, [](const std::string&, const std::string&) {});
+    }
+    // Standard input is checked before any file is opened: closed, the first file opened would take
+    // its place (descriptor 0) and be read as the list.
+    std::unique_ptr<WordListReader> list;
+    if (!o.predict_file.empty()) list = std::make_unique<WordListReader>(o.predict_file);
     PronunciationDictionary eval("no --eval");
     if (!o.eval_file.empty()) eval = g2p::model_dictionary(read_pronunciations(o.eval_file));
 
     auto m = g2p::load_model(o.model_file);
     Pronouncer out(*m, o);
     for (std::size_t i = 0; i < words.size(); ++i) out.add(o.predict[i], words[i]);
-    if (!o.predict_file.empty())
-        read_word_list(o.predict_file, [&](const std::string& shown, const std::string& w) { out.add(shown, w); });
+    if (list) read_word_list(*list, [&](const std::string& shown, const std::string& w) { out.add(shown, w); });
     out.flush();
     if (out.unfinished > 0)
         std::cerr << out.unfinished << " word(s) reached " << o.max_length << " phonemes without ending\n";
@@ -292,12 +299,16 @@ int train(const Options& o) {
     Batcher batches(lengths, {.batch_size = o.batch, .sort_window = 20, .seed = o.seed});
     const auto start = std::chrono::steady_clock::now();
     auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };
+    g2p::EpochChoice choice(held.size(), !budget, rate_patience);
     if (held.size() == 0)
         std::printf("nothing held out (one training word): the last epoch is kept, the rate never halved\n");
+    else if (!choice.decides())
+        std::printf(
+            "note: %zu held-out word%s, too few to tell epochs apart (%zu or more do): the last epoch is "
+            "kept and the rate follows its schedule, never halved\n",
+            held.size(), held.size() == 1 ? "" : "s", g2p::EpochChoice::min_words);
     // The first epoch is always trained to its end, whatever --minutes says: a model is never saved or
     // scored untrained. Later epochs stop when the time is up.
-    double best_per = std::numeric_limits<double>::infinity();
-    std::size_t flat_epochs = 0;
     std::vector<xt::xarray<float>> best;
     std::size_t epoch = 0;
     const double limit = o.minutes > 0 ? o.minutes : std::numeric_limits<double>::infinity();
@@ -332,28 +343,25 @@ int train(const Options& o) {
             continue;
         }
         const G2PScore h = predict_all(m, held, 1, o.max_length).score;  // greedy: quick
-        const bool better = h.per() < best_per, halve = !budget && !better && ++flat_epochs >= rate_patience;
-        if (better) {
-            best_per = h.per(), flat_epochs = 0;
+        const g2p::EpochChoice::Verdict v = choice.after_epoch(h.per());
+        if (v.keep && choice.decides()) {  // too few words: the last epoch is kept, nothing need be copied
             best.clear();
             for (const Parameter& p : m.parameters()) best.push_back(p.value());
-        } else if (halve) {
-            *rate /= 2, flat_epochs = 0;
         }
+        if (v.halve) *rate /= 2;
         std::printf("epoch %zu (%.1f min): loss %.3f per word; held-out greedy WER %.1f %% PER %.2f %%%s\n", epoch + 1,
-                    minutes(), loss / std::max(count, 1.0), 100 * h.wer(), 100 * h.per(),
-                    better  ? ""
-                    : halve ? ", rate halved"
-                            : ", no better");
+                    minutes(), loss / std::max(count, 1.0), 100 * h.wer(), 100 * h.per(), v.note.c_str());
     }
     if (average.count() > 0 && held.size() > 0) {
         average.assign();
         const G2PScore h = predict_all(m, held, 1, o.max_length).score;
-        const bool better = h.per() < best_per;
+        const bool better = choice.prefers(h.per());
         std::printf(
             "mean of %zu point%s of the last %.0f %% of the budget: held-out greedy WER %.1f %% PER %.2f %%%s\n",
             average.count(), average.count() == 1 ? "" : "s", 100 * o.average, 100 * h.wer(), 100 * h.per(),
-            better ? ", kept" : ", the best epoch kept");
+            !choice.decides() ? ", kept (the schedule's end)"
+            : better          ? ", kept"
+                              : ", the best epoch kept");
         if (better) best.clear();
     }
     for (std::size_t i = 0; i < best.size(); ++i) m.parameters()[i].set_value(best[i]);
@@ -433,7 +441,7 @@ int main(int argc, char** argv) {
     app.add_option("--layers", o.sizes.layers, "Transformer: encoder layers, and as many decoder layers")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
-    app.add_option("--model-dim", o.sizes.model, "Transformer: the layers' width")
+    app.add_option("--model-dim", o.sizes.model, "Transformer: the layers' width, even (sinusoidal positions)")
         ->capture_default_str()
         ->check(CLI::Range(2, 4096));
     app.add_option("--heads", o.sizes.heads, "Transformer: attention heads (divide --model-dim)")
@@ -450,10 +458,12 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(0.0, 0.5));
-    app.add_option("--schedule", o.schedule,
-                   "the rate after the warm-up: plateau (halved after 2 epochs without a better held-out PER) or "
-                   "budget (falling linearly to 0 at the end of --minutes or --epochs); lstm: plateau, transformer: "
-                   "budget")
+    app.add_option(
+           "--schedule", o.schedule,
+           "the rate after the warm-up: plateau (halved after 2 epochs in a row worse than the best held-out PER, "
+           "when 20 words or more are held out) or "
+           "budget (falling linearly to 0 at the end of --minutes or --epochs); lstm: plateau, transformer: "
+           "budget")
         ->check(CLI::IsMember({"plateau", "budget"}));
     app.add_option("--average", o.average,
                    "budget schedule: average the parameters over this last part of the budget; held-out words "
@@ -483,6 +493,16 @@ int main(int argc, char** argv) {
         o.sizes.architecture = g2p::architecture_named(o.architecture);
         if (o.sizes.architecture == g2p::Architecture::transformer && app.count("--warmup") == 0)
             o.warmup = 1000;  // the Transformer's own default
+        if (o.sizes.architecture == g2p::Architecture::transformer && o.model_file.empty()) {
+            // The layers would refuse these too, but naming their own fields, not the options given.
+            if (o.sizes.model % 2 != 0)
+                throw UserError("--model-dim " + std::to_string(o.sizes.model) +
+                                ": the Transformer's sinusoidal positions take pairs of dimensions; give an even "
+                                "width");
+            if (o.sizes.model % o.sizes.heads != 0)
+                throw UserError("--heads " + std::to_string(o.sizes.heads) + " does not divide --model-dim " +
+                                std::to_string(o.sizes.model) + "; each head takes an equal part of the width");
+        }
         if (o.schedule.empty())
             o.schedule = o.sizes.architecture == g2p::Architecture::transformer ? "budget" : "plateau";
         const bool predicts = !o.predict.empty() || !o.predict_file.empty();

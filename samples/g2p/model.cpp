@@ -73,8 +73,13 @@ std::map<std::string, std::string> model_records(const Sizes& s) {
 
 Sizes sizes_of(const ModelFile& f) {
     Sizes s;
-    const auto a = f.records.find("architecture");
-    if (a != f.records.end()) s.architecture = architecture_named(a->second);
+    // The record is the file's, not an option the user gave: named with the file.
+    if (const auto a = f.records.find("architecture"); a != f.records.end()) {
+        if (a->second != "lstm" && a->second != "transformer")
+            throw DataError(f.path + ": its 'architecture' record is " + quoted_field(a->second) +
+                            "; a g2p model file's is lstm or transformer (or none: lstm)");
+        s.architecture = architecture_named(a->second);
+    }
     if (s.architecture == Architecture::lstm) {
         s.embed = f.whole_setting("embed", 1, 4096);
         s.encoder = f.whole_setting("encoder", 1, 4096);

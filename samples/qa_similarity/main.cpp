@@ -8,7 +8,9 @@
 //   mpirun -np N qa_similarity ...                 data-parallel: N questions a step, one per process
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -27,6 +29,7 @@ struct Options {
     std::string train_file, eval_file, save, model_file, score_file, plot_dir, graph_file;
     std::size_t epochs = 3, threads = 1, questions = 600;
     std::uint64_t seed = 1;
+    double mpi_timeout = 300;                      // mpirun: seconds a process waits for another
     std::size_t rank = 0, ranks = 1;               // this process and how many train together
     std::shared_ptr<GradientReduction> reduction;  // sums the processes' gradients (mpirun)
     // What did best on SelQA (README): small towers, dropout, the 6 match_features numbers per token.
@@ -275,6 +278,17 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 10000000));
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
+    app.add_option("--mpi-timeout", o.mpi_timeout,
+                   "under mpirun: seconds a process waits for the others at a step before every process stops with "
+                   "an error naming the one it waited for (stopped, asleep, stuck); 0: no limit")
+        ->capture_default_str()
+        ->check(CLI::Validator(  // CLI11's Range lets NaN through (every comparison with it is false)
+            [](std::string& text) {
+                const double v = std::strtod(text.c_str(), nullptr);
+                return std::isfinite(v) ? std::string() : text + " is not a finite number";
+            },
+            "FINITE"))
+        ->check(CLI::Range(0.0, 1e6));
 #ifdef LOOM_DISTRIBUTED
     std::optional<distributed::Context> mpi;
 #endif
@@ -282,7 +296,10 @@ int main(int argc, char** argv) {
     try {
 #ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its share of each step (docs/distributed.md)
         if (distributed::Context::launched_by_mpirun()) mpi.emplace(argc, argv);
-        if (mpi) o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
+        if (mpi) {
+            mpi->set_timeout(o.mpi_timeout);
+            o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
+        }
 #endif
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         if (o.score_file.empty() != o.model_file.empty())

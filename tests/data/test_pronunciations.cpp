@@ -145,6 +145,23 @@ TEST_CASE("pronunciations: a phoneme outside ARPAbet names file and line") {
     expect_read_error("cat K,AE,T\n", 1, "expected one of the 39 symbols AA AE AH");
 }
 
+TEST_CASE("pronunciations: more than 256 phonemes in a pronunciation name file and line") {
+    std::string longest = "long", too_long = "paste";
+    for (int i = 0; i < 256; ++i) longest += " AH0";
+    for (int i = 0; i < 1000000; ++i) too_long += (i % 2 ? "\tK" : " AE1");
+    // 256 phonemes are read; with a comment after them, still 256.
+    CHECK(parse("cat K AE1 T\n" + longest + " # " + longest + "\n").pronunciations()[1][0].size() == 256);
+    expect_read_error("cat K AE1 T\n" + longest + " T\n", 2,
+                      "the pronunciation of 'long' has 257 phonemes; a pronunciation may have at most 256");
+    expect_read_error("cat K AE1 T\ndog D AO1 G\n" + too_long + "\n", 3,
+                      "the pronunciation of 'paste' has 1000000 phonemes; a pronunciation may have at most 256");
+    // The word is named whole, after a run of white space as long as the start of the line looked at.
+    const std::string word(300, 'w');
+    expect_read_error(std::string(1000, ' ') + word + longest.substr(4) + " T\n", 1,
+                      "the pronunciation of '" + word.substr(0, 10));
+    expect_read_error(std::string(1000, ' ') + word + longest.substr(4) + " T\n", 1, "has 257 phonemes");
+}
+
 TEST_CASE("pronunciations: a malformed variant suffix names file and line") {
     for (const std::string word :
          {"word(x)", "word(", "word()", "word(2", "word(2)s", "word(-1)", "wo)rd", "wo(2)rd(3)"})

@@ -128,14 +128,14 @@ std::string utf16le(const std::string& text) {
 TEST_CASE("data text: UTF-16 with or without its byte-order mark is named, with the fix") {
     const std::string hint = "the file looks like UTF-16; convert it to UTF-8";
     const std::string with_bom = line_error("\xFF\xFE" + utf16le("q\ta\t1\n"));
-    CHECK(with_bom.starts_with("mem.txt:1: NUL byte at column 4"));
+    CHECK(with_bom.starts_with("mem.txt:1: a NUL byte at column 4"));
     CHECK_MESSAGE(with_bom.find(hint) != std::string::npos, with_bom);
     const std::string big_endian = line_error("\xFE\xFF" + std::string("\0q", 2));
-    CHECK(big_endian.starts_with("mem.txt:1: NUL byte at column 3"));
+    CHECK(big_endian.starts_with("mem.txt:1: a NUL byte at column 3"));
     CHECK_MESSAGE(big_endian.find(hint) != std::string::npos, big_endian);
     // Without a byte-order mark: half the bytes are NUL.
     const std::string without_bom = line_error(utf16le("question\tsentence\tlabel\n"));
-    CHECK(without_bom.starts_with("mem.txt:1: NUL byte at column 2"));
+    CHECK(without_bom.starts_with("mem.txt:1: a NUL byte at column 2"));
     CHECK_MESSAGE(without_bom.find(hint) != std::string::npos, without_bom);
     // The mark alone before text that has no NUL (CJK characters, say) is named too.
     const std::string mark_only = line_error("\xFF\xFE\x2d\x4e\x87\x65\n");
@@ -143,8 +143,21 @@ TEST_CASE("data text: UTF-16 with or without its byte-order mark is named, with 
     CHECK_MESSAGE(mark_only.find(hint) != std::string::npos, mark_only);
     // A lone NUL in UTF-8 text is not called UTF-16.
     const std::string lone = line_error(std::string("question one\tsent\0ence\t1\n", 25));
-    CHECK(lone.starts_with("mem.txt:1: NUL byte at column 18"));
+    CHECK(lone.starts_with("mem.txt:1: a NUL byte at column 18"));
     CHECK_MESSAGE(lone.find("UTF-16") == std::string::npos, lone);
+    // Nor a NUL in a short line (a word, say), where NULs would be half the bytes of UTF-16, nor two
+    // NULs side by side: only a NUL in every other byte is.
+    for (const std::string& line : {std::string("cat\0\n", 5), std::string("a\0\0b\n", 5), std::string("\0\n", 2)}) {
+        const std::string message = line_error(line);
+        CHECK_MESSAGE(message.starts_with("mem.txt:1: a NUL byte at column "), message);
+        CHECK_MESSAGE(message.find("UTF-16") == std::string::npos, message);
+    }
+    CHECK(line_error(std::string("cat\0\n", 5)).starts_with("mem.txt:1: a NUL byte at column 4; text holds none"));
+    // A line of UTF-16 after the first starts with the NUL of the line end before it: NULs at the
+    // even bytes.
+    const std::string shifted = line_error(std::string("\0c\0a\0t\n", 7));
+    CHECK_MESSAGE(shifted.starts_with("mem.txt:1: a NUL byte at column 1"), shifted);
+    CHECK_MESSAGE(shifted.find(hint) != std::string::npos, shifted);
     // Overlong forms and CP1252's curly quote are invalid UTF-8, with their column.
     CHECK(line_error("ok\n\xC0\xAF\n").starts_with("mem.txt:2: byte 0xc0 at column 1 is not valid UTF-8"));
     CHECK(line_error("x \xE0\x80\xAF\n").starts_with("mem.txt:1: byte 0xe0 at column 3 is not valid UTF-8"));

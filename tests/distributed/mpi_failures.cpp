@@ -7,6 +7,11 @@
 //   killed_in_checkpoint DIR  rank 0 writes checkpoints one after another; rank 1 kills it with
 //                             SIGKILL while a write is under way.
 //   verify DIR                (one process) the checkpoint left in DIR loads, and is one whole save.
+//   sleeps DIR                with a timeout of 2 s, rank 0 writes a checkpoint after step 1, then
+//                             rank 1 sleeps 120 s before step 2: rank 0 gives up waiting at step 2,
+//                             names rank 1, and the job ends long before rank 1 would wake.
+//   stopped DIR               the same, rank 1 stopped by SIGSTOP instead (it never wakes).
+//   verify_late DIR           (one process) the checkpoint of sleeps or stopped loads, as written.
 #include <signal.h>
 #include <unistd.h>
 
@@ -57,6 +62,43 @@ int throws_in_backward(dist::Context& mpi) {
         throw std::runtime_error("out of memory in backward (on purpose)");
     }
     trainer.train_minibatch(bindings(model, pairs, mine));
+    return 0;
+}
+
+int late_rank(dist::Context& mpi, const std::string& dir, bool stopped) {
+    ::alarm(100);  // should the job hang after all, no process of it outlives the test by long
+    mpi.set_timeout(2);
+    const Pairs pairs = make_pairs(toy_options().vocab);
+    qa::Model model = make_model();
+    auto parallel = dist::data_parallel(mpi);
+    TrainerOptions options;
+    options.reduction = parallel;
+    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 0.01), options);
+    const std::vector<std::size_t> mine = dist::share_of({0, 1, 2, 3}, mpi.rank(), mpi.size());
+    trainer.train_minibatch(bindings(model, pairs, mine));
+    dist::save_checkpoint(mpi, trainer, dir + "/late.ckpt", TrainingPosition{0, 1, 4, ""});
+    if (mpi.rank() == 1) {
+        std::fprintf(stderr, "rank 1 %s before step 2\n", stopped ? "stops itself" : "sleeps for 120 s");
+        if (stopped)
+            ::raise(SIGSTOP);
+        else
+            std::this_thread::sleep_for(std::chrono::seconds(120));
+    }
+    trainer.train_minibatch(bindings(model, pairs, mine));
+    std::fprintf(stderr, "rank %d trained step 2\n", mpi.rank());
+    return 0;
+}
+
+int verify_late(const std::string& dir) {
+    qa::Model model = make_model();
+    Trainer trainer(model.squared_loss, Variable(), adam(model.parameters(), 0.01));
+    const Checkpoint c = trainer.load_checkpoint(dir + "/late.ckpt");
+    if (c.position.samples != 4) {
+        std::fprintf(stderr, "the checkpoint says %llu samples, not the 4 of step 1\n",
+                     static_cast<unsigned long long>(c.position.samples));
+        return 1;
+    }
+    std::printf("verified: the checkpoint of step 1 loads\n");
     return 0;
 }
 
@@ -118,7 +160,9 @@ int verify(const std::string& dir) {
 int main(int argc, char** argv) {
     dist::Context mpi(argc, argv);
     if (argc != 3) {
-        std::fprintf(stderr, "usage: mpi_failures ends_early|throws_in_backward|killed_in_checkpoint|verify DIR\n");
+        std::fprintf(stderr,
+                     "usage: mpi_failures ends_early|throws_in_backward|killed_in_checkpoint|verify|sleeps|stopped|"
+                     "verify_late DIR\n");
         return 2;
     }
     const std::string mode = argv[1], dir = argv[2];
@@ -127,6 +171,8 @@ int main(int argc, char** argv) {
         if (mode == "throws_in_backward") return throws_in_backward(mpi);
         if (mode == "killed_in_checkpoint") return killed_in_checkpoint(mpi, dir);
         if (mode == "verify") return verify(dir);
+        if (mode == "sleeps" || mode == "stopped") return late_rank(mpi, dir, mode == "stopped");
+        if (mode == "verify_late") return verify_late(dir);
         std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
         return 2;
     } catch (const std::exception& e) {

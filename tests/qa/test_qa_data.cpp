@@ -274,11 +274,11 @@ TEST_CASE("read_qa_text: invalid UTF-8, UTF-16 and NUL are refused at their line
     CHECK(raw_text_error("q\ta\t1\nq\tcaf\xE9\t0\n").starts_with("2: byte 0xe9 at column 6 is not valid UTF-8"));
     CHECK(raw_text_error("q\t\x93quoted\x94\t0\n").starts_with("1: byte 0x93 at column 3 is not valid UTF-8"));
     CHECK(raw_text_error("q\t\xC1\xBF\t0\n").starts_with("1: byte 0xc1 at column 3 is not valid UTF-8"));
-    CHECK(raw_text_error(std::string("q\ta\t1\nq\ta\0b\t1\n", 14)).starts_with("2: NUL byte at column 4"));
+    CHECK(raw_text_error(std::string("q\ta\t1\nq\ta\0b\t1\n", 14)).starts_with("2: a NUL byte at column 4"));
     std::string utf16 = "\xFF\xFE";
     for (char c : std::string("question\tsentence\tlabel\n")) utf16 += std::string{c, '\0'};
     const std::string msg = raw_text_error(utf16);
-    CHECK_MESSAGE(msg.starts_with("1: NUL byte at column 4"), msg);
+    CHECK_MESSAGE(msg.starts_with("1: a NUL byte at column 4"), msg);
     CHECK_MESSAGE(msg.find("looks like UTF-16; convert it to UTF-8") != std::string::npos, msg);
     const std::string no_mark = raw_text_error(utf16.substr(2));
     CHECK_MESSAGE(no_mark.find("looks like UTF-16; convert it to UTF-8") != std::string::npos, no_mark);

@@ -15,8 +15,13 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "training failed (${rc}): ${err}")
 endif()
 
+# Runs the sample (or, when the first argument is sh, the command given) and expects it to fail.
 function(expect_failure what pattern)
-  execute_process(COMMAND ${SAMPLE} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(command ${SAMPLE} ${ARGN})
+  if(ARGV2 STREQUAL "sh")
+    set(command ${ARGN})
+  endif()
+  execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0 OR NOT err MATCHES "${pattern}" OR NOT out STREQUAL "")
     message(FATAL_ERROR "${what}: expected a failure matching '${pattern}' and nothing on stdout, got ${rc}: '${out}' '${err}'")
   endif()
@@ -55,6 +60,20 @@ file(WRITE ${dir}/long.words "cat\n${long_word}\n")
 expect_failure("a 100,000-letter word in a list" "long.words:2: the word 'bbbb.*100000 letters; a word may have at most 64"
   --model ${dir}/m.loom --predict-file ${dir}/long.words)
 expect_failure("a missing list" "no/such.words" --model ${dir}/m.loom --predict-file ${dir}/no/such.words)
+
+# Standard input closed (<&-) or unreadable (a directory): an error naming it, not an empty list.
+expect_failure("--predict-file - with standard input closed"
+  "^error: standard input: cannot be read: Bad file descriptor \\(it is closed\\)"
+  sh -c "exec \"$0\" --model \"$1\" --predict-file - <&-" ${SAMPLE} ${dir}/m.loom)
+expect_failure("--predict-file - reading a directory" "^error: standard input: cannot be read after line 0: Is a directory"
+  sh -c "exec \"$0\" --model \"$1\" --predict-file - < \"$2\"" ${SAMPLE} ${dir}/m.loom ${dir})
+# A NUL byte in a list of plain words is said to be one, where it is; UTF-16 only when it looks so.
+execute_process(COMMAND printf "cat\\000\\ndog\\n" OUTPUT_FILE ${dir}/nul.words)
+expect_failure("a NUL byte in a list" "nul.words:1: a NUL byte at column 4; text holds none"
+  --model ${dir}/m.loom --predict-file ${dir}/nul.words)
+execute_process(COMMAND printf "c\\000a\\000t\\000\\n\\000" OUTPUT_FILE ${dir}/utf16.words)
+expect_failure("a UTF-16 list" "utf16.words:1: a NUL byte at column 2; the file looks like UTF-16"
+  --model ${dir}/m.loom --predict-file ${dir}/utf16.words)
 
 # 5,408 and 50,024 generated words: every word answered, in order, and memory flat in their number.
 set(letters a b c d e f g h i j k l m n o p q r s t u v w x y z)

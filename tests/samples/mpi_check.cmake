@@ -32,3 +32,20 @@ list(LENGTH lines n)
 if(NOT rc EQUAL 0 OR NOT n EQUAL 2)
   message(FATAL_ERROR "scoring with the model trained under mpirun failed (${rc}, ${n} lines): ${out} ${err}")
 endif()
+
+# --mpi-timeout: a process stopped in the middle of training (SIGSTOP, 5 s after it starts: the
+# shell it starts as stops itself once it has become the sample) ends the job within the timeout
+# with an error naming it, and the job fails. timeout(1) bounds the test: mpirun, ended, ends the
+# stopped process too.
+execute_process(COMMAND ${SAMPLE} --help OUTPUT_VARIABLE help)
+if(NOT help MATCHES "--mpi-timeout[^\n]*\n[^\n]*seconds a process waits")
+  message(FATAL_ERROR "--help does not describe --mpi-timeout: ${help}")
+endif()
+execute_process(COMMAND timeout -k 10 120 ${MPIRUN} --allow-run-as-root --oversubscribe --mca btl self,vader -np 2
+  sh -c "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep 5; kill -STOP $$) & fi; exec \"$0\" \"$@\""
+  ${SAMPLE} --questions 2000 --epochs 1000 --embed 8 --hidden 6 --dense 5 --mpi-timeout 3
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 140)
+if(rc EQUAL 0 OR rc EQUAL 124 OR rc EQUAL 137 OR rc MATCHES "timeout"
+   OR NOT err MATCHES "error: loom::distributed: rank 0 of 2 waited 3 s \\(the timeout\\) at step [0-9]+'s [^\n]* for rank 1")
+  message(FATAL_ERROR "a stopped process under mpirun: expected rank 0 to name rank 1 within the timeout (${rc}): ${out} ${err}")
+endif()

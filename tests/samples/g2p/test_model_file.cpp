@@ -54,3 +54,22 @@ TEST_CASE("g2p model file: settings of 4096 over small parameters are refused be
                     {{"settings", settings_record({{"embed", 8}, {"encoder", 6}, {"decoder", 4096}})}});
     CHECK_THROWS_WITH_AS(g2p::load_model(path), doctest::Contains("'decoder.feed_weights'"), DataError);
 }
+
+TEST_CASE("g2p model file: an architecture record other than lstm or transformer names the file and the record") {
+    testing::TempDir dir("g2p_model_architecture");
+    g2p::Model small({8, 6, 10});
+    const std::string path = dir.file("arch.loom");
+    const std::string settings = settings_record({{"embed", 8}, {"encoder", 6}, {"decoder", 10}});
+    for (const std::string& architecture : {std::string("gru"), std::string(), std::string("Transformer")}) {
+        CAPTURE(architecture);
+        save_model_file(path, "g2p", small.parameters(), {{"architecture", architecture}, {"settings", settings}});
+        try {
+            g2p::load_model(path);
+            FAIL("no error for an architecture record '" << architecture << "'");
+        } catch (const DataError& e) {
+            const std::string message = e.what();
+            CHECK_MESSAGE(message.starts_with(path + ": its 'architecture' record is '" + architecture + "'"), message);
+            CHECK_MESSAGE(message.find("--architecture") == std::string::npos, message);  // no option was given
+        }
+    }
+}
