@@ -270,8 +270,9 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     std::vector<std::vector<std::size_t>> rests;
     if (o.start_symbol == no_symbol) {
         if (prompts.empty())
-            throw UserError(who + "start_symbol no_symbol starts each item from its prompt's first symbol: give "
-                                  "the prompts");
+            throw UserError(who +
+                            "start_symbol no_symbol starts each item from its prompt's first symbol: give "
+                            "the prompts");
         rests = prompts;
         for (std::size_t n = 0; n < items; ++n) {
             if (rests[n].empty())

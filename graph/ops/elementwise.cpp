@@ -111,10 +111,10 @@ LOOM_UNARY(Cos, "cos", reads_x, std::cos(x), -std::sin(x))
 LOOM_UNARY(Tanh, "tanh", reads_y, fast::tanh(x), T(1) - y * y)
 LOOM_UNARY(Sigmoid, "sigmoid", reads_y, fast::sigmoid(x), y*(T(1) - y))
 LOOM_UNARY(Relu, "relu", reads_x, x > 0 ? x : T(0), x > 0 ? T(1) : T(0))
-// GELU as PyTorch's nn.GELU() (the exact erf form): x Phi(x), Phi'(x) = exp(-x^2 / 2) / sqrt(2 pi).
-LOOM_UNARY(Gelu, "gelu", reads_x, T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))),
-           T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
-               x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x))
+// GELU as PyTorch's nn.GELU() (the exact form): x Phi(x), its derivative Phi(x) + x phi(x) with
+// phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+LOOM_UNARY(Gelu, "gelu", reads_x, x* fast::normal_cdf(x),
+           fast::normal_cdf(x) + x * T(0.39894228040143267794) * fast::exp(T(-0.5) * x * x))
 LOOM_UNARY(Softplus, "softplus", reads_x, (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))),
            fast::sigmoid(x))
 LOOM_UNARY(Reciprocal, "reciprocal", reads_y, T(1) / x, -y* y)
