@@ -40,6 +40,7 @@ struct Options {
     std::size_t log_every = 100, untimed = 0;
     double minutes = 0, holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1;
     double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
+    double mpi_timeout = 300;  // mpirun: seconds a process waits for another
     std::uint64_t seed = 1;
     std::size_t rank = 0, ranks = 1;
     std::shared_ptr<GradientReduction> reduction;
@@ -315,6 +316,12 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096));
     app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
     app.add_option("--threads", o.threads, "threads")->check(CLI::Range(1, 64));
+    app.add_option("--mpi-timeout", o.mpi_timeout,
+                   "under mpirun: seconds a process waits for the others at a step before every process stops with "
+                   "an error naming the one it waited for; 0: no limit")
+        ->capture_default_str()
+        ->check(finite_number)
+        ->check(CLI::Range(0.0, 1e6));
 #ifdef LOOM_DISTRIBUTED
     std::optional<distributed::Context> mpi;
 #endif
@@ -322,7 +329,10 @@ int main(int argc, char** argv) {
     try {
 #ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its own windows (docs/distributed.md)
         if (distributed::Context::launched_by_mpirun()) mpi.emplace(argc, argv);
-        if (mpi) o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
+        if (mpi) {
+            mpi->set_timeout(o.mpi_timeout);
+            o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
+        }
 #endif
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;
