@@ -3,12 +3,15 @@
 // learned positions, pre-norm blocks of causal multi-head attention and a GELU feed-forward, final
 // norm, the tied embedding as the output projection), on ragged sequences; its cached step gives the
 // teacher-forced log-probabilities at every step; gradients in double; the names PyTorch weights are
-// mapped to.
+// mapped to; a GPT trained by the PyTorch peer and saved as safetensors gives PyTorch's logits.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "gradcheck.hpp"
 #include "test_support.hpp"
@@ -233,4 +236,53 @@ TEST_CASE("TransformerLM names its parameters as GPT weights are mapped to, and 
     bad = tiny_lm();
     bad.layer.heads = 3;
     CHECK_THROWS_WITH_AS(layers::TransformerLM{bad}, doctest::Contains("model_dim 8"), UserError);
+}
+
+TEST_CASE("TransformerLM reads a GPT the PyTorch peer trained (safetensors) and gives PyTorch's logits") {
+    // tests/layers/gpt_peer/how_made.txt: bench/torch_lm.py's tiny GPT and its float32 logits.
+    const std::string dir = std::string(LOOM_SOURCE_DIR) + "/tests/layers/gpt_peer/";
+    const std::string text = "to be, or not to be: that is the question.\nwhether tis nobler in the mind to suffer\n";
+    std::string alphabet;  // the text's characters in code-point order, as both engines number them
+    for (char c : text)
+        if (alphabet.find(c) == std::string::npos) alphabet += c;
+    std::sort(alphabet.begin(), alphabet.end());
+    REQUIRE(alphabet.size() == 22);
+    layers::TransformerLM lm({.layers = 2,
+                              .vocabulary = alphabet.size(),
+                              .max_positions = 12,
+                              .layer = {.model_dim = 8,
+                                        .heads = 2,
+                                        .feedforward_dim = 32,
+                                        .dropout = 0.0,
+                                        .norm_first = true,
+                                        .epsilon = 1e-5,
+                                        .activation = layers::FeedForwardActivation::gelu},
+                              .tie_embeddings = true,
+                              .name = "gpt"});
+    assign_safetensors(read_safetensors(dir + "gpt.safetensors"), lm.parameters());  // every name, no extra
+
+    std::ifstream in(dir + "logits.txt");
+    REQUIRE(in);
+    std::string line;
+    std::vector<std::vector<double>> want;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream row(line);
+        want.emplace_back();
+        for (double v; row >> v;) want.back().push_back(v);
+    }
+    const std::string prompt = "to be, or n";
+    REQUIRE(want.size() == prompt.size());
+    std::vector<std::size_t> ids;
+    for (char c : prompt) ids.push_back(alphabet.find(c));
+    Variable x = sequence::input_variable({1}, "x");
+    Variable logits = lm(x);
+    const Matrix got = evaluate({logits}, {{x, Value::index_sequences({ids})}})[logits].sequence<double>(0);
+    for (std::size_t t = 0; t < want.size(); ++t) {
+        REQUIRE(want[t].size() == alphabet.size());
+        for (std::size_t v = 0; v < alphabet.size(); ++v) {
+            INFO("position " << t << " symbol " << v);
+            CHECK(std::abs(got(t, v) - want[t][v]) < 1e-5);
+        }
+    }
 }
