@@ -245,7 +245,7 @@ Header parse_header(std::string_view text, std::uint64_t data_size, const std::s
     Json root;
     try {
         root = Json::parse(text.begin(), text.end(), HeaderGuard{source, {}});
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past a double
         // nlohmann's message without its "[json.exception.parse_error.101] ", cut short, with the
         // bytes it quotes from the file that could garble a terminal shown as '?'.
         std::string why = e.what();

@@ -270,6 +270,7 @@ TEST_CASE("safetensors: every hostile file is a DataError naming the file and th
         {"header size 2^64 - 1", le64(~std::uint64_t{0}) + "{}", "header of 18446744073709551615 bytes is larger"},
         {"not JSON", file_of("{not json}", ""), "the header is not valid JSON"},
         {"not UTF-8", file_of("{\"\xff\":1}", ""), "the header is not valid JSON"},
+        {"a number past a double", file_of("{\"w\":66e666666666}", ""), "the header is not valid JSON"},
         {"an array", file_of("[1, 2]", ""), "the header is not a JSON object"},
         {"nested deep", file_of(deep, ""), "the header nests deeper than"},
         {"a name twice", file_of(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]},"a":{}})", f4),
