@@ -109,12 +109,12 @@ inline constexpr std::size_t no_symbol = std::numeric_limits<std::size_t>::max()
 /// as item 0 of a call with seed s + i. (The step's arithmetic may differ in its last bit between
 /// batch sizes; that changes a draw only where it falls exactly on a boundary between two symbols.)
 struct GenerateOptions {
-    std::size_t beam_width = 1;    ///< 1: greedy decoding (or sampling, with sample)
-    std::size_t max_length = 0;    ///< the most symbols a hypothesis emits, the end symbol included; required
+    std::size_t beam_width = 1;  ///< 1: greedy decoding (or sampling, with sample)
+    std::size_t max_length = 0;  ///< the most symbols a hypothesis emits, the end symbol included; required
     /// The id fed as the previous symbol of the first step; no_symbol: each item's prompt's first
     /// symbol (a language model without a start symbol; every prompt must hold one).
     std::size_t start_symbol = 0;
-    std::size_t end_symbol = 0;    ///< the id that ends a hypothesis; no_symbol: none, run max_length symbols
+    std::size_t end_symbol = 0;  ///< the id that ends a hypothesis; no_symbol: none, run max_length symbols
     /// Draw each symbol instead of searching (see above); needs beam_width 1. false: greedy decoding or
     /// beam search, and the sampling fields below must keep their defaults.
     bool sample = false;

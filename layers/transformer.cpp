@@ -325,11 +325,14 @@ struct TransformerDecoder::State {
         Variable normed = options.norm_first ? final_norm(h) : h;
         return tie_embeddings ? times_transpose(normed, table) : project(normed);
     }
-    // Every layer and the final norm; the table and projection are made by the caller.
-    void make_layers(std::size_t count) {
+    // The sizes every decoder model refuses, before any parameter is made.
+    void check(std::size_t count) const {
         if (count == 0) throw UserError(name + ": needs at least one layer");
         if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
         check_options(name, options);
+    }
+    // Every layer and the final norm; the table and projection are made by the caller.
+    void make_layers(std::size_t count) {
         for (std::size_t i = 0; i < count; ++i)
             layers.emplace_back(options, cross_attention, name + ".layers." + std::to_string(i));
         if (options.norm_first) final_norm = Norm(options.model_dim, options.epsilon, name + ".norm");
@@ -346,9 +349,7 @@ TransformerDecoder::TransformerDecoder(std::size_t layers, std::size_t vocabular
     s.vocabulary = vocabulary;
     s.cross_attention = cross_attention;
     s.positions = positions;
-    if (layers == 0) throw UserError(name + ": needs at least one layer");
-    if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
-    check_options(name, o);
+    s.check(layers);
     s.table = parameter(Shape{vocabulary, o.model_dim}, normal(1.0 / std::sqrt(static_cast<double>(o.model_dim))),
                         name + ".embedding");
     if (positions == PositionalEncoding::learned)
@@ -450,7 +451,7 @@ std::vector<Parameter> TransformerDecoder::parameters() const {
 
 // ---- the decoder-only language model ----
 
-TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {
+std::shared_ptr<TransformerDecoder::State> TransformerLM::gpt_state(const TransformerLMOptions& o) {
     auto s = std::make_shared<TransformerDecoder::State>();
     s->name = o.name;
     s->options = o.layer;
@@ -460,23 +461,26 @@ TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o) {
     s->scale_embedding = false;
     s->tie_embeddings = o.tie_embeddings;
     s->embedding_dropout = o.layer.dropout;
+    s->check(o.layers);
     if (o.max_positions == 0) throw UserError(o.name + ": max_positions must be at least 1");
     s->make_layers(o.layers);
     s->table = parameter(Shape{o.vocabulary, o.layer.model_dim}, normal(0.02), o.name + ".embedding");
     s->learned_positions = LearnedPositionalEncoding(o.max_positions, o.layer.model_dim, o.name + ".positions");
     if (!o.tie_embeddings) s->project = Projection(o.layer.model_dim, o.vocabulary, o.name + ".project");
-    state_ = std::move(s);
+    return s;
 }
+
+TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o), model_(gpt_state(o)) {}
 
 Variable TransformerLM::operator()(const Variable& symbols) const {
     if (!symbols.axis().is_sequence() || !(symbols.shape() == Shape{1}))
         throw UserError(options_.name + ": the symbols must be a sequence of ids [1], not " + symbols.label() + " of " +
                         symbols.shape().str());
-    return TransformerDecoder(state_)(symbols);
+    return model_(symbols);
 }
 
-Decoder TransformerLM::decoder() const { return TransformerDecoder(state_).decoder(); }
+Decoder TransformerLM::decoder() const { return model_.decoder(); }
 
-std::vector<Parameter> TransformerLM::parameters() const { return TransformerDecoder(state_).parameters(); }
+std::vector<Parameter> TransformerLM::parameters() const { return model_.parameters(); }
 
 }  // namespace loom::layers

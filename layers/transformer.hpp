@@ -227,8 +227,10 @@ public:
     const TransformerLMOptions& options() const { return options_; }
 
 private:
+    // A decoder-only TransformerDecoder's state with GPT's choices set.
+    static std::shared_ptr<TransformerDecoder::State> gpt_state(const TransformerLMOptions& options);
     TransformerLMOptions options_;
-    std::shared_ptr<TransformerDecoder::State> state_;  // a decoder-only TransformerDecoder's, GPT's choices set
+    TransformerDecoder model_;  // the decoder-only TransformerDecoder it is
 };
 
 }  // namespace loom::layers

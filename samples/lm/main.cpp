@@ -57,11 +57,9 @@ std::vector<std::size_t> slice(const std::vector<std::uint32_t>& ids, std::size_
 // predicted from the earlier ones of its own window (nanoGPT's estimate, over every window instead
 // of random ones). The LSTM carries its state from one window to the next: one long sequence.
 double evaluate(const lm::Model& m, const std::vector<std::uint32_t>& ids) {
-    Session s(m.last_states.empty() ? std::vector<Variable>{m.loss} : [&] {
-        std::vector<Variable> out{m.loss};
-        out.insert(out.end(), m.last_states.begin(), m.last_states.end());
-        return out;
-    }());
+    std::vector<Variable> outputs{m.loss};
+    outputs.insert(outputs.end(), m.last_states.begin(), m.last_states.end());
+    Session s(outputs);
     const std::size_t block = m.settings.block, windows_a_pass = m.last_states.empty() ? 32 : 1;
     double sum = 0;
     std::size_t count = 0;
