@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// How to multiply: the one place that chooses how a batch of products y = x op(W) (+ an addend),
-/// and its gradients dX += dY op(W)^T and dW += x^T dY, are computed. The graph's matrix ops
+/// How to multiply: the place that chooses how a batch of products y = x op(W) (+ an addend), and
+/// its gradients dX += dY op(W)^T and dW += x^T dY, are computed for the graph's matrix ops
+/// (attention and the embedding product call gemm themselves). The graph's matrix ops
 /// (times, times_transpose, affine in graph/ops/linear.cpp) describe their operands as plain
 /// row-major buffers and their batch (Product); this file picks one of five ways (MultiplyWay) by
 /// the shapes, which rows are real, whether the call is a step of a loop, and the CPU:

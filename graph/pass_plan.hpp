@@ -4,9 +4,12 @@
 // outlive the pass, which are kept by rows or share a buffer, and per plan step and direction the
 // buffers to take, zero, hand over and free and the gradients that become final, a loop's roles
 // when it runs in segments included. Pure functions of their arguments, computed once per plan,
-// kind and wrt set: the one place that decides memory. The executor, the step runner and the
-// buffers replay what it says; what is left to run time is only what the data decides (a loop's
-// segments under a memory budget, from its lengths) and the counting of a parallel schedule.
+// kind and wrt set. The executor, the step runner and the buffers replay what it says, and decide
+// at run time: whether a gradient a step takes outside loops is zeroed or handed unzeroed to an op
+// that writes it (StepRunner::back_node, from OpTraits::assigns_gradient), how far ahead of a
+// loop's reverse sweep its members' gradients are zeroed (StepRunner::back_loop, from the delays),
+// a loop's segments under a memory budget (from its lengths) and the counting of a parallel
+// schedule.
 #include <string>
 #include <utility>
 #include <vector>

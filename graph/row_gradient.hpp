@@ -10,7 +10,7 @@
 namespace loom {
 
 /// The one row-sparse gradient form: an embedding table's gradient when every op that adds into it
-/// writes whole rows (`Op::writes_gradient_rows`). Only the rows a minibatch used take memory,
+/// writes whole rows (`OpTraits::writes_gradient_rows`). Only the rows a minibatch used take memory,
 /// instead of the whole [vocabulary, dim] table. rows[k]'s gradient is data[k * width,
 /// (k + 1) * width); rows not listed are zero.
 template <class T>

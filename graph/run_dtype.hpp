@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// run_dtype: the one rule that says which element type a graph runs in, for every call that runs
-/// one (evaluate, gradients, check_gradients, check_batch_invariance, Session, and so Trainer and
-/// Generator): what the caller asks for decides. docs/semantics.md, "Precision", states it for users.
+/// run_dtype: the rule that says which element type a graph runs in, for the calls that run one
+/// (evaluate, gradients, check_batch_invariance, Session, and so Trainer and Generator): what the
+/// caller asks for decides. check_gradients does not ask it: it makes its own double execution.
+/// docs/semantics.md, "Precision", states the rule for users.
 #include <optional>
 #include <string_view>
 #include <vector>

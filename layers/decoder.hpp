@@ -189,9 +189,11 @@ public:
 
     /// memory: one batch Value per memory input, N items each (e.g. the evaluated attention_memory
     /// of a batch of source sequences); initial_states empty (zeros) or one batch Value per state.
-    /// Every item runs until its beam holds beam_width ended hypotheses that no live one can beat,
-    /// or until max_length; items that end stop costing work. The items are counted by the memory,
-    /// the initial states, the prompts or options.items. Bad input is a UserError before any step:
+    /// Every item runs until its beam holds beam_width ended hypotheses that no live one scores
+    /// better than so far (the usual stopping rule of beam search, a heuristic: a live hypothesis's
+    /// length-normalized score can still rise as it grows), or until max_length; items that end stop
+    /// costing work. The items are counted by the memory, the initial states, the prompts or
+    /// options.items. Bad input is a UserError before any step:
     /// beam_width 0, max_length 0, a start or end symbol outside the vocabulary, sampling options
     /// out of range or without sample, a memory value whose sample shape its input refuses (named by
     /// its position and the input's name), a parameter of the step holding NaN or an infinity

@@ -7,9 +7,12 @@
 /// - teacher forcing (TransformerDecoder::operator()): every target step at once, the causal mask
 ///   instead of a loop, so training runs in parallel over the steps;
 /// - one generating step (TransformerDecoder::decoder(), for Generator): it reads each layer's
-///   key/value cache (batch values [t, model_dim], the keys and values of the steps before),
-///   appends this step's, and returns the logits and the longer caches. The cross-attention's keys
-///   and values of the encoder's output are computed once per source (TransformerDecoder::memory).
+///   key/value cache ([t, model_dim], the keys and values of the steps before, which the Generator
+///   keeps as pages and hands over as gather_rows of them), attends over it and this step's own key
+///   and value, and returns the logits and only this step's rows of each cache
+///   (StateUpdate::append), which the Generator stores once: no step copies a cache. The
+///   cross-attention's keys and values of the encoder's output are computed once per source
+///   (TransformerDecoder::memory).
 /// Names follow PyTorch's nn.Transformer*Layer where one exists (in brackets below).
 #include <cstddef>
 #include <memory>
@@ -94,8 +97,8 @@ struct KeyValueCache {
     Variable values;  ///< [t, model_dim]
     /// Set by TransformerDecoderLayer::step: this step's own key and value, [1, model_dim], the rows
     /// `keys` and `values` end with on return. A decoder that returns these as its states, appended
-    /// (StateUpdate::append), never copies the cache one row longer in its graph: the step reads the
-    /// cache where it lies, and the Generator appends them in the copy that reorders the cache.
+    /// (StateUpdate::append), never copies the cache in its graph: the step reads the cache where it
+    /// lies, and the Generator stores these rows once in its pages (no copy per step or hypothesis).
     Variable step_keys{};
     Variable step_values{};  ///< see step_keys
 };
