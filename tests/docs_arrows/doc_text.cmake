@@ -1,11 +1,12 @@
-# What the documentation checks share (included by check_machines.cmake, check_figures.cmake and
-# check_labels.cmake). Markdown is read as a list of lines with the characters CMake's lists treat
-# specially (`;`, `[`, `]`, `\`) replaced by <sc>, <lb>, <rb>, <bs>, so a line is always one element.
+# What the documentation checks share (included by check_machines.cmake, check_figures.cmake,
+# check_labels.cmake, check_ratios.cmake and check_op_recipe.cmake). Markdown is read as a list of
+# lines with the characters CMake's lists treat specially (`;`, `[`, `]`, `\`) replaced by <sc>,
+# <lb>, <rb>, <bs>, so a line is always one element.
 # MUTATE_FILE / MUTATE_FROM / MUTATE_TO replace a piece of one file's text as read (never the file),
 # so that a test can show that a check fails on a false statement.
 
-# The lines of SOURCE_DIR/<relative>, into <out>.
-function(doc_lines relative out)
+# The text of SOURCE_DIR/<relative> as read (MUTATE_* applied), into <out>.
+function(doc_read relative out)
   file(READ "${SOURCE_DIR}/${relative}" text)
   if(DEFINED MUTATE_FILE AND MUTATE_FILE STREQUAL relative)
     string(FIND "${text}" "${MUTATE_FROM}" at)
@@ -14,6 +15,12 @@ function(doc_lines relative out)
     endif()
     string(REPLACE "${MUTATE_FROM}" "${MUTATE_TO}" text "${text}")
   endif()
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
+# The lines of SOURCE_DIR/<relative>, into <out>.
+function(doc_lines relative out)
+  doc_read(${relative} text)
   string(REPLACE "\\" "<bs>" text "${text}")
   string(REPLACE ";" "<sc>" text "${text}")
   string(REPLACE "[" "<lb>" text "${text}")
@@ -48,4 +55,63 @@ function(doc_files out)
   list(REMOVE_DUPLICATES files)
   list(SORT files)
   set(${out} "${files}" PARENT_SCOPE)
+endfunction()
+
+# "12.34" -> the digits after the point (2), into <out>.
+function(decimals number out)
+  if(number MATCHES "\\.([0-9]+)$")
+    string(LENGTH "${CMAKE_MATCH_1}" d)
+  else()
+    set(d 0)
+  endif()
+  set(${out} ${d} PARENT_SCOPE)
+endfunction()
+
+# "12.3" at scale 3 -> 12300 (an integer: CMake's math has no fractions).
+function(scaled number scale out)
+  string(REPLACE "," "" number "${number}")
+  set(int "${number}")
+  set(frac "")
+  if(number MATCHES "^([0-9]+)\\.([0-9]+)$")
+    set(int "${CMAKE_MATCH_1}")
+    set(frac "${CMAKE_MATCH_2}")
+  endif()
+  string(LENGTH "${frac}" len)
+  while(len LESS scale)
+    string(APPEND frac "0")
+    math(EXPR len "${len} + 1")
+  endwhile()
+  string(REGEX REPLACE "^0+([0-9])" "\\1" value "${int}${frac}")
+  set(${out} ${value} PARENT_SCOPE)
+endfunction()
+
+# Whether ratio (text, e.g. 3.56) is loom / torch rounded to ratio's digits (half a unit of the
+# last digit either way).
+function(ratio_holds ratio loom torch out)
+  decimals(${ratio} d)
+  decimals(${loom} dl)
+  decimals(${torch} dt)
+  set(s ${dl})
+  if(dt GREATER s)
+    set(s ${dt})
+  endif()
+  scaled(${ratio} ${d} r)
+  scaled(${loom} ${s} l)
+  scaled(${torch} ${s} t)
+  set(unit 1)
+  foreach(i RANGE 1 ${d})
+    if(i LESS_EQUAL d)
+      math(EXPR unit "${unit} * 10")
+    endif()
+  endforeach()
+  math(EXPR diff "${r} * ${t} - ${unit} * ${l}")
+  if(diff LESS 0)
+    math(EXPR diff "0 - ${diff}")
+  endif()
+  math(EXPR twice "2 * ${diff}")
+  if(twice GREATER t)
+    set(${out} FALSE PARENT_SCOPE)
+  else()
+    set(${out} TRUE PARENT_SCOPE)
+  endif()
 endfunction()
