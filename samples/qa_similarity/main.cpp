@@ -100,14 +100,13 @@ std::vector<double> network_scores(const qa::Model& m, const Text& t, const QaDa
 }
 
 void save_model(const std::string& path, const qa::Model& m, const Text& t) {
-    const auto& mo = m.options;
+    const qa::ModelOptions& mo = m.options;
+    const std::string settings = settings_record({{"embed", double(mo.embed)},
+                                                  {"hidden", double(mo.hidden)},
+                                                  {"dense", double(mo.dense)},
+                                                  {"lambda", t.lambda}});
     save_model_file(path, "qa_similarity", m.parameters(),
-                    {{"settings", settings_record({{"embed", double(mo.embed)},
-                                                   {"hidden", double(mo.hidden)},
-                                                   {"dense", double(mo.dense)},
-                                                   {"lambda", t.lambda}})},
-                     {"vocabulary", t.vocabulary.to_text()},
-                     {"idf", t.idf.to_text()}});
+                    {{"settings", settings}, {"vocabulary", t.vocabulary.to_text()}, {"idf", t.idf.to_text()}});
 }
 
 // Reads a model file and rebuilds its network: nothing else is built.
@@ -226,14 +225,13 @@ int train(Options o) {
     const RankingMetrics base = eval.rank(overlap), net = eval.rank(cos), fin = eval.rank(final);
     std::printf("%zu questions of %s; MAP, MRR, MAP - overlap (95 %% interval):\n  %-36s %.4f  %.4f\n", net.questions,
                 eval.source.c_str(), "word overlap (shared words)", base.map, base.mrr);
-    std::vector<std::pair<std::string, RankingMetrics>> rows{{"network (cosine)", net}};
-    // With a weight of 0 the final score is the network's: its row would repeat the one above.
-    if (t.lambda > 0)
-        rows.push_back({"final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap", fin});
-    for (const auto& [name, x] : rows) {
+    const auto row = [&](const std::string& name, const RankingMetrics& x) {
         const auto d = paired_bootstrap(x.average_precision, base.average_precision);
         std::printf("  %-36s %.4f  %.4f  %+.4f (%+.4f .. %+.4f)\n", name.c_str(), x.map, x.mrr, d.mean, d.low, d.high);
-    }
+    };
+    row("network (cosine)", net);
+    // With a weight of 0 the final score is the network's: its row would repeat the one above.
+    if (t.lambda > 0) row("final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap", fin);
     if (synthetic)
         std::printf("real data (SelQA, README): qa_similarity --train selqa-ass-test.tsv --eval selqa-ass-dev.tsv\n");
     if (o.plot_dir.empty()) return 0;
@@ -263,19 +261,14 @@ int main(int argc, char** argv) {
     app.add_option("--plot", o.plot_dir, "write the training curve and attention heatmaps (SVG) here");
     app.add_option("--graph", o.graph_file, "write the model's graph as Graphviz DOT");
     // Every count and size has a range: CLI11 would read -1 into a size_t as 2^64 - 1.
-    app.add_option("--epochs", o.epochs, "training epochs at most")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000));
-    app.add_option("--embed", o.model.embed, "embedding dimension")->capture_default_str()->check(CLI::Range(1, 4096));
-    app.add_option("--hidden", o.model.hidden, "LSTM size per direction")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 4096));
-    app.add_option("--dense", o.model.dense, "Dense output (attention) dimension")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 4096));
-    app.add_option("--questions", o.questions, "synthetic data: training questions")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 10000000));
+    const auto count = [&](const char* name, std::size_t& to, const char* what, int most) {
+        app.add_option(name, to, what)->capture_default_str()->check(CLI::Range(1, most));
+    };
+    count("--epochs", o.epochs, "training epochs at most", 100000);
+    count("--embed", o.model.embed, "embedding dimension", 4096);
+    count("--hidden", o.model.hidden, "LSTM size per direction", 4096);
+    count("--dense", o.model.dense, "Dense output (attention) dimension", 4096);
+    count("--questions", o.questions, "synthetic data: training questions", 10000000);
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
     app.add_option("--mpi-timeout", o.mpi_timeout,

@@ -5,14 +5,9 @@ namespace qa {
 using namespace loom;
 
 Variable log_sum_exp_attention(const Variable& embedded, const Parameter& w, Variable* weights) {
-    Variable z = times(embedded, w);
-    Variable p = placeholder({1}, "log_cumsum_exp_prev");
-    Variable prev_z_or_tiny = element_select(sequence::is_first(z), constant(-1e30), past_value(p));
-    Variable log_cumsum_exp = log_add_exp(z, prev_z_or_tiny);
-    log_cumsum_exp.replace_placeholders({{p, log_cumsum_exp}});
-    Variable attention = exp(z - sequence::broadcast_as(sequence::last(log_cumsum_exp), z));
-    if (weights) *weights = attention;
-    return sequence::reduce_sum(attention * embedded);
+    const layers::Attention attention = layers::sequence_softmax_attention(times(embedded, w), embedded);
+    if (weights) *weights = attention.weights;
+    return attention.context;
 }
 
 Tower::Tower(const ModelOptions& o, const std::string& name)

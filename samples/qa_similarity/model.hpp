@@ -17,8 +17,9 @@ struct ModelOptions {
     double listwise_scale = 10;  // the listwise loss is a softmax of scale * cosine
 };
 
-// Weights exp(z_t - log sum_s exp(z_s)), the normalizer by a log_add_exp recurrence closed through a
-// placeholder; returns sum_t weight_t * embedded_t, the weights (a sequence of [1]) to *weights.
+// Weights exp(z_t - log sum_s exp(z_s)) of z = embedded w, the normalizer by a log_add_exp recurrence
+// (layers::sequence_softmax_attention); returns sum_t weight_t * embedded_t, the weights (a sequence
+// of [1]) to *weights.
 loom::Variable log_sum_exp_attention(const loom::Variable& embedded, const loom::Parameter& w,
                                      loom::Variable* weights = nullptr);
 
