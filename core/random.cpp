@@ -86,4 +86,6 @@ Initializer constant_initializer(double value) {
     };
 }
 
+std::uint64_t dropout_threshold(double rate) { return static_cast<std::uint64_t>(std::llround(rate * 65536.0)); }
+
 }  // namespace loom

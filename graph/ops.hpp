@@ -286,6 +286,13 @@ struct AttentionOptions {
     /// none): the cache is read where it lies, not copied one row longer first. Both or neither.
     Variable step_key{};
     Variable step_value{};  ///< see step_key
+    /// Over sequences only: dropout on the weights [torch.nn.MultiheadAttention's dropout]. In
+    /// training mode (graph/mode.hpp) each weight is dropped with this probability after the
+    /// softmax and the rest scaled by 1 / (1 - dropout), a fresh mask at every evaluation; nothing
+    /// is dropped in inference mode. In [0, 1).
+    double dropout = 0.0;
+    /// The masks' seed: 0 takes one from global_rng(), as dropout()'s seed.
+    std::uint64_t seed = 0;
 };
 
 /// graph/ops/attention.cpp: multi-head scaled dot-product attention, per item and head h
@@ -299,13 +306,16 @@ struct AttentionOptions {
 ///   that are batch values (Tk may be a run-time size: a key/value cache, or sequence::unpack's
 ///   output with its mask as options.key_mask), and with options.step_key / step_value the step's
 ///   own key and value after them. The result is a batch value [Dv].
+/// With options.dropout, over sequences, the weights are dropped in training mode (backward draws the
+/// same mask again rather than keeping it).
 /// Sizes that do not divide by the heads, and every other mismatch, are a UserError naming the shapes.
 Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
                    const AttentionOptions& options = {}, const std::string& name = {});
 /// The weights attention() applies over sequences, averaged over the heads (for one head, slice
 /// the queries and keys): a sequence [Tk_max] on the queries' axis, each row item n's weights over
 /// its keys and 0 past them (Tk_max, the keys' longest sequence, is known when a batch is bound and
-/// is 0 in shape()). For pictures of what a model attends to; differentiable.
+/// is 0 in shape()). For pictures of what a model attends to; differentiable. options.dropout is not
+/// applied: the weights are those before dropout.
 Variable attention_weights(const Variable& queries, const Variable& keys, const AttentionOptions& options = {},
                            const std::string& name = {});
 

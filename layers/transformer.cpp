@@ -38,6 +38,8 @@ void check_options(const std::string& name, const TransformerOptions& o) {
     if (o.feedforward_dim == 0) throw UserError(name + ": feedforward_dim must be at least 1");
     if (!(o.dropout >= 0.0 && o.dropout < 1.0))
         throw UserError(name + ": dropout " + std::to_string(o.dropout) + " must be in [0, 1)");
+    if (!(o.attention_dropout >= 0.0 && o.attention_dropout < 1.0))
+        throw UserError(name + ": attention_dropout " + std::to_string(o.attention_dropout) + " must be in [0, 1)");
     if (!(o.epsilon > 0.0)) throw UserError(name + ": epsilon must be positive");
     if (o.activation != FeedForwardActivation::relu && o.activation != FeedForwardActivation::gelu)
         throw UserError(name + ": activation must be relu or gelu");
@@ -51,15 +53,21 @@ void check_width(const std::string& name, const Variable& x, std::size_t model_d
 }
 
 // Multi-head attention with its projections [nn.MultiheadAttention]: queries from one input, keys
-// and values from another (the same one for self-attention).
+// and values from another (the same one for self-attention); dropout on the weights in training.
 struct AttentionBlock {
     Projection q, k, v, out;
     std::size_t heads = 1;
+    double dropout = 0;
     AttentionBlock() = default;
-    AttentionBlock(std::size_t d, std::size_t h, const std::string& name)
-        : q(d, d, name + ".q"), k(d, d, name + ".k"), v(d, d, name + ".v"), out(d, d, name + ".out"), heads(h) {}
+    AttentionBlock(const TransformerOptions& o, const std::string& name)
+        : q(o.model_dim, o.model_dim, name + ".q"),
+          k(o.model_dim, o.model_dim, name + ".k"),
+          v(o.model_dim, o.model_dim, name + ".v"),
+          out(o.model_dim, o.model_dim, name + ".out"),
+          heads(o.heads),
+          dropout(o.attention_dropout) {}
     Variable operator()(const Variable& x, const Variable& kv, bool causal) const {
-        return out(attention(q(x), k(kv), v(kv), {.heads = heads, .causal = causal}));
+        return out(attention(q(x), k(kv), v(kv), {.heads = heads, .causal = causal, .dropout = dropout}));
     }
     void add_to(std::vector<Parameter>& p) const {
         for (const Projection* pr : {&q, &k, &v, &out}) pr->add_to(p);
@@ -140,7 +148,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerOptions& o, co
     State& s = *state_;
     s.name = name;
     s.options = o;
-    s.self = AttentionBlock(o.model_dim, o.heads, name + ".self_attn");
+    s.self = AttentionBlock(o, name + ".self_attn");
     s.feedforward = FeedForward(o, name);
     s.norm_self = Norm(o.model_dim, o.epsilon, name + ".norm1");
     s.norm_feedforward = Norm(o.model_dim, o.epsilon, name + ".norm2");
@@ -210,9 +218,9 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerOptions& o, bo
     s.name = name;
     s.options = o;
     s.cross_attention = cross_attention;
-    s.self = AttentionBlock(o.model_dim, o.heads, name + ".self_attn");
+    s.self = AttentionBlock(o, name + ".self_attn");
     if (cross_attention) {
-        s.cross = AttentionBlock(o.model_dim, o.heads, name + ".multihead_attn");
+        s.cross = AttentionBlock(o, name + ".multihead_attn");
         s.norm_cross = Norm(o.model_dim, o.epsilon, name + ".norm2");
     }
     s.feedforward = FeedForward(o, name);

@@ -45,6 +45,9 @@ struct TransformerOptions {
     bool norm_first = true;
     double epsilon = 1e-5;                                           ///< the layer norms' epsilon [layer_norm_eps]
     FeedForwardActivation activation = FeedForwardActivation::relu;  ///< [activation]
+    /// Dropout on the attention weights, in training mode (AttentionOptions::dropout) [PyTorch's
+    /// layers apply `dropout` here too; loom's default is 0, apart from `dropout`].
+    double attention_dropout = 0.0;
 };
 
 /// The sinusoidal encoding of positions (a [1] value of whole numbers, on any axis) as [dim]
@@ -194,14 +197,16 @@ struct TransformerLMOptions {
     std::size_t vocabulary = 0;       ///< the symbols V it reads and predicts; required [vocab_size]
     std::size_t max_positions = 256;  ///< the longest context: the learned position table's size [block_size]
     /// Each layer's sizes: width [n_embd], heads [n_head], the feed-forward width (4 x width in GPT),
-    /// dropout [dropout] (also on the embedded input), GELU, pre-norm.
+    /// dropout [dropout] (also on the embedded input; GPT's attention_dropout is the same rate),
+    /// GELU, pre-norm.
     TransformerOptions layer{.model_dim = 128,
                              .heads = 4,
                              .feedforward_dim = 512,
                              .dropout = 0.0,
                              .norm_first = true,
                              .epsilon = 1e-5,
-                             .activation = FeedForwardActivation::gelu};
+                             .activation = FeedForwardActivation::gelu,
+                             .attention_dropout = 0.0};
     /// The logits are the final layer's output times the embedding table's transpose (no bias), as
     /// GPT ties wte and lm_head; false: a projection [model_dim, V] with a bias of its own.
     bool tie_embeddings = true;

@@ -9,6 +9,10 @@
 // Backward keeps nothing from forward: it recomputes S and P per item and head, in workspace of
 // 2 * Tq * Tk, then
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) / sqrt(dk),  dQ += dS K,  dK += dS^T Q.
+// Dropout on the weights (over sequences, in training mode) multiplies P by a mask M of 0 and
+// 1 / (1 - rate) before the product with V: O = (P * M) V, so dV += (P * M)^T dO and dP = (dO V^T) * M.
+// M is decided by a stream seeded from the evaluation's seed (an input) and the item and head, so
+// backward draws the same M again instead of keeping it.
 #include <algorithm>
 #include <cmath>
 #include <experimental/simd>
@@ -21,6 +25,7 @@
 #include "core/fast_math.hpp"
 #include "core/gemm.hpp"
 #include "core/parallel.hpp"
+#include "core/random.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/kinds.hpp"
@@ -70,6 +75,28 @@ struct Rows {
     T beta() const { return assign ? T(0) : T(1); }
 };
 
+// Dropout on one item's and head's weights: which of its lq x lk weights (row-major) are dropped,
+// decided by a stream of its own (for_each_dropout), so that backward drops the same ones.
+struct WeightDrops {
+    std::uint64_t threshold = 0;  // dropout_threshold(rate); 0: nothing is dropped
+    std::uint64_t seed = 0;
+    double keep = 1;  // the kept weights' scale, 1 / (1 - rate)
+    explicit operator bool() const { return threshold != 0; }
+    // The drops of item-and-head number `block`: the seed mixed with it by splitmix64's finalizer
+    // (adding the block to the seed would give neighbouring blocks overlapping streams).
+    WeightDrops of_block(std::uint64_t block) const {
+        std::uint64_t z = block + 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return {threshold, seed ^ z ^ (z >> 31), keep};
+    }
+    template <class T>
+    void apply(T* x, std::size_t count) const {
+        const T scale = static_cast<T>(keep);
+        for_each_dropout(seed, count, threshold, [&](std::size_t i, bool kept) { x[i] = kept ? x[i] * scale : T(0); });
+    }
+};
+
 // What one item's and head's forward and backward compute, given its rows (see the file comment).
 template <class T>
 struct HeadProduct {
@@ -89,20 +116,31 @@ struct HeadProduct {
         if (dkey.data)
             gemm(true, false, lk, dk, lq, T(1), ds, lk, q.data, q.stride, dkey.beta(), dkey.data, dkey.stride);
     }
-    void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p) const {
+    void forward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> o, T* p,
+                 const WeightDrops& drops = {}) const {
         weights(q, k, p);
+        if (drops) drops.apply(p, lq * lk);
         gemm(false, false, lq, dv, lk, T(1), p, lk, v.data, v.stride, T(0), o.data, o.stride);
     }
     // Adds into (or writes) whichever of dq, dk, dv has data; work holds 2 * lq * lk.
     void backward(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<const T> dout, Rows<T> dq, Rows<T> dkey,
-                  Rows<T> dval, T* work) const {
+                  Rows<T> dval, T* work, const WeightDrops& drops = {}) const {
         T* p = work;
         T* ds = work + lq * lk;
         weights(q, k, p);
-        if (dval.data)
-            gemm(true, false, lk, dv, lq, T(1), p, lk, dout.data, dout.stride, dval.beta(), dval.data, dval.stride);
+        if (dval.data) {
+            const T* applied = p;  // the weights the values were multiplied by: P, or P * M in ds for now
+            if (drops) {
+                std::copy_n(p, lq * lk, ds);
+                drops.apply(ds, lq * lk);
+                applied = ds;
+            }
+            gemm(true, false, lk, dv, lq, T(1), applied, lk, dout.data, dout.stride, dval.beta(), dval.data,
+                 dval.stride);
+        }
         if (!dq.data && !dkey.data) return;
         gemm(false, true, lq, lk, dv, T(1), dout.data, dout.stride, v.data, v.stride, T(0), ds, lk);
+        if (drops) drops.apply(ds, lq * lk);
         weights_backward(q, k, p, ds, dq, dkey);
     }
 };
@@ -145,10 +183,12 @@ void check_sequences(const std::string& op, std::span<const TypeInfo> in, std::s
         shape_error(op, in, "causal attention needs the queries and keys on one sequence axis");
 }
 
-// Queries on one sequence axis over keys and values on another (or the same).
+// Queries on one sequence axis over keys and values on another (or the same). With dropout on the
+// weights, a fourth input is dropout_seed's value: the evaluation's seed, or 0 in inference mode.
 class SequenceAttention final : public OpBase<SequenceAttention> {
 public:
-    SequenceAttention(std::size_t heads, bool causal) : heads_(heads), causal_(causal) {}
+    SequenceAttention(std::size_t heads, bool causal, double dropout = 0)
+        : heads_(heads), causal_(causal), dropout_(dropout) {}
     std::string name() const override { return "attention"; }
     bool backward_reads_output() const override { return false; }
     // Each item's and head's block of dq, dk and dv is one product's: written where assigned.
@@ -158,20 +198,25 @@ public:
         if (in[1].axis != in[2].axis && in[1].axis.kind != Axis::Kind::Any && in[2].axis.kind != Axis::Kind::Any)
             shape_error(name(), in, "the keys and values must be on one sequence axis");
         check_heads(name(), in, in[1].shape[0], in[0].shape[0], in[2].shape[0], heads_);
+        if (in.size() == 4 && in[3].shape != Shape{dropout_seed_size})
+            shape_error(name(), in, "the dropout seed must be dropout_seed's [5]");
         return {Shape{in[2].shape[0]}, in[0].axis};
     }
 
     template <class T>
     void fwd(const OpCall<T>& c) const {
+        const WeightDrops drops = weight_drops(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
             T* p = c.work->get(h.lq * h.lk);
             h.forward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
-                      rows(c.in[2], n, head * h.dv, o.nk), rows(c.out, n, head * h.dv, o.nq), p);
+                      rows(c.in[2], n, head * h.dv, o.nk), rows(c.out, n, head * h.dv, o.nq), p,
+                      drops ? drops.of_block(n * heads_ + head) : WeightDrops{});
         });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
         if (c.assign_grad) zero_unreached(c);
+        const WeightDrops drops = weight_drops(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
             T* work = c.work->get(2 * h.lq * h.lk);
             auto grad = [&](std::size_t i, std::size_t col, std::size_t n_seq) {
@@ -182,11 +227,22 @@ public:
             };
             h.backward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
                        rows(c.in[2], n, head * h.dv, o.nk), rows(c.out_grad, n, head * h.dv, o.nq),
-                       grad(0, head * h.dk, o.nq), grad(1, head * h.dk, o.nk), grad(2, head * h.dv, o.nk), work);
+                       grad(0, head * h.dk, o.nq), grad(1, head * h.dk, o.nk), grad(2, head * h.dv, o.nk), work,
+                       drops ? drops.of_block(n * heads_ + head) : WeightDrops{});
         });
     }
 
 private:
+    // The drops this evaluation makes: none without dropout or in inference mode (the seed's last
+    // part 0), else those of the seed's four 16-bit parts (the first row's: every row holds it).
+    template <class T>
+    WeightDrops weight_drops(const OpCall<T>& c) const {
+        if (c.in.size() < 4 || !c.in[3].data || c.in[3].size() < dropout_seed_size || c.in[3].data[4] == T(0))
+            return {};
+        std::uint64_t seed = 0;
+        for (std::size_t i = 0; i < 4; ++i) seed |= static_cast<std::uint64_t>(c.in[3].data[i]) << (16 * i);
+        return {dropout_threshold(dropout_), seed, 1.0 / (1.0 - dropout_)};
+    }
     struct Offsets {
         std::size_t nq, nk;  // sequences in the queries' and in the keys' layouts (the row strides' N)
     };
@@ -234,6 +290,7 @@ private:
 
     std::size_t heads_;
     bool causal_;
+    double dropout_;
 };
 
 // The weights SequenceAttention applies, averaged over the heads: per query step a row [Tk_max]
@@ -671,6 +728,11 @@ const Node* gathered(const Variable& v) {
     return n && n->inputs[0]->type.shape.rank() == 2 ? n : nullptr;
 }
 
+void check_dropout(const AttentionOptions& options) {
+    if (!(options.dropout >= 0.0 && options.dropout < 1.0))
+        throw UserError("attention: dropout " + std::to_string(options.dropout) + " on the weights must be in [0, 1)");
+}
+
 }  // namespace
 
 Variable attention_weights(const Variable& queries, const Variable& keys, const AttentionOptions& options,
@@ -680,9 +742,19 @@ Variable attention_weights(const Variable& queries, const Variable& keys, const 
                              {queries.node(), keys.node()}, name));
 }
 
+Variable attention_dropping(const Variable& queries, const Variable& keys, const Variable& values,
+                            const AttentionOptions& options, const Variable& seed, const std::string& name) {
+    check_dropout(options);
+    std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
+    if (options.dropout > 0.0) in.push_back(seed.node());
+    return Variable(
+        apply_op(std::make_shared<const SequenceAttention>(options.heads, options.causal, options.dropout), in, name));
+}
+
 Variable attention(const Variable& queries, const Variable& keys, const Variable& values,
                    const AttentionOptions& options, const std::string& name) {
     std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
+    check_dropout(options);
     if (queries.axis().is_sequence() || keys.axis().is_sequence()) {
         if (options.key_mask)
             throw UserError(
@@ -692,8 +764,13 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
             throw UserError(
                 "attention: a step's own key and value follow a key/value cache of batch values [Tk, D], "
                 "not sequences");
-        return Variable(apply_op(std::make_shared<const SequenceAttention>(options.heads, options.causal), in, name));
+        return attention_dropping(queries, keys, values, options,
+                                  options.dropout > 0.0 ? dropout_seed(queries, options.seed) : Variable{}, name);
     }
+    if (options.dropout > 0.0)
+        throw UserError(
+            "attention: dropout on the weights is for attention over sequences (training); a query over a "
+            "memory (a generating step) takes none");
     if (options.causal)
         throw UserError(
             "attention: causal masking needs queries and keys that are sequences on one axis; a query "

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph/op.hpp"
+#include "graph/ops.hpp"
 
 namespace loom {
 
@@ -44,5 +45,17 @@ int plain_product_addends(const Op& op);
 bool is_index_select(const Op& op);
 // embedding.cpp: whether `op` is gather_rows's, whose rows attention() reads through their indices.
 bool is_gather_rows(const Op& op);
+
+// random.cpp: a seed for the dropout an op does inside itself (attention's weights): a value
+// [dropout_seed_size] on `like`'s axis, every row alike: in training mode one fresh draw of the
+// node's own generator per evaluation (seeded by `seed`; 0: from global_rng()) in four 16-bit
+// parts (exact in float), then 1; all 0 in inference mode. An op that drops from it decides the
+// same drops in forward and backward without keeping a mask.
+inline constexpr std::size_t dropout_seed_size = 5;
+Variable dropout_seed(const Variable& like, std::uint64_t seed);
+// attention.cpp: attention over sequences with dropout on its weights drawn from `seed` (a value in
+// dropout_seed's form), which a test may hold fixed from one evaluation to the next.
+Variable attention_dropping(const Variable& queries, const Variable& keys, const Variable& values,
+                            const AttentionOptions& options, const Variable& seed, const std::string& name = {});
 
 }  // namespace loom

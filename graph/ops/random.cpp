@@ -11,38 +11,11 @@
 #include "graph/mode.hpp"
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
+#include "graph/ops/kinds.hpp"
 
 namespace loom {
 
 namespace {
-
-// xoshiro256** (Blackman and Vigna 2018), its state filled from one seed by splitmix64.
-class Xoshiro256 {
-public:
-    explicit Xoshiro256(std::uint64_t seed) {
-        for (std::uint64_t& word : s_) {
-            seed += 0x9e3779b97f4a7c15ull;
-            std::uint64_t z = seed;
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-            word = z ^ (z >> 31);
-        }
-    }
-    std::uint64_t operator()() {
-        const std::uint64_t result = rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
-        s_[2] ^= s_[0];
-        s_[3] ^= s_[1];
-        s_[1] ^= s_[2];
-        s_[0] ^= s_[3];
-        s_[2] ^= t;
-        s_[3] = rotl(s_[3], 45);
-        return result;
-    }
-
-private:
-    static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-    std::uint64_t s_[4];
-};
 
 class RandomMask final : public OpBase<RandomMask> {
 public:
@@ -59,31 +32,16 @@ public:
             std::fill_n(m, n, T(1));
             return;
         }
-        // One draw of the op's generator seeds a xoshiro256** stream for this mask (the op's
-        // generator, which checkpoints keep, advances by one per forward); each 64-bit number of the
-        // stream decides four elements by its 16-bit quarters: dropped when a quarter is below
-        // rate * 2^16 (the rate rounded to 1/65536). A Bernoulli draw of mt19937_64 per element took
-        // an eighth of a Transformer's training step.
-        const T keep = static_cast<T>(1.0 / (1.0 - rate_));
-        const auto threshold = static_cast<std::uint64_t>(std::llround(rate_ * 65536.0));
+        // One draw of the op's generator (which checkpoints keep, advancing by one per forward)
+        // seeds the stream this mask's decisions come from (for_each_dropout).
         std::uint64_t seed;
         {
             std::lock_guard lock(mutex_);  // one op may be shared by graphs evaluated on several threads
             seed = rng_();
         }
-        Xoshiro256 stream(seed);
-        const auto decide = [&](std::uint64_t bits, std::size_t j) {
-            return ((bits >> (16 * j)) & 0xffffu) < threshold ? T(0) : keep;
-        };
-        std::size_t i = 0;
-        for (; i + 4 <= n; i += 4) {  // whole groups: no bound to check per element
-            const std::uint64_t bits = stream();
-            m[i] = decide(bits, 0), m[i + 1] = decide(bits, 1), m[i + 2] = decide(bits, 2), m[i + 3] = decide(bits, 3);
-        }
-        if (i < n) {
-            const std::uint64_t bits = stream();
-            for (std::size_t j = 0; i + j < n; ++j) m[i + j] = decide(bits, j);
-        }
+        const T keep = static_cast<T>(1.0 / (1.0 - rate_));
+        for_each_dropout(seed, n, dropout_threshold(rate_),
+                         [&](std::size_t i, bool kept) { m[i] = kept ? keep : T(0); });
     }
     template <class T>
     void bwd(const OpCall<T>&) const {}  // the mask does not depend on the operand's values
@@ -94,7 +52,44 @@ private:
     mutable std::mutex mutex_;
 };
 
+// dropout_seed's op (graph/ops/kinds.hpp): each forward in training mode, one draw of its
+// generator written into every row as four 16-bit parts and a 1; zeros in inference mode.
+class DropoutSeed final : public OpBase<DropoutSeed> {
+public:
+    explicit DropoutSeed(std::uint64_t seed) : rng_(seed) {}
+    std::string name() const override { return "dropout_seed"; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override { return {Shape{dropout_seed_size}, in[0].axis}; }
+    OpTraits traits() const override { return {.step_capable = false, .generator = &rng_}; }
+
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        T parts[dropout_seed_size] = {};
+        if (is_training()) {
+            std::uint64_t seed;
+            {
+                std::lock_guard lock(mutex_);
+                seed = rng_();
+            }
+            for (std::size_t i = 0; i < 4; ++i) parts[i] = static_cast<T>((seed >> (16 * i)) & 0xffffu);
+            parts[4] = T(1);
+        }
+        for (std::size_t r = 0; r + dropout_seed_size <= c.out.size(); r += dropout_seed_size)
+            std::copy_n(parts, dropout_seed_size, c.out.data + r);
+    }
+    template <class T>
+    void bwd(const OpCall<T>&) const {}
+
+private:
+    mutable Rng rng_;
+    mutable std::mutex mutex_;
+};
+
 }  // namespace
+
+Variable dropout_seed(const Variable& like, std::uint64_t seed) {
+    return Variable(
+        apply_op(std::make_shared<const DropoutSeed>(seed != 0 ? seed : global_rng()()), {like.node()}, ""));
+}
 
 Variable dropout(const Variable& a, double rate, std::uint64_t seed, const std::string& name) {
     if (!(rate >= 0.0 && rate < 1.0))

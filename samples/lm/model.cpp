@@ -24,7 +24,8 @@ Model::Model(const Settings& s, std::size_t v) : settings(s), vocabulary(v) {
                                                    .dropout = s.dropout,
                                                    .norm_first = true,
                                                    .epsilon = 1e-5,
-                                                   .activation = layers::FeedForwardActivation::gelu},
+                                                   .activation = layers::FeedForwardActivation::gelu,
+                                                   .attention_dropout = s.dropout},
                                          .tie_embeddings = true,
                                          .name = "gpt"});
         logits = gpt(symbols);

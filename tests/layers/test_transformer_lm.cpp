@@ -219,6 +219,36 @@ TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
                       {.max_elements = 30});
 }
 
+TEST_CASE("TransformerLM's attention_dropout drops weights in training only, and its generating step takes none") {
+    auto o = tiny_lm();
+    o.layer.attention_dropout = 0.5;
+    layers::TransformerLM dropping(o);
+    to_precision(dropping.parameters(), DType::f64);
+    perturb(dropping.parameters(), 12);
+    layers::TransformerLM plain(tiny_lm());  // the same parameters, no dropout
+    to_precision(plain.parameters(), DType::f64);
+    for (std::size_t i = 0; i < plain.parameters().size(); ++i)
+        plain.parameters()[i].set_value(dropping.parameters()[i].data<double>());
+    Variable x = sequence::input_variable({1}, "x");
+    const Bindings in{{x, Value::index_sequences({{3, 1, 4, 1, 5, 6}, {2, 6}})}};
+    Variable a = dropping(x), b = plain(x);
+    const Matrix inference = evaluate({a}, in)[a].sequence<double>(0);
+    CHECK(xt::allclose(inference, evaluate({b}, in)[b].sequence<double>(0), 1e-15, 1e-15));
+    {
+        const TrainingScope training;
+        const Matrix trained = evaluate({a}, in)[a].sequence<double>(0);
+        // The first step sees one key, whose weight 1 is kept (x2) or dropped: either way it differs.
+        CHECK_FALSE(xt::allclose(trained, inference, 1e-6, 1e-6));
+    }
+    // The generating step ignores attention_dropout (it is inference): greedy decoding runs.
+    const auto out =
+        layers::Generator(dropping.decoder(), {})
+            .generate({}, {.max_length = 4, .start_symbol = 2, .end_symbol = layers::no_symbol, .items = 1});
+    CHECK(out.items.at(0).at(0).symbols.size() == 4);
+    o.layer.attention_dropout = 1.0;
+    CHECK_THROWS_WITH_AS(layers::TransformerLM{o}, doctest::Contains("attention_dropout 1"), UserError);
+}
+
 TEST_CASE("TransformerLM names its parameters as GPT weights are mapped to, and refuses bad sizes") {
     layers::TransformerLM lm(tiny_lm());
     std::map<std::string, std::vector<std::size_t>> shapes;
