@@ -260,7 +260,8 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(2, 1 << 20));
     app.add_option("--batch", o.batch, "windows per iteration")->capture_default_str()->check(CLI::Range(1, 4096));
-    app.add_option("--dropout", o.sizes.dropout, "dropout rate")
+    app.add_option("--dropout", o.sizes.dropout,
+                   "dropout rate (the Transformer: on attention weights, residuals and the embedded input)")
         ->capture_default_str()
         ->check(finite_number)
         ->check(CLI::Range(0.0, 0.9));
@@ -345,11 +346,11 @@ int main(int argc, char** argv) {
         if (o.min_learning_rate > o.learning_rate)
             throw UserError("--min-learning-rate must not exceed --learning-rate");
         if (o.train_file.empty() && o.model_file.empty()) {  // the demonstration
+            // Tiny Shakespeare where the real data is (README), else the sonnets that ship here.
             o.train_file = "../shared/data/tinyshakespeare/train.txt";
-            if (!std::filesystem::exists(o.train_file))
-                throw UserError("no --train FILE, and the demonstration's text " + o.train_file +
-                                " is not here (README: the real data)");
-            o.minutes = 1, o.generate = o.generate ? o.generate : 300, o.prompt = "ROMEO:", o.temperature = 0.8;
+            o.prompt = "ROMEO:";
+            if (!std::filesystem::exists(o.train_file)) o.train_file = LM_SHIPPED_TEXT, o.prompt = "When ";
+            o.minutes = 1, o.generate = o.generate ? o.generate : 300, o.temperature = 0.8;
             o.log_every = 200;
             std::printf("a minute of training on %s, then a sample (lm --help for more)\n", o.train_file.c_str());
         }

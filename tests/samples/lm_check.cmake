@@ -4,7 +4,8 @@
 # text twice, and another seed another text; --top-k 1 is the same whatever the seed; bad input fails
 # before any work with a message naming the file, line and column or the option, and nothing on
 # stdout: a character outside the alphabet in --eval and in --prompt, --model with --train, a model
-# file cut in half, a --width the heads do not divide, a prompt as long as the context.
+# file cut in half, a --width the heads do not divide, a prompt as long as the context. The text that
+# ships for the demonstration trains with dropout (on attention weights too).
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
@@ -15,6 +16,12 @@ foreach(i RANGE 30)
 endforeach()
 file(WRITE ${dir}/text.txt "${text}")
 file(WRITE ${dir}/other.txt "to be\nor Not\n")
+
+execute_process(COMMAND ${SAMPLE} --train ${SONNETS} --layers 1 --heads 2 --width 8 --block 16 --batch 4
+  --iterations 3 --dropout 0.3 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "eval held-out: [0-9.]+ nats per character")
+  message(FATAL_ERROR "the shipped sonnets with --dropout 0.3 did not train (${rc}): ${out} ${err}")
+endif()
 
 foreach(arch transformer lstm)
   set(tiny --train ${dir}/text.txt --architecture ${arch} --layers 1 --heads 2 --width 8 --block 16 --batch 4
