@@ -134,6 +134,16 @@ struct GenerateOptions {
     std::size_t items = 0;
 };
 
+/// What a generation starts from, each part by name and each optional (Generator::generate):
+/// `generate(options)` for options.items items of a decoder-only model, `generate(options,
+/// {.prompts = p})`, `generate(options, {.memory = m, .initial_states = s})`.
+struct GenerationInputs {
+    std::vector<Value> memory = {};          ///< one batch Value per memory input
+    std::vector<Value> initial_states = {};  ///< empty (zeros), or one batch Value per state
+    /// Empty, or one per item: symbols fed after the start symbol before the item's search begins.
+    std::vector<std::vector<std::size_t>> prompts = {};
+};
+
 /// One generated output of an item.
 struct Hypothesis {
     std::vector<std::size_t> symbols;  ///< the emitted symbols, without the end symbol
@@ -208,6 +218,9 @@ public:
     Generated generate(const std::vector<Value>& memory, const GenerateOptions& options,
                        const std::vector<Value>& initial_states = {},
                        const std::vector<std::vector<std::size_t>>& prompts = {});
+    /// The same with every input named (no positional empties): generate(inputs.memory, options,
+    /// inputs.initial_states, inputs.prompts).
+    Generated generate(const GenerateOptions& options, const GenerationInputs& inputs = {});
     /// The same for a generator made over an encoder's outputs: runs the encoder on `source` (a
     /// Value for each input the memory is computed from), then generates from its memory. A
     /// UserError for a generator made over memory inputs.

@@ -213,6 +213,10 @@ Generator& Generator::operator=(Generator&&) noexcept = default;
 
 std::size_t Generator::vocabulary() const { return state_->vocabulary; }
 
+Generated Generator::generate(const GenerateOptions& options, const GenerationInputs& inputs) {
+    return generate(inputs.memory, options, inputs.initial_states, inputs.prompts);
+}
+
 Generated Generator::generate(const std::vector<Value>& memory, const GenerateOptions& o,
                               const std::vector<Value>& initial_states,
                               const std::vector<std::vector<std::size_t>>& prompts) {

@@ -67,7 +67,11 @@ struct AttentionBlock {
           heads(o.heads),
           dropout(o.attention_dropout) {}
     Variable operator()(const Variable& x, const Variable& kv, bool causal) const {
-        return out(attention(q(x), k(kv), v(kv), {.heads = heads, .causal = causal, .dropout = dropout}));
+        return attend(q(x), k(kv), v(kv), causal);
+    }
+    // Over queries, keys and values already projected.
+    Variable attend(const Variable& queries, const Variable& keys, const Variable& values, bool causal) const {
+        return out(attention(queries, keys, values, {.heads = heads, .causal = causal, .dropout = dropout}));
     }
     void add_to(std::vector<Parameter>& p) const {
         for (const Projection* pr : {&q, &k, &v, &out}) pr->add_to(p);
@@ -231,18 +235,30 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerOptions& o, bo
 bool TransformerDecoderLayer::has_cross_attention() const { return state_->cross_attention; }
 
 Variable TransformerDecoderLayer::operator()(const Variable& x, const Variable& memory) const {
+    return forward(x, memory, false).output;
+}
+
+TransformerOutput TransformerDecoderLayer::forward(const Variable& x, const Variable& memory, bool need_weights) const {
     const State& s = *state_;
     check_width(s.name, x, s.options.model_dim);
     if (!x.axis().is_sequence()) throw UserError(s.name + ": the input " + x.label() + " must be a sequence");
     if (s.cross_attention != static_cast<bool>(memory))
         throw UserError(s.name + (s.cross_attention ? ": attends over an encoder; give its output as memory"
                                                     : ": has no cross-attention (made decoder-only); give no memory"));
+    TransformerOutput out;
     Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, true); });
     if (s.cross_attention) {
         check_width(s.name, memory, s.options.model_dim, "memory");
-        h = residual(h, s.norm_cross, s.options, [&](const Variable& y) { return s.cross(y, memory, false); });
+        h = residual(h, s.norm_cross, s.options, [&](const Variable& y) {
+            // The weights read the very queries and keys the attention reads: one graph.
+            Variable queries = s.cross.q(y), keys = s.cross.k(memory);
+            if (need_weights)
+                out.cross_attention_weights.push_back(attention_weights(queries, keys, {.heads = s.options.heads}));
+            return s.cross.attend(queries, keys, s.cross.v(memory), false);
+        });
     }
-    return residual(h, s.norm_feedforward, s.options, s.feedforward);
+    out.output = residual(h, s.norm_feedforward, s.options, s.feedforward);
+    return out;
 }
 
 CrossMemory TransformerDecoderLayer::cross_memory(const Variable& memory) const {
@@ -303,98 +319,53 @@ std::vector<Parameter> TransformerDecoderLayer::parameters() const {
     return p;
 }
 
-// ---- the whole decoder ----
+// ---- the decoder stack ----
 
 struct TransformerDecoder::State {
     std::string name;
     TransformerOptions options;
-    std::size_t vocabulary = 0;
     bool cross_attention = true;
-    PositionalEncoding positions = PositionalEncoding::sinusoidal;
-    bool scale_embedding = true;   // the embedded symbols times sqrt(model_dim), as Vaswani et al.
-    bool tie_embeddings = false;   // the logits are h times the embedding table's transpose, as GPT's
-    double embedding_dropout = 0;  // on the embedded symbols plus positions, as GPT's
-    Parameter table;
-    Layer learned_positions;
     std::vector<TransformerDecoderLayer> layers;
     Norm final_norm;
-    Projection project;
 
-    // The embedded symbols plus their positions' encoding.
-    Variable embed(const Variable& symbols, const Variable& position) const {
-        Variable x = embedding(symbols, table);
-        if (scale_embedding) x = x * constant(std::sqrt(static_cast<double>(options.model_dim)));
-        x = x + (positions == PositionalEncoding::learned
-                     ? learned_positions(position)
-                     : sinusoidal_positional_encoding(position, options.model_dim));
-        return dropout(x, embedding_dropout);
-    }
-    Variable logits(const Variable& h) const {
-        Variable normed = options.norm_first ? final_norm(h) : h;
-        return tie_embeddings ? times_transpose(normed, table) : project(normed);
-    }
-    // The sizes every decoder model refuses, before any parameter is made.
-    void check(std::size_t count) const {
-        if (count == 0) throw UserError(name + ": needs at least one layer");
-        if (vocabulary == 0) throw UserError(name + ": the vocabulary must hold at least one symbol");
-        check_options(name, options);
-    }
-    // Every layer and the final norm; the table and projection are made by the caller.
-    void make_layers(std::size_t count) {
-        for (std::size_t i = 0; i < count; ++i)
-            layers.emplace_back(options, cross_attention, name + ".layers." + std::to_string(i));
-        if (options.norm_first) final_norm = Norm(options.model_dim, options.epsilon, name + ".norm");
-    }
+    Variable finish(const Variable& h) const { return options.norm_first ? final_norm(h) : h; }
 };
 
-TransformerDecoder::TransformerDecoder(std::size_t layers, std::size_t vocabulary, const TransformerOptions& o,
-                                       bool cross_attention, PositionalEncoding positions, std::size_t max_positions,
+TransformerDecoder::TransformerDecoder(std::size_t layers, const TransformerOptions& o, bool cross_attention,
                                        const std::string& name)
     : state_(std::make_shared<State>()) {
+    if (layers == 0) throw UserError(name + ": needs at least one layer");
+    check_options(name, o);
     State& s = *state_;
     s.name = name;
     s.options = o;
-    s.vocabulary = vocabulary;
     s.cross_attention = cross_attention;
-    s.positions = positions;
-    s.check(layers);
-    s.table = parameter(Shape{vocabulary, o.model_dim}, normal(1.0 / std::sqrt(static_cast<double>(o.model_dim))),
-                        name + ".embedding");
-    if (positions == PositionalEncoding::learned)
-        s.learned_positions = LearnedPositionalEncoding(max_positions, o.model_dim, name + ".positions");
-    else if (o.model_dim % 2 != 0)
-        throw UserError(name + ": sinusoidal positions need an even model_dim, not " + std::to_string(o.model_dim));
-    s.make_layers(layers);
-    s.project = Projection(o.model_dim, vocabulary, name + ".project");
+    for (std::size_t i = 0; i < layers; ++i)
+        s.layers.emplace_back(o, cross_attention, name + ".layers." + std::to_string(i));
+    if (o.norm_first) s.final_norm = Norm(o.model_dim, o.epsilon, name + ".norm");
 }
 
-TransformerDecoder::TransformerDecoder(std::shared_ptr<State> state) : state_(std::move(state)) {}
-
-Variable TransformerDecoder::operator()(const Variable& previous_symbols, const Variable& memory) const {
-    const State& s = *state_;
-    if (!previous_symbols.axis().is_sequence() || !(previous_symbols.shape() == Shape{1}))
-        throw UserError(s.name + ": the previous symbols must be a sequence of ids [1], not " +
-                        previous_symbols.label() + " of " + previous_symbols.shape().str());
-    Variable h = s.embed(previous_symbols, sequence_positions(previous_symbols));
-    for (const auto& layer : s.layers) h = layer(h, memory);
-    return s.logits(h);
+Variable TransformerDecoder::operator()(const Variable& x, const Variable& memory) const {
+    return forward(x, memory, false).output;
 }
 
-Variable TransformerDecoder::cross_attention_weights(const Variable& previous_symbols, const Variable& memory,
-                                                     std::size_t layer) const {
+TransformerOutput TransformerDecoder::forward(const Variable& x, const Variable& memory, bool need_weights) const {
     const State& s = *state_;
-    if (layer >= s.layers.size())
-        throw UserError(s.name + ": no layer " + std::to_string(layer) + " (it has " + std::to_string(s.layers.size()) +
-                        ")");
-    Variable h = s.embed(previous_symbols, sequence_positions(previous_symbols));
-    for (std::size_t i = 0; i < layer; ++i) h = s.layers[i](h, memory);
-    return s.layers[layer].cross_attention_weights(h, memory);
+    TransformerOutput out{x};
+    for (const auto& layer : s.layers) {
+        TransformerOutput o = layer.forward(out.output, memory, need_weights);
+        out.output = o.output;
+        out.cross_attention_weights.insert(out.cross_attention_weights.end(), o.cross_attention_weights.begin(),
+                                           o.cross_attention_weights.end());
+    }
+    out.output = s.finish(out.output);
+    return out;
 }
 
 std::vector<Variable> TransformerDecoder::memory(const Variable& encoder_output) const {
     std::vector<Variable> m;
+    if (!state_->cross_attention) return m;
     for (const auto& layer : state_->layers) {
-        if (!layer.has_cross_attention()) break;
         CrossMemory c = layer.cross_memory(encoder_output);
         m.insert(m.end(), {c.keys, c.values, c.mask});
     }
@@ -414,81 +385,32 @@ std::vector<Variable> TransformerDecoder::memory_inputs() const {
     return m;
 }
 
-Decoder TransformerDecoder::decoder() const {
-    std::shared_ptr<const State> s = state_;
-    // The position, then each layer's keys and values, appended a row per step.
-    std::vector<Shape> shapes{Shape{1}};
-    std::vector<StateUpdate> updates{StateUpdate::replace};
-    for (std::size_t i = 0; i < s->layers.size(); ++i) {
-        shapes.push_back(Shape{any_size, s->options.model_dim});
-        shapes.push_back(Shape{any_size, s->options.model_dim});
-        updates.insert(updates.end(), 2, StateUpdate::append);
+Variable TransformerDecoder::step(const Variable& x, std::vector<KeyValueCache>& caches,
+                                  const std::vector<Variable>& memory) const {
+    const State& s = *state_;
+    const std::size_t n = s.layers.size(), memory_size = s.cross_attention ? 3 * n : 0;
+    if (caches.size() != n || memory.size() != memory_size)
+        throw UserError(s.name + ": a step takes " + std::to_string(n) + " caches and " + std::to_string(memory_size) +
+                        " memory inputs, not " + std::to_string(caches.size()) + " and " +
+                        std::to_string(memory.size()));
+    Variable h = x;
+    for (std::size_t i = 0; i < n; ++i) {
+        CrossMemory cross;
+        if (s.cross_attention) cross = {memory[3 * i], memory[3 * i + 1], memory[3 * i + 2]};
+        h = s.layers[i].step(h, caches[i], cross);
     }
-    auto step = [s](const Variable& previous, const std::vector<Variable>& states,
-                    const std::vector<Variable>& memory) -> DecoderOutput {
-        const std::size_t n = s->layers.size();
-        if (states.size() != 1 + 2 * n || memory.size() != (s->cross_attention ? 3 * n : 0))
-            throw UserError(s->name + ": the step takes 1 + 2 x " + std::to_string(n) + " states and " +
-                            std::to_string(s->cross_attention ? 3 * n : 0) + " memory inputs, not " +
-                            std::to_string(states.size()) + " and " + std::to_string(memory.size()));
-        const Variable& position = states[0];
-        Variable h = s->embed(previous, position);
-        std::vector<Variable> next{position + constant(1.0)};
-        for (std::size_t i = 0; i < n; ++i) {
-            KeyValueCache cache{states[1 + 2 * i], states[2 + 2 * i]};
-            CrossMemory cross;
-            if (s->cross_attention) cross = {memory[3 * i], memory[3 * i + 1], memory[3 * i + 2]};
-            h = s->layers[i].step(h, cache, cross);
-            next.push_back(cache.step_keys);
-            next.push_back(cache.step_values);
-        }
-        return {s->logits(h), next};
-    };
-    return Decoder(step, shapes, updates);
+    return s.finish(h);
 }
+
+std::size_t TransformerDecoder::layers() const { return state_->layers.size(); }
+
+bool TransformerDecoder::has_cross_attention() const { return state_->cross_attention; }
 
 std::vector<Parameter> TransformerDecoder::parameters() const {
-    const State& s = *state_;
-    std::vector<Parameter> p{s.table};
-    if (s.positions == PositionalEncoding::learned) append_unique(p, s.learned_positions.parameters());
-    for (const auto& layer : s.layers) append_unique(p, layer.parameters());
-    if (s.options.norm_first) s.final_norm.add_to(p);
-    if (!s.tie_embeddings) s.project.add_to(p);
+    std::vector<Parameter> p;
+    for (const auto& layer : state_->layers) append_unique(p, layer.parameters());
+    if (state_->options.norm_first) state_->final_norm.add_to(p);
     return p;
 }
-
-// ---- the decoder-only language model ----
-
-std::shared_ptr<TransformerDecoder::State> TransformerLM::gpt_state(const TransformerLMOptions& o) {
-    auto s = std::make_shared<TransformerDecoder::State>();
-    s->name = o.name;
-    s->options = o.layer;
-    s->vocabulary = o.vocabulary;
-    s->cross_attention = false;
-    s->positions = PositionalEncoding::learned;
-    s->scale_embedding = false;
-    s->tie_embeddings = o.tie_embeddings;
-    s->embedding_dropout = o.layer.dropout;
-    s->check(o.layers);
-    if (o.max_positions == 0) throw UserError(o.name + ": max_positions must be at least 1");
-    s->make_layers(o.layers);
-    s->table = parameter(Shape{o.vocabulary, o.layer.model_dim}, normal(0.02), o.name + ".embedding");
-    s->learned_positions = LearnedPositionalEncoding(o.max_positions, o.layer.model_dim, o.name + ".positions");
-    if (!o.tie_embeddings) s->project = Projection(o.layer.model_dim, o.vocabulary, o.name + ".project");
-    return s;
-}
-
-TransformerLM::TransformerLM(const TransformerLMOptions& o) : options_(o), model_(gpt_state(o)) {}
-
-Variable TransformerLM::operator()(const Variable& symbols) const {
-    if (!symbols.axis().is_sequence() || !(symbols.shape() == Shape{1}))
-        throw UserError(options_.name + ": the symbols must be a sequence of ids [1], not " + symbols.label() + " of " +
-                        symbols.shape().str());
-    return model_(symbols);
-}
-
-Decoder TransformerLM::decoder() const { return model_.decoder(); }
-
-std::vector<Parameter> TransformerLM::parameters() const { return model_.parameters(); }
 
 }  // namespace loom::layers

@@ -6,21 +6,26 @@
 /// parameters:
 /// - teacher forcing (TransformerDecoder::operator()): every target step at once, the causal mask
 ///   instead of a loop, so training runs in parallel over the steps;
-/// - one generating step (TransformerDecoder::decoder(), for Generator): it reads each layer's
+/// - one generating step (the models' decoder(), for Generator): it reads each layer's
 ///   key/value cache ([t, model_dim], the keys and values of the steps before, which the Generator
 ///   keeps as pages and hands over as gather_rows of them), attends over it and this step's own key
 ///   and value, and returns the logits and only this step's rows of each cache
 ///   (StateUpdate::append), which the Generator stores once: no step copies a cache. The
 ///   cross-attention's keys and values of the encoder's output are computed once per source
 ///   (TransformerDecoder::memory).
-/// Names follow PyTorch's nn.Transformer*Layer where one exists (in brackets below).
+/// The layers and stacks are PyTorch's nn.Transformer{Encoder,Decoder}{Layer,}; the models own
+/// embeddings, positions and the output projection: Seq2SeqTransformer (both sides, the PyTorch
+/// tutorial's) and TransformerLM (decoder-only, GPT's), each saved with its architecture and read
+/// back in one call. Names follow PyTorch's where one exists (in brackets below).
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "layers/decoder.hpp"
 #include "layers/layer.hpp"
+#include "training/model_file.hpp"
 
 namespace loom::layers {
 
@@ -30,14 +35,24 @@ enum class FeedForwardActivation {
     gelu   ///< x Phi(x) (loom::gelu, the exact form), GPT's
 };
 
-/// Sizes and options of a Transformer's layers. PyTorch's name of each is in brackets; where the
-/// defaults differ, the comment says so.
+/// How a Transformer model encodes the positions of its symbols.
+enum class PositionalEncoding {
+    sinusoidal,  ///< sin and cos of the position at geometric frequencies (Vaswani et al.)
+    learned      ///< a learned table of max_positions rows (GPT's)
+};
+
+/// Every setting of a Transformer: its layers, stacks and models read the fields that concern them.
+/// PyTorch's name of each is in brackets (nn.Transformer*, or the tutorial's Seq2SeqTransformer and
+/// nanoGPT's GPTConfig for what nn.Transformer does not hold); where the defaults differ, the comment
+/// says so. The first four fields keep their order, so `{model_dim, heads, feedforward_dim, dropout}`
+/// reads as before; set the others by name.
 struct TransformerOptions {
-    std::size_t model_dim = 256;         ///< the width of every layer's input and output [d_model]
-    std::size_t heads = 4;               ///< attention heads; must divide model_dim [nhead]
-    std::size_t feedforward_dim = 1024;  ///< the feed-forward block's inner width [dim_feedforward]
-    /// Dropout on the attention and feed-forward outputs before each residual sum, and inside the
-    /// feed-forward block [dropout]; active in training mode only (graph/mode.hpp).
+    std::size_t model_dim = 256;         ///< the width of every layer's input and output [d_model; 512]
+    std::size_t heads = 4;               ///< attention heads; must divide model_dim [nhead; 8]
+    std::size_t feedforward_dim = 1024;  ///< the feed-forward block's inner width [dim_feedforward; 2048]
+    /// Dropout on the attention and feed-forward outputs before each residual sum, inside the
+    /// feed-forward block, and on a model's embedded symbols plus positions [dropout]; active in
+    /// training mode only (graph/mode.hpp).
     double dropout = 0.1;
     /// Layer norm before each block, inside the residual branch (pre-norm; a stack then ends with a
     /// final norm), or after each residual sum (false: post-norm, the original) [norm_first; PyTorch's
@@ -45,9 +60,30 @@ struct TransformerOptions {
     bool norm_first = true;
     double epsilon = 1e-5;                                           ///< the layer norms' epsilon [layer_norm_eps]
     FeedForwardActivation activation = FeedForwardActivation::relu;  ///< [activation]
-    /// Dropout on the attention weights, in training mode (AttentionOptions::dropout) [PyTorch's
-    /// layers apply `dropout` here too; loom's default is 0, apart from `dropout`].
+    /// Dropout on the attention weights, in training mode (AttentionOptions::dropout)
+    /// [MultiheadAttention's dropout; PyTorch's layers apply their one `dropout` here too, loom's
+    /// default is 0 apart from `dropout`].
     double attention_dropout = 0.0;
+    /// The encoder's layers in a Seq2SeqTransformer [num_encoder_layers; 6].
+    std::size_t encoder_layers = 6;
+    /// The decoder's layers in a Seq2SeqTransformer and a TransformerLM [num_decoder_layers; 6; GPT's n_layer].
+    std::size_t decoder_layers = 6;
+    /// A model's positions: sinusoidal (Vaswani et al.) or a learned table (GPT's) [the tutorial's
+    /// PositionalEncoding is sinusoidal].
+    PositionalEncoding positions = PositionalEncoding::sinusoidal;
+    /// A model's longest sequence with learned positions: the table's rows [GPT's block_size].
+    std::size_t max_positions = 512;
+    /// A model's logits are the decoder's output times the target embedding's transpose (no bias),
+    /// as GPT ties wte and lm_head; false: a projection [model_dim, V] with a bias of its own
+    /// [the tutorial's `generator`].
+    bool tie_embeddings = false;
+    /// A model's embedded symbols are multiplied by sqrt(model_dim) and drawn from N(0, 1/model_dim),
+    /// as Vaswani et al. and the tutorial's TokenEmbedding; false: not scaled, drawn from
+    /// N(0, 0.02^2), as GPT.
+    bool scale_embedding = true;
+    /// A model's prefix of its parameters' names; empty: "transformer" (Seq2SeqTransformer) or
+    /// "lm" (TransformerLM). The layers and stacks take their names as an argument.
+    std::string name = {};
 };
 
 /// The sinusoidal encoding of positions (a [1] value of whole numbers, on any axis) as [dim]
@@ -114,6 +150,15 @@ struct CrossMemory {
     Variable mask;    ///< [T_max]: 1 on the item's source steps, 0 on its padding
 };
 
+/// What a decoder's forward returns [PyTorch's (output, weights) with need_weights].
+struct TransformerOutput {
+    Variable output;  ///< a layer's or stack's output [model_dim], or a model's logits [V]
+    /// With need_weights, each decoder layer's cross-attention weights (the mean of its heads), a
+    /// sequence [T_max source] on the targets' axis (0 past each item's source), first layer first,
+    /// computed in the same graph as `output` from the same queries and keys; else empty.
+    std::vector<Variable> cross_attention_weights = {};
+};
+
 /// One decoder layer: causal self-attention, cross-attention over an encoder's output (unless made
 /// without), and the feed-forward block, each with its residual and layer norm
 /// [nn.TransformerDecoderLayer].
@@ -131,7 +176,11 @@ public:
     CrossMemory cross_memory(const Variable& memory) const;
     /// The cross-attention's weights (attention_weights: the mean of the heads) at every step of x
     /// over memory, as operator()(x, memory) computes them: a sequence [T_max source] on x's axis.
+    /// A graph of its own; forward() gives them from the layer's graph.
     Variable cross_attention_weights(const Variable& x, const Variable& memory) const;
+    /// operator()(x, memory), and with need_weights the cross-attention's weights from the same
+    /// graph (TransformerOutput::cross_attention_weights, one) [need_weights].
+    TransformerOutput forward(const Variable& x, const Variable& memory, bool need_weights = true) const;
     /// One generating step.
     /// \param x  this step's input, a batch value [model_dim]
     /// \param cache  the keys and values of the steps before; on return, with this step's appended
@@ -148,97 +197,143 @@ private:
     std::shared_ptr<State> state_;
 };
 
-/// How a TransformerDecoder encodes positions.
-enum class PositionalEncoding { sinusoidal, learned };
-
-/// A whole decoder: the target embedding (times sqrt(model_dim)) plus positional encoding, `layers`
-/// decoder layers, a final layer norm with pre-norm, and the projection to the vocabulary.
+/// `layers` decoder layers, and with pre-norm a final layer norm [nn.TransformerDecoder]: over an
+/// embedded target sequence, all steps at once under the causal mask (teacher forcing), or one
+/// generating step over each layer's key/value cache.
 class TransformerDecoder {
 public:
-    /// \param layers  decoder layers
-    /// \param vocabulary  output symbols V (the ids of the previous symbols too)
-    /// \param options  the layers' sizes
-    /// \param cross_attention  false: decoder-only (no encoder)
-    /// \param positions  sinusoidal, or learned (a table of max_positions)
-    /// \param max_positions  the learned table's size (positions 0 .. max_positions - 1)
-    /// \param name  prefix of the parameters' names
-    TransformerDecoder(std::size_t layers, std::size_t vocabulary, const TransformerOptions& options,
-                       bool cross_attention = true, PositionalEncoding positions = PositionalEncoding::sinusoidal,
-                       std::size_t max_positions = 512, const std::string& name = "TransformerDecoder");
-    /// Teacher forcing: the logits [V] at every step of `previous_symbols` (a sequence of ids [1]:
-    /// the start symbol, then the targets but the last), attending over `memory` (the encoder's
-    /// output, a sequence [model_dim]; empty when decoder-only).
-    Variable operator()(const Variable& previous_symbols, const Variable& memory = {}) const;
-    /// The cross-attention weights of decoder layer `layer` (0 first), the mean of its heads, at
-    /// every step of the teacher-forced graph: a sequence [T_max source] on previous_symbols' axis.
-    Variable cross_attention_weights(const Variable& previous_symbols, const Variable& memory, std::size_t layer) const;
+    /// Makes every layer's parameters (name.layers.i.*, name.norm); cross_attention false: a
+    /// decoder-only stack (no encoder).
+    TransformerDecoder(std::size_t layers, const TransformerOptions& options, bool cross_attention = true,
+                       const std::string& name = "TransformerDecoder");
+    /// Teacher forcing.
+    /// \param x  a sequence [model_dim] (the embedded targets)
+    /// \param memory  the encoder's output, a sequence [model_dim] on the source axis (empty
+    ///   without cross-attention)
+    /// \return a sequence [model_dim] on x's axis
+    Variable operator()(const Variable& x, const Variable& memory = {}) const;
+    /// operator()(x, memory), and with need_weights every layer's cross-attention weights from the
+    /// same graph [need_weights].
+    TransformerOutput forward(const Variable& x, const Variable& memory, bool need_weights = true) const;
     /// The values a generating step reads as its memory, computed from the encoder's output (a
     /// sequence [model_dim]): each layer's CrossMemory keys, values and mask, in that order. Evaluate
     /// them once per batch of sources and hand them to Generator::generate. Empty when decoder-only.
     std::vector<Variable> memory(const Variable& encoder_output) const;
     /// Batch inputs of the same shapes (any_size steps), for Generator's memory_inputs.
     std::vector<Variable> memory_inputs() const;
-    /// The generating step as a Decoder: states [position [1], then per layer keys and values
-    /// [any_size, model_dim]], the caches growing one row a step from empty; memory: memory_inputs().
-    Decoder decoder() const;
-    /// \return every parameter: embedding, layers, norm, projection.
+    /// One generating step through every layer.
+    /// \param x  this step's input, a batch value [model_dim]
+    /// \param caches  one per layer: the keys and values of the steps before; on return, with this
+    ///   step's appended (KeyValueCache::step_keys, step_values)
+    /// \param memory  memory_inputs()'s values (empty when decoder-only)
+    /// \return this step's output, a batch value [model_dim] (after the final norm with pre-norm)
+    Variable step(const Variable& x, std::vector<KeyValueCache>& caches,
+                  const std::vector<Variable>& memory = {}) const;
+    /// \return the number of layers.
+    std::size_t layers() const;
+    /// \return whether the layers attend over an encoder.
+    bool has_cross_attention() const;
+    /// \return every layer's parameters and the final norm's.
     std::vector<Parameter> parameters() const;
 
 private:
-    friend class TransformerLM;
     struct State;
-    explicit TransformerDecoder(std::shared_ptr<State> state);
     std::shared_ptr<State> state_;
 };
 
-/// A decoder-only Transformer language model's settings, GPT's shape (nanoGPT's names in brackets).
-struct TransformerLMOptions {
-    std::size_t layers = 4;           ///< decoder layers [n_layer]
-    std::size_t vocabulary = 0;       ///< the symbols V it reads and predicts; required [vocab_size]
-    std::size_t max_positions = 256;  ///< the longest context: the learned position table's size [block_size]
-    /// Each layer's sizes: width [n_embd], heads [n_head], the feed-forward width (4 x width in GPT),
-    /// dropout [dropout] (also on the embedded input; GPT's attention_dropout is the same rate),
-    /// GELU, pre-norm.
-    TransformerOptions layer{.model_dim = 128,
-                             .heads = 4,
-                             .feedforward_dim = 512,
-                             .dropout = 0.0,
-                             .norm_first = true,
-                             .epsilon = 1e-5,
-                             .activation = FeedForwardActivation::gelu,
-                             .attention_dropout = 0.0};
-    /// The logits are the final layer's output times the embedding table's transpose (no bias), as
-    /// GPT ties wte and lm_head; false: a projection [model_dim, V] with a bias of its own.
-    bool tie_embeddings = true;
-    std::string name = "lm";  ///< prefix of the parameters' names
+/// An encoder-decoder Transformer that owns both sides [the PyTorch tutorial's Seq2SeqTransformer:
+/// nn.Transformer plus its embeddings and output projection]: source symbols embedded plus their
+/// positions (dropout) through a TransformerEncoder of options.encoder_layers; target symbols
+/// likewise through a TransformerDecoder of options.decoder_layers attending over the encoder's
+/// output; then the logits over the target vocabulary. Parameters: name.source_embedding,
+/// name.target_embedding, name.source_positions.table and name.target_positions.table (learned
+/// positions), name.encoder.*, name.decoder.* (as the stacks'), name.project without tying.
+class Seq2SeqTransformer {
+public:
+    /// Makes every parameter; a UserError for a size of 0, heads that do not divide the width, or
+    /// sinusoidal positions of an odd width.
+    Seq2SeqTransformer(std::size_t source_vocabulary, std::size_t target_vocabulary, const TransformerOptions& options);
+    /// The encoder's output for `source` (a sequence of ids [1]): a sequence [model_dim] on its axis.
+    Variable encode(const Variable& source) const;
+    /// Teacher forcing: the logits [V] at every step of `previous_symbols` (a sequence of ids [1]:
+    /// the start symbol, then the targets but the last) attending over `encoded` (encode()'s output).
+    Variable decode(const Variable& previous_symbols, const Variable& encoded) const;
+    /// decode(previous_symbols, encode(source)).
+    Variable operator()(const Variable& source, const Variable& previous_symbols) const;
+    /// decode(), and with need_weights every decoder layer's cross-attention weights from the same
+    /// graph as the logits [need_weights].
+    TransformerOutput forward(const Variable& previous_symbols, const Variable& encoded,
+                              bool need_weights = true) const;
+    /// The generating step's memory computed from encode()'s output (TransformerDecoder::memory).
+    std::vector<Variable> memory(const Variable& encoded) const;
+    /// The generating step as a Decoder: states [position [1], then per layer keys and values
+    /// [any_size, model_dim]], the caches growing one row a step from empty; for a Generator made
+    /// over memory(encoded) (or over memory_inputs()).
+    Decoder decoder() const;
+    /// Batch inputs of memory()'s shapes, for a Generator made over memory inputs.
+    std::vector<Variable> memory_inputs() const;
+    /// \return every parameter: embeddings, positions, encoder, decoder (and projection).
+    std::vector<Parameter> parameters() const;
+    /// \return the options it was made with (name filled in).
+    const TransformerOptions& options() const;
+    /// \return the source and the target vocabularies' sizes.
+    std::size_t source_vocabulary() const;
+    std::size_t target_vocabulary() const;  ///< see source_vocabulary
+
+    /// Writes the model to `path` as a model file (training/model_file.hpp) of kind
+    /// "seq2seq_transformer": its parameters, its options and vocabularies in a "transformer"
+    /// record, and the caller's `records` (a vocabulary's symbols, anything a program needs besides).
+    void save(const std::string& path, const std::map<std::string, std::string>& records = {}) const;
+    /// A model as save() wrote it, its parameters set: the options come from the file. A DataError
+    /// for a file that is not such a model (its records and parameters checked before any
+    /// parameter is made).
+    static Seq2SeqTransformer load(const std::string& path);
+    /// The same from a file already read (its records are the caller's too).
+    static Seq2SeqTransformer load(const ModelFile& file);
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
 };
 
-/// A decoder-only Transformer language model (GPT; nanoGPT's model.py): token embedding [V, d]
-/// (normal, std 0.02) plus a learned position table [max_positions, d], dropout, `layers` decoder
-/// layers of causal self-attention (no cross-attention), a final layer norm and the logits over
-/// the vocabulary. Parameters: name.embedding, name.positions.table, name.layers.i.* (as
+/// A decoder-only Transformer language model: target symbols embedded plus their positions
+/// (dropout), a TransformerDecoder of options.decoder_layers without cross-attention, and the logits
+/// over the vocabulary. GPT (nanoGPT's model.py) is `{.model_dim = n_embd, .heads = n_head,
+/// .feedforward_dim = 4 * n_embd, .dropout, .activation = FeedForwardActivation::gelu,
+/// .attention_dropout = dropout, .decoder_layers = n_layer, .positions = PositionalEncoding::learned,
+/// .max_positions = block_size, .tie_embeddings = true, .scale_embedding = false}`. Parameters:
+/// name.embedding, name.positions.table (learned positions), name.layers.i.* (as
 /// TransformerDecoderLayer's: self_attn.{q,k,v,out}.{W,b}, linear1, linear2, norm1, norm3),
 /// name.norm, and name.project without tying.
 class TransformerLM {
 public:
-    /// Makes every parameter; a UserError for a size of 0 or heads that do not divide the width.
-    explicit TransformerLM(const TransformerLMOptions& options);
+    /// Makes every parameter; a UserError for a size of 0, heads that do not divide the width, or
+    /// sinusoidal positions of an odd width.
+    TransformerLM(std::size_t vocabulary, const TransformerOptions& options);
     /// The logits [V] at every step of `symbols` (a sequence of ids [1]), each from the symbols up
-    /// to its own (causal). A sequence longer than max_positions is a UserError when it is bound.
+    /// to its own (causal). With learned positions, a sequence longer than max_positions is a
+    /// UserError when it is bound.
     Variable operator()(const Variable& symbols) const;
-    /// The generating step as a Decoder (TransformerDecoder::decoder(): states the position, then
-    /// each layer's key/value cache), for Generator with no memory.
+    /// The generating step as a Decoder (states: the position, then each layer's key/value cache),
+    /// for a Generator with no memory.
     Decoder decoder() const;
     /// \return every parameter: embedding, positions, layers, final norm (and projection).
     std::vector<Parameter> parameters() const;
-    /// \return the options it was made with.
-    const TransformerLMOptions& options() const { return options_; }
+    /// \return the options it was made with (name filled in).
+    const TransformerOptions& options() const;
+    /// \return the vocabulary's size.
+    std::size_t vocabulary() const;
+
+    /// Writes the model to `path` as a model file of kind "transformer_lm" (as Seq2SeqTransformer::save).
+    void save(const std::string& path, const std::map<std::string, std::string>& records = {}) const;
+    /// A model as save() wrote it, its parameters set (as Seq2SeqTransformer::load).
+    static TransformerLM load(const std::string& path);
+    /// The same from a file already read.
+    static TransformerLM load(const ModelFile& file);
 
 private:
-    // A decoder-only TransformerDecoder's state with GPT's choices set.
-    static std::shared_ptr<TransformerDecoder::State> gpt_state(const TransformerLMOptions& options);
-    TransformerLMOptions options_;
-    TransformerDecoder model_;  // the decoder-only TransformerDecoder it is
+    struct State;
+    std::shared_ptr<State> state_;
 };
 
 }  // namespace loom::layers

@@ -108,9 +108,9 @@ Pronunciation phonemes_of(const std::vector<std::size_t>& ids) {
 std::vector<std::pair<std::string, std::vector<std::size_t>>> sizing_parameters(const Sizes& s) {
     if (s.architecture == Architecture::transformer) {
         const std::string last = std::to_string(s.layers - 1);  // the layer count: its last layer exists
-        return {{"letter_embedding", {letter_count(), s.model}},
-                {"encoder.layers." + last + ".linear1.W", {s.model, s.feedforward}},
-                {"decoder.layers." + last + ".linear1.W", {s.model, s.feedforward}}};
+        return {{"g2p.source_embedding", {letter_count(), s.model}},
+                {"g2p.encoder.layers." + last + ".linear1.W", {s.model, s.feedforward}},
+                {"g2p.decoder.layers." + last + ".linear1.W", {s.model, s.feedforward}}};
     }
     return {{"letter_embedding.E", {letter_count(), s.embed}},
             {"encoder_forward.U", {s.encoder, 4 * s.encoder}},
@@ -137,22 +137,7 @@ struct Model::Parts {
 };
 
 struct Model::TransformerParts {
-    Parameter letter_table;
-    layers::TransformerEncoder encoder;
-    layers::TransformerDecoder decoder;
-
-    TransformerParts(const Sizes& s, const layers::TransformerOptions& o)
-        : letter_table(
-              parameter({letter_count(), s.model}, normal(1.0 / std::sqrt(double(s.model))), "letter_embedding")),
-          encoder(s.layers, o, "encoder"),
-          decoder(s.layers, phoneme_count(), o, true, layers::PositionalEncoding::sinusoidal, 512, "decoder") {}
-
-    // The letters embedded (times sqrt(model)) plus their positions, through the encoder.
-    Variable encode(const Variable& letters, const Sizes& s) const {
-        Variable x = embedding(letters, letter_table) * constant(std::sqrt(double(s.model))) +
-                     layers::sinusoidal_positional_encoding(layers::sequence_positions(letters), s.model);
-        return encoder(dropout(x, s.dropout));
-    }
+    layers::Seq2SeqTransformer model;
 };
 
 Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters")), decoder(make_decoder(s)) {
@@ -161,10 +146,11 @@ Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters
     targets = sequence::input_variable({1}, "target_phonemes", decoder_axis);
     Variable logits, y = one_hot(targets, phoneme_count());
     if (transformer_) {
-        const Variable encoded = transformer_->encode(letters, s);
-        logits = transformer_->decoder(previous, encoded);
-        memory = transformer_->decoder.memory(encoded);
-        alignment = transformer_->decoder.cross_attention_weights(previous, encoded, s.layers - 1);
+        const Variable encoded = transformer_->model.encode(letters);
+        const layers::TransformerOutput out = transformer_->model.forward(previous, encoded, true);
+        logits = out.output;
+        memory = transformer_->model.memory(encoded);
+        alignment = out.cross_attention_weights.back();
         const double e = s.label_smoothing;  // the targets' mass spread over every phoneme
         if (e > 0) y = y * (1.0 - e) + e / static_cast<double>(phoneme_count());
     } else {
@@ -178,10 +164,15 @@ Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters
 
 layers::Decoder Model::make_decoder(const Sizes& s) {
     if (s.architecture == Architecture::transformer) {
-        const layers::TransformerOptions o{
-            .model_dim = s.model, .heads = s.heads, .feedforward_dim = s.feedforward, .dropout = s.dropout};
-        transformer_ = std::make_shared<TransformerParts>(s, o);
-        return transformer_->decoder.decoder();
+        transformer_ = std::make_shared<TransformerParts>(layers::Seq2SeqTransformer(letter_count(), phoneme_count(),
+                                                                                     {.model_dim = s.model,
+                                                                                      .heads = s.heads,
+                                                                                      .feedforward_dim = s.feedforward,
+                                                                                      .dropout = s.dropout,
+                                                                                      .encoder_layers = s.layers,
+                                                                                      .decoder_layers = s.layers,
+                                                                                      .name = "g2p"}));
+        return transformer_->model.decoder();
     }
     parts_ = std::make_shared<Parts>(
         Parts{layers::Embedding(s.embed, letter_count(), glorot_uniform(), "letter_embedding"),
@@ -202,12 +193,7 @@ layers::Decoder Model::make_decoder(const Sizes& s) {
 }
 
 std::vector<Parameter> Model::parameters() const {
-    if (transformer_) {
-        std::vector<Parameter> all{transformer_->letter_table};
-        layers::append_unique(all, transformer_->encoder.parameters());
-        layers::append_unique(all, transformer_->decoder.parameters());
-        return all;
-    }
+    if (transformer_) return transformer_->model.parameters();
     const Parts& p = *parts_;
     std::vector<Parameter> all = p.letter_embed.parameters();
     for (const auto& more : {p.encoder.parameters(), p.phoneme_embed.parameters(), p.cell.parameters(),

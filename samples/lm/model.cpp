@@ -15,19 +15,18 @@ Model::Model(const Settings& s, std::size_t v) : settings(s), vocabulary(v) {
     targets = sequence::input_variable({1}, "targets", steps);
     if (s.architecture == Architecture::transformer) {
         // nanoGPT's GPT: 4 x width feed-forward, GELU, pre-norm, learned positions, tied embedding.
-        const layers::TransformerLM gpt({.layers = s.layers,
-                                         .vocabulary = v,
-                                         .max_positions = s.block,
-                                         .layer = {.model_dim = s.width,
-                                                   .heads = s.heads,
-                                                   .feedforward_dim = 4 * s.width,
-                                                   .dropout = s.dropout,
-                                                   .norm_first = true,
-                                                   .epsilon = 1e-5,
-                                                   .activation = layers::FeedForwardActivation::gelu,
-                                                   .attention_dropout = s.dropout},
-                                         .tie_embeddings = true,
-                                         .name = "gpt"});
+        const layers::TransformerLM gpt(v, {.model_dim = s.width,
+                                            .heads = s.heads,
+                                            .feedforward_dim = 4 * s.width,
+                                            .dropout = s.dropout,
+                                            .activation = layers::FeedForwardActivation::gelu,
+                                            .attention_dropout = s.dropout,
+                                            .decoder_layers = s.layers,
+                                            .positions = layers::PositionalEncoding::learned,
+                                            .max_positions = s.block,
+                                            .tie_embeddings = true,
+                                            .scale_embedding = false,
+                                            .name = "gpt"});
         logits = gpt(symbols);
         decoder_ = gpt.decoder();
         parameters_ = gpt.parameters();

@@ -73,7 +73,14 @@ layers::GenerateOptions sampling(std::size_t max_length, double temperature, std
     return o;
 }
 
-layers::TransformerOptions tiny() { return {.model_dim = 8, .heads = 2, .feedforward_dim = 16, .dropout = 0.0}; }
+layers::TransformerOptions tiny(std::size_t layers = 1) {
+    return {.model_dim = 8,
+            .heads = 2,
+            .feedforward_dim = 16,
+            .dropout = 0.0,
+            .encoder_layers = 1,
+            .decoder_layers = layers};
+}
 
 double log_softmax_at(const std::vector<double>& logits, std::size_t s) {
     double top = *std::max_element(logits.begin(), logits.end()), sum = 0;
@@ -163,7 +170,7 @@ TEST_CASE("sampling: top_k keeps exactly k symbols, equal logits ranked by id") 
 }
 
 TEST_CASE("sampling at temperature 0 or with top_k 1 is greedy decoding, whatever the seed (a Transformer)") {
-    layers::TransformerDecoder d(1, 6, tiny(), false);
+    layers::TransformerLM d(6, tiny());
     layers::Generator gen(d.decoder(), {});
     const std::vector<std::vector<std::size_t>> prompts{{2}, {3, 1}, {4}};
     const auto want = gen.generate({}, {1, 8, 0, 0}, {}, prompts);
@@ -194,7 +201,7 @@ TEST_CASE("sampling: the same seed draws the same symbols, another seed others")
 }
 
 TEST_CASE("sampling is batch invariant: item i with seed s draws what it draws alone with seed s + i") {
-    layers::TransformerDecoder d(2, 6, tiny(), false);
+    layers::TransformerLM d(6, tiny(2));
     layers::Generator gen(d.decoder(), {});
     // End symbol 0: items end at different steps, and stop costing work.
     auto run = [&](const std::vector<std::vector<std::size_t>>& prompts, std::uint64_t seed) {
@@ -223,7 +230,7 @@ TEST_CASE("sampling is batch invariant: item i with seed s draws what it draws a
 }
 
 TEST_CASE("on_symbol receives every emitted symbol in order, the end symbol included, never the prompt's") {
-    layers::TransformerDecoder d(1, 6, tiny(), false);
+    layers::TransformerLM d(6, tiny());
     layers::Generator gen(d.decoder(), {});
     const std::vector<std::vector<std::size_t>> prompts{{2}, {3, 1}, {4}};
     for (bool sample : {false, true}) {
@@ -250,7 +257,7 @@ TEST_CASE("on_symbol receives every emitted symbol in order, the end symbol incl
 
 TEST_CASE("no_symbol as the end symbol: every hypothesis runs max_length symbols, greedy, beam and sampled") {
     // The bigram of test_decoder.cpp would end; here no symbol ends anything.
-    layers::TransformerDecoder d(1, 6, tiny(), false);
+    layers::TransformerLM d(6, tiny());
     layers::Generator gen(d.decoder(), {});
     for (const layers::GenerateOptions& o :
          {layers::GenerateOptions{1, 7, 0, layers::no_symbol}, layers::GenerateOptions{3, 7, 0, layers::no_symbol},
@@ -269,7 +276,7 @@ TEST_CASE("no_symbol as the end symbol: every hypothesis runs max_length symbols
 }
 
 TEST_CASE("options.items generates that many items without prompts, and with prompts it must agree") {
-    layers::TransformerDecoder d(1, 6, tiny(), false);
+    layers::TransformerLM d(6, tiny());
     layers::Generator gen(d.decoder(), {});
     layers::GenerateOptions greedy{1, 6, 0, layers::no_symbol};
     greedy.items = 4;
@@ -305,7 +312,7 @@ TEST_CASE("sampling options out of range, or without sample, are UserErrors nami
 }
 
 TEST_CASE("Generator refuses a parameter holding NaN before the first step, naming it and the element") {
-    layers::TransformerDecoder d(1, 6, {8, 2, 16, 0.0}, false);
+    layers::TransformerLM d(6, tiny());
     Parameter p = d.parameters().back();
     xt::xarray<float> v = p.value();
     v.flat(0) = std::nanf("");
@@ -322,7 +329,9 @@ TEST_CASE("Generator refuses a parameter holding NaN before the first step, nami
 }
 
 TEST_CASE("Generator names a memory value of the wrong feature size by its position and its input") {
-    layers::TransformerDecoder d(1, 6, tiny(), true, layers::PositionalEncoding::sinusoidal, 512, "bad.decoder");
+    layers::TransformerOptions named = tiny();
+    named.name = "bad";
+    layers::Seq2SeqTransformer d(6, 6, named);
     layers::Generator gen(d.decoder(), d.memory_inputs());
     auto zeros = [](std::vector<std::size_t> dims) { return Value::batch(xt::xarray<float>(xt::zeros<float>(dims))); };
     // Keys and values [T, 8] and the mask [T] per item; the values are one column short.

@@ -23,18 +23,21 @@ namespace {
 
 using Matrix = xt::xarray<double>;
 
-layers::TransformerLMOptions tiny_lm(bool tie = true) {
-    return {.layers = 2,
-            .vocabulary = 7,
+// nanoGPT's GPT of tiny sizes over a vocabulary of 7 (tiny_vocabulary): 2 layers of 8, 2 heads, 6 positions.
+constexpr std::size_t tiny_vocabulary = 7;
+layers::TransformerOptions tiny_lm(bool tie = true) {
+    return {.model_dim = 8,
+            .heads = 2,
+            .feedforward_dim = 16,
+            .dropout = 0.0,
+            .norm_first = true,
+            .epsilon = 1e-5,
+            .activation = layers::FeedForwardActivation::gelu,
+            .decoder_layers = 2,
+            .positions = layers::PositionalEncoding::learned,
             .max_positions = 6,
-            .layer = {.model_dim = 8,
-                      .heads = 2,
-                      .feedforward_dim = 16,
-                      .dropout = 0.0,
-                      .norm_first = true,
-                      .epsilon = 1e-5,
-                      .activation = layers::FeedForwardActivation::gelu},
             .tie_embeddings = tie,
+            .scale_embedding = false,
             .name = "gpt"};
 }
 
@@ -123,7 +126,7 @@ void perturb(const std::vector<Parameter>& ps, std::uint64_t seed) {
 TEST_CASE("TransformerLM's logits equal a GPT forward in double loops, tied and untied, ragged") {
     for (bool tied : {true, false}) {
         CAPTURE(tied);
-        layers::TransformerLM lm(tiny_lm(tied));
+        layers::TransformerLM lm(tiny_vocabulary, tiny_lm(tied));
         to_precision(lm.parameters(), DType::f64);
         perturb(lm.parameters(), tied ? 5 : 6);
         Variable x = sequence::input_variable({1}, "x");
@@ -146,7 +149,7 @@ TEST_CASE("TransformerLM's logits equal a GPT forward in double loops, tied and 
 }
 
 TEST_CASE("TransformerLM's cached step gives the teacher-forced log-probabilities at every step") {
-    layers::TransformerLM lm(tiny_lm());
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
     to_precision(lm.parameters(), DType::f64);
     perturb(lm.parameters(), 9);
     Variable x = sequence::input_variable({1}, "x");
@@ -188,7 +191,7 @@ TEST_CASE("TransformerLM's cached step gives the teacher-forced log-probabilitie
 }
 
 TEST_CASE("Generator with start_symbol no_symbol starts each item from its own prompt's first symbol") {
-    layers::TransformerLM lm(tiny_lm());
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
     to_precision(lm.parameters(), DType::f64);
     perturb(lm.parameters(), 13);
     layers::Generator generator(lm.decoder(), {});
@@ -210,7 +213,7 @@ TEST_CASE("Generator with start_symbol no_symbol starts each item from its own p
 }
 
 TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
-    layers::TransformerLM lm(tiny_lm());
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
     to_precision(lm.parameters(), DType::f64);
     perturb(lm.parameters(), 11);
     Variable x = sequence::input_variable({1}, "x");
@@ -221,11 +224,11 @@ TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
 
 TEST_CASE("TransformerLM's attention_dropout drops weights in training only, and its generating step takes none") {
     auto o = tiny_lm();
-    o.layer.attention_dropout = 0.5;
-    layers::TransformerLM dropping(o);
+    o.attention_dropout = 0.5;
+    layers::TransformerLM dropping(tiny_vocabulary, o);
     to_precision(dropping.parameters(), DType::f64);
     perturb(dropping.parameters(), 12);
-    layers::TransformerLM plain(tiny_lm());  // the same parameters, no dropout
+    layers::TransformerLM plain(tiny_vocabulary, tiny_lm());  // the same parameters, no dropout
     to_precision(plain.parameters(), DType::f64);
     for (std::size_t i = 0; i < plain.parameters().size(); ++i)
         plain.parameters()[i].set_value(dropping.parameters()[i].data<double>());
@@ -245,12 +248,13 @@ TEST_CASE("TransformerLM's attention_dropout drops weights in training only, and
         layers::Generator(dropping.decoder(), {})
             .generate({}, {.max_length = 4, .start_symbol = 2, .end_symbol = layers::no_symbol, .items = 1});
     CHECK(out.items.at(0).at(0).symbols.size() == 4);
-    o.layer.attention_dropout = 1.0;
-    CHECK_THROWS_WITH_AS(layers::TransformerLM{o}, doctest::Contains("attention_dropout 1"), UserError);
+    o.attention_dropout = 1.0;
+    CHECK_THROWS_WITH_AS(layers::TransformerLM(tiny_vocabulary, o), doctest::Contains("attention_dropout 1"),
+                         UserError);
 }
 
 TEST_CASE("TransformerLM names its parameters as GPT weights are mapped to, and refuses bad sizes") {
-    layers::TransformerLM lm(tiny_lm());
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
     std::map<std::string, std::vector<std::size_t>> shapes;
     for (const Parameter& p : lm.parameters()) shapes[p.name()] = {p.shape().begin(), p.shape().end()};
     CHECK(shapes["gpt.embedding"] == std::vector<std::size_t>{7, 8});
@@ -260,12 +264,10 @@ TEST_CASE("TransformerLM names its parameters as GPT weights are mapped to, and 
     CHECK(shapes["gpt.layers.0.norm3.scale"] == std::vector<std::size_t>{8});
     CHECK(shapes["gpt.norm.bias"] == std::vector<std::size_t>{8});
     CHECK(shapes.size() == 2 + 2 * 16 + 2);  // embedding, positions, 16 per layer, the final norm's 2
+    CHECK_THROWS_WITH_AS(layers::TransformerLM(0, tiny_lm()), doctest::Contains("gpt: the vocabulary"), UserError);
     auto bad = tiny_lm();
-    bad.vocabulary = 0;
-    CHECK_THROWS_WITH_AS(layers::TransformerLM{bad}, doctest::Contains("gpt: the vocabulary"), UserError);
-    bad = tiny_lm();
-    bad.layer.heads = 3;
-    CHECK_THROWS_WITH_AS(layers::TransformerLM{bad}, doctest::Contains("model_dim 8"), UserError);
+    bad.heads = 3;
+    CHECK_THROWS_WITH_AS(layers::TransformerLM(tiny_vocabulary, bad), doctest::Contains("model_dim 8"), UserError);
 }
 
 TEST_CASE("TransformerLM reads a GPT the PyTorch peer trained (safetensors) and gives PyTorch's logits") {
@@ -277,18 +279,17 @@ TEST_CASE("TransformerLM reads a GPT the PyTorch peer trained (safetensors) and 
         if (alphabet.find(c) == std::string::npos) alphabet += c;
     std::sort(alphabet.begin(), alphabet.end());
     REQUIRE(alphabet.size() == 22);
-    layers::TransformerLM lm({.layers = 2,
-                              .vocabulary = alphabet.size(),
-                              .max_positions = 12,
-                              .layer = {.model_dim = 8,
-                                        .heads = 2,
-                                        .feedforward_dim = 32,
-                                        .dropout = 0.0,
-                                        .norm_first = true,
-                                        .epsilon = 1e-5,
-                                        .activation = layers::FeedForwardActivation::gelu},
-                              .tie_embeddings = true,
-                              .name = "gpt"});
+    layers::TransformerLM lm(alphabet.size(), {.model_dim = 8,
+                                               .heads = 2,
+                                               .feedforward_dim = 32,
+                                               .dropout = 0.0,
+                                               .activation = layers::FeedForwardActivation::gelu,
+                                               .decoder_layers = 2,
+                                               .positions = layers::PositionalEncoding::learned,
+                                               .max_positions = 12,
+                                               .tie_embeddings = true,
+                                               .scale_embedding = false,
+                                               .name = "gpt"});
     assign_safetensors(read_safetensors(dir + "gpt.safetensors"), lm.parameters());  // every name, no extra
 
     std::ifstream in(dir + "logits.txt");
