@@ -74,7 +74,7 @@ TEST_CASE("attention_head_weights: each head's softmax(q k / sqrt(dk)), 0 past t
 }
 
 TEST_CASE(
-    "attention_head_weights: cross-attention over keys on another axis with other lengths; the mean is "
+    "attention_head_weights: cross-attention over keys on another axis with other lengths, the mean is "
     "attention_weights") {
     const SequenceAxis keys_axis;
     Variable q = sequence::input_variable({4}, "q"), k = sequence::input_variable({4}, "k", keys_axis);
