@@ -295,7 +295,8 @@ struct AttentionOptions {
     std::uint64_t seed = 0;
 };
 
-/// graph/ops/attention.cpp: multi-head scaled dot-product attention, per item and head h
+/// graph/ops/attention.cpp (over a memory graph/ops/attention_memory.cpp): multi-head scaled
+/// dot-product attention, per item and head h
 ///   softmax(Q_h K_h^T / sqrt(dk)) V_h,  dk = D / H,
 /// computed as products of each item's rows where they lie, forward and backward; nothing larger
 /// than one item's and head's scores [Tq, Tk] is made, and backward recomputes them. Two forms:
@@ -318,6 +319,15 @@ Variable attention(const Variable& queries, const Variable& keys, const Variable
 /// applied: the weights are those before dropout.
 Variable attention_weights(const Variable& queries, const Variable& keys, const AttentionOptions& options = {},
                            const std::string& name = {});
+/// Each head's weights attention() applies over sequences [torch.nn.MultiheadAttention's weights with
+/// average_attn_weights=False]: a sequence [H, Tk_max] on the queries' axis, row h of query step i
+/// head h's softmax(q_h . k_h / sqrt(dk)) over item n's keys (up to step i when causal) and 0 past
+/// them (Tk_max, the keys' longest sequence, is known when a batch is bound and is 0 in shape()).
+/// Their mean over the heads is attention_weights(). Differentiable; options.dropout is not applied
+/// (the weights are those before dropout). The same checks as attention_weights: heads that do not
+/// divide the width are a UserError naming the sizes.
+Variable attention_head_weights(const Variable& queries, const Variable& keys, const AttentionOptions& options = {},
+                                const std::string& name = {});
 
 /// graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
 /// axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.

@@ -187,38 +187,133 @@ Layer ParametricSelfAttention(bool causal, const std::string& name) {
     return Layer(name, call, params);
 }
 
-Layer MultiHeadAttention(std::size_t heads, std::size_t model_dim, bool causal, const std::string& name) {
-    if (heads == 0 || model_dim % heads != 0)
-        throw UserError(name + ": model_dim " + std::to_string(model_dim) + " must be a multiple of heads (" +
-                        std::to_string(heads) + ")");
-    struct State {
-        Parameter wq, wk, wv, wo;
+// ---- multi-head ----
+
+struct MultiHeadAttention::State {
+    MultiHeadAttentionOptions options;
+    Parameter q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
+
+    // x W + b over x's last axis (x W without bias).
+    static Variable project(const Variable& x, const Parameter& w, const Parameter& b) {
+        return b ? affine(x, w, b) : times(x, w);
+    }
+    // A UserError unless x's sample shape is [dim] (or [Tk, dim] over a memory, rank 2).
+    void check_width(const Variable& x, const char* what, std::size_t dim, std::size_t rank = 1) const {
+        const Shape& s = x.shape();
+        if (s.rank() == rank && s[rank - 1] == dim) return;
+        const std::string want = rank == 1 ? "[" + std::to_string(dim) + "]" : "[Tk, " + std::to_string(dim) + "]";
+        throw UserError(options.name + ": the " + what + " " + x.label() + " has sample shape " + s.str() +
+                        "; the layer takes " + want);
+    }
+    void check_sequence(const Variable& x, const char* what) const {
+        if (!x.axis().is_sequence())
+            throw UserError(options.name + ": the " + what + " " + x.label() + " is on the " + x.axis().str() +
+                            "; attention over sequences takes sequences (over_memory takes one query per item)");
+    }
+};
+
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options) : state_(std::make_shared<State>()) {
+    MultiHeadAttentionOptions& o = state_->options = options;
+    if (o.model_dim == 0 || o.heads == 0 || o.model_dim % o.heads != 0)
+        throw UserError(o.name + ": model_dim " + std::to_string(o.model_dim) +
+                        " must be a positive multiple of heads (" + std::to_string(o.heads) + ")");
+    if (!(o.dropout >= 0.0 && o.dropout < 1.0))
+        throw UserError(o.name + ": dropout " + std::to_string(o.dropout) + " must be in [0, 1)");
+    if (o.key_dim == 0) o.key_dim = o.model_dim;
+    if (o.value_dim == 0) o.value_dim = o.model_dim;
+    // Made in the order q, k, v, out, each W then b: the Transformer layers' draws, one for one.
+    State& s = *state_;
+    auto make = [&](Parameter& w, Parameter& b, std::size_t in, const std::string& part) {
+        w = parameter(Shape{in, o.model_dim}, glorot_uniform(), o.name + "." + part + ".W");
+        if (o.bias) b = parameter(Shape{o.model_dim}, zeros(), o.name + "." + part + ".b");
     };
-    auto s = std::make_shared<State>();
-    s->wo = parameter(Shape{model_dim, model_dim}, glorot_uniform(), name + ".Wo");
-    auto call = [=](const Variable& x) {
-        const std::size_t d = last_dim(name, x);
-        if (!s->wq) {
-            s->wq = parameter(Shape{d, model_dim}, glorot_uniform(), name + ".Wq");
-            s->wk = parameter(Shape{d, model_dim}, glorot_uniform(), name + ".Wk");
-            s->wv = parameter(Shape{d, model_dim}, glorot_uniform(), name + ".Wv");
-        }
-        Variable q = times(x, s->wq), k = times(x, s->wk), v = times(x, s->wv);
-        const int dh = static_cast<int>(model_dim / heads);
-        std::vector<Variable> contexts;
-        for (int h = 0; h < static_cast<int>(heads); ++h) {
-            auto part = [&](const Variable& a) { return slice(a, -1, h * dh, (h + 1) * dh); };
-            contexts.push_back(dot_product_attention(part(q), part(k), part(v), true, causal).context);
-        }
-        return times(heads == 1 ? contexts[0] : splice(contexts, -1), s->wo);
-    };
-    auto params = [s] {
-        std::vector<Parameter> p;
-        if (s->wq) p.insert(p.end(), {s->wq, s->wk, s->wv});
-        p.push_back(s->wo);
-        return p;
-    };
-    return Layer(name, call, params);
+    make(s.q_w, s.q_b, o.model_dim, "q");
+    make(s.k_w, s.k_b, o.key_dim, "k");
+    make(s.v_w, s.v_b, o.value_dim, "v");
+    make(s.out_w, s.out_b, o.model_dim, "out");
+}
+
+MultiHeadAttention::MultiHeadAttention(std::size_t heads, std::size_t model_dim, bool causal, const std::string& name)
+    : MultiHeadAttention(
+          MultiHeadAttentionOptions{.model_dim = model_dim, .heads = heads, .causal = causal, .name = name}) {}
+
+Variable MultiHeadAttention::operator()(const Variable& x) const { return forward(x, x, x, false).output; }
+
+Variable MultiHeadAttention::operator()(const Variable& query, const Variable& key, const Variable& value) const {
+    return forward(query, key, value, false).output;
+}
+
+MultiHeadAttentionOutput MultiHeadAttention::forward(const Variable& query, const Variable& key, const Variable& value,
+                                                     bool need_weights, bool average_weights) const {
+    const State& s = *state_;
+    const MultiHeadAttentionOptions& o = s.options;
+    s.check_width(query, "query", o.model_dim);
+    s.check_width(key, "key", o.key_dim);
+    s.check_width(value, "value", o.value_dim);
+    s.check_sequence(query, "query");
+    s.check_sequence(key, "key");
+    s.check_sequence(value, "value");
+    if (!(key.axis() == value.axis()))
+        throw UserError(o.name + ": the key " + key.label() + " and the value " + value.label() +
+                        " must be on one sequence axis");
+    if (o.causal && !(query.axis() == key.axis()))
+        throw UserError(o.name + ": causal attention needs the query " + query.label() +
+                        " and the key on one sequence axis");
+    const Variable q = project_query(query), k = project_key(key);
+    MultiHeadAttentionOutput out;
+    out.output = project_output(
+        attention(q, k, project_value(value), {.heads = o.heads, .causal = o.causal, .dropout = o.dropout}));
+    if (need_weights) {
+        const AttentionOptions weights{.heads = o.heads, .causal = o.causal};
+        out.weights = average_weights ? attention_weights(q, k, weights) : attention_head_weights(q, k, weights);
+    }
+    return out;
+}
+
+Variable MultiHeadAttention::over_memory(const Variable& query, const Variable& keys, const Variable& values,
+                                         const Variable& key_mask) const {
+    const State& s = *state_;
+    const MultiHeadAttentionOptions& o = s.options;
+    s.check_width(query, "query", o.model_dim);
+    s.check_width(keys, "keys", o.key_dim, 2);
+    s.check_width(values, "values", o.value_dim, 2);
+    for (const Variable* v : {&query, &keys, &values, &key_mask})
+        if (*v && v->axis().is_sequence())
+            throw UserError(o.name + ": over a memory, the query, keys, values and mask are batch values; " +
+                            v->label() + " is on the " + v->axis().str());
+    return project_output(attention(project_query(query), project_key(keys), project_value(values),
+                                    {.heads = o.heads, .key_mask = key_mask}));
+}
+
+Variable MultiHeadAttention::project_query(const Variable& x) const {
+    return State::project(x, state_->q_w, state_->q_b);
+}
+Variable MultiHeadAttention::project_key(const Variable& x) const {
+    return State::project(x, state_->k_w, state_->k_b);
+}
+Variable MultiHeadAttention::project_value(const Variable& x) const {
+    return State::project(x, state_->v_w, state_->v_b);
+}
+Variable MultiHeadAttention::project_output(const Variable& context) const {
+    return State::project(context, state_->out_w, state_->out_b);
+}
+
+std::size_t MultiHeadAttention::heads() const { return state_->options.heads; }
+std::size_t MultiHeadAttention::model_dim() const { return state_->options.model_dim; }
+const MultiHeadAttentionOptions& MultiHeadAttention::options() const { return state_->options; }
+
+std::vector<Parameter> MultiHeadAttention::parameters() const {
+    const State& s = *state_;
+    std::vector<Parameter> p;
+    for (const Parameter* x : {&s.q_w, &s.q_b, &s.k_w, &s.k_b, &s.v_w, &s.v_b, &s.out_w, &s.out_b})
+        if (*x) p.push_back(*x);
+    return p;
+}
+
+MultiHeadAttention::operator Layer() const {
+    const MultiHeadAttention self = *this;
+    return Layer(
+        state_->options.name, [self](const Variable& x) { return self(x); }, [self] { return self.parameters(); });
 }
 
 // ---- additive (Bahdanau) ----

@@ -18,7 +18,11 @@
 ///   masking puts -inf on keys after the query's step), sequence::reduce_sum gives all contexts
 ///   [Tq, dv] at once, and each query step selects its own row. The weights are then [Tq, 1] on the
 ///   keys' axis. Memory is O(Tq * Tk) per sequence.
+///
+/// MultiHeadAttention is apart: a class over the attention op (graph/ops.hpp), which computes
+/// every item's and head's product where the rows lie and keeps nothing of O(Tq * Tk).
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,10 +99,87 @@ Attention self_attention(const Variable& x, bool scaled = true, bool causal = fa
 /// softmax(Q K^T / sqrt(d)) over the (unpadded) steps, out = tanh(weights V) Wo. d = x's dimension.
 Layer ParametricSelfAttention(bool causal = false, const std::string& name = "ParametricSelfAttention");
 
-/// Multi-head self-attention: `heads` heads of dimension model_dim / heads, each scaled dot-product
-/// attention on its slice of the Q, K, V projections, spliced and projected by Wo [model_dim, model_dim].
-Layer MultiHeadAttention(std::size_t heads, std::size_t model_dim, bool causal = false,
-                         const std::string& name = "MultiHeadAttention");
+/// What a MultiHeadAttention is [torch.nn.MultiheadAttention's constructor arguments in brackets].
+struct MultiHeadAttentionOptions {
+    std::size_t model_dim = 0;  ///< [embed_dim], required: the query's width and the output's
+    std::size_t heads = 1;      ///< [num_heads], must divide model_dim
+    std::size_t key_dim = 0;    ///< [kdim]: the key input's width; 0: model_dim
+    std::size_t value_dim = 0;  ///< [vdim]: the value input's width; 0: model_dim
+    /// [dropout] on the attention weights in training mode (AttentionOptions::dropout), in [0, 1)
+    double dropout = 0.0;
+    bool bias = true;     ///< [bias] biases on the four projections
+    bool causal = false;  ///< [is_causal] each query sees the keys up to its own step (one sequence axis)
+    std::string name = "MultiHeadAttention";  ///< the parameters' prefix and the name in errors
+};
+
+/// What MultiHeadAttention::forward returns [torch's (attn_output, attn_weights)].
+struct MultiHeadAttentionOutput {
+    Variable output;  ///< [model_dim] on the query's axis
+    /// Empty unless asked for: averaged, a sequence [Tk_max] on the query's axis (the mean over the
+    /// heads, attention_weights); per head [H, Tk_max] (attention_head_weights). 0 past each item's keys.
+    Variable weights;
+};
+
+/// Multi-head attention with its projections [torch.nn.MultiheadAttention], over the attention op
+/// (graph/ops.hpp, one product per item and head, nothing of O(Tq * Tk) kept):
+///   out = concat_h(softmax(Q_h K_h^T / sqrt(dh)) V_h) W_out + b_out,
+///   Q = query W_q + b_q,  K = key W_k + b_k,  V = value W_v + b_v,  dh = model_dim / heads.
+/// Its parameters, made at construction in this order (W glorot_uniform, b zeros; no b without
+/// bias): name.q.W [model_dim, model_dim], name.q.b, name.k.W [key_dim, model_dim], name.k.b,
+/// name.v.W [value_dim, model_dim], name.v.b, name.out.W [model_dim, model_dim], name.out.b.
+/// Padded keys need no mask: each item's keys are its sequence's real steps. An input of another
+/// width is a UserError naming the layer, the input and both shapes, when the graph is built.
+class MultiHeadAttention {
+public:
+    /// The layer `options` describe; model_dim 0, heads not dividing it or dropout outside [0, 1)
+    /// are UserErrors.
+    explicit MultiHeadAttention(const MultiHeadAttentionOptions& options);
+    /// The signature of loom 0.2, its argument order kept (heads first): the options
+    /// {.model_dim = model_dim, .heads = heads, .causal = causal, .name = name}.
+    MultiHeadAttention(std::size_t heads, std::size_t model_dim, bool causal = false,
+                       const std::string& name = "MultiHeadAttention");
+
+    /// Self-attention of a sequence x [model_dim]: forward(x, x, x, false).output.
+    Variable operator()(const Variable& x) const;
+    /// The query [model_dim] over key [key_dim] and value [value_dim] sequences on one axis (the
+    /// query's, or another for cross-attention): forward(query, key, value, false).output.
+    Variable operator()(const Variable& query, const Variable& key, const Variable& value) const;
+    /// torch's forward: the output and, with need_weights, the weights from the same projections
+    /// (average_weights: their mean over the heads, else each head's [average_attn_weights]). The
+    /// weights are those before dropout (torch returns them after it in training mode).
+    MultiHeadAttentionOutput forward(const Variable& query, const Variable& key, const Variable& value,
+                                     bool need_weights = true, bool average_weights = true) const;
+    /// Over a memory (a generating step): one query per item, a batch value [model_dim], over keys
+    /// [Tk, key_dim] and values [Tk, value_dim] that are batch values (Tk may be a run-time size),
+    /// with an optional key mask [Tk] (AttentionOptions::key_mask: 1 on each item's first, real keys).
+    /// No causal mask (the memory holds only what the query may see) and no dropout.
+    Variable over_memory(const Variable& query, const Variable& keys, const Variable& values,
+                         const Variable& key_mask = {}) const;
+
+    /// @{
+    /// One projection, x W + b on x's last axis, for callers that keep a key/value cache (a
+    /// decoder's step): the query's, the key's, the value's, and the output's of the heads' context.
+    Variable project_query(const Variable& x) const;
+    Variable project_key(const Variable& x) const;
+    Variable project_value(const Variable& x) const;
+    Variable project_output(const Variable& context) const;
+    /// @}
+
+    /// \return the number of heads.
+    std::size_t heads() const;
+    /// \return the query's and the output's width.
+    std::size_t model_dim() const;
+    /// \return the options, key_dim and value_dim filled in.
+    const MultiHeadAttentionOptions& options() const;
+    /// \return q.W, q.b, k.W, k.b, v.W, v.b, out.W, out.b (the b's only with bias).
+    std::vector<Parameter> parameters() const;
+    /// The self-attention as a Layer (what loom 0.2's MultiHeadAttention returned), sharing the parameters.
+    operator Layer() const;
+
+private:
+    struct State;
+    std::shared_ptr<State> state_;
+};
 
 /// Additive (Bahdanau) attention: score_j = v . tanh(k_j W_k + q W_q), W_k [dk, a], W_q [dq, a], v [a].
 class AdditiveAttention {

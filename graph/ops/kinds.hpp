@@ -41,7 +41,7 @@ std::shared_ptr<const Op> embedding_product(bool bias);
 int plain_product_addends(const Op& op);
 
 // embedding.cpp: whether `op` is index_select's, whose picks attention() reads through their index
-// (graph/ops/attention.cpp) instead of a copy per row.
+// (graph/ops/attention_memory.cpp) instead of a copy per row.
 bool is_index_select(const Op& op);
 // embedding.cpp: whether `op` is gather_rows's, whose rows attention() reads through their indices.
 bool is_gather_rows(const Op& op);

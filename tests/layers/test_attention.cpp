@@ -173,19 +173,6 @@ TEST_CASE("seed 003: non-parametric and parametric self-attention") {
     require_gradients("ParametricSelfAttention (causal)", yc, in, with(causal.parameters(), {x}));
 }
 
-TEST_CASE("multi-head self-attention: shape and gradient check") {
-    Variable x = sequence::input_variable({3}, "x");
-    auto mha = layers::MultiHeadAttention(2, 4);
-    Variable y = mha(x);
-    CHECK(y.shape() == Shape{4});
-    CHECK(mha.parameters().size() == 4);
-    Bindings in{{x, Value::sequences(random_sequences({3}, default_lengths, 7))}};
-    require_gradients("MultiHeadAttention", y, in, with(mha.parameters(), {x}));
-    auto causal = layers::MultiHeadAttention(2, 4, true);
-    require_gradients("MultiHeadAttention (causal)", causal(x), in, with(causal.parameters(), {x}));
-    CHECK_THROWS_AS(layers::MultiHeadAttention(3, 4), UserError);
-}
-
 TEST_CASE("additive (Bahdanau) and general (Luong) attention: values and gradients") {
     Variable q = input_variable({2}, "q");
     Variable keys = sequence::input_variable({3}, "keys");
@@ -296,73 +283,6 @@ TEST_CASE("seed 001: local-p attention, values and gradients through p_t") {
     // W_p and v_p reach the loss only through p_t: their gradients check the Gaussian's derivative.
     require_gradients("LocalAttention", a.context, in, with(ps, {target, source}));
     CHECK_THROWS_AS(layers::LocalAttention(0.0), UserError);
-}
-
-namespace {
-
-// Multi-head self-attention of one sequence x [L, d] written from the Transformer's equations:
-// Q, K, V = x Wq, x Wk, x Wv; head h = softmax(Q_h K_h^T / sqrt(dh)) V_h over the steps (j <= i when
-// causal), on columns [h dh, (h + 1) dh); out = [head_0, ..., head_H-1] Wo.
-xt::xarray<double> mha_by_hand(const xt::xarray<double>& x, const std::vector<Parameter>& ps, std::size_t heads,
-                               bool causal) {
-    const xt::xarray<double> wq = xt::cast<double>(ps[0].value()), wk = xt::cast<double>(ps[1].value()),
-                             wv = xt::cast<double>(ps[2].value()), wo = xt::cast<double>(ps[3].value());
-    const std::size_t len = x.shape()[0], model = wq.shape()[1], dh = model / heads;
-    auto project = [&](const xt::xarray<double>& w) {
-        xt::xarray<double> out = xt::zeros<double>({len, model});
-        for (std::size_t t = 0; t < len; ++t)
-            for (std::size_t j = 0; j < model; ++j)
-                for (std::size_t i = 0; i < x.shape()[1]; ++i) out(t, j) += x(t, i) * w(i, j);
-        return out;
-    };
-    const xt::xarray<double> q = project(wq), k = project(wk), v = project(wv);
-    xt::xarray<double> concat = xt::zeros<double>({len, model});
-    for (std::size_t h = 0; h < heads; ++h)
-        for (std::size_t i = 0; i < len; ++i) {
-            const std::size_t seen = causal ? i + 1 : len;
-            std::vector<double> score(seen);
-            double mx = -1e300, sum = 0;
-            for (std::size_t j = 0; j < seen; ++j) {
-                for (std::size_t c = h * dh; c < (h + 1) * dh; ++c) score[j] += q(i, c) * k(j, c);
-                score[j] /= std::sqrt(static_cast<double>(dh));
-                mx = std::max(mx, score[j]);
-            }
-            for (double sc : score) sum += std::exp(sc - mx);
-            for (std::size_t j = 0; j < seen; ++j)
-                for (std::size_t c = h * dh; c < (h + 1) * dh; ++c)
-                    concat(i, c) += std::exp(score[j] - mx) / sum * v(j, c);
-        }
-    xt::xarray<double> out = xt::zeros<double>({len, model});
-    for (std::size_t t = 0; t < len; ++t)
-        for (std::size_t j = 0; j < model; ++j)
-            for (std::size_t c = 0; c < model; ++c) out(t, j) += concat(t, c) * wo(c, j);
-    return out;
-}
-
-}  // namespace
-
-TEST_CASE("multi-head self-attention equals the Transformer's equations on a ragged batch") {
-    const std::vector<std::size_t> lengths{3, 1, 4};
-    Variable x = sequence::input_variable({3}, "x");
-    for (bool causal : {false, true}) {
-        CAPTURE(causal);
-        auto mha = layers::MultiHeadAttention(2, 4, causal);
-        Variable y = mha(x);
-        const auto ps = mha.parameters();  // Wq, Wk, Wv [3, 4], Wo [4, 4]
-        REQUIRE(ps.size() == 4);
-        CHECK(ps[0].name() == "MultiHeadAttention.Wq");
-        CHECK(ps[3].shape() == Shape{4, 4});
-        const auto seqs = random_sequences({3}, lengths, 51);
-        const Value out = evaluate({y}, {{x, Value::sequences(seqs)}}, DType::f64)[y];
-        for (std::size_t n = 0; n < lengths.size(); ++n) {
-            CAPTURE(n);
-            const auto got = out.sequence<double>(n);
-            const auto want = mha_by_hand(seqs[n], ps, 2, causal);
-            REQUIRE(got.shape() == want.shape());
-            for (std::size_t i = 0; i < got.size(); ++i)
-                CHECK(got.flat(i) == doctest::Approx(want.flat(i)).epsilon(1e-12));
-        }
-    }
 }
 
 TEST_CASE("sequence_positions numbers the steps of each sequence from 0") {
