@@ -1,6 +1,7 @@
 #include "layers/transformer.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include "core/errors.hpp"
 #include "graph/ops.hpp"
@@ -52,31 +53,12 @@ void check_width(const std::string& name, const Variable& x, std::size_t model_d
                         "; the layer takes [" + std::to_string(model_dim) + "] (model_dim)");
 }
 
-// Multi-head attention with its projections [nn.MultiheadAttention]: queries from one input, keys
-// and values from another (the same one for self-attention); dropout on the weights in training.
-struct AttentionBlock {
-    Projection q, k, v, out;
-    std::size_t heads = 1;
-    double dropout = 0;
-    AttentionBlock() = default;
-    AttentionBlock(const TransformerOptions& o, const std::string& name)
-        : q(o.model_dim, o.model_dim, name + ".q"),
-          k(o.model_dim, o.model_dim, name + ".k"),
-          v(o.model_dim, o.model_dim, name + ".v"),
-          out(o.model_dim, o.model_dim, name + ".out"),
-          heads(o.heads),
-          dropout(o.attention_dropout) {}
-    Variable operator()(const Variable& x, const Variable& kv, bool causal) const {
-        return attend(q(x), k(kv), v(kv), causal);
-    }
-    // Over queries, keys and values already projected.
-    Variable attend(const Variable& queries, const Variable& keys, const Variable& values, bool causal) const {
-        return out(attention(queries, keys, values, {.heads = heads, .causal = causal, .dropout = dropout}));
-    }
-    void add_to(std::vector<Parameter>& p) const {
-        for (const Projection* pr : {&q, &k, &v, &out}) pr->add_to(p);
-    }
-};
+// A layer's multi-head attention [nn.MultiheadAttention]: self-attention (causal in a decoder) or
+// cross-attention, dropout on the weights in training.
+std::optional<MultiHeadAttention> attention_block(const TransformerOptions& o, bool causal, const std::string& name) {
+    return MultiHeadAttention(
+        {.model_dim = o.model_dim, .heads = o.heads, .dropout = o.attention_dropout, .causal = causal, .name = name});
+}
 
 // The feed-forward block: W2 dropout(activation(x W1 + b1)) + b2.
 struct FeedForward {
@@ -141,7 +123,7 @@ Layer LearnedPositionalEncoding(std::size_t max_positions, std::size_t dim, cons
 struct TransformerEncoderLayer::State {
     std::string name;
     TransformerOptions options;
-    AttentionBlock self;
+    std::optional<MultiHeadAttention> self;
     FeedForward feedforward;
     Norm norm_self, norm_feedforward;
 };
@@ -152,7 +134,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerOptions& o, co
     State& s = *state_;
     s.name = name;
     s.options = o;
-    s.self = AttentionBlock(o, name + ".self_attn");
+    s.self = attention_block(o, false, name + ".self_attn");
     s.feedforward = FeedForward(o, name);
     s.norm_self = Norm(o.model_dim, o.epsilon, name + ".norm1");
     s.norm_feedforward = Norm(o.model_dim, o.epsilon, name + ".norm2");
@@ -162,13 +144,13 @@ Variable TransformerEncoderLayer::operator()(const Variable& x) const {
     const State& s = *state_;
     check_width(s.name, x, s.options.model_dim);
     if (!x.axis().is_sequence()) throw UserError(s.name + ": the input " + x.label() + " must be a sequence");
-    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, false); });
+    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return (*s.self)(y); });
     return residual(h, s.norm_feedforward, s.options, s.feedforward);
 }
 
 std::vector<Parameter> TransformerEncoderLayer::parameters() const {
     std::vector<Parameter> p;
-    state_->self.add_to(p);
+    append_unique(p, state_->self->parameters());
     state_->feedforward.add_to(p);
     state_->norm_self.add_to(p);
     state_->norm_feedforward.add_to(p);
@@ -209,7 +191,7 @@ struct TransformerDecoderLayer::State {
     std::string name;
     TransformerOptions options;
     bool cross_attention = true;
-    AttentionBlock self, cross;
+    std::optional<MultiHeadAttention> self, cross;
     FeedForward feedforward;
     Norm norm_self, norm_cross, norm_feedforward;
 };
@@ -222,9 +204,9 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerOptions& o, bo
     s.name = name;
     s.options = o;
     s.cross_attention = cross_attention;
-    s.self = AttentionBlock(o, name + ".self_attn");
+    s.self = attention_block(o, true, name + ".self_attn");
     if (cross_attention) {
-        s.cross = AttentionBlock(o, name + ".multihead_attn");
+        s.cross = attention_block(o, false, name + ".multihead_attn");
         s.norm_cross = Norm(o.model_dim, o.epsilon, name + ".norm2");
     }
     s.feedforward = FeedForward(o, name);
@@ -238,7 +220,8 @@ Variable TransformerDecoderLayer::operator()(const Variable& x, const Variable& 
     return forward(x, memory, false).output;
 }
 
-TransformerOutput TransformerDecoderLayer::forward(const Variable& x, const Variable& memory, bool need_weights) const {
+TransformerOutput TransformerDecoderLayer::forward(const Variable& x, const Variable& memory, bool need_weights,
+                                                   bool average_weights) const {
     const State& s = *state_;
     check_width(s.name, x, s.options.model_dim);
     if (!x.axis().is_sequence()) throw UserError(s.name + ": the input " + x.label() + " must be a sequence");
@@ -246,15 +229,14 @@ TransformerOutput TransformerDecoderLayer::forward(const Variable& x, const Vari
         throw UserError(s.name + (s.cross_attention ? ": attends over an encoder; give its output as memory"
                                                     : ": has no cross-attention (made decoder-only); give no memory"));
     TransformerOutput out;
-    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, true); });
+    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return (*s.self)(y); });
     if (s.cross_attention) {
         check_width(s.name, memory, s.options.model_dim, "memory");
         h = residual(h, s.norm_cross, s.options, [&](const Variable& y) {
             // The weights read the very queries and keys the attention reads: one graph.
-            Variable queries = s.cross.q(y), keys = s.cross.k(memory);
-            if (need_weights)
-                out.cross_attention_weights.push_back(attention_weights(queries, keys, {.heads = s.options.heads}));
-            return s.cross.attend(queries, keys, s.cross.v(memory), false);
+            MultiHeadAttentionOutput a = s.cross->forward(y, memory, memory, need_weights, average_weights);
+            if (need_weights) out.cross_attention_weights.push_back(a.weights);
+            return a.output;
         });
     }
     out.output = residual(h, s.norm_feedforward, s.options, s.feedforward);
@@ -265,17 +247,16 @@ CrossMemory TransformerDecoderLayer::cross_memory(const Variable& memory) const 
     const State& s = *state_;
     if (!s.cross_attention) throw UserError(s.name + ": has no cross-attention (made decoder-only)");
     check_width(s.name, memory, s.options.model_dim, "memory");
-    sequence::Unpacked keys = sequence::unpack(s.cross.k(memory));
-    return {keys.data, sequence::unpack(s.cross.v(memory)).data, keys.mask};
+    sequence::Unpacked keys = sequence::unpack(s.cross->project_key(memory));
+    return {keys.data, sequence::unpack(s.cross->project_value(memory)).data, keys.mask};
 }
 
 Variable TransformerDecoderLayer::cross_attention_weights(const Variable& x, const Variable& memory) const {
     const State& s = *state_;
     if (!s.cross_attention) throw UserError(s.name + ": has no cross-attention (made decoder-only)");
     check_width(s.name, memory, s.options.model_dim, "memory");
-    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return s.self(y, y, true); });
-    Variable queries = s.cross.q(s.options.norm_first ? s.norm_cross(h) : h);
-    return attention_weights(queries, s.cross.k(memory), {.heads = s.options.heads});
+    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return (*s.self)(y); });
+    return s.cross->forward(s.options.norm_first ? s.norm_cross(h) : h, memory, memory).weights;
 }
 
 Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, const CrossMemory& cross) const {
@@ -287,20 +268,20 @@ Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, 
                                                     : ": has no cross-attention; give no cross memory"));
     const Shape row{1, o.model_dim};
     auto self = [&](const Variable& y) {
-        Variable key = s.self.k(y), value = s.self.v(y);
-        Variable attended =
-            attention(s.self.q(y), cache.keys, cache.values, {.heads = o.heads, .step_key = key, .step_value = value});
+        Variable key = s.self->project_key(y), value = s.self->project_value(y);
+        Variable attended = attention(s.self->project_query(y), cache.keys, cache.values,
+                                      {.heads = o.heads, .step_key = key, .step_value = value});
         cache.step_keys = reshape(key, row);
         cache.step_values = reshape(value, row);
         cache.keys = splice({cache.keys, cache.step_keys}, 0);
         cache.values = splice({cache.values, cache.step_values}, 0);
-        return s.self.out(attended);
+        return s.self->project_output(attended);
     };
     Variable h = residual(x, s.norm_self, o, self);
     if (s.cross_attention) {
         auto attend = [&](const Variable& y) {
-            return s.cross.out(
-                attention(s.cross.q(y), cross.keys, cross.values, {.heads = o.heads, .key_mask = cross.mask}));
+            return s.cross->project_output(attention(s.cross->project_query(y), cross.keys, cross.values,
+                                                     {.heads = o.heads, .key_mask = cross.mask}));
         };
         h = residual(h, s.norm_cross, o, attend);
     }
@@ -310,8 +291,8 @@ Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, 
 std::vector<Parameter> TransformerDecoderLayer::parameters() const {
     const State& s = *state_;
     std::vector<Parameter> p;
-    s.self.add_to(p);
-    if (s.cross_attention) s.cross.add_to(p);
+    append_unique(p, s.self->parameters());
+    if (s.cross_attention) append_unique(p, s.cross->parameters());
     s.feedforward.add_to(p);
     s.norm_self.add_to(p);
     if (s.cross_attention) s.norm_cross.add_to(p);
@@ -349,11 +330,12 @@ Variable TransformerDecoder::operator()(const Variable& x, const Variable& memor
     return forward(x, memory, false).output;
 }
 
-TransformerOutput TransformerDecoder::forward(const Variable& x, const Variable& memory, bool need_weights) const {
+TransformerOutput TransformerDecoder::forward(const Variable& x, const Variable& memory, bool need_weights,
+                                              bool average_weights) const {
     const State& s = *state_;
     TransformerOutput out{x};
     for (const auto& layer : s.layers) {
-        TransformerOutput o = layer.forward(out.output, memory, need_weights);
+        TransformerOutput o = layer.forward(out.output, memory, need_weights, average_weights);
         out.output = o.output;
         out.cross_attention_weights.insert(out.cross_attention_weights.end(), o.cross_attention_weights.begin(),
                                            o.cross_attention_weights.end());

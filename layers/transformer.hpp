@@ -153,9 +153,10 @@ struct CrossMemory {
 /// What a decoder's forward returns [PyTorch's (output, weights) with need_weights].
 struct TransformerOutput {
     Variable output;  ///< a layer's or stack's output [model_dim], or a model's logits [V]
-    /// With need_weights, each decoder layer's cross-attention weights (the mean of its heads), a
-    /// sequence [T_max source] on the targets' axis (0 past each item's source), first layer first,
-    /// computed in the same graph as `output` from the same queries and keys; else empty.
+    /// With need_weights, each decoder layer's cross-attention weights, a sequence on the targets'
+    /// axis (0 past each item's source), first layer first, computed in the same graph as `output`
+    /// from the same queries and keys: [T_max source], the mean of the heads, or with
+    /// average_weights false [heads, T_max source] [average_attn_weights]. Else empty.
     std::vector<Variable> cross_attention_weights = {};
 };
 
@@ -180,7 +181,8 @@ public:
     Variable cross_attention_weights(const Variable& x, const Variable& memory) const;
     /// operator()(x, memory), and with need_weights the cross-attention's weights from the same
     /// graph (TransformerOutput::cross_attention_weights, one) [need_weights].
-    TransformerOutput forward(const Variable& x, const Variable& memory, bool need_weights = true) const;
+    TransformerOutput forward(const Variable& x, const Variable& memory, bool need_weights = true,
+                              bool average_weights = true) const;
     /// One generating step.
     /// \param x  this step's input, a batch value [model_dim]
     /// \param cache  the keys and values of the steps before; on return, with this step's appended
@@ -214,7 +216,8 @@ public:
     Variable operator()(const Variable& x, const Variable& memory = {}) const;
     /// operator()(x, memory), and with need_weights every layer's cross-attention weights from the
     /// same graph [need_weights].
-    TransformerOutput forward(const Variable& x, const Variable& memory, bool need_weights = true) const;
+    TransformerOutput forward(const Variable& x, const Variable& memory, bool need_weights = true,
+                              bool average_weights = true) const;
     /// The values a generating step reads as its memory, computed from the encoder's output (a
     /// sequence [model_dim]): each layer's CrossMemory keys, values and mask, in that order. Evaluate
     /// them once per batch of sources and hand them to Generator::generate. Empty when decoder-only.
@@ -262,8 +265,8 @@ public:
     Variable operator()(const Variable& source, const Variable& previous_symbols) const;
     /// decode(), and with need_weights every decoder layer's cross-attention weights from the same
     /// graph as the logits [need_weights].
-    TransformerOutput forward(const Variable& previous_symbols, const Variable& encoded,
-                              bool need_weights = true) const;
+    TransformerOutput forward(const Variable& previous_symbols, const Variable& encoded, bool need_weights = true,
+                              bool average_weights = true) const;
     /// The generating step's memory computed from encode()'s output (TransformerDecoder::memory).
     std::vector<Variable> memory(const Variable& encoded) const;
     /// The generating step as a Decoder: states [position [1], then per layer keys and values

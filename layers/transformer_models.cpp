@@ -156,11 +156,11 @@ Variable Seq2SeqTransformer::encode(const Variable& source) const {
 }
 
 TransformerOutput Seq2SeqTransformer::forward(const Variable& previous_symbols, const Variable& encoded,
-                                              bool need_weights) const {
+                                              bool need_weights, bool average_weights) const {
     const TargetSide& t = *state_->target;
     check_symbols(state_->options.name, previous_symbols, "previous symbols");
-    TransformerOutput out =
-        t.stack->forward(t.embed(previous_symbols, sequence_positions(previous_symbols)), encoded, need_weights);
+    TransformerOutput out = t.stack->forward(t.embed(previous_symbols, sequence_positions(previous_symbols)), encoded,
+                                             need_weights, average_weights);
     out.output = t.logits(out.output);
     return out;
 }

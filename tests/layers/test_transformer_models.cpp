@@ -73,6 +73,20 @@ TEST_CASE("Seq2SeqTransformer gives each decoder layer's cross-attention weights
     auto v = evaluate(
         wanted, {{source, Value::index_sequences(sources)}, {previous, Value::index_sequences(previous_symbols)}});
     check_equal(v[out.output], v[wanted[1]]);  // asking for the weights changes no logit
+    // Per head (average_weights false): [heads, T_max source] per step, whose mean is the average.
+    const layers::TransformerOutput per_head = m.forward(previous, encoded, true, false);
+    REQUIRE(per_head.cross_attention_weights.size() == 2);
+    auto h = evaluate({per_head.cross_attention_weights[1]}, {{source, Value::index_sequences(sources)},
+                                                              {previous, Value::index_sequences(previous_symbols)}});
+    for (std::size_t n = 0; n < sources.size(); ++n) {
+        const Matrix heads = h[per_head.cross_attention_weights[1]].sequence<double>(n);  // [steps, 2, 5]
+        const Matrix mean = v[out.cross_attention_weights[1]].sequence<double>(n);        // [steps, 5]
+        REQUIRE(heads.dimension() == 3);
+        REQUIRE(heads.shape(1) == 2);
+        for (std::size_t t = 0; t < mean.shape(0); ++t)
+            for (std::size_t j = 0; j < mean.shape(1); ++j)
+                CHECK((heads(t, 0, j) + heads(t, 1, j)) / 2 == doctest::Approx(mean(t, j)).epsilon(1e-6));
+    }
     for (const Variable& w : out.cross_attention_weights) {
         for (std::size_t n = 0; n < sources.size(); ++n) {
             const Matrix rows = v[w].sequence<double>(n);  // [target steps, T_max source]
