@@ -28,6 +28,7 @@
 
 #include <loom.hpp>
 
+#include "common/command_line.hpp"  // finite numbers
 #include "epoch_choice.hpp"
 #include "model.hpp"
 #include "words.hpp"
@@ -387,16 +388,6 @@ int train(const Options& o) {
 
 }  // namespace
 
-// CLI11's Range lets NaN through (every comparison with it is false) and reads "inf": a floating
-// option must be a finite number, refused by its name otherwise.
-const CLI::Validator finite_number(
-    [](std::string& text) {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        return end != text.c_str() && !std::isfinite(v) ? text + " is not a finite number" : std::string();
-    },
-    "FINITE");
-
 // Bounds on what one run may cost (README, "The g2p sample"). A word has at most g2p::max_letters
 // letters and no letter spells more than two phonemes, so 128 phonemes leave room; beam search costs
 // beam x max-length decoder steps per word, and the literature's widths are 5 to 10.
@@ -421,7 +412,7 @@ int main(int argc, char** argv) {
                    "alignment_N.svg");
     app.add_option("--minutes", o.minutes, "training time at most (the first epoch always ends); 0: no limit")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 1e6));
     app.add_option("--epochs", o.epochs, "epochs at most")->capture_default_str()->check(CLI::Range(1, 100000));
     app.add_option("--batch", o.batch, "pronunciations per step")
@@ -433,7 +424,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(std::size_t{1}, max_phonemes));
     app.add_option("--learning-rate", o.learning_rate, "Adam's rate after the warm-up")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(1e-9, 10.0));
     app.add_option("--architecture", o.architecture, "lstm (BiLSTM encoder, attention LSTM decoder) or transformer")
         ->capture_default_str()
@@ -452,11 +443,11 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 65536));
     app.add_option("--dropout", o.sizes.dropout, "Transformer: dropout rate")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 0.9));
     app.add_option("--label-smoothing", o.sizes.label_smoothing, "Transformer: target mass spread over all phonemes")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 0.5));
     app.add_option(
            "--schedule", o.schedule,
@@ -469,7 +460,7 @@ int main(int argc, char** argv) {
                    "budget schedule: average the parameters over this last part of the budget; held-out words "
                    "choose between the mean and the best epoch (0: no average)")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--warmup", o.warmup, "steps over which the learning rate rises to its value (transformer: 1000)")
         ->check(CLI::Range(0, 10000000));

@@ -23,11 +23,9 @@
 
 #include <loom.hpp>
 
+#include "common/command_line.hpp"  // finite numbers, mpirun
 #include "model.hpp"
 #include "text.hpp"
-#ifdef LOOM_DISTRIBUTED
-#include "distributed/distributed.hpp"
-#endif
 
 using namespace loom;
 
@@ -224,22 +222,13 @@ int use_saved(const Options& o) {
 
 }  // namespace
 
-// CLI11's Range lets NaN through and reads "inf": a floating option must be a finite number.
-const CLI::Validator finite_number(
-    [](std::string& text) {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        return end != text.c_str() && !std::isfinite(v) ? text + " is not a finite number" : std::string();
-    },
-    "FINITE");
-
 int main(int argc, char** argv) {
     Options o;
     CLI::App app{"Train a character-level language model on a text, or draw text from a saved one"};
     app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
     app.add_option("--holdout", o.holdout, "the last part of --train never trained on, scored after training")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 0.5));
     app.add_option("--eval", o.eval_file, "a text to score: nats per character over windows of --block")
         ->check(CLI::ExistingFile);
@@ -263,7 +252,7 @@ int main(int argc, char** argv) {
     app.add_option("--dropout", o.sizes.dropout,
                    "dropout rate (the Transformer: on attention weights, residuals and the embedded input)")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 0.9));
     app.add_option("--iterations", o.iterations, "training iterations (unless --minutes)")
         ->capture_default_str()
@@ -271,28 +260,28 @@ int main(int argc, char** argv) {
     app.add_option("--untimed-iterations", o.untimed, "leave the first W iterations out of the trained: line")
         ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40));
     app.add_option("--minutes", o.minutes, "train for this long instead of --iterations")
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 1e6));
     app.add_option("--learning-rate", o.learning_rate, "AdamW's rate after the warm-up")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(1e-9, 10.0));
     app.add_option("--min-learning-rate", o.min_learning_rate, "where the cosine decay ends")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 10.0));
     app.add_option("--warmup", o.warmup, "iterations of linear warm-up")->capture_default_str();
     app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 10.0));
     app.add_option("--beta2", o.beta2, "AdamW's beta2")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 0.9999999));
     app.add_option("--clip", o.clip, "the gradient's global norm at most (0: no clipping)")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 1e6));
     app.add_option("--log-every", o.log_every, "print the training loss every this many iterations")
         ->capture_default_str()
@@ -302,36 +291,27 @@ int main(int argc, char** argv) {
     app.add_option("--prompt", o.prompt, "the text the drawn characters continue")->capture_default_str();
     app.add_option("--temperature", o.temperature, "divides the logits before drawing; 0: the likeliest")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(0.0, 100.0));
     app.add_option("--top-k", o.top_k, "draw among the k likeliest characters only (0: all; 1: the likeliest)")
         ->capture_default_str();
     app.add_option("--top-p", o.top_p, "draw among the likeliest characters whose probability reaches p")
         ->capture_default_str()
-        ->check(finite_number)
+        ->check(samples::finite_number)
         ->check(CLI::Range(1e-9, 1.0));
     app.add_option("--streams", o.streams, "texts drawn at once (stream 0 is printed)")
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
     app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
     app.add_option("--threads", o.threads, "threads")->check(CLI::Range(1, 64));
-    app.add_option("--mpi-timeout", o.mpi_timeout,
-                   "under mpirun: seconds a process waits for the others at a step before every process stops with "
-                   "an error naming the one it waited for; 0: no limit")
-        ->capture_default_str()
-        ->check(finite_number)
-        ->check(CLI::Range(0.0, 1e6));
+    samples::add_mpi_timeout(app, o.mpi_timeout);
 #ifdef LOOM_DISTRIBUTED
     std::optional<distributed::Context> mpi;
 #endif
     CLI11_PARSE(app, argc, argv);
     try {
 #ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its own windows (docs/distributed.md)
-        if (distributed::Context::launched_by_mpirun()) mpi.emplace(argc, argv);
-        if (mpi) {
-            mpi->set_timeout(o.mpi_timeout);
-            o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
-        }
+        samples::join_mpirun(mpi, argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
 #endif
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;

@@ -6,11 +6,7 @@
 //   qa_similarity --model M.loom --score P.tsv     final_score<TAB>network_score per pair, on stdout
 //   qa_similarity ... --plot DIR --graph G.dot     training curve, attention heatmaps, the graph
 //   mpirun -np N qa_similarity ...                 data-parallel: N questions a step, one per process
-#include <CLI/CLI.hpp>
-
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -18,7 +14,7 @@
 
 #include <loom.hpp>
 
-#include "distributed/distributed.hpp"  // used when built with MPI (LOOM_DISTRIBUTED)
+#include "common/command_line.hpp"  // finite numbers, mpirun
 #include "model.hpp"
 
 using namespace loom;
@@ -161,13 +157,12 @@ int train(Options o) {
     Text t{Vocabulary::build(train.token_lists()), IdfTable::fit(train.token_lists())};
     o.model.vocab = t.vocabulary.size();
     qa::Model m(o.model);
-    const bool synthetic = o.train_file.empty();
     std::printf(
         "data: %zu training questions of %s, %zu pairs held out%s\nmodel: per side embedding %zu (vocabulary "
         "%zu) + 6 match numbers, BiLSTM %zu+%zu, dense %zu; %zu parameters\n",
         questions.size(), train.source.c_str(), held.pairs.size(),
-        synthetic ? "; wrong answers copy question words" : "", o.model.embed, t.vocabulary.size(), o.model.hidden,
-        o.model.hidden, o.model.dense, parameter_count(m.parameters()));
+        o.train_file.empty() ? "; wrong answers copy question words" : "", o.model.embed, t.vocabulary.size(),
+        o.model.hidden, o.model.hidden, o.model.dense, parameter_count(m.parameters()));
     if (!o.graph_file.empty()) write_text_atomically(o.graph_file, to_dot({m.cosine}));
 
     LearnerOptions lo{.gradient_clipping_norm = 5.0, .lazy_sparse_rows = true};  // rows a step does not use stay
@@ -232,7 +227,7 @@ int train(Options o) {
     row("network (cosine)", net);
     // With a weight of 0 the final score is the network's: its row would repeat the one above.
     if (t.lambda > 0) row("final: cosine + " + std::to_string(t.lambda).substr(0, 5) + " x idf overlap", fin);
-    if (synthetic)
+    if (o.train_file.empty())
         std::printf("real data (SelQA, README): qa_similarity --train selqa-ass-test.tsv --eval selqa-ass-dev.tsv\n");
     if (o.plot_dir.empty()) return 0;
     std::vector<svg::Chart> charts{{"training loss (listwise)", "epoch", {{"loss", r.epoch_losses}}}};
@@ -271,28 +266,14 @@ int main(int argc, char** argv) {
     count("--questions", o.questions, "synthetic data: training questions", 10000000);
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
-    app.add_option("--mpi-timeout", o.mpi_timeout,
-                   "under mpirun: seconds a process waits for the others at a step before every process stops with "
-                   "an error naming the one it waited for (stopped, asleep, stuck); 0: no limit")
-        ->capture_default_str()
-        ->check(CLI::Validator(  // CLI11's Range lets NaN through (every comparison with it is false)
-            [](std::string& text) {
-                const double v = std::strtod(text.c_str(), nullptr);
-                return std::isfinite(v) ? std::string() : text + " is not a finite number";
-            },
-            "FINITE"))
-        ->check(CLI::Range(0.0, 1e6));
+    samples::add_mpi_timeout(app, o.mpi_timeout);
 #ifdef LOOM_DISTRIBUTED
     std::optional<distributed::Context> mpi;
 #endif
     CLI11_PARSE(app, argc, argv);
     try {
-#ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its share of each step (docs/distributed.md)
-        if (distributed::Context::launched_by_mpirun()) mpi.emplace(argc, argv);
-        if (mpi) {
-            mpi->set_timeout(o.mpi_timeout);
-            o.rank = mpi->rank(), o.ranks = mpi->size(), o.reduction = distributed::data_parallel(*mpi);
-        }
+#ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its share of each step
+        samples::join_mpirun(mpi, argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
 #endif
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         if (o.score_file.empty() != o.model_file.empty())
