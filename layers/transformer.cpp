@@ -252,11 +252,8 @@ CrossMemory TransformerDecoderLayer::cross_memory(const Variable& memory) const 
 }
 
 Variable TransformerDecoderLayer::cross_attention_weights(const Variable& x, const Variable& memory) const {
-    const State& s = *state_;
-    if (!s.cross_attention) throw UserError(s.name + ": has no cross-attention (made decoder-only)");
-    check_width(s.name, memory, s.options.model_dim, "memory");
-    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return (*s.self)(y); });
-    return s.cross->forward(s.options.norm_first ? s.norm_cross(h) : h, memory, memory).weights;
+    if (!state_->cross_attention) throw UserError(state_->name + ": has no cross-attention (made decoder-only)");
+    return forward(x, memory, true).cross_attention_weights.at(0);  // the layer written once: forward's graph
 }
 
 Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, const CrossMemory& cross) const {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <xtensor/xview.hpp>
+
 #include "gradcheck.hpp"
 #include "test_support.hpp"
 
@@ -195,5 +197,23 @@ TEST_CASE("a Transformer model file is refused when it is not one: kind, setting
     save_model_file(path, "transformer_lm", lm.parameters(), {{"transformer_name", "lm"}});
     CHECK_THROWS_WITH_AS(layers::TransformerLM::load(path), doctest::Contains("transformer"), DataError);
     CHECK_THROWS_WITH_AS(lm.save(path, {{"transformer", "mine"}}), doctest::Contains("the record 'transformer'"),
+                         UserError);
+}
+
+TEST_CASE("TransformerDecoderLayer::cross_attention_weights are forward's weights, and a decoder-only layer has none") {
+    layers::TransformerDecoderLayer layer(small(), true, "dec");
+    Variable x = sequence::input_variable({8}, "x"), memory = sequence::input_variable({8}, "memory");
+    const Variable alone = layer.cross_attention_weights(x, memory);
+    const Variable within = layer.forward(x, memory, true).cross_attention_weights.at(0);
+    const Bindings in{{x, Value::sequences(loom::testing::random_sequences({8}, {2, 4, 1}, 81))},
+                      {memory, Value::sequences(loom::testing::random_sequences({8}, {3, 1, 5}, 82))}};
+    auto v = evaluate({alone, within}, in);
+    check_equal(v[alone], v[within]);
+    for (std::size_t n = 0; n < 3; ++n) {
+        const Matrix rows = v[alone].sequence<double>(n);
+        for (std::size_t t = 0; t < rows.shape(0); ++t) CHECK(xt::sum(xt::row(rows, t))() == doctest::Approx(1.0));
+    }
+    layers::TransformerDecoderLayer only(small(), false, "only");
+    CHECK_THROWS_WITH_AS(only.cross_attention_weights(x, memory), doctest::Contains("only: has no cross-attention"),
                          UserError);
 }
