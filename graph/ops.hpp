@@ -110,7 +110,9 @@ Variable operator-(const Variable& a);
 
 /// \name Reductions and softmax over static axes (graph/ops/reduce.cpp)
 /// `axis` counts the sample's axes from 0 (negative: from the last); reductions keep the reduced axes
-/// with size 1, as in CNTK, and reduce every static axis by default (all_static_axes).
+/// with size 1, as in CNTK, and reduce every static axis by default (all_static_axes). Over an
+/// empty axis (an any_size dimension of size 0 at run time) the sum is 0, the mean NaN (0/0), the
+/// maximum -inf, the minimum inf and the log-sum-exp -inf.
 /// @{
 /// The sum over `axis`.
 Variable reduce_sum(const Variable& a, int axis = all_static_axes, const std::string& name = {});

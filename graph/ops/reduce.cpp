@@ -35,7 +35,9 @@ template <class T>
 Geometry geometry(const View<T>& v, int axis) {
     Geometry g;
     const std::size_t rank = v.sample_rank();
-    g.outer = v.rows();
+    // The dynamic positions counted from the dims: rows() divides by the sample size, 0 for an
+    // empty sample, whose reductions still have an output to write.
+    for (std::size_t i = 0; i < v.dyn; ++i) g.outer *= v.dims[i];
     if (axis == all_static_axes) {
         g.r = v.sample_size();
         return g;
@@ -86,6 +88,9 @@ struct Extreme {
     static constexpr bool reads_values = true;
     template <class T>
     static T f(const T* x, std::size_t n, std::size_t s) {
+        // Of no element: the identity, -inf for the largest and inf for the smallest (as
+        // reduce_log_sum_exp of none is log 0 = -inf).
+        if (n == 0) return Largest ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
         T best = x[0];
         for (std::size_t j = 1; j < n; ++j) best = Largest ? std::max(best, x[j * s]) : std::min(best, x[j * s]);
         return best;
