@@ -2,6 +2,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -413,41 +414,66 @@ xt::xarray<T> state_rows(xt::xarray<T> reused, PassRows<T> kept, PassRows<T> pro
     return reused;
 }
 
-// A paged state (Generator::State::Paged) as generation keeps it: the table of every row stored,
-// bound as a static input and written in place between passes (the session reads it only during
-// one), and the last pass's pages, [rows, Tk].
+// The pages of the paged states (Generator::State::Paged) that start with as many rows and grow by
+// as many a step (a Transformer's keys and values of every layer: none, then one each), computed
+// once a pass for all of them: their tables are filled in lockstep, so a row's index is the same in
+// each. Each row's pages are its parent's followed by the rows its parent produced, stored once per
+// parent that any row keeps; `stored` says where each such parent's rows went this pass.
 template <class T>
-class Pages {
+class PageList {
 public:
-    explicit Pages(std::size_t width) : width_(width) {}
-    // The pages of this pass's rows: each row's parent's pages followed by the rows its parent
-    // produced (`produced`, per row of the last pass), stored once per parent that any row keeps.
-    xt::xarray<T> next(PassRows<T> produced, const std::vector<std::size_t>& parents) {
-        const std::size_t per_parent = produced.width / width_, rows = parents.size();
-        const std::size_t old_tk = last_.dimension() == 2 ? last_.shape()[1] : 0, tk = old_tk + per_parent;
-        reserve(std::max<std::size_t>(1, used_ + rows * per_parent));  // a table even before any row
+    // This pass's pages [rows, Tk] for rows whose parents (rows of the last pass) are `parents`, each
+    // of which produced `per_step` rows.
+    const Value& next(const std::vector<std::size_t>& parents, std::size_t per_step) {
+        const std::size_t rows = parents.size(), old_tk = last_.dimension() == 2 ? last_.shape()[1] : 0;
+        const std::size_t tk = old_tk + per_step;
         std::vector<std::size_t> stored_at(parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1,
                                            kNone);
+        stored.clear();
         xt::xarray<T> pages = xt::xarray<T>::from_shape({rows, tk});
         for (std::size_t r = 0; r < rows; ++r) {
             const std::size_t p = parents[r];
             if (stored_at[p] == kNone) {
-                stored_at[p] = used_;
-                std::copy_n(produced.data + p * produced.width, produced.width, table_ + used_ * width_);
-                used_ += per_parent;
+                stored_at[p] = used;
+                stored.push_back({p, used});
+                used += per_step;
             }
             T* to = pages.data() + r * tk;
             if (old_tk) std::copy_n(last_.data() + p * old_tk, old_tk, to);
-            for (std::size_t j = 0; j < per_parent; ++j) to[old_tk + j] = static_cast<T>(stored_at[p] + j);
+            for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = static_cast<T>(stored_at[p] + j);
         }
         last_ = pages;
-        return pages;
+        value_ = Value::batch(std::move(pages));
+        return value_;
     }
-    // The table, bound at every pass: the same storage, so that what next() writes reaches the session.
-    const Value& table() const { return value_; }
+    // The last pass's pages, bound to every state of the list (one array).
+    const Value& value() const { return value_; }
+    std::vector<std::pair<std::size_t, std::size_t>> stored;  // this pass: (parent, its first row's index)
+    std::size_t used = 0;                                     // rows stored so far, in every table
+    std::size_t pass = kNone;                                 // the pass `stored` and the pages are of
 
 private:
     static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    xt::xarray<T> last_;
+    Value value_;
+};
+
+// A paged state's table of every row stored, bound as a static input and written in place between
+// passes (the session reads it only during one).
+template <class T>
+class PageTable {
+public:
+    explicit PageTable(std::size_t width) : width_(width) {}
+    // Stores the rows each parent of `list.stored` produced (`produced`, per row of the last pass).
+    void store(PassRows<T> produced, const PageList<T>& list) {
+        reserve(std::max<std::size_t>(1, list.used));  // a table even before any row
+        for (const auto& [parent, at] : list.stored)
+            std::copy_n(produced.data + parent * produced.width, produced.width, table_ + at * width_);
+    }
+    // The table, bound at every pass: the same storage, so that what store() writes reaches the session.
+    const Value& table() const { return value_; }
+
+private:
     // Room for `rows` rows: a table twice as large when it is full, the stored rows copied over.
     void reserve(std::size_t rows) {
         if (rows <= capacity_) return;
@@ -459,16 +485,15 @@ private:
                             "with fewer items at once");
         const std::size_t capacity = std::max({rows, 2 * capacity_, std::size_t{64}});
         xt::xarray<T> grown = xt::zeros<T>({capacity, width_});
-        if (used_) std::copy_n(table_, used_ * width_, grown.data());
+        if (capacity_) std::copy_n(table_, capacity_ * width_, grown.data());
         value_ = Value::tensor(std::move(grown));
         table_ = value_.data<T>().data();  // taken before any copy of value_: it reaches the bound copies
         capacity_ = capacity;
     }
 
-    std::size_t width_, used_ = 0, capacity_ = 0;
+    std::size_t width_, capacity_ = 0;
     Value value_;
     T* table_ = nullptr;
-    xt::xarray<T> last_;
 };
 
 }  // namespace
@@ -509,9 +534,18 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     for (const xt::xarray<T>& a : initial) produced.push_back({a.data(), a.size() / items});
     // Per state, the Values bound at the last two passes (pass t's in [t % 2]).
     std::vector<std::array<Value, 2>> bound(states.size());
-    std::vector<std::unique_ptr<Pages<T>>> pages(states.size());
-    for (std::size_t i = 0; i < states.size(); ++i)
-        if (paged[i].rows) pages[i] = std::make_unique<Pages<T>>(state_shapes[i][1]);
+    // Per paged state its table and its page list, one list for the states that start with as many
+    // rows and grow by as many a step (the step's static row count; a varying one has its own).
+    std::vector<std::unique_ptr<PageTable<T>>> pages(states.size());
+    std::vector<PageList<T>*> page_list(states.size(), nullptr);
+    std::map<std::pair<std::size_t, std::size_t>, PageList<T>> page_lists;  // map: the pointers stay
+    for (std::size_t i = 0; i < states.size(); ++i) {
+        if (!paged[i].rows) continue;
+        pages[i] = std::make_unique<PageTable<T>>(state_shapes[i][1]);
+        const std::size_t step_rows = next_states[i].shape()[0];
+        const std::size_t growth = step_rows == any_size ? std::numeric_limits<std::size_t>::max() - i : step_rows;
+        page_list[i] = &page_lists[{produced[i].width / state_shapes[i][1], growth}];
+    }
     // Every item's memory, bound as it is each pass: converted to T here once, then read in place.
     std::vector<Value> memory_items;
     for (const Value& v : memory_values)
@@ -525,7 +559,10 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         Bindings in{{previous, Value::batch(fed_symbols(beams, rows, t, starts, prompts))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
             if (pages[i]) {
-                in.emplace(paged[i].pages, Value::batch(pages[i]->next(produced[i], parents)));
+                PageList<T>& list = *page_list[i];
+                if (list.pass != t) list.next(parents, produced[i].width / state_shapes[i][1]), list.pass = t;
+                pages[i]->store(produced[i], list);
+                in.emplace(paged[i].pages, list.value());
                 in.emplace(paged[i].rows, pages[i]->table());
                 continue;
             }
