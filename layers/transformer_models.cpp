@@ -229,6 +229,8 @@ std::size_t TransformerLM::vocabulary() const { return state_->target->vocabular
 
 namespace {
 
+constexpr std::size_t max_vocabulary = std::size_t{1} << 24;  // the most symbols a model file may claim
+
 // How many numbers a model of these options holds: its parameters' sizes summed, as the constructors
 // make them (checked against a file before any parameter is made, so that a file claiming huge
 // sizes over small parameters is refused instead of allocated).
@@ -277,13 +279,18 @@ void write_model(const std::string& path, const char* kind, const TransformerOpt
     save_model_file(path, kind, parameters, records);
 }
 
-// The options a file's "transformer" record holds, each within what a model can be; a DataError
-// naming the file and the setting otherwise.
-TransformerOptions read_options(const ModelFile& f) {
-    // The record's settings are read through a copy whose "settings" record is it.
+// The file's "transformer" record as the "settings" record of a file of no parameters, so that
+// ModelFile's checked readers (setting, whole_setting) read it.
+ModelFile transformer_settings(const ModelFile& f) {
     ModelFile s;
     s.path = f.path;
     s.records["settings"] = f.record("transformer");
+    return s;
+}
+
+// The options a file's "transformer" record holds (`s`, transformer_settings' view), each within
+// what a model can be; a DataError naming the file and the setting otherwise.
+TransformerOptions read_options(const ModelFile& f, const ModelFile& s) {
     TransformerOptions o;
     auto flag = [&](const char* name) { return s.whole_setting(name, 0, 1) == 1; };
     o.model_dim = s.whole_setting("model_dim", 1, 1 << 16);
@@ -305,14 +312,6 @@ TransformerOptions read_options(const ModelFile& f) {
         throw DataError(f.path + ": its model_dim " + std::to_string(o.model_dim) + " is not a multiple of its heads " +
                         std::to_string(o.heads) + "; it is not a model file loom wrote");
     return o;
-}
-
-// The vocabulary setting `name` of a file's "transformer" record.
-std::size_t read_vocabulary(const ModelFile& f, const char* name) {
-    ModelFile s;
-    s.path = f.path;
-    s.records["settings"] = f.record("transformer");
-    return s.whole_setting(name, 1, std::size_t{1} << 24);
 }
 
 // Refuses a file whose parameters do not hold what its options make, before the model is made.
@@ -340,8 +339,10 @@ void Seq2SeqTransformer::save(const std::string& path, const std::map<std::strin
 Seq2SeqTransformer Seq2SeqTransformer::load(const ModelFile& f) {
     if (f.kind != "seq2seq_transformer")
         throw DataError(f.path + ": holds a model of kind '" + f.kind + "', not a Seq2SeqTransformer");
-    const TransformerOptions o = read_options(f);
-    const std::size_t sv = read_vocabulary(f, "source_vocabulary"), tv = read_vocabulary(f, "target_vocabulary");
+    const ModelFile s = transformer_settings(f);
+    const TransformerOptions o = read_options(f, s);
+    const std::size_t sv = s.whole_setting("source_vocabulary", 1, max_vocabulary);
+    const std::size_t tv = s.whole_setting("target_vocabulary", 1, max_vocabulary);
     if (o.encoder_layers == 0) throw DataError(f.path + ": its encoder_layers is 0");
     check_count(f, o, {sv, tv}, true);
     Seq2SeqTransformer model(sv, tv, o);
@@ -360,8 +361,9 @@ void TransformerLM::save(const std::string& path, const std::map<std::string, st
 TransformerLM TransformerLM::load(const ModelFile& f) {
     if (f.kind != "transformer_lm")
         throw DataError(f.path + ": holds a model of kind '" + f.kind + "', not a TransformerLM");
-    const TransformerOptions o = read_options(f);
-    const std::size_t v = read_vocabulary(f, "vocabulary");
+    const ModelFile s = transformer_settings(f);
+    const TransformerOptions o = read_options(f, s);
+    const std::size_t v = s.whole_setting("vocabulary", 1, max_vocabulary);
     check_count(f, o, {v}, false);
     TransformerLM model(v, o);
     assign_parameters(f, model.parameters());

@@ -8,33 +8,19 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_reference.hpp"
 #include "gradcheck.hpp"
 #include "graph/mode.hpp"
 #include "graph/ops/kinds.hpp"
 
 using namespace loom;
+using loom::testing::head_softmax;
 using loom::testing::random_sequences;
 using loom::testing::require_gradients;
 
 namespace {
 
 using Matrix = xt::xarray<double>;
-
-// softmax over the visible keys of q_h . k_h / sqrt(dk) for query i of one item, head h.
-std::vector<double> weights(const Matrix& q, const Matrix& k, std::size_t i, std::size_t h, std::size_t heads,
-                            std::size_t visible) {
-    const std::size_t dk = q.shape()[1] / heads;
-    std::vector<double> s(visible);
-    double top = -1e300, sum = 0;
-    for (std::size_t j = 0; j < visible; ++j) {
-        double dot = 0;
-        for (std::size_t c = 0; c < dk; ++c) dot += q(i, h * dk + c) * k(j, h * dk + c);
-        top = std::max(top, s[j] = dot / std::sqrt(static_cast<double>(dk)));
-    }
-    for (double& x : s) sum += (x = std::exp(x - top));
-    for (double& x : s) x /= sum;
-    return s;
-}
 
 // Values whose row j is 1 at column h * width + j of every head h: the output is then the weights.
 std::vector<Matrix> one_hot_values(const std::vector<std::size_t>& lengths, std::size_t heads, std::size_t width) {
@@ -60,7 +46,7 @@ Counts compare(const Value& got, const std::vector<Matrix>& q, std::size_t heads
         const auto out = got.sequence<double>(n);
         for (std::size_t i = 0; i < q[n].shape()[0]; ++i)
             for (std::size_t h = 0; h < heads; ++h) {
-                const auto p = weights(q[n], q[n], i, h, heads, i + 1);
+                const auto p = head_softmax(q[n], q[n], i, h, heads, i + 1);
                 for (std::size_t j = 0; j < width; ++j) {
                     const double y = out(i, h * width + j);
                     if (j > i) {

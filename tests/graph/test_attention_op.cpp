@@ -10,6 +10,7 @@
 
 #include <xtensor/xview.hpp>
 
+#include "attention_reference.hpp"
 #include "gradcheck.hpp"
 
 using namespace loom;
@@ -25,20 +26,12 @@ using Matrix = xt::xarray<double>;
 // softmax(q_h . k_h / sqrt(dk)) v_h for one query row over `visible` key rows, every head.
 std::vector<double> attend(const Matrix& q, std::size_t i, const Matrix& k, const Matrix& v, std::size_t visible,
                            std::size_t heads) {
-    const std::size_t d = q.shape()[1], dv = v.shape()[1], dk = d / heads, dh = dv / heads;
+    const std::size_t dv = v.shape()[1], dh = dv / heads;
     std::vector<double> out(dv, 0.0);
     for (std::size_t h = 0; h < heads; ++h) {
-        std::vector<double> s(visible);
-        double top = -1e300, sum = 0;
-        for (std::size_t j = 0; j < visible; ++j) {
-            double dot = 0;
-            for (std::size_t c = 0; c < dk; ++c) dot += q(i, h * dk + c) * k(j, h * dk + c);
-            s[j] = dot / std::sqrt(static_cast<double>(dk));
-            top = std::max(top, s[j]);
-        }
-        for (double& x : s) sum += (x = std::exp(x - top));
+        const std::vector<double> p = loom::testing::head_softmax(q, k, i, h, heads, visible);
         for (std::size_t j = 0; j < visible; ++j)
-            for (std::size_t c = 0; c < dh; ++c) out[h * dh + c] += s[j] / sum * v(j, h * dh + c);
+            for (std::size_t c = 0; c < dh; ++c) out[h * dh + c] += p[j] * v(j, h * dh + c);
     }
     return out;
 }

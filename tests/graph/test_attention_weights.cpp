@@ -6,32 +6,17 @@
 
 #include <cmath>
 
+#include "attention_reference.hpp"
 #include "gradcheck.hpp"
 
 using namespace loom;
+using loom::testing::head_softmax;
 using loom::testing::random_sequences;
 using loom::testing::require_gradients;
 
 namespace {
 
 using Matrix = xt::xarray<double>;
-
-// Head h's weights of query i over the first `visible` keys: softmax of q_h . k_h / sqrt(dk).
-std::vector<double> head_softmax(const Matrix& q, const Matrix& k, std::size_t i, std::size_t h, std::size_t heads,
-                                 std::size_t visible) {
-    const std::size_t dk = q.shape()[1] / heads;
-    std::vector<double> s(visible);
-    double top = -1e300, sum = 0;
-    for (std::size_t j = 0; j < visible; ++j) {
-        double dot = 0;
-        for (std::size_t c = 0; c < dk; ++c) dot += q(i, h * dk + c) * k(j, h * dk + c);
-        s[j] = dot / std::sqrt(static_cast<double>(dk));
-        top = std::max(top, s[j]);
-    }
-    for (double& x : s) sum += (x = std::exp(x - top));
-    for (double& x : s) x /= sum;
-    return s;
-}
 
 // Checks got (a sequence [H, Tk_max] per item) against head_softmax, 0 past each item's keys and
 // past the query's step when causal.

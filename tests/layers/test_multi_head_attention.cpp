@@ -13,6 +13,7 @@
 
 #include "gradcheck.hpp"
 #include "graph/mode.hpp"
+#include "test_support.hpp"
 
 using namespace loom;
 using loom::testing::random_rows;
@@ -76,24 +77,6 @@ std::vector<Variable> with(const std::vector<Parameter>& ps, std::initializer_li
     std::vector<Variable> out = loom::testing::as_variables(ps);
     out.insert(out.end(), more);
     return out;
-}
-
-// The UserError message of f(), or "" when it throws none.
-template <class F>
-std::string user_error(F&& f) {
-    try {
-        f();
-    } catch (const UserError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-// Whether a message names every one of `parts`.
-bool names(const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* part : parts)
-        if (message.find(part) == std::string::npos) return false;
-    return true;
 }
 
 void check_item(const xt::xarray<double>& got, const Matrix& want, double tolerance = 1e-12) {
@@ -332,11 +315,12 @@ TEST_CASE("MultiHeadAttention's errors name the layer, the input and the shapes"
     layers::MultiHeadAttention mha({.model_dim = 4, .heads = 2, .key_dim = 3, .name = "mha"});
     Variable x = sequence::input_variable({5}, "wide"), q = sequence::input_variable({4}, "q");
     Variable k = sequence::input_variable({3}, "k", memory_axis), v4 = sequence::input_variable({4}, "v", memory_axis);
-    const std::string wide = user_error([&] { mha(x); }), key = user_error([&] { mha(q, v4, v4); }),
-                      value = user_error([&] { mha(q, k, k); });
-    CHECK_MESSAGE(names(wide, {"mha: the query", "'wide'", "sample shape [5]; the layer takes [4]"}), wide);
-    CHECK_MESSAGE(names(key, {"mha: the key", "'v'", "sample shape [4]; the layer takes [3]"}), key);
-    CHECK_MESSAGE(names(value, {"mha: the value", "'k'", "sample shape [3]; the layer takes [4]"}), value);
+    loom::testing::expect_user_error([&] { mha(x); },
+                                     {"mha: the query", "'wide'", "sample shape [5]; the layer takes [4]"});
+    loom::testing::expect_user_error([&] { mha(q, v4, v4); },
+                                     {"mha: the key", "'v'", "sample shape [4]; the layer takes [3]"});
+    loom::testing::expect_user_error([&] { mha(q, k, k); },
+                                     {"mha: the value", "'k'", "sample shape [3]; the layer takes [4]"});
     Variable v_elsewhere = sequence::input_variable({4}, "v2");
     CHECK_THROWS_WITH_AS(mha(q, k, v_elsewhere), doctest::Contains("one sequence axis"), UserError);
     Variable batch_query = input_variable({4}, "bq");
@@ -346,8 +330,8 @@ TEST_CASE("MultiHeadAttention's errors name the layer, the input and the shapes"
 
     Variable keys = input_variable({any_size, 3}, "keys"), values = input_variable({any_size, 4}, "values");
     Variable flat_keys = input_variable({3}, "flat");
-    const std::string flat = user_error([&] { mha.over_memory(batch_query, flat_keys, values); });
-    CHECK_MESSAGE(names(flat, {"mha: the keys", "'flat'", "sample shape [3]; the layer takes [Tk, 3]"}), flat);
+    loom::testing::expect_user_error([&] { mha.over_memory(batch_query, flat_keys, values); },
+                                     {"mha: the keys", "'flat'", "sample shape [3]; the layer takes [Tk, 3]"});
     CHECK_THROWS_WITH_AS(mha.over_memory(q, keys, values), doctest::Contains("batch values"), UserError);
     CHECK_NOTHROW(mha.over_memory(batch_query, keys, values));
 }
