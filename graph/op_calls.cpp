@@ -28,7 +28,6 @@ OpCalls<T>::OpCalls(const Plan& plan, Buffers<T>& buffers)
         r.op = pn.node->op.get();
         const OpTraits traits = r.op->traits();
         r.reads_time = traits.reads_time;
-        r.assigns_gradient = traits.assigns_gradient;
     }
     full_.resize(total);
     in_.resize(total);

@@ -35,8 +35,6 @@ public:
     // Node i's backward call (whole built it) writes the input gradients of `bits` rather than
     // adding into them (OpCall::assign_grad).
     void assign_gradients(int i, std::uint32_t bits) { records_[static_cast<std::size_t>(i)].call.assign_grad = bits; }
-    // The inputs of node i whose gradients its op can write rather than add into (OpTraits::assigns_gradient).
-    std::uint32_t assignable(int i) const { return records_[static_cast<std::size_t>(i)].assigns_gradient; }
 
     // Node i as a member of its loop over n_seq sequences, run step by step (at_step); with
     // `grads`, the gradients of its inputs from the same loop, the others being taken in bulk after
@@ -71,7 +69,6 @@ private:
         OpCall<T> call;
         typename OpCall<T>::Time time;       // for an op that reads time
         bool reads_time = false;             // OpTraits::reads_time, asked once per plan
-        std::uint32_t assigns_gradient = 0;  // OpTraits::assigns_gradient, likewise
         bool keeps = false;  // outside loops, its static inputs fixed: a cache across passes (keep_across_passes)
         bool inside = false;
         std::size_t out_stride = 0;  // a loop member: elements per time step of its output

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "graph/op.hpp"
 
@@ -95,6 +96,10 @@ LoopRoles loop_roles(const Plan& plan, const PlanStep& step, const PassSchedule&
         const OpTraits traits = op.traits();
         if (traits.reads_time && traits.delay_steps == 0 && roles.reads_time < 0)
             roles.reads_time = static_cast<int>(m);
+        if (traits.delay_direction != 0)
+            roles.zero_reach = std::max(roles.zero_reach, traits.delay_steps);
+        else if (traits.reads_time)
+            roles.zero_reach = SIZE_MAX;
         if (traits.delay_steps > 0) {
             roles.history = std::max(roles.history, traits.delay_steps);
             if (const int source = member_of(pn.inputs[0]); source >= 0)
@@ -148,6 +153,49 @@ void plan_forward_frees(const Plan& plan, const StepGraph& steps, PassSchedule& 
     }
 }
 
+// Which step takes each gradient's memory, and whether zeroed or written whole by its op: the
+// first step in backward's order to add into it (backward runs the steps from the last to the
+// first, and those adding into one gradient in that order whatever the schedule), in the lists
+// built below, which name every gradient a step adds into. An output's gradient is taken when its
+// seed goes in, one kept by rows is never dense. A node whose op writes an input's gradient whole
+// (OpTraits::assigns_gradient), first to take it and reading that input once, gets it unzeroed
+// (`write`, `assign`), unless the gradient may share its consumer's buffer (alias_of: whether it
+// does is known from the run-time shapes): zeroing it would be wasted work.
+void plan_gradient_takes(const Plan& plan, PassSchedule& ps) {
+    std::vector<char> taken(plan.nodes.size(), 0);
+    for (std::size_t i = 0; i < taken.size(); ++i) taken[i] = (ps.needs_grad[i] && ps.is_output[i]) || ps.by_rows[i];
+    auto untaken = [&](std::vector<int>& list) {
+        std::erase_if(list, [&](int j) { return taken[static_cast<std::size_t>(j)] != 0; });
+    };
+    auto mark = [&](const std::vector<int>& list) {
+        for (int j : list) taken[static_cast<std::size_t>(j)] = 1;
+    };
+    for (std::size_t s = plan.steps.size(); s-- > 0;) {
+        PassSchedule::Backward& b = ps.backward[s];
+        if (plan.steps[s].is_loop) {  // `take` (in segments) and `take_unzeroed` (plain) are alternatives
+            untaken(b.take), untaken(b.take_unzeroed);
+            mark(b.take), mark(b.take_unzeroed);
+            untaken(b.take_after), mark(b.take_after);
+            continue;
+        }
+        untaken(b.take), mark(b.take);
+        const int i = plan.steps[s].members.front();
+        const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
+        if (pn.node->kind != NodeKind::Op || !ps.needs_grad[static_cast<std::size_t>(i)]) continue;
+        const std::uint32_t can_assign = pn.node->op->traits().assigns_gradient;
+        std::erase_if(b.take, [&](int m) {
+            std::uint32_t bits = 0;
+            for (std::size_t j = 0; j < pn.inputs.size() && can_assign; ++j)
+                if (pn.inputs[j] == m) bits |= j < 32 ? 1u << j : ~0u;
+            const bool once = bits != 0 && (bits & (bits - 1)) == 0;
+            if (!once || !(bits & can_assign) || ps.alias_of[static_cast<std::size_t>(m)] >= 0) return false;
+            b.write.push_back(m);
+            b.assign |= bits;
+            return true;
+        });
+    }
+}
+
 // What each step's backward takes, hands over, frees and finishes (PassSchedule::Backward).
 void plan_backward_steps(const Plan& plan, PassSchedule& ps) {
     const std::size_t n = plan.nodes.size();
@@ -181,6 +229,7 @@ void plan_backward_steps(const Plan& plan, PassSchedule& ps) {
             if (ps.is_wrt[mu]) b.final.push_back(m);
         }
     }
+    plan_gradient_takes(plan, ps);
 }
 
 // Values a backward step reads: the outputs and leaves always; an op's output and inputs as its

@@ -2,14 +2,14 @@
 // What a forward or backward pass does with memory, derived from the Plan, the kind of pass and the
 // set of nodes differentiated for alone: which steps wait for which, which gradients exist and
 // outlive the pass, which are kept by rows or share a buffer, and per plan step and direction the
-// buffers to take, zero, hand over and free and the gradients that become final, a loop's roles
-// when it runs in segments included. Pure functions of their arguments, computed once per plan,
-// kind and wrt set. The executor, the step runner and the buffers replay what it says, and decide
-// at run time: whether a gradient a step takes outside loops is zeroed or handed unzeroed to an op
-// that writes it (StepRunner::back_node, from OpTraits::assigns_gradient), how far ahead of a
-// loop's reverse sweep its members' gradients are zeroed (StepRunner::back_loop, from the delays),
-// a loop's segments under a memory budget (from its lengths) and the counting of a parallel
-// schedule.
+// buffers to take, zero or leave for an op to write, hand over and free and the gradients that
+// become final, a loop's roles when it runs in segments and how far ahead of its reverse sweep its
+// gradients are zeroed included. Pure functions of their arguments, computed once per plan, kind and
+// wrt set. The executor, the step runner and the buffers replay what it says, and decide at run time
+// only what the run-time sizes decide: a loop's segments under a memory budget (from its lengths),
+// whether a gradient planned to share its consumer's buffer does (their shapes agree), and the
+// counting of a parallel schedule.
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +38,9 @@ struct LoopRoles {
     std::vector<char> full_value, full_grad, carried;  // per member
     std::size_t history = 0;
     int reads_time = -1;  // a member reading sequence positions other than a delay: no segments
+    // How many steps ahead of the reverse sweep a member's gradient slice must be zeroed: the
+    // delays' reach (a delay at step t adds into step t -+ d); everything, when a member reads time.
+    std::size_t zero_reach = 0;
 };
 
 // The length of a loop's segments under `budget` bytes, from its roles and its run-time sizes.
@@ -87,15 +90,18 @@ struct PassSchedule {
     std::vector<std::vector<std::pair<int, int>>> hold_if_segmented;
     std::vector<std::vector<int>> free_own;
 
-    // Backward of plan step s, in this order: a node's step takes `take` (gradients zeroed); a
-    // loop's takes `take_unzeroed` (its sweep zeroes each slice just ahead of itself), or when it
-    // ran in segments `take` (the members kept whole), and takes `take_after` (its inputs from
-    // outside the loop) before their bulk products. Then hand_over (consumer, addend): the
+    // Backward of plan step s, in this order: a node's step takes `take` (gradients zeroed) and
+    // `write` (unzeroed: the op writes them whole, its inputs at the bits of `assign`, see
+    // OpCall::assign_grad); a loop's takes `take_unzeroed` (its sweep zeroes each slice just ahead
+    // of itself), or when it ran in segments `take` (the members kept whole), and takes
+    // `take_after` (its inputs from outside the loop) before their bulk products. Each gradient is
+    // taken by the first step in backward's order that adds into it, and listed there only. Then hand_over (consumer, addend): the
     // consumer's gradient buffer, lent to the addend, becomes the addend's; free_grad and
     // free_value go back to the pool; `final` are the wrt nodes whose gradients no later step
     // adds into: finished and reported.
     struct Backward {
-        std::vector<int> take, take_unzeroed, take_after, free_grad, free_value, final;
+        std::vector<int> take, write, take_unzeroed, take_after, free_grad, free_value, final;
+        std::uint32_t assign = 0;
         std::vector<std::pair<int, int>> hand_over;
     };
     std::vector<Backward> backward;  // per plan step

@@ -97,18 +97,22 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
         return back_from_outside(s, work);
     }
     if (step.is_loop) {
-        // A member's gradient not taken yet has no reader outside the loop: nothing has added into
-        // it, and back_loop zeroes it a step at a time just before its steps are reached, while
-        // they are in cache, rather than all of it here. (Its inputs in the loop are members.)
-        thread_local std::vector<int> unzeroed;  // the calling thread's, reused: no allocation per pass
-        unzeroed.clear();
-        for (int m : planned.take_unzeroed)
-            if (buffers_.take_gradient_unzeroed(m)) unzeroed.push_back(m);
+        // The members' gradients the loop takes first (no reader outside it added into them):
+        // back_loop zeroes them a step at a time just before its steps are reached, while they are
+        // in cache, rather than all of them here. (Their inputs in the loop are members.)
+        for (int m : planned.take_unzeroed) take_unzeroed(m);
         record_peak(s, 0);
-        back_loop(s, work, unzeroed);
+        back_loop(s, work);
         return;
     }
-    back_node(step.members.front(), work, planned.take);
+    back_node(step.members.front(), work, planned);
+}
+
+template <class T>
+void StepRunner<T>::take_unzeroed(int i) {
+    if (!buffers_.take_gradient_unzeroed(i))
+        throw InternalError("backward: the pass schedule has " + plan_.nodes[static_cast<std::size_t>(i)].node->label() +
+                            "'s gradient taken unzeroed by its first adder, but it has memory already");
 }
 
 template <class T>
@@ -169,49 +173,31 @@ void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
 }
 
 template <class T>
-void StepRunner<T>::back_node(int i, Workspace<T>& work, std::span<const int> take) {
+void StepRunner<T>::back_node(int i, Workspace<T>& work, const PassSchedule::Backward& planned) {
     const PlanNode& pn = plan_.nodes[static_cast<std::size_t>(i)];
     auto& s = buffers_[i];
-    const bool runs = pn.node->kind == NodeKind::Op && buffers_.needs_gradient(i);
-    // The gradients node i is the first to add into (`take`) get memory now. One its op can write
-    // whole (OpTraits::assigns_gradient), of an input that appears once among its inputs, is left
-    // unzeroed for the op to write (OpCall::assign_grad); the others are zeroed first.
-    const std::uint32_t can_assign = runs ? calls_.assignable(i) : 0;
-    std::uint32_t assign = 0;
-    for (int m : take) {
-        std::uint32_t bits = 0;
-        for (std::size_t j = 0; j < pn.inputs.size() && can_assign; ++j)
-            if (pn.inputs[j] == m) bits |= j < 32 ? 1u << j : ~0u;
-        const bool once = bits != 0 && (bits & (bits - 1)) == 0;
-        if (once && (bits & can_assign) && buffers_.take_gradient_unzeroed(m))
-            assign |= bits;
-        else
-            buffers_.ensure_gradient(m);
-    }
-    if (!runs) return;
+    // The gradients node i is the first to add into get memory now: zeroed, or left for its op to
+    // write whole (OpCall::assign_grad), as the pass schedule says.
+    for (int m : planned.take) buffers_.ensure_gradient(m);
+    for (int m : planned.write) take_unzeroed(m);
+    if (pn.node->kind != NodeKind::Op || !buffers_.needs_gradient(i)) return;
     if (s.layout) zero_padding(s.grad.data(), *s.layout, s.sample.size());
     if (calls_.whole(i, Grads::all, true, work)) {
-        calls_.assign_gradients(i, assign);
+        calls_.assign_gradients(i, planned.assign);
         calls_.backward(i);
     }
 }
 
 template <class T>
-void StepRunner<T>::back_loop(std::size_t s, Workspace<T>& work, std::span<const int> unzeroed) {
+void StepRunner<T>::back_loop(std::size_t s, Workspace<T>& work) {
     const PlanStep& step = plan_.steps[s];
     const SequenceLayout& layout = loop_layout(step);
     const std::size_t n_seq = layout.num_sequences(), steps = layout.max_length();
     // Step t's slice of a member's gradient is added into by the members at t and by the delays
     // at the steps up to `reach` later in the sweep's order; the sweep zeroes each slice `reach`
-    // steps ahead of itself. Another op reading time might write anywhere: all of it is zeroed.
-    std::size_t reach = 0;
-    for (int m : step.members) {
-        const OpTraits traits = plan_.nodes[static_cast<std::size_t>(m)].node->op->traits();
-        if (traits.delay_direction != 0)
-            reach = std::max(reach, traits.delay_steps);
-        else if (traits.reads_time)
-            reach = steps;
-    }
+    // steps ahead of itself (LoopRoles::zero_reach: all of it when an op reads time).
+    const std::size_t reach = std::min(pass_->loops[s].zero_reach, steps);
+    const std::vector<int>& unzeroed = pass_->backward[s].take_unzeroed;
     std::size_t zeroed = 0;  // slices zeroed, in the sweep's order
     auto zero_ahead = [&](std::size_t k) {
         for (; zeroed < steps && zeroed <= k + reach; ++zeroed) {

@@ -46,8 +46,10 @@ private:
     void member_shapes(const PlanStep& step, std::vector<Shape>& shapes) const;
     void run_node(int i, Workspace<T>& work);
     void run_loop(const PlanStep& step, Workspace<T>& work);
-    void back_node(int i, Workspace<T>& work, std::span<const int> take);
-    void back_loop(std::size_t step, Workspace<T>& work, std::span<const int> unzeroed);
+    void back_node(int i, Workspace<T>& work, const PassSchedule::Backward& planned);
+    void back_loop(std::size_t step, Workspace<T>& work);
+    // Node i's gradient memory, not zeroed, as the pass schedule planned (else an InternalError).
+    void take_unzeroed(int i);
     void back_from_outside(std::size_t step, Workspace<T>& work);
     const SequenceLayout& loop_layout(const PlanStep& step) const;
 

@@ -141,13 +141,10 @@ bool Learner::update(Session& session, const UpdateOptions& options) {
     const std::size_t n = parameters_.size();
     std::vector<std::size_t> at(n);  // parameter i is the session's parameter at[i]
     for (std::size_t i = 0; i < n; ++i) at[i] = session.parameter_index(parameters_[i]);
-    if (options.backward)
-        begin_around(session, at, options);
-    else
-        begin(options);
+    begin(options);
     try {
-        // Parameters whose gradient never became final in backward (the loss does not use them)
-        // still take their step: zero gradient, but decay and momentum go on.
+        // Every parameter steps, those the loss does not use too: zero gradient, but decay and
+        // momentum go on.
         for (std::size_t i = 0; i < n; ++i)
             if (waiting(i)) accept(i, gradient_view(session, at[i]));
     } catch (...) {
@@ -155,29 +152,6 @@ bool Learner::update(Session& session, const UpdateOptions& options) {
         throw;
     }
     return finish();
-}
-
-void Learner::begin_around(Session& session, const std::vector<std::size_t>& at, const UpdateOptions& options) {
-    if (options.share) {  // the share is asked once every gradient is final
-        options.backward({});
-        begin(options);
-        return;
-    }
-    const std::size_t n = parameters_.size();
-    std::vector<std::size_t> learner_index(session.parameters().size(), n);
-    for (std::size_t i = 0; i < n; ++i) learner_index[at[i]] = i;
-    UpdateOptions during = options;
-    during.during_backward = true;
-    begin(during);
-    try {
-        options.backward([&](std::size_t k) {
-            const std::size_t i = learner_index[k];
-            if (i < n && accept(i, gradient_view(session, k))) session.release_gradient(k);
-        });
-    } catch (...) {  // nothing held is applied, the step count stays
-        cancel();
-        throw;
-    }
 }
 
 void Learner::begin(const UpdateOptions& options) {
@@ -357,7 +331,7 @@ void Learner::apply_as(std::size_t i, const GradientRef<const T>& grad) {
         rs.rows = &first_row;
         apply(rs);
     };
-    if (skips_zero_rows()) {
+    if (updates_rows_lazily()) {
         for (std::size_t k = 0; k < g.rows.size(); ++k) row_step(g.rows[k], g.data.data() + k * width);
     } else {
         const std::vector<T> zero_row(width, T(0));

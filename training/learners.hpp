@@ -112,10 +112,6 @@ struct UpdateOptions {
     double gradient_scale = 1.0;
     /// A step whose global gradient norm is not finite changes nothing (Learner::finish).
     bool only_if_finite = false;
-    /// Deprecated (Learner::update only): runs the backward pass the update reads, calling final(i)
-    /// as parameter i of the session gets its final gradient. Run backward yourself instead and
-    /// hand each gradient to Learner::accept (with `during_backward`), as the Trainer does.
-    std::function<void(const std::function<void(std::size_t)>& final)> backward = {};
     /// Set: this process steps only its share of the parameters (UpdateShare); the parameters it
     /// steps get exactly the values the whole update gives, and the step count and
     /// last_gradient_norm() move as with it.
@@ -143,8 +139,8 @@ public:
 
     /// One step for every parameter (see the file's comment) on the gradients of `session`'s last
     /// backward: begin, accept of each gradient, finish (below). The session's parameters may be
-    /// any that include the learner's, in any order. `options.backward` (deprecated), when set, is
-    /// run first, its final(i) calls forwarded to accept; when it throws, the update is cancelled.
+    /// any that include the learner's, in any order. To step parameters while backward runs, call
+    /// begin, accept and finish yourself (below), as the Trainer does.
     bool update(Session& session, const UpdateOptions& options = {});
     /// @{
     /// One step given its gradients one by one: begin(options), then accept(i, gradient) once for
@@ -173,7 +169,7 @@ public:
     /// @}
     /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam): its step then
     /// changes only the rows a gradient kept by rows lists.
-    bool updates_rows_lazily() const { return skips_zero_rows(); }
+    bool updates_rows_lazily() const { return options_.lazy_sparse_rows; }
     /// @{
     /// The rule's state of parameter i, slot k (k < state_slots()), as the raw bytes of the
     /// precision it is kept in: what moves when the processes that step a share of the parameters
@@ -245,8 +241,6 @@ protected:
     virtual void apply(const StepOf<float>& step) = 0;
     virtual void apply(const StepOf<double>& step) = 0;
     /// @}
-    /// Whether the rule leaves rows with an all-zero gradient alone (lazy Adam).
-    virtual bool skips_zero_rows() const { return false; }
 
 private:
     std::string name_;
@@ -279,8 +273,6 @@ private:
     /// From the squared global norm: false (nothing opened) when `only_if_finite` and the norm is not
     /// finite; else opens the update with the scale clipping asks for.
     bool open_clipped_update(double square_sum, double gradient_scale, bool only_if_finite);
-    /// The deprecated UpdateOptions::backward: begins the update around the pass it runs.
-    void begin_around(Session& session, const std::vector<std::size_t>& at, const UpdateOptions& options);
     /// Asks the share which parameters this process steps; the others are passed by.
     void take_share(UpdateShare& share);
     /// The global norm, from the held gradients (and the share's): false when the check refuses

@@ -34,7 +34,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     Factors prepare(std::uint64_t t) const override {  // bias corrections
         const auto n = static_cast<double>(t);
         return {1.0 / (1.0 - std::pow(b1_, n)), 1.0 / (1.0 - std::pow(b2_, n))};
@@ -64,7 +63,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     double rho_, eps_;
 };
 
@@ -96,7 +94,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     // CNTK scales the normalized gradient by sqrt of the smoothed count of what went into the
     // squared average: c = rho c + (1 - rho) n. One update counts n = 1 here (see learners.hpp),
     // so after t updates c = 1 - rho^t.

@@ -26,7 +26,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
 };
 
 class Momentum final : public LearnerRule<Momentum> {
@@ -59,7 +58,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     double mu_;
     bool nesterov_;
 };
@@ -83,7 +81,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     double eps_;
 };
 
@@ -110,7 +107,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     double rho_, eps_;
 };
 
@@ -142,7 +138,6 @@ public:
     }
 
 private:
-    bool skips_zero_rows() const override { return options().lazy_sparse_rows; }
     Factors prepare(std::uint64_t t) const override {  // bias corrections
         const auto n = static_cast<double>(t);
         return {1.0 / (1.0 - std::pow(b1_, n)), 1.0 / (1.0 - std::pow(b2_, n))};

@@ -172,10 +172,12 @@ TEST_CASE(
     CHECK(contains(holds, {node_of(*plan, r.x), static_cast<int>(loop)}));
     CHECK(contains(holds, {w, static_cast<int>(loop)}));
     CHECK(ps.free_own[loop].empty());
-    // The loop's backward: its members that get gradients (all four: each depends on w) are taken
-    // unzeroed for the sweep; w's is taken after it for the bulk product, x's never (not wrt).
+    // The loop's backward: its members that get gradients (all four: each depends on w) and that
+    // no step after it took (h's the sum over time took) are taken unzeroed for the sweep; w's is
+    // taken after it for the bulk product, x's never (not wrt).
     const PassSchedule::Backward& b = ps.backward[loop];
-    CHECK(b.take_unzeroed.size() == 4);
+    CHECK(b.take_unzeroed.size() == 3);
+    CHECK_FALSE(contains(b.take_unzeroed, node_of(*plan, r.h)));
     CHECK(b.take_after == std::vector<int>{w});
     // Their gradients and the inner values go back once the loop's backward ran; w is final after
     // its own step, not the loop's.
@@ -184,8 +186,9 @@ TEST_CASE(
     CHECK(b.final.empty());
     CHECK(ps.backward[static_cast<std::size_t>(steps.step_of[static_cast<std::size_t>(w)])].final ==
           std::vector<int>{w});
-    // A node's step takes its own gradient and its input's (zeroed), frees its own.
-    CHECK(ps.backward[sum_step].take == std::vector<int>{node_of(*plan, r.over_time), node_of(*plan, r.h)});
+    // A node's step takes its input's gradient (zeroed: a sum over time adds into it), not its own:
+    // the step after it (the loss's sum) took that.
+    CHECK(ps.backward[sum_step].take == std::vector<int>{node_of(*plan, r.h)});
     // In segments: the delay reads h (carried, one row of history); h is read whole after the loop
     // and the delay's value by the product's dW: kept whole; the gradients the bulk product and the
     // sum over time read are kept whole.
@@ -204,7 +207,9 @@ TEST_CASE(
     CHECK(roles.full_grad[member(r.h)]);
     CHECK(roles.full_grad[member(r.product)]);
     CHECK_FALSE(roles.full_grad[member(r.sum)]);
-    CHECK(b.take.size() == 2);  // when the loop ran in segments: the two gradients kept whole
+    // When the loop ran in segments: of the two gradients kept whole, the product's (h's was taken).
+    CHECK(b.take == std::vector<int>{node_of(*plan, r.product)});
+    CHECK(roles.zero_reach == 1);  // the delay adds into the step before
 }
 
 TEST_CASE("pass schedule: a node's backward hands its gradient buffer to the addend it was lent to") {
@@ -221,9 +226,51 @@ TEST_CASE("pass schedule: a node's backward hands its gradient buffer to the add
     const PassSchedule::Backward& bw = ps.backward[out_step];
     REQUIRE(bw.hand_over.size() == 1);
     CHECK(bw.hand_over[0] == std::pair{node_of(*plan, out), node_of(*plan, proj)});
-    // affine takes its own gradient and w's and proj's (x gets none); proj's is out's buffer until
-    // the hand-over, so Buffers takes nothing for it.
-    CHECK(bw.take == std::vector<int>{node_of(*plan, out), node_of(*plan, w), node_of(*plan, proj)});
+    // affine takes w's gradient unzeroed, its product writing it whole (w is its input 1), and
+    // proj's zeroed (x gets none; its own the sigmoid took): proj's is out's buffer until the
+    // hand-over when their run-time shapes agree, so Buffers takes nothing for it then.
+    CHECK(bw.take == std::vector<int>{node_of(*plan, proj)});
+    CHECK(bw.write == std::vector<int>{node_of(*plan, w)});
+    CHECK(bw.assign == 2u);
+}
+
+TEST_CASE("pass schedule: each gradient is taken once, by the first step to add into it, unzeroed for an op that "
+          "writes it whole") {
+    // p = x w, h = tanh(p), y = h w, loss = sum(y): w is read twice, by y's product first in
+    // backward's order.
+    Variable x = input_variable({3}, "x");
+    Parameter w = parameter(xt::xarray<float>{{1, 2, 0}, {3, 4, 0}, {5, 6, 1}}, "w");
+    Variable p = times(x, w);
+    Variable h = tanh(p);
+    Variable y = times(h, w);
+    Variable loss = reduce_sum(y);
+    const auto plan = compile({loss});
+    const StepGraph steps = plan_steps(*plan);
+    const PassSchedule ps = plan_pass(*plan, steps, PassSchedule::Kind::training, {node_of(*plan, w)});
+    auto at = [&](const Variable& v) -> const PassSchedule::Backward& {
+        return ps.backward[static_cast<std::size_t>(steps.step_of[static_cast<std::size_t>(node_of(*plan, v))])];
+    };
+    // The loss is an output: its seed takes its gradient. Its sum adds into y's (zeroed).
+    CHECK(at(loss).take == std::vector<int>{node_of(*plan, y)});
+    CHECK(at(loss).write.empty());
+    // y's product writes both its inputs' gradients whole: h (input 0) and w (input 1).
+    CHECK(at(y).take.empty());
+    CHECK(at(y).write == std::vector<int>{node_of(*plan, h), node_of(*plan, w)});
+    CHECK(at(y).assign == 3u);
+    // tanh writes p's whole.
+    CHECK(at(h).write == std::vector<int>{node_of(*plan, p)});
+    CHECK(at(h).assign == 1u);
+    // p's product adds into w's, taken already: it takes nothing and writes nothing.
+    CHECK(at(p).take.empty());
+    CHECK(at(p).write.empty());
+    CHECK(at(p).assign == 0u);
+    // Every gradient of the pass but the seeded output's is taken by exactly one step.
+    std::vector<int> times_taken(plan->nodes.size(), 0);
+    for (const auto& b : ps.backward)
+        for (const auto* list : {&b.take, &b.write, &b.take_unzeroed, &b.take_after})
+            for (int j : *list) ++times_taken[static_cast<std::size_t>(j)];
+    for (std::size_t j = 0; j < plan->nodes.size(); ++j)
+        CHECK_MESSAGE(times_taken[j] == (ps.needs_grad[j] && !ps.is_output[j] ? 1 : 0), plan->nodes[j].node->label());
 }
 
 TEST_CASE("pass schedule: a loop's segments balance the windows against the saved states, worked out by hand") {
