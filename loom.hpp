@@ -31,6 +31,7 @@
 #include "qa/overlap.hpp"
 #include "qa/qa_data.hpp"
 #include "qa/synthetic_qa.hpp"
+#include "text/characters.hpp"
 #include "text/tokenize.hpp"
 #include "text/vocabulary.hpp"
 #include "text/words.hpp"
@@ -53,7 +54,8 @@
 /// - core/value.hpp: loom::Value, the data a graph is given and gives back;
 /// - data/: readers of CTF and pronunciation files, batching, minibatches, the checks and atomic
 ///   writes of a program's output files (data/output_files.hpp);
-/// - text/: the English tokenizer, vocabularies, word statistics (stopwords, IDF, a stemmer);
+/// - text/: the English tokenizer, vocabularies, word statistics (stopwords, IDF, a stemmer), the
+///   characters of UTF-8 text for character-level models (text/characters.hpp);
 /// - qa/: answer selection: QA pair files and their minibatches, word-overlap features, synthetic QA
 ///   data, ranking metrics (MAP, MRR, paired bootstrap);
 /// - plot/: SVG charts of training curves and attention weights (loom::svg).

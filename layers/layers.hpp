@@ -5,5 +5,6 @@
 #include "layers/attention.hpp"
 #include "layers/decoder.hpp"
 #include "layers/layer.hpp"
+#include "layers/lstm_lm.hpp"
 #include "layers/recurrent.hpp"
 #include "layers/transformer.hpp"

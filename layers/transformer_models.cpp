@@ -3,7 +3,6 @@
 // and the model file that carries their architecture with their parameters.
 #include <cmath>
 #include <optional>
-#include <variant>
 
 #include "core/errors.hpp"
 #include "graph/ops.hpp"
@@ -279,16 +278,7 @@ void write_model(const std::string& path, const char* kind, const TransformerOpt
     save_model_file(path, kind, parameters, records);
 }
 
-// The file's "transformer" record as the "settings" record of a file of no parameters, so that
-// ModelFile's checked readers (setting, whole_setting) read it.
-ModelFile transformer_settings(const ModelFile& f) {
-    ModelFile s;
-    s.path = f.path;
-    s.records["settings"] = f.record("transformer");
-    return s;
-}
-
-// The options a file's "transformer" record holds (`s`, transformer_settings' view), each within
+// The options a file's "transformer" record holds (`s`: f.settings_in("transformer")), each within
 // what a model can be; a DataError naming the file and the setting otherwise.
 TransformerOptions read_options(const ModelFile& f, const ModelFile& s) {
     TransformerOptions o;
@@ -314,19 +304,6 @@ TransformerOptions read_options(const ModelFile& f, const ModelFile& s) {
     return o;
 }
 
-// Refuses a file whose parameters do not hold what its options make, before the model is made.
-void check_count(const ModelFile& f, const TransformerOptions& o, const std::vector<std::size_t>& vocabularies,
-                 bool encoder) {
-    double held = 0;
-    for (const auto& [name, value] : f.parameters)
-        held += static_cast<double>(std::visit([](const auto& a) { return a.size(); }, value));
-    const double wanted = parameter_count(o, vocabularies, encoder);
-    if (held != wanted)
-        throw DataError(f.path + ": its settings make a model of " + std::to_string(static_cast<long long>(wanted)) +
-                        " numbers, but its parameters hold " + std::to_string(static_cast<long long>(held)) +
-                        "; it is not a model file loom wrote");
-}
-
 }  // namespace
 
 void Seq2SeqTransformer::save(const std::string& path, const std::map<std::string, std::string>& records) const {
@@ -339,12 +316,12 @@ void Seq2SeqTransformer::save(const std::string& path, const std::map<std::strin
 Seq2SeqTransformer Seq2SeqTransformer::load(const ModelFile& f) {
     if (f.kind != "seq2seq_transformer")
         throw DataError(f.path + ": holds a model of kind '" + f.kind + "', not a Seq2SeqTransformer");
-    const ModelFile s = transformer_settings(f);
+    const ModelFile s = f.settings_in("transformer");
     const TransformerOptions o = read_options(f, s);
     const std::size_t sv = s.whole_setting("source_vocabulary", 1, max_vocabulary);
     const std::size_t tv = s.whole_setting("target_vocabulary", 1, max_vocabulary);
     if (o.encoder_layers == 0) throw DataError(f.path + ": its encoder_layers is 0");
-    check_count(f, o, {sv, tv}, true);
+    f.check_parameter_count(parameter_count(o, {sv, tv}, true));
     Seq2SeqTransformer model(sv, tv, o);
     assign_parameters(f, model.parameters());
     return model;
@@ -361,10 +338,10 @@ void TransformerLM::save(const std::string& path, const std::map<std::string, st
 TransformerLM TransformerLM::load(const ModelFile& f) {
     if (f.kind != "transformer_lm")
         throw DataError(f.path + ": holds a model of kind '" + f.kind + "', not a TransformerLM");
-    const ModelFile s = transformer_settings(f);
+    const ModelFile s = f.settings_in("transformer");
     const TransformerOptions o = read_options(f, s);
     const std::size_t v = s.whole_setting("vocabulary", 1, max_vocabulary);
-    check_count(f, o, {v}, false);
+    f.check_parameter_count(parameter_count(o, {v}, false));
     TransformerLM model(v, o);
     assign_parameters(f, model.parameters());
     return model;

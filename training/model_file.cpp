@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "core/errors.hpp"
 #include "core/finite.hpp"
@@ -221,6 +223,24 @@ std::size_t ModelFile::whole_setting(const std::string& name, std::size_t min, s
         throw DataError(path + ": setting '" + name + "' is " + number_text(x) + ", not a whole number from " +
                         std::to_string(min) + " to " + std::to_string(max));
     return static_cast<std::size_t>(x);
+}
+
+ModelFile ModelFile::settings_in(const std::string& key) const {
+    ModelFile view;
+    view.path = path;
+    view.records["settings"] = record(key);
+    return view;
+}
+
+void ModelFile::check_parameter_count(double wanted) const {
+    double held = 0;
+    for (const auto& [name, value] : parameters)
+        held += static_cast<double>(std::visit([](const auto& a) { return a.size(); }, value));
+    if (held == wanted) return;
+    std::ostringstream message;  // whole numbers in full, however large the claim
+    message << std::fixed << std::setprecision(0) << path << ": its settings make a model of " << wanted
+            << " numbers, but its parameters hold " << held << "; it is not a model file loom wrote";
+    throw DataError(message.str());
 }
 
 std::string settings_record(const std::map<std::string, double>& settings) {

@@ -40,6 +40,13 @@ struct ModelFile {
     /// A size or a count: a DataError unless a whole number from min to max (never a double
     /// converted to size_t out of range, which is undefined: -1, nan, 1e30).
     std::size_t whole_setting(const std::string& name, std::size_t min, std::size_t max) const;
+    /// The record `key` (written by settings_record) as the "settings" of a file of no parameters,
+    /// to read with the checked readers above: a model's own settings beside the caller's.
+    ModelFile settings_in(const std::string& key) const;
+    /// A DataError unless the parameters hold `wanted` numbers in all: a loader checks what its
+    /// settings make before making it, so that a file claiming huge sizes over small parameters
+    /// is refused instead of allocated.
+    void check_parameter_count(double wanted) const;
 };
 
 /// Numbers a program needs to rebuild its graph (sizes, weights), as the text of a "settings"

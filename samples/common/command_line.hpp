@@ -1,5 +1,5 @@
 #pragma once
-// What the samples' command lines share: floating options that must be finite numbers, and a
+// What the samples' command lines share: numbers in a range (floating ones finite), and a
 // data-parallel job under mpirun (its --mpi-timeout option, and joining it). Header-only; a sample
 // built with LOOM_DISTRIBUTED (its CMakeLists.txt links loom::distributed) joins the job.
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include <loom.hpp>
 #ifdef LOOM_DISTRIBUTED
@@ -27,6 +28,15 @@ inline const CLI::Validator finite_number(
     },
     "FINITE");
 
+// An option holding a number from `low` to `high`, its default shown in --help; a floating one must
+// also be a finite number. (CLI11 would read -1 into a size_t as 2^64 - 1: every number has a range.)
+template <class T>
+CLI::Option* add_number(CLI::App& app, const std::string& name, T& value, const std::string& what, T low, T high) {
+    CLI::Option* option = app.add_option(name, value, what)->capture_default_str();
+    if constexpr (std::is_floating_point_v<T>) option->check(finite_number);
+    return option->check(CLI::Range(low, high));
+}
+
 // --mpi-timeout SECONDS (default 300): how long a process waits for the others at a step.
 inline void add_mpi_timeout(CLI::App& app, double& seconds) {
     app.add_option("--mpi-timeout", seconds,
@@ -37,17 +47,27 @@ inline void add_mpi_timeout(CLI::App& app, double& seconds) {
         ->check(CLI::Range(0.0, 1e6));
 }
 
+// Under mpirun, joins the job (docs/distributed.md): join says this process's place (rank of ranks)
+// and gives the reduction that sums the processes' gradients; the job holds the MPI context, which
+// ends MPI when it is destroyed, so it outlives the training. Alone, or in a sample built without
+// loom::distributed, join changes nothing.
+class MpiJob {
+public:
+    void join([[maybe_unused]] int argc, [[maybe_unused]] char** argv, [[maybe_unused]] double timeout,
+              [[maybe_unused]] std::size_t& rank, [[maybe_unused]] std::size_t& ranks,
+              [[maybe_unused]] std::shared_ptr<loom::GradientReduction>& reduction) {
 #ifdef LOOM_DISTRIBUTED
-// Under mpirun, joins the job (docs/distributed.md): `mpi` holds the context (it ends MPI when it is
-// destroyed, so it outlives the training), rank and ranks say this process's place, and reduction
-// sums the processes' gradients. Alone, nothing changes.
-inline void join_mpirun(std::optional<loom::distributed::Context>& mpi, int argc, char** argv, double timeout,
-                        std::size_t& rank, std::size_t& ranks, std::shared_ptr<loom::GradientReduction>& reduction) {
-    if (!loom::distributed::Context::launched_by_mpirun()) return;
-    mpi.emplace(argc, argv);
-    mpi->set_timeout(timeout);
-    rank = mpi->rank(), ranks = mpi->size(), reduction = loom::distributed::data_parallel(*mpi);
-}
+        if (!loom::distributed::Context::launched_by_mpirun()) return;
+        context_.emplace(argc, argv);
+        context_->set_timeout(timeout);
+        rank = context_->rank(), ranks = context_->size(), reduction = loom::distributed::data_parallel(*context_);
 #endif
+    }
+
+private:
+#ifdef LOOM_DISTRIBUTED
+    std::optional<loom::distributed::Context> context_;
+#endif
+};
 
 }  // namespace samples

@@ -25,7 +25,6 @@
 
 #include "common/command_line.hpp"  // finite numbers, mpirun
 #include "model.hpp"
-#include "text.hpp"
 
 using namespace loom;
 
@@ -84,8 +83,8 @@ void print_loss(const std::string& what, double nats) {
 // Draws o.generate characters after o.prompt, o.streams texts at once, through the key/value cache
 // (the LSTM: its states); stream 0 is printed as it is drawn. The Transformer's context is its
 // block: when it is full, the last half of the text so far becomes the prompt of the next round.
-void generate(const lm::Model& m, const lm::Alphabet& alphabet, const Options& o) {
-    const std::vector<std::uint32_t> prompt = alphabet.ids(lm::decode_utf8(o.prompt, "--prompt"), "--prompt");
+void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o) {
+    const std::vector<std::uint32_t> prompt = alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
     const std::size_t block = m.settings.block;
     const bool bounded = m.settings.architecture == lm::Architecture::transformer;
     if (bounded && prompt.size() >= block)
@@ -123,12 +122,12 @@ void generate(const lm::Model& m, const lm::Alphabet& alphabet, const Options& o
 
 int train(const Options& o) {
     check_outputs({{o.save, "--save"}}, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
-    const std::u32string text = lm::read_text(o.train_file);
-    const lm::Alphabet alphabet = lm::Alphabet::of(text);
+    const std::u32string text = read_utf8_text(o.train_file);
+    const Alphabet alphabet = Alphabet::of(text);
     const std::vector<std::uint32_t> ids = alphabet.ids(text, o.train_file);
     std::optional<std::vector<std::uint32_t>> eval_ids;
-    if (!o.eval_file.empty()) eval_ids = alphabet.ids(lm::read_text(o.eval_file), o.eval_file);
-    alphabet.ids(lm::decode_utf8(o.prompt, "--prompt"), "--prompt");
+    if (!o.eval_file.empty()) eval_ids = alphabet.ids(read_utf8_text(o.eval_file), o.eval_file);
+    alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
     const auto held = static_cast<std::size_t>(std::floor(o.holdout * static_cast<double>(ids.size())));
     const std::vector<std::uint32_t> train_ids(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(held));
     const std::vector<std::uint32_t> held_ids(ids.end() - static_cast<std::ptrdiff_t>(held), ids.end());
@@ -141,7 +140,7 @@ int train(const Options& o) {
     std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
                 o.train_file.c_str(), held_ids.size());
     std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters\n",
-                lm::architecture_name(o.sizes.architecture).c_str(), o.sizes.layers, o.sizes.width,
+                o.architecture.c_str(), o.sizes.layers, o.sizes.width,
                 o.sizes.architecture == lm::Architecture::transformer
                     ? (", " + std::to_string(o.sizes.heads) + " heads").c_str()
                     : "",
@@ -211,10 +210,10 @@ int train(const Options& o) {
 
 int use_saved(const Options& o) {
     std::optional<std::u32string> eval_text;
-    if (!o.eval_file.empty()) eval_text = lm::read_text(o.eval_file);
+    if (!o.eval_file.empty()) eval_text = read_utf8_text(o.eval_file);
     const lm::Loaded loaded = lm::load_model(o.model_file);
     // Checked before any work: every character is the model's.
-    if (o.generate > 0) loaded.alphabet.ids(lm::decode_utf8(o.prompt, "--prompt"), "--prompt");
+    if (o.generate > 0) loaded.alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
     if (eval_text) print_loss(o.eval_file, evaluate(*loaded.model, loaded.alphabet.ids(*eval_text, o.eval_file)));
     if (o.generate > 0) generate(*loaded.model, loaded.alphabet, o);
     return 0;
@@ -226,10 +225,9 @@ int main(int argc, char** argv) {
     Options o;
     CLI::App app{"Train a character-level language model on a text, or draw text from a saved one"};
     app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
-    app.add_option("--holdout", o.holdout, "the last part of --train never trained on, scored after training")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 0.5));
+    using samples::add_number;
+    const std::size_t many = std::size_t{1} << 40;
+    add_number(app, "--holdout", o.holdout, "the last part of --train never trained on, scored after training", 0.0, 0.5);
     app.add_option("--eval", o.eval_file, "a text to score: nats per character over windows of --block")
         ->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
@@ -238,81 +236,41 @@ int main(int argc, char** argv) {
     app.add_option("--architecture", o.architecture, "transformer (a GPT) or lstm (char-rnn)")
         ->capture_default_str()
         ->check(CLI::IsMember({"transformer", "lstm"}));
-    app.add_option("--layers", o.sizes.layers, "Transformer blocks or LSTM layers")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 64));
-    app.add_option("--heads", o.sizes.heads, "attention heads (transformer; divide --width)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 256));
-    app.add_option("--width", o.sizes.width, "the layers' width")->capture_default_str()->check(CLI::Range(1, 16384));
-    app.add_option("--block", o.sizes.block, "characters per training window; the Transformer's context")
-        ->capture_default_str()
-        ->check(CLI::Range(2, 1 << 20));
-    app.add_option("--batch", o.batch, "windows per iteration")->capture_default_str()->check(CLI::Range(1, 4096));
-    app.add_option("--dropout", o.sizes.dropout,
-                   "dropout rate (the Transformer: on attention weights, residuals and the embedded input)")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 0.9));
-    app.add_option("--iterations", o.iterations, "training iterations (unless --minutes)")
-        ->capture_default_str()
-        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40));
-    app.add_option("--untimed-iterations", o.untimed, "leave the first W iterations out of the trained: line")
-        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40));
-    app.add_option("--minutes", o.minutes, "train for this long instead of --iterations")
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 1e6));
-    app.add_option("--learning-rate", o.learning_rate, "AdamW's rate after the warm-up")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(1e-9, 10.0));
-    app.add_option("--min-learning-rate", o.min_learning_rate, "where the cosine decay ends")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 10.0));
-    app.add_option("--warmup", o.warmup, "iterations of linear warm-up")->capture_default_str();
-    app.add_option("--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 10.0));
-    app.add_option("--beta2", o.beta2, "AdamW's beta2")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 0.9999999));
-    app.add_option("--clip", o.clip, "the gradient's global norm at most (0: no clipping)")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 1e6));
-    app.add_option("--log-every", o.log_every, "print the training loss every this many iterations")
-        ->capture_default_str()
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
-    app.add_option("--generate", o.generate, "characters to draw (after training, or from --model)")
-        ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 30));
+    add_number<std::size_t>(app, "--layers", o.sizes.layers, "Transformer blocks or LSTM layers", 1, 64);
+    add_number<std::size_t>(app, "--heads", o.sizes.heads, "attention heads (transformer; divide --width)", 1, 256);
+    add_number<std::size_t>(app, "--width", o.sizes.width, "the layers' width", 1, 16384);
+    add_number<std::size_t>(app, "--block", o.sizes.block, "characters per training window; the Transformer's context",
+                            2, 1 << 20);
+    add_number<std::size_t>(app, "--batch", o.batch, "windows per iteration", 1, 4096);
+    add_number(app, "--dropout", o.sizes.dropout,
+               "dropout rate (the Transformer: on attention weights, residuals and the embedded input)", 0.0, 0.9);
+    add_number<std::size_t>(app, "--iterations", o.iterations, "training iterations (unless --minutes)", 0, many);
+    add_number<std::size_t>(app, "--untimed-iterations", o.untimed,
+                            "leave the first W iterations out of the trained: line", 0, many);
+    add_number(app, "--minutes", o.minutes, "train for this long instead of --iterations", 0.0, 1e6);
+    add_number(app, "--learning-rate", o.learning_rate, "AdamW's rate after the warm-up", 1e-9, 10.0);
+    add_number(app, "--min-learning-rate", o.min_learning_rate, "where the cosine decay ends", 0.0, 10.0);
+    add_number<std::size_t>(app, "--warmup", o.warmup, "iterations of linear warm-up", 0, many);
+    add_number(app, "--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices", 0.0, 10.0);
+    add_number(app, "--beta2", o.beta2, "AdamW's beta2", 0.0, 0.9999999);
+    add_number(app, "--clip", o.clip, "the gradient's global norm at most (0: no clipping)", 0.0, 1e6);
+    add_number<std::size_t>(app, "--log-every", o.log_every, "print the training loss every this many iterations", 1,
+                            many);
+    add_number<std::size_t>(app, "--generate", o.generate, "characters to draw (after training, or from --model)", 0,
+                            std::size_t{1} << 30);
     app.add_option("--prompt", o.prompt, "the text the drawn characters continue")->capture_default_str();
-    app.add_option("--temperature", o.temperature, "divides the logits before drawing; 0: the likeliest")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(0.0, 100.0));
-    app.add_option("--top-k", o.top_k, "draw among the k likeliest characters only (0: all; 1: the likeliest)")
-        ->capture_default_str();
-    app.add_option("--top-p", o.top_p, "draw among the likeliest characters whose probability reaches p")
-        ->capture_default_str()
-        ->check(samples::finite_number)
-        ->check(CLI::Range(1e-9, 1.0));
-    app.add_option("--streams", o.streams, "texts drawn at once (stream 0 is printed)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 4096));
+    add_number(app, "--temperature", o.temperature, "divides the logits before drawing; 0: the likeliest", 0.0, 100.0);
+    add_number<std::size_t>(app, "--top-k", o.top_k,
+                            "draw among the k likeliest characters only (0: all; 1: the likeliest)", 0, many);
+    add_number(app, "--top-p", o.top_p, "draw among the likeliest characters whose probability reaches p", 1e-9, 1.0);
+    add_number<std::size_t>(app, "--streams", o.streams, "texts drawn at once (stream 0 is printed)", 1, 4096);
     app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
-    app.add_option("--threads", o.threads, "threads")->check(CLI::Range(1, 64));
+    add_number<std::size_t>(app, "--threads", o.threads, "threads", 1, 64);
     samples::add_mpi_timeout(app, o.mpi_timeout);
-#ifdef LOOM_DISTRIBUTED
-    std::optional<distributed::Context> mpi;
-#endif
+    samples::MpiJob mpi;  // under mpirun, every process trains on its own windows
     CLI11_PARSE(app, argc, argv);
     try {
-#ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its own windows (docs/distributed.md)
-        samples::join_mpirun(mpi, argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
-#endif
+        mpi.join(argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;
         if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)

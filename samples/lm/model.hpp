@@ -1,21 +1,16 @@
 #pragma once
-// The language models of samples/lm: a GPT (loom::layers::TransformerLM) and char-rnn's LSTM, each
-// a training graph over windows of characters and a generating step over the same parameters.
-#include <cstdint>
+// The language models of samples/lm, a GPT (loom::layers::TransformerLM) or char-rnn's LSTM
+// (loom::layers::LstmLM), each as a training graph over windows of characters and a generating step.
 #include <memory>
-#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <loom.hpp>
 
-#include "text.hpp"
-
 namespace lm {
 
 enum class Architecture { transformer, lstm };
-
-std::string architecture_name(Architecture a);
 
 /// The sizes a model is built from, and saved with.
 struct Settings {
@@ -30,10 +25,11 @@ struct Settings {
 /// A language model over `vocabulary` characters.
 class Model {
 public:
+    using Network = std::variant<loom::layers::TransformerLM, loom::layers::LstmLM>;
     Model(const Settings& settings, std::size_t vocabulary);
+    Model(const Settings& settings, Network network);
 
     Settings settings;
-    std::size_t vocabulary;
     loom::Variable symbols;  ///< a window's characters but the last: a sequence of ids [1]
     loom::Variable targets;  ///< the characters that follow each, on the same axis
     loom::Variable logits;   ///< [vocabulary] at every step
@@ -43,8 +39,9 @@ public:
     std::vector<loom::Variable> initial_states, last_states;
 
     std::vector<loom::Parameter> parameters() const;
+    const Network& network() const { return network_; }
     /// The generating step (a key/value cache, or the LSTM's states), for layers::Generator.
-    const loom::layers::Decoder& decoder() const { return *decoder_; }
+    loom::layers::Decoder decoder() const;
     /// Windows of ids: inputs[i] predicts targets[i] (each as long), starting from `states` (the
     /// LSTM's, as last_states gave them; empty: zeros).
     loom::Bindings bind(const std::vector<std::vector<std::size_t>>& inputs,
@@ -52,17 +49,16 @@ public:
                         const std::vector<loom::Value>& states = {}) const;
 
 private:
-    std::optional<loom::layers::Decoder> decoder_;
-    std::vector<loom::Parameter> parameters_;
+    Network network_;
 };
 
-/// Writes the model, its settings and its alphabet to `path` (the architecture travels in the file).
-void save_model(const std::string& path, const Model& model, const Alphabet& alphabet);
+/// Writes the model with its alphabet to `path` (the architecture travels in the file).
+void save_model(const std::string& path, const Model& model, const loom::Alphabet& alphabet);
 
 /// A model read back.
 struct Loaded {
     std::unique_ptr<Model> model;
-    Alphabet alphabet;
+    loom::Alphabet alphabet;
 };
 /// Reads a file save_model wrote; a DataError names the file and what is wrong with it.
 Loaded load_model(const std::string& path);

@@ -267,14 +267,10 @@ int main(int argc, char** argv) {
     app.add_option("--seed", o.seed, "seed for the data order and the initial weights")->capture_default_str();
     app.add_option("--threads", o.threads, "independent steps of the model run at once")->check(CLI::Range(1, 64));
     samples::add_mpi_timeout(app, o.mpi_timeout);
-#ifdef LOOM_DISTRIBUTED
-    std::optional<distributed::Context> mpi;
-#endif
+    samples::MpiJob mpi;  // under mpirun, every process trains on its share of each step
     CLI11_PARSE(app, argc, argv);
     try {
-#ifdef LOOM_DISTRIBUTED  // under mpirun, every process trains on its share of each step
-        samples::join_mpirun(mpi, argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
-#endif
+        mpi.join(argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         if (o.score_file.empty() != o.model_file.empty())
             throw UserError("--score FILE and --model FILE go together (scoring builds nothing else)");

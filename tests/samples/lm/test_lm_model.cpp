@@ -1,14 +1,12 @@
 // The language-model sample's model and text (samples/lm): the LSTM's state carried over
 // consecutive windows gives what one long sequence gives; model files round-trip with their
-// architecture and alphabet and refuse what this program never wrote; the text reader names the
-// file, line and column of a character outside the alphabet, a NUL byte and invalid UTF-8.
+// architecture and alphabet and refuse what this program never wrote.
 #include <doctest/doctest.h>
 
 #include <fstream>
 
 #include "core/errors.hpp"
 #include "lm/model.hpp"
-#include "lm/text.hpp"
 #include "test_support.hpp"
 
 using namespace loom;
@@ -56,9 +54,9 @@ TEST_CASE("lm: the LSTM's state carried over consecutive windows equals one long
     CHECK(std::abs(windows.value(m.loss).sequence<double>(0)(0, 0) - want.sequence<double>(0)(4, 0)) > 1e-6);
 }
 
-TEST_CASE("lm: model files keep the architecture and the alphabet, and refuse other records") {
+TEST_CASE("lm: model files keep the architecture and the alphabet, and refuse another program's or a wrong alphabet") {
     testing::TempDir dir("lm_model_file");
-    const lm::Alphabet alphabet = lm::Alphabet::of(U"to be, or not\n");
+    const Alphabet alphabet = Alphabet::of(U"to be, or not\n");
     for (lm::Architecture a : {lm::Architecture::transformer, lm::Architecture::lstm}) {
         lm::Settings s{.architecture = a, .layers = 2, .heads = 2, .width = 8, .block = 5, .dropout = 0.1};
         lm::Model m(s, alphabet.size());
@@ -73,40 +71,12 @@ TEST_CASE("lm: model files keep the architecture and the alphabet, and refuse ot
         CHECK(evaluate({m.loss}, in)[m.loss].data<float>() ==
               evaluate({back.model->loss}, in_back)[back.model->loss].data<float>());
     }
-    lm::Settings s;
-    s.width = 8, s.heads = 2, s.block = 5;
-    lm::Model m(s, alphabet.size());
-    for (const std::string record : {"gru", "", "Transformer"}) {
-        save_model_file(
-            dir.file("bad.loom"), "lm", m.parameters(),
-            {{"architecture", record},
-             {"alphabet", alphabet.utf8()},
-             {"settings", settings_record({{"layers", 4}, {"heads", 2}, {"width", 8}, {"block", 5}, {"dropout", 0}})}});
-        CHECK_THROWS_WITH_AS(lm::load_model(dir.file("bad.loom")),
-                             doctest::Contains(("bad.loom: its architecture record says '" + record + "'").c_str()),
-                             DataError);
-    }
-    // Settings that disagree with the parameters held: refused before a model of them is built.
-    save_model_file(
-        dir.file("big.loom"), "lm", m.parameters(),
-        {{"architecture", "transformer"},
-         {"alphabet", alphabet.utf8()},
-         {"settings", settings_record({{"layers", 4}, {"heads", 2}, {"width", 16000}, {"block", 5}, {"dropout", 0}})}});
-    CHECK_THROWS_WITH_AS(lm::load_model(dir.file("big.loom")), doctest::Contains("gpt.embedding"), DataError);
-}
-
-TEST_CASE("lm: the text names the file, line and column of what it cannot read") {
-    const lm::Alphabet alphabet = lm::Alphabet::of(U"ab\ncd");
-    CHECK(alphabet.size() == 5);
-    CHECK(alphabet.ids(U"dc\nba", "x") == std::vector<std::uint32_t>{4, 3, 0, 2, 1});
-    CHECK_THROWS_WITH_AS(alphabet.ids(U"ab\ncXd", "f.txt"),
-                         doctest::Contains("f.txt:2:2: the character 'X' (U+0058) is not in the model's alphabet"),
-                         UserError);
-    CHECK_THROWS_WITH_AS(alphabet.ids(U"a\u00e9", "f.txt"), doctest::Contains("f.txt:1:2: the character '\xc3\xa9'"),
-                         UserError);
-    CHECK(lm::decode_utf8("h\xc3\xa9\xe2\x82\xac!", "s") == U"h\u00e9\u20ac!");
-    CHECK_THROWS_WITH_AS(lm::decode_utf8(std::string("ab\ncd\0e", 7), "g.txt"),
-                         doctest::Contains("g.txt:2:3: a NUL byte"), DataError);
-    CHECK_THROWS_WITH_AS(lm::decode_utf8("ab\xff", "g.txt"), doctest::Contains("g.txt:1:3: the bytes 0xFF"), DataError);
-    CHECK_THROWS_WITH_AS(lm::Alphabet::stored("ba", "m.loom"), doctest::Contains("m.loom: its alphabet"), DataError);
+    // A model file of another program, and an alphabet that is not the model's vocabulary: refused.
+    lm::Model m({.heads = 2, .width = 8, .block = 5}, alphabet.size());
+    save_model_file(dir.file("other.loom"), "lm", m.parameters(), {{"alphabet", alphabet.utf8()}});
+    CHECK_THROWS_WITH_AS(lm::load_model(dir.file("other.loom")), doctest::Contains("holds a model of kind 'lm'"),
+                         DataError);
+    lm::save_model(dir.file("short.loom"), m, Alphabet::of(U"abc"));
+    CHECK_THROWS_WITH_AS(lm::load_model(dir.file("short.loom")), doctest::Contains("alphabet of 3 characters"),
+                         DataError);
 }

@@ -1,4 +1,4 @@
-#include "text.hpp"
+#include "text/characters.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,11 +7,11 @@
 #include <iterator>
 #include <sstream>
 
-#include <loom.hpp>
-
+#include "core/errors.hpp"
 #include "core/utf8.hpp"
+#include "data/text.hpp"
 
-namespace lm {
+namespace loom {
 
 namespace {
 
@@ -34,7 +34,7 @@ std::string described(char32_t c) {
 
 }  // namespace
 
-std::string position_in(const std::u32string& text, std::size_t at) {
+std::string line_column(const std::u32string& text, std::size_t at) {
     std::size_t line = 1, column = 1;
     for (std::size_t i = 0; i < at && i < text.size(); ++i) {
         if (text[i] == U'\n')
@@ -65,16 +65,16 @@ std::string utf8_of(char32_t c) {
     return s;
 }
 
-std::u32string decode_utf8(const std::string& bytes, const std::string& source) {
+std::u32string decode_utf8(std::string_view bytes, const std::string& source) {
     std::u32string text;
     text.reserve(bytes.size());
-    std::string_view rest(bytes);
+    std::string_view rest = bytes;
     while (!rest.empty()) {
-        const std::size_t n = loom::utf8_sequence_length(rest);
+        const std::size_t n = utf8_sequence_length(rest);
         if (n == 0 || rest[0] == '\0') {
-            const std::string where = source + ":" + position_in(text, text.size());
-            if (rest[0] == '\0') throw loom::DataError(where + ": a NUL byte; the text must be UTF-8 without NUL");
-            throw loom::DataError(where + ": the bytes " + hex_bytes(rest.substr(0, 4)) +
+            const std::string where = source + ":" + line_column(text, text.size());
+            if (rest[0] == '\0') throw DataError(where + ": a NUL byte; the text must be UTF-8 without NUL");
+            throw DataError(where + ": the bytes " + hex_bytes(rest.substr(0, 4)) +
                                   " are not UTF-8; the text must be UTF-8");
         }
         const auto b = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(rest[i])); };
@@ -86,18 +86,22 @@ std::u32string decode_utf8(const std::string& bytes, const std::string& source) 
     return text;
 }
 
-std::u32string read_text(const std::string& path) {
+std::u32string read_utf8_text(const std::string& path) {
+    std::string bytes;
     if (path == "-") {
-        std::string bytes{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-        if (std::cin.bad() || std::ferror(stdin)) throw loom::DataError("standard input: could not be read");
-        return decode_utf8(bytes, "standard input");
+        bytes.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        if (std::cin.bad() || std::ferror(stdin)) throw DataError("standard input: could not be read");
+    } else {
+        std::ifstream in = data_text::open_for_reading(path);
+        std::ostringstream all;
+        all << in.rdbuf();
+        if (in.bad()) throw DataError(path + ": could not be read");
+        bytes = std::move(all).str();
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw loom::DataError(path + ": cannot be opened for reading");
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    if (in.bad()) throw loom::DataError(path + ": could not be read");
-    return decode_utf8(bytes.str(), path);
+    // A byte-order mark some editors write first is not a character of the text.
+    const std::string_view text = std::string_view(bytes).starts_with("\xEF\xBB\xBF") ? std::string_view(bytes).substr(3)
+                                                                                     : std::string_view(bytes);
+    return decode_utf8(text, path == "-" ? "standard input" : path);
 }
 
 Alphabet Alphabet::of(const std::u32string& text) {
@@ -107,7 +111,7 @@ Alphabet Alphabet::of(const std::u32string& text) {
     for (char32_t c = 0; c < seen.size(); ++c)
         if (seen[c]) a.characters_ += c;
     if (a.characters_.size() > max_size)
-        throw loom::UserError("the text has " + std::to_string(a.characters_.size()) +
+        throw UserError("the text has " + std::to_string(a.characters_.size()) +
                               " distinct characters; a model reads at most " + std::to_string(max_size));
     a.ids_.assign(0x10000, 0);
     for (std::size_t i = 0; i < a.characters_.size(); ++i)
@@ -115,11 +119,11 @@ Alphabet Alphabet::of(const std::u32string& text) {
     return a;
 }
 
-Alphabet Alphabet::stored(const std::string& characters, const std::string& source) {
+Alphabet Alphabet::stored(std::string_view characters, const std::string& source) {
     const std::u32string text = decode_utf8(characters, source + ": its alphabet");
     Alphabet a = of(text);
     if (a.characters_ != text || text.empty())
-        throw loom::DataError(source +
+        throw DataError(source +
                               ": its alphabet is not distinct characters in order; it is not a model "
                               "file this program wrote");
     return a;
@@ -143,11 +147,11 @@ std::vector<std::uint32_t> Alphabet::ids(const std::u32string& text, const std::
             id = static_cast<std::uint32_t>(at - characters_.begin()) + 1;
         }
         if (id == 0)
-            throw loom::UserError(source + ":" + position_in(text, i) + ": the character " + described(c) +
+            throw UserError(source + ":" + line_column(text, i) + ": the character " + described(c) +
                                   " is not in the model's alphabet of " + std::to_string(size()) + " characters");
         out[i] = id - 1;
     }
     return out;
 }
 
-}  // namespace lm
+}  // namespace loom

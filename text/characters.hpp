@@ -1,19 +1,24 @@
 #pragma once
-// A text as a character-level language model reads it: its characters (Unicode code points of
-// UTF-8 text) as ids into an alphabet, every character checked with its file:line:column.
+/// \file
+/// Text as a character-level model reads it: the characters (Unicode code points) of UTF-8 text,
+/// ids into an Alphabet, and every error naming the file, line and column.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
-namespace lm {
+namespace loom {
 
 /// A text decoded: one code point per character. A NUL byte or invalid UTF-8 is a DataError naming
 /// `source`, the line and column (in characters) and the bytes found.
-std::u32string decode_utf8(const std::string& bytes, const std::string& source);
-/// decode_utf8 of a whole file ("-": standard input); a file that cannot be read is a DataError.
-std::u32string read_text(const std::string& path);
+std::u32string decode_utf8(std::string_view bytes, const std::string& source);
+/// decode_utf8 of a whole file ("-": standard input), a byte-order mark at its start dropped; a
+/// file that cannot be read is a DataError naming it.
+std::u32string read_utf8_text(const std::string& path);
 /// The UTF-8 bytes of one character.
 std::string utf8_of(char32_t c);
+/// "L:C", the line and column of character `at` of `text` (1-based; lines end at '\n').
+std::string line_column(const std::u32string& text, std::size_t at);
 
 /// The characters a model reads and writes, id i the i-th in code-point order.
 class Alphabet {
@@ -21,8 +26,9 @@ public:
     Alphabet() = default;
     /// The distinct characters of `text`; a UserError when there are more than max_size.
     static Alphabet of(const std::u32string& text);
-    /// The alphabet stored as its characters in id order (utf8()), from a model file `source`.
-    static Alphabet stored(const std::string& characters, const std::string& source);
+    /// The alphabet stored as its characters in id order (utf8()), as a model file holds it; a
+    /// DataError naming `source` when they are not distinct characters in order.
+    static Alphabet stored(std::string_view characters, const std::string& source);
     static constexpr std::size_t max_size = 65536;
 
     std::size_t size() const { return characters_.size(); }
@@ -39,7 +45,4 @@ private:
     std::vector<std::uint32_t> ids_;  // by code point below 65536 (ASCII and the BMP): id + 1, 0 for none
 };
 
-/// "line L, column C" of character `at` of `text` (1-based; lines end at '\n').
-std::string position_in(const std::u32string& text, std::size_t at);
-
-}  // namespace lm
+}  // namespace loom
