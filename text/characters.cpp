@@ -107,12 +107,17 @@ std::u32string read_utf8_text(const std::string& path) {
 Alphabet Alphabet::of(const std::u32string& text) {
     Alphabet a;
     std::vector<bool> seen(0x110000, false);
-    for (char32_t c : text) seen[c] = true;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] > 0x10FFFF)  // a text made by a program, not decoded: no such character
+            throw UserError("Alphabet::of: character " + std::to_string(i) + " of the text is " +
+                            std::to_string(static_cast<unsigned long>(text[i])) + ", past U+10FFFF, the last code point");
+        seen[text[i]] = true;
+    }
     for (char32_t c = 0; c < seen.size(); ++c)
         if (seen[c]) a.characters_ += c;
     if (a.characters_.size() > max_size)
         throw UserError("the text has " + std::to_string(a.characters_.size()) +
-                              " distinct characters; a model reads at most " + std::to_string(max_size));
+                        " distinct characters; a model reads at most " + std::to_string(max_size));
     a.ids_.assign(0x10000, 0);
     for (std::size_t i = 0; i < a.characters_.size(); ++i)
         if (a.characters_[i] < 0x10000) a.ids_[a.characters_[i]] = static_cast<std::uint32_t>(i + 1);

@@ -20,6 +20,7 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include <loom.hpp>
 
@@ -236,12 +237,12 @@ int main(int argc, char** argv) {
     app.add_option("--architecture", o.architecture, "transformer (a GPT) or lstm (char-rnn)")
         ->capture_default_str()
         ->check(CLI::IsMember({"transformer", "lstm"}));
-    add_number<std::size_t>(app, "--layers", o.sizes.layers, "Transformer blocks or LSTM layers", 1, 64);
+    add_number<std::size_t>(app, "--layers", o.sizes.layers, "Transformer blocks or LSTM layers (lstm: 2)", 1, 64);
     add_number<std::size_t>(app, "--heads", o.sizes.heads, "attention heads (transformer; divide --width)", 1, 256);
-    add_number<std::size_t>(app, "--width", o.sizes.width, "the layers' width", 1, 16384);
-    add_number<std::size_t>(app, "--block", o.sizes.block, "characters per training window; the Transformer's context",
-                            2, 1 << 20);
-    add_number<std::size_t>(app, "--batch", o.batch, "windows per iteration", 1, 4096);
+    add_number<std::size_t>(app, "--width", o.sizes.width, "the layers' width (lstm: 256)", 1, 16384);
+    add_number<std::size_t>(app, "--block", o.sizes.block,
+                            "characters per training window; the Transformer's context (lstm: 50)", 2, 1 << 20);
+    add_number<std::size_t>(app, "--batch", o.batch, "windows per iteration (lstm: 50)", 1, 4096);
     add_number(app, "--dropout", o.sizes.dropout,
                "dropout rate (the Transformer: on attention weights, residuals and the embedded input)", 0.0, 0.9);
     add_number<std::size_t>(app, "--iterations", o.iterations, "training iterations (unless --minutes)", 0, many);
@@ -273,6 +274,11 @@ int main(int argc, char** argv) {
         mpi.join(argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;
+        // char-rnn's sizes for the LSTM where none is given: 2 layers, windows of 50, 50 streams (at
+        // twice its default width of 128), instead of the GPT's.
+        for (auto [name, size, lstm] : {std::tuple{"--layers", &o.sizes.layers, 2}, {"--width", &o.sizes.width, 256},
+                                        {"--block", &o.sizes.block, 50}, {"--batch", &o.batch, 50}})
+            if (o.sizes.architecture == lm::Architecture::lstm && app.count(name) == 0) *size = lstm;
         if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)
             throw UserError("--width " + std::to_string(o.sizes.width) + " must be a multiple of --heads " +
                             std::to_string(o.sizes.heads));

@@ -61,6 +61,9 @@ TEST_CASE("characters: an alphabet gives ids in code-point order and names a cha
     const Alphabet wide = Alphabet::of(U"\U0001F600z\U0001F431");
     CHECK(wide.ids(U"\U0001F431z\U0001F600", "w") == std::vector<std::uint32_t>{1, 0, 2});
     CHECK_THROWS_AS(wide.ids(U"\U0001F601", "w"), UserError);
+    // Code points a program made, past the last one Unicode has: refused, not a write past the table.
+    CHECK_THROWS_WITH_AS(Alphabet::of(std::u32string{U'a', char32_t{0x110000}}), doctest::Contains("past U+10FFFF"),
+                         UserError);
 }
 
 TEST_CASE("characters: an alphabet stored in a model file is its characters in order, else refused") {
