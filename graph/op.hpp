@@ -156,7 +156,7 @@ struct OpTraits {
     /// affine's addend): the executor may alias the two buffers, the op then adds nothing.
     std::uint32_t passes_gradient = 0;
     /// Bit i: backward can write input i's gradient instead of adding into it (OpCall::assign_grad),
-    /// so that the executor need not zero it first where this op is the first to reach it.
+    /// so that the pass schedule leaves it unzeroed where this op is the first to reach it.
     std::uint32_t assigns_gradient = 0;
 
     bool writes_gradient_rows(std::size_t input) const { return input < 32 && ((gradient_rows >> input) & 1u); }

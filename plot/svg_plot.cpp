@@ -32,7 +32,8 @@ std::string open(double width, double height) {
     return s.str();
 }
 
-// One chart with its axes' top left corner at (x, y), w x h, the y range padded by a tenth.
+// One chart with its axes' top left corner at (x, y), w x h, the y range padded by a tenth (not
+// below 0 for values that are not), its ticks written with 4 significant digits.
 void chart(std::ostream& svg, double x, double y, double w, double h, const Chart& c) {
     const std::size_t n = c.series.empty() ? 0 : c.series[0].y.size();
     if (n == 0) throw UserError("svg::line_charts: chart '" + c.title + "' has no points");
@@ -44,7 +45,9 @@ void chart(std::ostream& svg, double x, double y, double w, double h, const Char
         for (double v : s.y) lo = std::min(lo, v), hi = std::max(hi, v);
     }
     const double pad = std::max(1e-3, (hi - lo) * 0.1);
-    lo -= pad, hi += pad;
+    // A quantity that is never negative (a loss, a rate, memory) gets no negative part of its axis.
+    lo = lo >= 0 && lo - pad < 0 ? 0.0 : lo - pad;
+    hi += pad;
     auto px = [&](std::size_t i) {
         return x + (n > 1 ? w * static_cast<double>(i) / static_cast<double>(n - 1) : w / 2);
     };
@@ -54,7 +57,7 @@ void chart(std::ostream& svg, double x, double y, double w, double h, const Char
         << "' fill='none' stroke='#999'/>\n";
     for (int k = 0; k <= 4; ++k) {
         const double v = lo + (hi - lo) * k / 4;
-        svg << "<text x='" << x - 6 << "' y='" << py(v) + 4 << "' text-anchor='end'>" << number("%.3f", v)
+        svg << "<text x='" << x - 6 << "' y='" << py(v) + 4 << "' text-anchor='end'>" << number("%.4g", v)
             << "</text>\n";
     }
     for (std::size_t i = 0; i < n; ++i)

@@ -36,6 +36,19 @@ TEST_CASE("svg line_charts: points placed on the padded y range, one polyline pe
     CHECK_THROWS_AS(svg::line_charts({{"t", "x", {}}}), UserError);
 }
 
+TEST_CASE("svg line_charts: values that are never negative get no negative axis, ticks in 4 significant digits") {
+    // 100 and 2000, padded by a tenth of 1900: 100 - 190 would be below 0, so the axis starts at 0
+    // and ends at 2190; its five ticks are 0, 547.5, 1095, 1642.5 and 2190.
+    const std::string svg = svg::line_charts({{"memory", "size", {{"MiB", {100.0, 2000.0}}}}});
+    CHECK(svg.find("text-anchor='end'>0<") != std::string::npos);
+    CHECK(svg.find("text-anchor='end'>547.5<") != std::string::npos);
+    CHECK(svg.find("text-anchor='end'>2190<") != std::string::npos);
+    CHECK(svg.find("text-anchor='end'>-") == std::string::npos);
+    // Values that go below 0 keep their padding below.
+    const std::string signed_svg = svg::line_charts({{"change", "step", {{"d", {-1.0, 1.0}}}}});
+    CHECK(signed_svg.find("text-anchor='end'>-1.2<") != std::string::npos);
+}
+
 TEST_CASE("svg heat_rows: one cell per label shaded from the row's min to max -- labels escaped") {
     const std::string svg = svg::heat_rows({{"question", {"who", "<b>", "it's"}, {0.1, 0.5, 0.3}}});
     CHECK(occurrences(svg, "width='28'") == 3);
