@@ -67,8 +67,8 @@ private:
         const Op* op = nullptr;
         std::size_t first = 0, count = 0;  // its inputs' entries in the lists below
         OpCall<T> call;
-        typename OpCall<T>::Time time;       // for an op that reads time
-        bool reads_time = false;             // OpTraits::reads_time, asked once per plan
+        typename OpCall<T>::Time time;  // for an op that reads time
+        bool reads_time = false;        // OpTraits::reads_time, asked once per plan
         bool keeps = false;  // outside loops, its static inputs fixed: a cache across passes (keep_across_passes)
         bool inside = false;
         std::size_t out_stride = 0;  // a loop member: elements per time step of its output

@@ -95,10 +95,10 @@ struct PassSchedule {
     // OpCall::assign_grad); a loop's takes `take_unzeroed` (its sweep zeroes each slice just ahead
     // of itself), or when it ran in segments `take` (the members kept whole), and takes
     // `take_after` (its inputs from outside the loop) before their bulk products. Each gradient is
-    // taken by the first step in backward's order that adds into it, and listed there only. Then hand_over (consumer, addend): the
-    // consumer's gradient buffer, lent to the addend, becomes the addend's; free_grad and
-    // free_value go back to the pool; `final` are the wrt nodes whose gradients no later step
-    // adds into: finished and reported.
+    // taken by the first step in backward's order that adds into it, and listed there only. Then
+    // hand_over (consumer, addend): the consumer's gradient buffer, lent to the addend, becomes the
+    // addend's; free_grad and free_value go back to the pool; `final` are the wrt nodes whose
+    // gradients no later step adds into: finished and reported.
     struct Backward {
         std::vector<int> take, write, take_unzeroed, take_after, free_grad, free_value, final;
         std::uint32_t assign = 0;

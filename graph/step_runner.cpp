@@ -111,7 +111,8 @@ void StepRunner<T>::backward(std::size_t s, Workspace<T>& work) {
 template <class T>
 void StepRunner<T>::take_unzeroed(int i) {
     if (!buffers_.take_gradient_unzeroed(i))
-        throw InternalError("backward: the pass schedule has " + plan_.nodes[static_cast<std::size_t>(i)].node->label() +
+        throw InternalError("backward: the pass schedule has " +
+                            plan_.nodes[static_cast<std::size_t>(i)].node->label() +
                             "'s gradient taken unzeroed by its first adder, but it has memory already");
 }
 

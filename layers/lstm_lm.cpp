@@ -3,7 +3,6 @@
 // at a time for generation, and its model file.
 #include "layers/lstm_lm.hpp"
 
-
 #include "core/errors.hpp"
 #include "graph/ops.hpp"
 #include "layers/recurrent.hpp"
@@ -68,7 +67,8 @@ LstmLMOutput LstmLM::operator()(const Variable& symbols, const std::vector<Varia
     for (std::size_t l = 0; l < s.cells.size(); ++l) {
         std::vector<Variable> from;
         if (!initial_states.empty()) from = {initial_states[2 * l], initial_states[2 * l + 1]};
-        const std::vector<Variable> hc = recurrence_states(s.cells[l], x, false, from.empty() ? std::vector<Variable>{Variable(0.0)} : from);
+        const std::vector<Variable> hc =
+            recurrence_states(s.cells[l], x, false, from.empty() ? std::vector<Variable>{Variable(0.0)} : from);
         out.last_states.push_back(sequence::last(hc[0]));
         out.last_states.push_back(sequence::last(hc[1]));
         x = dropout(hc[0], s.options.dropout);
@@ -98,10 +98,11 @@ const LstmLMOptions& LstmLM::options() const { return state_->options; }
 std::size_t LstmLM::vocabulary() const { return state_->vocabulary; }
 
 void LstmLM::save(const std::string& path, const std::map<std::string, std::string>& records) const {
-    std::map<std::string, std::string> all = records;
     for (const char* mine : {"lstm_lm", "lstm_lm_name"})
-        if (!all.emplace(mine, "").second)
-            throw UserError("LstmLM::save: the record '" + std::string(mine) + "' is the model's own; name yours otherwise");
+        if (records.count(mine))
+            throw UserError("LstmLM::save: the record '" + std::string(mine) +
+                            "' is the model's own; name yours otherwise");
+    std::map<std::string, std::string> all = records;
     const LstmLMOptions& o = options();
     all["lstm_lm"] = settings_record({{"vocabulary", double(vocabulary())},
                                       {"layers", double(o.layers)},

@@ -26,7 +26,7 @@ struct LstmLMOptions {
 
 /// What LstmLM gives over a sequence of symbols.
 struct LstmLMOutput {
-    Variable logits;                  ///< [V] at every step
+    Variable logits;                    ///< [V] at every step
     std::vector<Variable> last_states;  ///< h, c of each layer at each sequence's last step: batch values [hidden]
 };
 

@@ -75,7 +75,7 @@ std::u32string decode_utf8(std::string_view bytes, const std::string& source) {
             const std::string where = source + ":" + line_column(text, text.size());
             if (rest[0] == '\0') throw DataError(where + ": a NUL byte; the text must be UTF-8 without NUL");
             throw DataError(where + ": the bytes " + hex_bytes(rest.substr(0, 4)) +
-                                  " are not UTF-8; the text must be UTF-8");
+                            " are not UTF-8; the text must be UTF-8");
         }
         const auto b = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(rest[i])); };
         char32_t c = n == 1 ? b(0) : n == 2 ? b(0) & 0x1F : n == 3 ? b(0) & 0x0F : b(0) & 0x07;
@@ -99,8 +99,9 @@ std::u32string read_utf8_text(const std::string& path) {
         bytes = std::move(all).str();
     }
     // A byte-order mark some editors write first is not a character of the text.
-    const std::string_view text = std::string_view(bytes).starts_with("\xEF\xBB\xBF") ? std::string_view(bytes).substr(3)
-                                                                                     : std::string_view(bytes);
+    const std::string_view text = std::string_view(bytes).starts_with("\xEF\xBB\xBF")
+                                      ? std::string_view(bytes).substr(3)
+                                      : std::string_view(bytes);
     return decode_utf8(text, path == "-" ? "standard input" : path);
 }
 
@@ -110,7 +111,8 @@ Alphabet Alphabet::of(const std::u32string& text) {
     for (std::size_t i = 0; i < text.size(); ++i) {
         if (text[i] > 0x10FFFF)  // a text made by a program, not decoded: no such character
             throw UserError("Alphabet::of: character " + std::to_string(i) + " of the text is " +
-                            std::to_string(static_cast<unsigned long>(text[i])) + ", past U+10FFFF, the last code point");
+                            std::to_string(static_cast<unsigned long>(text[i])) +
+                            ", past U+10FFFF, the last code point");
         seen[text[i]] = true;
     }
     for (char32_t c = 0; c < seen.size(); ++c)
@@ -129,8 +131,8 @@ Alphabet Alphabet::stored(std::string_view characters, const std::string& source
     Alphabet a = of(text);
     if (a.characters_ != text || text.empty())
         throw DataError(source +
-                              ": its alphabet is not distinct characters in order; it is not a model "
-                              "file this program wrote");
+                        ": its alphabet is not distinct characters in order; it is not a model "
+                        "file this program wrote");
     return a;
 }
 
@@ -153,7 +155,7 @@ std::vector<std::uint32_t> Alphabet::ids(const std::u32string& text, const std::
         }
         if (id == 0)
             throw UserError(source + ":" + line_column(text, i) + ": the character " + described(c) +
-                                  " is not in the model's alphabet of " + std::to_string(size()) + " characters");
+                            " is not in the model's alphabet of " + std::to_string(size()) + " characters");
         out[i] = id - 1;
     }
     return out;

@@ -140,8 +140,8 @@ int train(const Options& o) {
     lm::Model m(o.sizes, alphabet.size());
     std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
                 o.train_file.c_str(), held_ids.size());
-    std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters\n",
-                o.architecture.c_str(), o.sizes.layers, o.sizes.width,
+    std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters\n", o.architecture.c_str(),
+                o.sizes.layers, o.sizes.width,
                 o.sizes.architecture == lm::Architecture::transformer
                     ? (", " + std::to_string(o.sizes.heads) + " heads").c_str()
                     : "",
@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
     app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
     using samples::add_number;
     const std::size_t many = std::size_t{1} << 40;
-    add_number(app, "--holdout", o.holdout, "the last part of --train never trained on, scored after training", 0.0, 0.5);
+    add_number(app, "--holdout", o.holdout, "the last part of --train never trained on, scored after training", 0.0,
+               0.5);
     app.add_option("--eval", o.eval_file, "a text to score: nats per character over windows of --block")
         ->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
@@ -276,8 +277,10 @@ int main(int argc, char** argv) {
         o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;
         // char-rnn's sizes for the LSTM where none is given: 2 layers, windows of 50, 50 streams (at
         // twice its default width of 128), instead of the GPT's.
-        for (auto [name, size, lstm] : {std::tuple{"--layers", &o.sizes.layers, 2}, {"--width", &o.sizes.width, 256},
-                                        {"--block", &o.sizes.block, 50}, {"--batch", &o.batch, 50}})
+        for (auto [name, size, lstm] : {std::tuple{"--layers", &o.sizes.layers, 2},
+                                        {"--width", &o.sizes.width, 256},
+                                        {"--block", &o.sizes.block, 50},
+                                        {"--batch", &o.batch, 50}})
             if (o.sizes.architecture == lm::Architecture::lstm && app.count(name) == 0) *size = lstm;
         if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)
             throw UserError("--width " + std::to_string(o.sizes.width) + " must be a multiple of --heads " +

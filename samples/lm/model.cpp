@@ -71,7 +71,8 @@ void save_model(const std::string& path, const Model& m, const Alphabet& alphabe
 Loaded load_model(const std::string& path) {
     const ModelFile f = read_model_file(path);
     if (f.kind != "transformer_lm" && f.kind != "lstm_lm")
-        throw DataError(path + ": holds a model of kind '" + f.kind + "'; this program writes transformer_lm and lstm_lm" +
+        throw DataError(path + ": holds a model of kind '" + f.kind +
+                        "'; this program writes transformer_lm and lstm_lm" +
                         (f.kind == "lm" ? " (kind lm is this sample's before loom 0.4: train it again)" : ""));
     Alphabet alphabet = Alphabet::stored(f.record("alphabet"), path);
     Settings s{.block = f.whole_setting("block", 1, 1 << 20)};

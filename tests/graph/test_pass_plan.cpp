@@ -234,8 +234,9 @@ TEST_CASE("pass schedule: a node's backward hands its gradient buffer to the add
     CHECK(bw.assign == 2u);
 }
 
-TEST_CASE("pass schedule: each gradient is taken once, by the first step to add into it, unzeroed for an op that "
-          "writes it whole") {
+TEST_CASE(
+    "pass schedule: each gradient is taken once, by the first step to add into it, unzeroed for an op that "
+    "writes it whole") {
     // p = x w, h = tanh(p), y = h w, loss = sum(y): w is read twice, by y's product first in
     // backward's order.
     Variable x = input_variable({3}, "x");

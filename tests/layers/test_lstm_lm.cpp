@@ -89,7 +89,8 @@ TEST_CASE("LstmLM's logits equal stacked LSTMs in double loops, ragged, from zer
     Matrix given = xt::zeros<double>({ids.size(), tiny_hidden});
     for (std::size_t i = 0; i < 4; ++i) {
         for (std::size_t n = 0; n < ids.size(); ++n)
-            for (std::size_t k = 0; k < tiny_hidden; ++k) given(n, k) = 0.1 * double(i + 1) - 0.2 * double(n) + 0.05 * double(k);
+            for (std::size_t k = 0; k < tiny_hidden; ++k)
+                given(n, k) = 0.1 * double(i + 1) - 0.2 * double(n) + 0.05 * double(k);
         in.emplace(initial[i], Value::batch(given));
     }
     auto got = evaluate({from_zeros.logits, from_given.logits, from_given.last_states[2]}, in);
@@ -103,8 +104,10 @@ TEST_CASE("LstmLM's logits equal stacked LSTMs in double loops, ragged, from zer
         for (std::size_t t = 0; t < ids[n].size(); ++t)
             for (std::size_t v = 0; v < tiny_vocabulary; ++v) {
                 INFO("item " << n << " step " << t << " symbol " << v);
-                CHECK(got[from_zeros.logits].sequence<double>(n)(t, v) == doctest::Approx(want_zeros(t, v)).epsilon(1e-12));
-                CHECK(got[from_given.logits].sequence<double>(n)(t, v) == doctest::Approx(want_given(t, v)).epsilon(1e-12));
+                CHECK(got[from_zeros.logits].sequence<double>(n)(t, v) ==
+                      doctest::Approx(want_zeros(t, v)).epsilon(1e-12));
+                CHECK(got[from_given.logits].sequence<double>(n)(t, v) ==
+                      doctest::Approx(want_given(t, v)).epsilon(1e-12));
             }
         // The second layer's h at the sequence's last step: what a next window starts from.
         for (std::size_t k = 0; k < tiny_hidden; ++k)
@@ -172,7 +175,8 @@ TEST_CASE("LstmLM: gradients in double on ragged sequences, through the carried 
     const layers::LstmLMOutput out = lm(x, initial);
     Bindings in{{x, Value::index_sequences({{3, 1, 4}, {2}, {0, 4, 2, 1, 3}})}};
     for (std::size_t i = 0; i < 4; ++i)
-        in.emplace(initial[i], Value::batch(Matrix(0.3 * xt::ones<double>({std::size_t{3}, tiny_hidden}) - 0.1 * double(i))));
+        in.emplace(initial[i],
+                   Value::batch(Matrix(0.3 * xt::ones<double>({std::size_t{3}, tiny_hidden}) - 0.1 * double(i))));
     std::vector<Variable> wrt = loom::testing::as_variables(lm.parameters());
     wrt.insert(wrt.end(), initial.begin(), initial.end());
     require_gradients("LstmLM", tanh(out.logits), in, wrt, {.max_elements = 30});
@@ -203,9 +207,10 @@ TEST_CASE("LstmLM's model file round-trips and refuses what it cannot be") {
     CHECK_THROWS_WITH_AS(lm.save(dir.file("x.loom"), {{"lstm_lm", "mine"}}), doctest::Contains("the model's own"),
                          UserError);
     // Settings claiming a width of 65,536 over these parameters: refused before anything is made.
-    save_model_file(dir.file("big.loom"), "lstm_lm", lm.parameters(),
-                    {{"lstm_lm", settings_record({{"vocabulary", 5}, {"layers", 2}, {"hidden", 65536}, {"dropout", 0}})},
-                     {"lstm_lm_name", "lm"}});
+    save_model_file(
+        dir.file("big.loom"), "lstm_lm", lm.parameters(),
+        {{"lstm_lm", settings_record({{"vocabulary", 5}, {"layers", 2}, {"hidden", 65536}, {"dropout", 0}})},
+         {"lstm_lm_name", "lm"}});
     CHECK_THROWS_WITH_AS(layers::LstmLM::load(dir.file("big.loom")), doctest::Contains("its settings make a model of"),
                          DataError);
     save_model_file(dir.file("other.loom"), "transformer_lm", lm.parameters(), {});
