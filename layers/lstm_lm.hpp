@@ -21,7 +21,7 @@ struct LstmLMOptions {
     std::size_t layers = 2;    ///< stacked LSTMs (torch.nn.LSTM's num_layers)
     std::size_t hidden = 128;  ///< each LSTM's width, and the embedding's (hidden_size)
     double dropout = 0.0;      ///< after each LSTM's output, in training
-    std::string name = "lstm_lm";
+    std::string name = "lstm_lm";  ///< prefix of every parameter's name
 };
 
 /// What LstmLM gives over a sequence of symbols.
@@ -43,7 +43,9 @@ public:
     Decoder decoder() const;
     /// \return every parameter: embedding, each LSTM's, projection.
     std::vector<Parameter> parameters() const;
+    /// The settings it was made with.
     const LstmLMOptions& options() const;
+    /// How many symbols it reads and predicts.
     std::size_t vocabulary() const;
 
     /// Writes the model to `path` as a model file of kind "lstm_lm": its options in an "lstm_lm"

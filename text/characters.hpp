@@ -29,8 +29,10 @@ public:
     /// The alphabet stored as its characters in id order (utf8()), as a model file holds it; a
     /// DataError naming `source` when they are not distinct characters in order.
     static Alphabet stored(std::string_view characters, const std::string& source);
+    /// The most characters an alphabet holds (ids fit 16 bits).
     static constexpr std::size_t max_size = 65536;
 
+    /// How many characters.
     std::size_t size() const { return characters_.size(); }
     /// The characters in id order, as UTF-8: what a model file stores.
     std::string utf8() const;
