@@ -1,19 +1,25 @@
-// The machine's limits for the QA step, measured in the same run as the engines (bench/compare):
+// The machine's limits for a model's step, measured in the same run as the engines (bench/compare):
 // the FMA rate of one core with 512-bit and 256-bit vectors (12 independent FMA chains, enough
-// to cover the latency on two ports), and the GEMM rate at the QA model's four big shapes
-// (LSTM input projection forward, its dX and dW, Dense forward) through OpenBLAS's sgemm (with
-// whatever OPENBLAS_CORETYPE says) and through loom::gemm. Prints one JSON line.
+// to cover the latency on two ports), and the GEMM rate at a model's big shapes through OpenBLAS's
+// sgemm (with whatever OPENBLAS_CORETYPE says), through loom::gemm (whichever kernels it chooses)
+// and through loom's own blocked kernels of the active ISA (core/blocked_gemm.cpp). The shapes:
+// the QA model's four (LSTM input projection forward, its dX and dW, Dense forward), or a GPT's
+// five (the attention's input projection forward, its dX and dW, the feed-forward's two products)
+// at nanoGPT's CPU configuration (768 tokens a step, 128 wide) or the wide one (2,048 tokens,
+// 384 wide). Prints one JSON line.
 //
-//   peak_bench [--seconds 0.3] [--reps 5]
+//   peak_bench [--seconds 0.3] [--reps 5] [--shapes qa|gpt|gpt-wide]
 #include <cblas.h>
 #include <immintrin.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <loom.hpp>
 
 #include "bench_common.hpp"
+#include "core/packed_gemm.hpp"
 
 using namespace loom;
 
@@ -88,13 +94,28 @@ struct GemmShape {
     bool ta, tb;
 };
 
-// FLOPs over the time for all four shapes, each timed on its own: the rate a step made of them gets.
+std::vector<GemmShape> shapes_of(const std::string& which) {
+    if (which == "gpt")  // 4 x 128, block 64, batch 12
+        return {{768, 384, 128, false, false},
+                {768, 128, 384, false, true},
+                {128, 384, 768, true, false},
+                {768, 512, 128, false, false},
+                {768, 128, 512, false, false}};
+    if (which == "gpt-wide")  // 6 x 384, block 256, batch 8
+        return {{2048, 1152, 384, false, false},
+                {2048, 384, 1152, false, true},
+                {384, 1152, 2048, true, false},
+                {2048, 1536, 384, false, false},
+                {2048, 384, 1536, false, false}};
+    return {{960, 1200, 500, false, false},
+            {960, 500, 1200, false, true},
+            {500, 1200, 960, true, false},
+            {960, 200, 600, false, false}};
+}
+
+// FLOPs over the time for all the shapes, each timed on its own: the rate a step made of them gets.
 template <class G>
-double gemm_rate(double seconds, int reps, G&& g) {
-    const GemmShape shapes[] = {{960, 1200, 500, false, false},
-                                {960, 500, 1200, false, true},
-                                {500, 1200, 960, true, false},
-                                {960, 200, 600, false, false}};
+double gemm_rate(const std::vector<GemmShape>& shapes, double seconds, int reps, G&& g) {
     double flop = 0, time = 0;
     for (const GemmShape& s : shapes) {
         std::vector<float> a(s.m * s.k, 0.5f), b(s.k * s.n, 0.25f), c(s.m * s.n, 0.0f);
@@ -113,9 +134,13 @@ double gemm_rate(double seconds, int reps, G&& g) {
 int main(int argc, char** argv) {
     double seconds = 0.3;
     int reps = 5;
-    CLI::App app{"FMA and GEMM rates of one core for the QA step's bounds; prints one JSON line"};
+    std::string which = "qa";
+    CLI::App app{"FMA and GEMM rates of one core for a model step's bounds; prints one JSON line"};
     app.add_option("--seconds", seconds, "time per measurement")->capture_default_str();
     app.add_option("--reps", reps, "measurements per figure (the best is kept)")->check(bench::at_least(1));
+    app.add_option("--shapes", which, "the products timed: the QA model's or a GPT's")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"qa", "gpt", "gpt-wide"}));
     CLI11_PARSE(app, argc, argv);
     return bench::report_errors([&] {
         set_blas_threads(1);
@@ -124,23 +149,34 @@ int main(int argc, char** argv) {
             cpu_supports(Isa::avx512) ? rate(n * 12.0 * 16 * 2, seconds, reps, [&] { seed = chains512(n); }) : 0.0;
         const double fma256 =
             cpu_supports(Isa::avx2) ? rate(n * 12.0 * 8 * 2, seconds, reps, [&] { seed = chains256(n); }) : 0.0;
+        const std::vector<GemmShape> shapes = shapes_of(which);
         const double openblas =
-            gemm_rate(seconds, reps,
+            gemm_rate(shapes, seconds, reps,
                       [](bool ta, bool tb, std::size_t m, std::size_t nn, std::size_t k, const float* a,
                          std::size_t lda, const float* b, std::size_t ldb, float* c) {
                           cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                                       int(m), int(nn), int(k), 1.0f, a, int(lda), b, int(ldb), 0.0f, c, int(nn));
                       });
-        const double loom_gemm = gemm_rate(seconds, reps,
+        const double loom_gemm = gemm_rate(shapes, seconds, reps,
                                            [](bool ta, bool tb, std::size_t m, std::size_t nn, std::size_t k,
                                               const float* a, std::size_t lda, const float* b, std::size_t ldb,
                                               float* c) { gemm(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, 0.0f, c, nn); });
+        const Isa isa = active_isa();
+        const double loom_blocked =
+            isa == Isa::portable
+                ? 0.0
+                : gemm_rate(shapes, seconds, reps,
+                            [isa](bool ta, bool tb, std::size_t m, std::size_t nn, std::size_t k, const float* a,
+                                  std::size_t lda, const float* b, std::size_t ldb, float* c) {
+                                gemm_blocked(isa, ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, 0.0f, c, nn);
+                            });
         std::printf(
-            "{\"bench\": \"peak\", \"fma512_gflops\": %.2f, \"fma256_gflops\": %.2f, \"fma_gflops\": %.2f, "
-            "\"openblas_sgemm_gflops\": %.2f, \"openblas_core\": \"%s\", \"loom_gemm_gflops\": %.2f, "
-            "\"loom_gemm_kernels\": \"%s\", \"isa\": \"%s\"}\n",
-            fma512, fma256, std::max(fma512, fma256), openblas, openblas_get_corename(), loom_gemm,
-            gemm_kernels().c_str(), isa_name(active_isa()));
+            "{\"bench\": \"peak\", \"shapes\": \"%s\", \"fma512_gflops\": %.2f, \"fma256_gflops\": %.2f, "
+            "\"fma_gflops\": %.2f, \"openblas_sgemm_gflops\": %.2f, \"openblas_core\": \"%s\", "
+            "\"loom_gemm_gflops\": %.2f, \"loom_gemm_kernels\": \"%s\", \"loom_blocked_gflops\": %.2f, "
+            "\"isa\": \"%s\"}\n",
+            which.c_str(), fma512, fma256, std::max(fma512, fma256), openblas, openblas_get_corename(), loom_gemm,
+            gemm_kernels().c_str(), loom_blocked, isa_name(isa));
         return 0;
     });
 }

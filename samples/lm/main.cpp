@@ -35,7 +35,7 @@ struct Options {
     std::string train_file, eval_file, save, model_file, architecture = "transformer", prompt = "\n";
     lm::Settings sizes;
     std::size_t batch = 12, iterations = 2000, warmup = 100, threads = 1, generate = 0, streams = 1, top_k = 0;
-    std::size_t log_every = 100, untimed = 0;
+    std::size_t log_every = 100, untimed = 0, eval_every = 0;
     double minutes = 0, holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1;
     double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
     double mpi_timeout = 300;  // mpirun: seconds a process waits for another
@@ -168,7 +168,22 @@ int train(const Options& o) {
     double loss = 0;
     std::size_t count = 0, iteration = 0;
     const double budget = o.minutes > 0 ? o.minutes * 60 : 0;
+    // Every --eval-every iterations the held-out part is scored and the parameters that scored best
+    // are kept (nanoGPT's train.py saves its checkpoint only when the validation loss improves).
+    double best = INFINITY, eval_seconds = 0;
+    std::vector<xt::xarray<float>> best_values;
+    const auto score_held_out = [&] {
+        const auto t = Clock::now();
+        const double nats = evaluate(m, held_ids);
+        std::printf("iteration %zu: held-out %.4f nats per character\n", iteration, nats);
+        if (nats < best) {
+            best = nats, best_values.clear();
+            for (const Parameter& p : m.parameters()) best_values.push_back(p.value());
+        }
+        eval_seconds += seconds_since(t);
+    };
     for (; budget > 0 ? seconds_since(start) < budget : iteration < o.iterations; ++iteration) {
+        if (o.eval_every > 0 && iteration > 0 && iteration % o.eval_every == 0 && !held_ids.empty()) score_held_out();
         if (iteration == o.untimed) timed_from = Clock::now();
         *done = budget > 0 ? seconds_since(start) / budget
                            : (static_cast<double>(iteration) - warmup) / std::max(1.0, double(o.iterations) - warmup);
@@ -196,7 +211,11 @@ int train(const Options& o) {
             loss = 0, count = 0;
         }
     }
-    const double secs = seconds_since(timed_from);
+    if (o.eval_every > 0 && !held_ids.empty()) {
+        score_held_out();
+        for (std::size_t i = 0; i < best_values.size(); ++i) m.parameters()[i].set_value(best_values[i]);
+    }
+    const double secs = seconds_since(timed_from) - eval_seconds;
     const std::size_t timed = iteration > o.untimed ? iteration - o.untimed : 0;
     const std::size_t tokens = timed * o.batch * block * o.ranks;
     std::printf("trained: %zu iterations, %zu tokens in %.3f s, %.1f tokens/s\n", timed, tokens, secs,
@@ -256,6 +275,10 @@ int main(int argc, char** argv) {
     add_number(app, "--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices", 0.0, 10.0);
     add_number(app, "--beta2", o.beta2, "AdamW's beta2", 0.0, 0.9999999);
     add_number(app, "--clip", o.clip, "the gradient's global norm at most (0: no clipping)", 0.0, 1e6);
+    add_number<std::size_t>(
+        app, "--eval-every", o.eval_every,
+        "score the held-out part every this many iterations and keep the best parameters (0: at the end only)", 0,
+        many);
     add_number<std::size_t>(app, "--log-every", o.log_every, "print the training loss every this many iterations", 1,
                             many);
     add_number<std::size_t>(app, "--generate", o.generate, "characters to draw (after training, or from --model)", 0,

@@ -5,7 +5,8 @@
 # before any work with a message naming the file, line and column or the option, and nothing on
 # stdout: a character outside the alphabet in --eval and in --prompt, --model with --train, a model
 # file cut in half, a --width the heads do not divide, a prompt as long as the context. The text that
-# ships for the demonstration trains with dropout (on attention weights too).
+# ships for the demonstration trains with dropout (on attention weights too). --eval-every keeps the
+# parameters that scored best on the held-out part.
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
@@ -81,6 +82,39 @@ foreach(arch transformer lstm)
     message(FATAL_ERROR "${arch}: --top-k 1 depends on the seed: '${g1}' '${g2}'")
   endif()
 endforeach()
+
+# --eval-every keeps the parameters that scored best on the held-out part: a text whose held-out end
+# is unlike the rest (capitals the training part never has) scores worse the longer the model
+# memorizes the rest, so the best is the first score; the final score and the saved model are it.
+set(unlike "${text}")
+foreach(i RANGE 5)
+  string(APPEND unlike "QUICK ZEPHYRS BLOW, VEXING DAFT JIM.\n")
+endforeach()
+file(WRITE ${dir}/unlike.txt "${unlike}")
+execute_process(COMMAND ${SAMPLE} --train ${dir}/unlike.txt --layers 1 --heads 2 --width 8 --block 16 --batch 4
+  --iterations 60 --eval-every 10 --learning-rate 0.03 --save ${dir}/best.loom
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REGEX MATCHALL "iteration [0-9]+: held-out [0-9.]+" scores "${out}")
+list(LENGTH scores count)
+if(NOT rc EQUAL 0 OR NOT count EQUAL 6)
+  message(FATAL_ERROR "--eval-every 10 over 60 iterations: expected 6 held-out scores (${rc}): ${out} ${err}")
+endif()
+list(GET scores 0 first)
+list(GET scores 5 last)
+string(REGEX REPLACE ".*held-out " "" first "${first}")
+string(REGEX REPLACE ".*held-out " "" last "${last}")
+if(NOT last GREATER first OR NOT out MATCHES "eval held-out: ${first} nats")
+  message(FATAL_ERROR "--eval-every: the final score should be the best (the first, ${first}; the last ${last}): ${out}")
+endif()
+string(LENGTH "${unlike}" n)
+math(EXPR held_chars "${n} * 5 / 100")
+math(EXPR from "${n} - ${held_chars}")
+string(SUBSTRING "${unlike}" ${from} ${held_chars} held_text)
+file(WRITE ${dir}/unlike_held.txt "${held_text}")
+execute_process(COMMAND ${SAMPLE} --model ${dir}/best.loom --eval ${dir}/unlike_held.txt OUTPUT_VARIABLE out)
+if(NOT out MATCHES "unlike_held.txt: ${first} nats")
+  message(FATAL_ERROR "--eval-every: the saved model is not the best one (${first}): ${out}")
+endif()
 
 function(expect_failure what pattern)
   execute_process(COMMAND ${SAMPLE} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
