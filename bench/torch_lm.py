@@ -6,7 +6,7 @@ and parses both engines the same way.
     env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_lm.py --train ../shared/data/tinyshakespeare/train.txt
         [--architecture transformer|lstm] [--layers 4 --heads 4 --width 128 --block 64 --batch 12 --dropout 0]
         [--iterations 2000 | --minutes M] [--learning-rate 1e-3 --min-learning-rate 1e-4 --warmup 100
-        --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05] [--eval FILE] [--log-every 100]
+        --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05] [--eval FILE] [--eval-every N] [--log-every 100]
         [--generate N --streams K --prompt TEXT --temperature T --top-k K --top-p P] [--seed S]
         [--threads N] [--passive] [--untimed-iterations W] [--save-safetensors F] [--load-safetensors F]
         [--logits-of TEXT] [--self-check] [--json]
@@ -48,6 +48,9 @@ Training. The loss is the mean cross-entropy (nats) of an iteration's batch x bl
   * `trained: I iterations, T tokens in S s, X tokens/s`: training time only (no data loading, no
     evaluation); T = I x batch x block. --untimed-iterations W leaves the first W iterations out
     of this line (they still train), so that the first iterations' allocations are not timed.
+  * --eval-every N (as lm's): every N iterations and at the end the held-out part is scored
+    (`iteration I: held-out N.NNNN nats per character`) and the weights that scored best are kept;
+    the evaluations' time counts against --minutes and not in the trained: line.
 
 Evaluation (after training): `eval FILE: N.NNNN nats per character (B.BBBB bits)` for --eval FILE,
 else `eval held-out: ...` for the held-out part. The text (n characters) is cut into windows
@@ -76,6 +79,7 @@ names and layouts (the one table: loom_names() below); the header's __metadata__
 and the alphabet. Start from a loom file with --load-safetensors F --iterations 0.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -106,6 +110,8 @@ def parse_args(argv=None):
     p.add_argument("--beta2", type=float, default=0.99)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0, help="global gradient norm clip (0: none)")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="score the held-out part every N iterations and keep the best weights (0: at the end only)")
     p.add_argument("--log-every", type=int, default=100, help="print the mean training loss every N iterations (0: never)")
     p.add_argument("--untimed-iterations", type=int, default=0, help="leave the first W iterations out of the trained: line")
     p.add_argument("--generate", type=int, default=0, help="characters to sample per stream")
@@ -442,11 +448,26 @@ def train(a, model, corpus):
     budget = None if a.minutes is None else 60.0 * a.minutes
     model.train()
     log, recent, i, warm_end, timed_from = [], [], 0, None, None
+    best, best_state, eval_seconds = math.inf, None, 0.0
+    held = corpus.heldout if a.eval_every > 0 else None
+
+    def score_held_out():  # as lm --eval-every: the best weights are kept
+        nonlocal best, best_state, eval_seconds
+        t = time.perf_counter()
+        nats = evaluate(model, held, a.block)
+        model.train()
+        print("iteration %d: held-out %.4f nats per character" % (i, nats), flush=True)
+        if nats < best:
+            best, best_state = nats, copy.deepcopy(model.state_dict())
+        eval_seconds += time.perf_counter() - t
+
     start = time.perf_counter()
     while True:
         now = time.perf_counter() - start
         if (budget is None and i >= a.iterations) or (budget is not None and now >= budget):
             break
+        if held is not None and i > 0 and i % a.eval_every == 0:
+            score_held_out()
         if i == a.untimed_iterations:
             timed_from = (i, now)
         if budget is None:
@@ -478,7 +499,10 @@ def train(a, model, corpus):
             log.append((i, sum(recent) / len(recent)))
             print("iteration %d: loss %.4f (lr %.3g)" % (i, log[-1][1], learning_rate(a, i - 1, ratio)), flush=True)
             recent = []
-    elapsed = time.perf_counter() - start
+    if held is not None:
+        score_held_out()
+        model.load_state_dict(best_state)
+    elapsed = time.perf_counter() - start - eval_seconds
     first, t0 = timed_from if timed_from is not None else (i, elapsed)
     iterations, seconds = i - first, elapsed - t0
     tokens = iterations * a.batch * a.block
