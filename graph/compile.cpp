@@ -299,6 +299,7 @@ std::shared_ptr<Plan> build_plan(const std::vector<Variable>& outputs) {
     write_back_inferred_types(*plan, g);
     for (Node* n : g.nodes) plan->keep_alive.push_back(n->shared_from_this());
     fold_embedding_products(*plan);
+    fold_attention_rows(*plan);
     fuse_scans(*plan);
     return plan;
 }
@@ -312,11 +313,16 @@ void renumber_plan(Plan& plan, std::vector<PlanNode> nodes, const std::vector<in
     for (auto& pn : nodes)
         for (int& i : pn.inputs) i = moved[static_cast<std::size_t>(i)];
     for (int& o : plan.outputs) o = moved[static_cast<std::size_t>(o)];
-    plan.index.clear();
+    // Every node found before keeps its answer where its plan node stays: an earlier pass's
+    // replaced nodes too, which a later pass renumbering the plan must not forget.
+    std::unordered_map<const Node*, int> index;
+    for (const auto& [node, i] : plan.index)
+        if (const int to = moved[static_cast<std::size_t>(i)]; to >= 0) index[node] = to;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-        plan.index[nodes[i].node] = static_cast<int>(i);
-        if (replaced[i]) plan.index[replaced[i]] = static_cast<int>(i);
+        index[nodes[i].node] = static_cast<int>(i);
+        if (replaced[i]) index[replaced[i]] = static_cast<int>(i);
     }
+    plan.index = std::move(index);
     plan.nodes = std::move(nodes);
 }
 

@@ -50,9 +50,10 @@ struct Plan {
 /// shapes it inferred into the nodes built on placeholder().
 std::shared_ptr<const Plan> compile(const std::vector<Variable>& outputs);
 
-/// For compile's rewrite passes (fuse_scans, fold_embedding_products): `nodes` become the plan's
-/// nodes, their inputs and the plan's outputs mapped through `moved` (old index -> new), and
-/// `plan.index` is built anew; `replaced[i]`, where not null, is the node new node i stands for.
+/// For compile's rewrite passes (fuse_scans, fold_embedding_products, fold_attention_rows): `nodes`
+/// become the plan's nodes, their inputs, the plan's outputs and `plan.index` mapped through `moved`
+/// (old index -> new; -1: gone, and so is its node's entry); `replaced[i]`, where not null, is the
+/// node new node i stands for (found at i from then on, through every later pass).
 void renumber_plan(Plan& plan, std::vector<PlanNode> nodes, const std::vector<int>& moved,
                    const std::vector<Node*>& replaced);
 

@@ -338,15 +338,15 @@ Variable embedding(const Variable& ids, const Variable& table, const std::string
 /// shape [1], a whole number, on a dynamic axis) -> [sample...] on the index's axis, as torch's
 /// index_select on axis 0 or CNTK's gather. The backward adds each row's gradient into its item's (rows
 /// sharing an item accumulate); an index outside [0, N) is a UserError naming the index and N.
-/// attention() over keys, values and mask picked by one index reads the items through it, copying
-/// nothing per row.
+/// attention() over keys, values and mask picked by one index reads the items through it once
+/// compiled (graph/fold_products.hpp), copying nothing per row.
 Variable index_select(const Variable& items, const Variable& index, const std::string& name = {});
 /// graph/ops/embedding.cpp: rows indices[r][0..k) of a static table [R, sample...] for each row r
 /// (indices: sample shape [k], k fixed or any_size, whole numbers, on a dynamic axis) -> [k, sample...]
 /// on the indices' axis, as CNTK's gather or torch's table[indices]. The backward adds into the rows
 /// used; an index outside [0, R) is a UserError naming the index and R. attention() over keys and
-/// values gathered by gather_rows reads the rows through the indices (a key/value cache kept as
-/// pages: Generator's appended states), copying nothing per row.
+/// values gathered by gather_rows reads the rows through the indices once compiled (a key/value
+/// cache kept as pages: Generator's appended states), copying nothing per row.
 Variable gather_rows(const Variable& table, const Variable& indices, const std::string& name = {});
 
 /// graph/ops/random.cpp: in training mode (graph/mode.hpp) a * a fresh Bernoulli mask / (1 - rate)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "graph/compile.hpp"
 #include "graph/ops/attention_rows.hpp"
 #include "graph/ops/kinds.hpp"
 
@@ -37,6 +38,11 @@ public:
     MemoryAttention(std::size_t heads, bool masked, bool indexed, bool stepped, bool paged = false)
         : heads_(heads), masked_(masked), indexed_(indexed), stepped_(stepped), paged_(paged) {}
     std::string name() const override { return "attention"; }
+    // Its form over keys and values as given (not through an index or pages): heads, mask, step.
+    bool reads_rows_as_given() const { return !indexed_ && !paged_; }
+    std::size_t heads() const { return heads_; }
+    bool masked() const { return masked_; }
+    bool stepped() const { return stepped_; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return true; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
@@ -369,24 +375,10 @@ private:
     bool masked_, indexed_, stepped_, paged_;
 };
 
-// The node that `v` is when its op is one `is` answers for, else nullptr.
-const Node* op_node(const Variable& v, bool (*is)(const Op&)) {
-    const Node* n = v ? v.node().get() : nullptr;
-    return n && n->kind == NodeKind::Op && n->op && is(*n->op) ? n : nullptr;
-}
-// The node of index_select(items, index) that `v` is, or nullptr.
-const Node* picked(const Variable& v) { return op_node(v, is_index_select); }
-// The node of gather_rows(table, indices) over a matrix table that `v` is, or nullptr.
-const Node* gathered(const Variable& v) {
-    const Node* n = op_node(v, is_gather_rows);
-    return n && n->inputs[0]->type.shape.rank() == 2 ? n : nullptr;
-}
-
 }  // namespace
 
 Variable memory_attention(const Variable& queries, const Variable& keys, const Variable& values,
                           const AttentionOptions& options, const std::string& name) {
-    std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
     if (options.dropout > 0.0)
         throw UserError(
             "attention: dropout on the weights is for attention over sequences (training); a query over a "
@@ -398,33 +390,66 @@ Variable memory_attention(const Variable& queries, const Variable& keys, const V
     const bool masked = static_cast<bool>(options.key_mask);
     if (static_cast<bool>(options.step_key) != static_cast<bool>(options.step_value))
         throw UserError("attention: give the step's own key and value together (step_key and step_value)");
-    // Keys and values gathered from tables of rows: read where they lie, through the indices.
-    const Node *gk = gathered(keys), *gv = gathered(values);
-    if (!masked && gk && gv) {
-        in = {queries.node(), gk->inputs[0], gv->inputs[0]};
-        if (options.step_key) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
-        in.insert(in.end(), {gk->inputs[1], gv->inputs[1]});
-        return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, false, false,
-                                                                         static_cast<bool>(options.step_key), true),
-                                 in, name));
-    }
-    if (options.step_key) {
-        if (masked)
-            throw UserError("attention: the step's own key and value follow a key/value cache, which has no key_mask");
-        in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
-        return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, false, false, true), in, name));
-    }
-    // Keys, values and mask picked from every item's memory by one index: read where they lie.
-    const Node *k = picked(keys), *v = picked(values), *m = masked ? picked(options.key_mask) : nullptr;
-    const bool indexed = k && v && k->inputs[1] == v->inputs[1] && (!masked || (m && m->inputs[1] == k->inputs[1]));
-    if (indexed) {
-        in = {queries.node(), k->inputs[0], v->inputs[0]};
-        if (masked) in.push_back(m->inputs[0]);
-        in.push_back(k->inputs[1]);
-    } else if (masked) {
-        in.push_back(options.key_mask.node());
-    }
-    return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, masked, indexed, false), in, name));
+    if (masked && options.step_key)
+        throw UserError("attention: the step's own key and value follow a key/value cache, which has no key_mask");
+    // Keys and values as given; where they are rows gathered or picked, compile reads them in place
+    // (rows_in_place below, through graph/fold_products.cpp).
+    std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
+    if (masked) in.push_back(options.key_mask.node());
+    if (options.step_key) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
+    return Variable(apply_op(
+        std::make_shared<const MemoryAttention>(options.heads, masked, false, static_cast<bool>(options.step_key)), in,
+        name));
 }
 
 }  // namespace loom::attention_detail
+
+namespace loom {
+
+AttentionInPlace attention_rows_in_place(const Plan& plan, int at) {
+    const PlanNode& pn = plan.nodes[static_cast<std::size_t>(at)];
+    const auto* op = pn.node->kind == NodeKind::Op
+                         ? dynamic_cast<const attention_detail::MemoryAttention*>(pn.node->op.get())
+                         : nullptr;
+    if (!op || !op->reads_rows_as_given()) return {};
+    // Input i's node when its op is one `is` answers for, else -1.
+    const auto source = [&](std::size_t i, bool (*is)(const Op&)) {
+        const PlanNode& n = plan.nodes[static_cast<std::size_t>(pn.inputs[i])];
+        return n.node->kind == NodeKind::Op && n.node->op && is(*n.node->op) ? pn.inputs[i] : -1;
+    };
+    const auto inputs_of = [&](int n) -> const std::vector<int>& {
+        return plan.nodes[static_cast<std::size_t>(n)].inputs;
+    };
+    const int q = pn.inputs[0];
+    AttentionInPlace r;
+    // Keys and values gathered from tables of rows (matrices): read through the indices.
+    const int gk = source(1, is_gather_rows), gv = source(2, is_gather_rows);
+    const auto matrix = [&](int n) {
+        return plan.nodes[static_cast<std::size_t>(inputs_of(n)[0])].type.shape.rank() == 2;
+    };
+    if (!op->masked() && gk >= 0 && gv >= 0 && matrix(gk) && matrix(gv)) {
+        r.inputs = {q, inputs_of(gk)[0], inputs_of(gv)[0]};
+        if (op->stepped()) r.inputs.insert(r.inputs.end(), {pn.inputs[3], pn.inputs[4]});
+        r.inputs.insert(r.inputs.end(), {inputs_of(gk)[1], inputs_of(gv)[1]});
+        r.op =
+            std::make_shared<const attention_detail::MemoryAttention>(op->heads(), false, false, op->stepped(), true);
+        r.folded = {gk, gv};
+        return r;
+    }
+    // Keys, values and mask picked from every item's memory by one index: read through the index.
+    if (op->stepped()) return {};
+    const int k = source(1, is_index_select), v = source(2, is_index_select);
+    const int m = op->masked() ? source(3, is_index_select) : -1;
+    if (k < 0 || v < 0 || inputs_of(k)[1] != inputs_of(v)[1] ||
+        (op->masked() && (m < 0 || inputs_of(m)[1] != inputs_of(k)[1])))
+        return {};
+    r.inputs = {q, inputs_of(k)[0], inputs_of(v)[0]};
+    if (op->masked()) r.inputs.push_back(inputs_of(m)[0]);
+    r.inputs.push_back(inputs_of(k)[1]);
+    r.op = std::make_shared<const attention_detail::MemoryAttention>(op->heads(), op->masked(), true, false);
+    r.folded = {k, v};
+    if (m >= 0) r.folded.push_back(m);
+    return r;
+}
+
+}  // namespace loom

@@ -4,11 +4,14 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/op.hpp"
 #include "graph/ops.hpp"
 
 namespace loom {
+
+struct Plan;
 
 // A differentiable element-wise binary op z = f(a, b) as plain functions, for code that runs it
 // outside the op (the fused scan).
@@ -40,11 +43,21 @@ std::shared_ptr<const Op> embedding_product(bool bias);
 // times(x, W) (0) or affine(x, W, b) (1) with W not transposed, else -1.
 int plain_product_addends(const Op& op);
 
-// embedding.cpp: whether `op` is index_select's, whose picks attention() reads through their index
-// (graph/ops/attention_memory.cpp) instead of a copy per row.
+// embedding.cpp: whether `op` is index_select's (one row picked per row by an index) or
+// gather_rows's (rows of a table by indices), which attention over a memory reads in place.
 bool is_index_select(const Op& op);
-// embedding.cpp: whether `op` is gather_rows's, whose rows attention() reads through their indices.
 bool is_gather_rows(const Op& op);
+
+// attention_memory.cpp: for plan node `at`, attention over a memory whose keys and values are
+// gather_rows' rows of matrices (no mask), or index_select's picks by one index (the mask's too): the
+// op that reads those rows where they lie, its inputs (plan indices: the tables or the items, and
+// the indices), and the gathering nodes it reads around. A null op where there is none
+// (graph/fold_products.hpp: fold_attention_rows).
+struct AttentionInPlace {
+    std::shared_ptr<const Op> op;
+    std::vector<int> inputs, folded;
+};
+AttentionInPlace attention_rows_in_place(const Plan& plan, int at);
 
 // random.cpp: a seed for the dropout an op does inside itself (attention's weights): a value
 // [dropout_seed_size] on `like`'s axis, every row alike: in training mode one fresh draw of the

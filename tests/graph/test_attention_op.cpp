@@ -12,6 +12,7 @@
 
 #include "attention_reference.hpp"
 #include "gradcheck.hpp"
+#include "graph/compile.hpp"
 
 using namespace loom;
 using loom::testing::random_rows;
@@ -22,6 +23,21 @@ using loom::testing::require_gradients;
 namespace {
 
 using Matrix = xt::xarray<double>;
+
+// The inputs of the node `out` runs as once compiled (compile reads gathered rows in place), and
+// whether the compiled plan still computes `gathered`.
+struct Compiled {
+    std::vector<const Node*> inputs;
+    bool computes(const Variable& gathered) const { return plan->find(gathered.node().get()) >= 0; }
+    std::shared_ptr<const Plan> plan;
+};
+Compiled compiled(const std::vector<Variable>& outputs) {
+    Compiled c{{}, compile(outputs)};
+    const int at = c.plan->find(outputs[0].node().get());
+    REQUIRE(at >= 0);
+    for (const NodePtr& in : c.plan->nodes[static_cast<std::size_t>(at)].node->inputs) c.inputs.push_back(in.get());
+    return c;
+}
 
 // softmax(q_h . k_h / sqrt(dk)) v_h for one query row over `visible` key rows, every head.
 std::vector<double> attend(const Matrix& q, std::size_t i, const Matrix& k, const Matrix& v, std::size_t visible,
@@ -230,10 +246,18 @@ TEST_CASE("attention over pages: each row's keys and values are the table rows i
         CAPTURE(stepped);
         AttentionOptions o{.heads = 2};
         if (stepped) o.step_key = step_key, o.step_value = step_value;
-        Variable out = attention(query, gather_rows(key_rows, pages), gather_rows(value_rows, pages), o);
-        // Read through the indices: the op's inputs are the tables themselves, not rows gathered.
-        CHECK(out.node()->inputs[1] == key_rows.node());
-        CHECK(out.node()->inputs[2] == value_rows.node());
+        const Variable gathered_keys = gather_rows(key_rows, pages);
+        Variable out = attention(query, gathered_keys, gather_rows(value_rows, pages), o);
+        // Read through the indices: once compiled, the op's inputs are the tables themselves, and
+        // no row is gathered; where another node reads the gathered keys, they are gathered for it.
+        const Compiled alone = compiled({out});
+        CHECK(alone.inputs[1] == key_rows.node().get());
+        CHECK(alone.inputs[2] == value_rows.node().get());
+        CHECK_FALSE(alone.computes(gathered_keys));
+        const Variable other = reduce_sum(gathered_keys);
+        const Compiled shared = compiled({out, other});
+        CHECK(shared.inputs[1] == key_rows.node().get());
+        CHECK(shared.computes(gathered_keys));
         for (const std::vector<std::vector<double>>& rows :
              {std::vector<std::vector<double>>{{5, 0, 2}, {2, 2, 1}, {0, 3, 4}},
               std::vector<std::vector<double>>{{}, {}, {}}}) {
@@ -248,6 +272,7 @@ TEST_CASE("attention over pages: each row's keys and values are the table rows i
                         {query, Value::batch(qv)}};
             if (stepped) in.insert({{step_key, Value::batch(sk)}, {step_value, Value::batch(sv)}});
             const auto got = evaluate({out}, in, DType::f64)[out].data<double>();
+            CHECK(evaluate({out, other}, in, DType::f64)[out].data<double>() == got);  // the keys also gathered
             for (std::size_t n = 0; n < 3; ++n) {
                 // The row's keys and values copied out of the tables by hand, the step's own last.
                 const std::size_t count = tk + stepped;
@@ -269,7 +294,7 @@ TEST_CASE("attention over pages: each row's keys and values are the table rows i
             // Keys and values may be read through indices of their own (a generator's two states).
             Variable value_pages = input_variable({any_size}, "value_pages");
             Variable own = attention(query, gather_rows(key_rows, pages), gather_rows(value_rows, value_pages), o);
-            CHECK(own.node()->inputs[2] == value_rows.node());
+            CHECK(compiled({own}).inputs[2] == value_rows.node().get());
             in[value_pages] = Value::batch(ids);
             ids(1, 2) = 1;
             in[pages] = Value::batch(ids);
@@ -390,12 +415,13 @@ TEST_CASE("attention over memory picked by one index reads every item's memory t
     Variable query = input_variable({4}, "query"), index = input_variable({1}, "index");
     Variable out = attention(query, index_select(keys, index), index_select(values, index),
                              {.heads = 2, .key_mask = index_select(mask, index)});
-    // No pick is computed: the op reads the static memory and the index.
-    REQUIRE(out.node()->inputs.size() == 5);
-    CHECK(out.node()->inputs[1] == keys.node());
-    CHECK(out.node()->inputs[2] == values.node());
-    CHECK(out.node()->inputs[3] == mask.node());
-    CHECK(out.node()->inputs[4] == index.node());
+    // No pick is computed: once compiled, the op reads the static memory and the index.
+    const Compiled in_place = compiled({out});
+    REQUIRE(in_place.inputs.size() == 5);
+    CHECK(in_place.inputs[1] == keys.node().get());
+    CHECK(in_place.inputs[2] == values.node().get());
+    CHECK(in_place.inputs[3] == mask.node().get());
+    CHECK(in_place.inputs[4] == index.node().get());
 
     // 3 items of 5 keys (5, 2 and 1 real; NaN in the padded ones, never read), 6 rows.
     Matrix kv = random_tensor({3, 5, 4}, 6, -2, 2), vv = random_tensor({3, 5, 2}, 7);
@@ -421,8 +447,9 @@ TEST_CASE("attention over memory picked by one index reads every item's memory t
     SUBCASE("picks by two different indices are computed, then attended per row") {
         Variable other = input_variable({1}, "other");
         Variable mixed = attention(query, index_select(keys, index), index_select(values, other), {.heads = 2});
-        CHECK(mixed.node()->inputs.size() == 3);
-        CHECK(mixed.node()->inputs[1] != keys.node());
+        const Compiled apart = compiled({mixed});
+        CHECK(apart.inputs.size() == 3);
+        CHECK(apart.inputs[1] != keys.node().get());
     }
     SUBCASE("an index outside the memory is refused by name") {
         Bindings bad = in;

@@ -50,6 +50,10 @@ TEST_CASE("an embedding read only by a product runs as one node with the sums wr
     CHECK(has(ops, "embedding_affine"));
     CHECK_FALSE(has(ops, "embedding"));
     CHECK_FALSE(has(ops, "affine"));
+    // The product's node is still found in the plan (as its folded node), after every later pass.
+    const auto plan = compile({loss});
+    REQUIRE(plan->find(y.node().get()) >= 0);
+    CHECK(plan->nodes[static_cast<std::size_t>(plan->find(y.node().get()))].node->op->name() == "embedding_affine");
 
     const auto e = table.value(), wv = w.value(), bv = b.value();
     auto values = evaluate({y}, in, DType::f64);
