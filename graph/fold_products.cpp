@@ -138,8 +138,8 @@ void fold_attention_rows(Plan& plan) {
         any = true;
     }
     if (!any) return;
-    // A gathering node no one reads any more leaves the plan, and then what only it read: gathers
-    // read by anything else still run for them.
+    // A gathering node no one reads any more leaves the plan (the attention reads its inputs now);
+    // gathers read by anything else still run for them.
     std::vector<bool> gone(count, false);
     for (int n = count - 1; n >= 0; --n) {
         const PlanNode& pn = plan.nodes[n];
