@@ -18,9 +18,9 @@ namespace loom::layers {
 
 /// LstmLM's settings (char-rnn's names: num_layers, rnn_size, dropout).
 struct LstmLMOptions {
-    std::size_t layers = 2;    ///< stacked LSTMs (torch.nn.LSTM's num_layers)
-    std::size_t hidden = 128;  ///< each LSTM's width, and the embedding's (hidden_size)
-    double dropout = 0.0;      ///< after each LSTM's output, in training
+    std::size_t layers = 2;        ///< stacked LSTMs (torch.nn.LSTM's num_layers)
+    std::size_t hidden = 128;      ///< each LSTM's width, and the embedding's (hidden_size)
+    double dropout = 0.0;          ///< after each LSTM's output, in training
     std::string name = "lstm_lm";  ///< prefix of every parameter's name
 };
 

@@ -213,7 +213,8 @@ int train(const Options& o) {
     }
     if (o.eval_every > 0 && !held_ids.empty()) {
         score_held_out();
-        for (std::size_t i = 0; i < best_values.size(); ++i) m.parameters()[i].set_value(best_values[i]);
+        const std::vector<Parameter> parameters = m.parameters();  // made once, not per parameter
+        for (std::size_t i = 0; i < best_values.size(); ++i) parameters[i].set_value(best_values[i]);
     }
     const double secs = seconds_since(timed_from) - eval_seconds;
     const std::size_t timed = iteration > o.untimed ? iteration - o.untimed : 0;
