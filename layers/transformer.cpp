@@ -194,6 +194,16 @@ struct TransformerDecoderLayer::State {
     std::optional<MultiHeadAttention> self, cross;
     FeedForward feedforward;
     Norm norm_self, norm_cross, norm_feedforward;
+
+    // The layer, written once for every way it runs (teacher-forced with or without its weights, and
+    // a generating step): self-attention, cross-attention when made with it, feed-forward, each a
+    // residual sublayer; `self_attend` and `cross_attend` say how each attention reads its keys.
+    template <class Self, class Cross>
+    Variable chain(const Variable& x, Self&& self_attend, Cross&& cross_attend) const {
+        Variable h = residual(x, norm_self, options, self_attend);
+        if (cross_attention) h = residual(h, norm_cross, options, cross_attend);
+        return residual(h, norm_feedforward, options, feedforward);
+    }
 };
 
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerOptions& o, bool cross_attention,
@@ -228,18 +238,16 @@ TransformerOutput TransformerDecoderLayer::forward(const Variable& x, const Vari
     if (s.cross_attention != static_cast<bool>(memory))
         throw UserError(s.name + (s.cross_attention ? ": attends over an encoder; give its output as memory"
                                                     : ": has no cross-attention (made decoder-only); give no memory"));
+    if (s.cross_attention) check_width(s.name, memory, s.options.model_dim, "memory");
     TransformerOutput out;
-    Variable h = residual(x, s.norm_self, s.options, [&](const Variable& y) { return (*s.self)(y); });
-    if (s.cross_attention) {
-        check_width(s.name, memory, s.options.model_dim, "memory");
-        h = residual(h, s.norm_cross, s.options, [&](const Variable& y) {
+    out.output = s.chain(
+        x, [&](const Variable& y) { return (*s.self)(y); },
+        [&](const Variable& y) {
             // The weights read the very queries and keys the attention reads: one graph.
             MultiHeadAttentionOutput a = s.cross->forward(y, memory, memory, need_weights, average_weights);
             if (need_weights) out.cross_attention_weights.push_back(a.weights);
             return a.output;
         });
-    }
-    out.output = residual(h, s.norm_feedforward, s.options, s.feedforward);
     return out;
 }
 
@@ -274,15 +282,10 @@ Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, 
         cache.values = splice({cache.values, cache.step_values}, 0);
         return s.self->project_output(attended);
     };
-    Variable h = residual(x, s.norm_self, o, self);
-    if (s.cross_attention) {
-        auto attend = [&](const Variable& y) {
-            return s.cross->project_output(attention(s.cross->project_query(y), cross.keys, cross.values,
-                                                     {.heads = o.heads, .key_mask = cross.mask}));
-        };
-        h = residual(h, s.norm_cross, o, attend);
-    }
-    return residual(h, s.norm_feedforward, o, s.feedforward);
+    return s.chain(x, self, [&](const Variable& y) {
+        return s.cross->project_output(
+            attention(s.cross->project_query(y), cross.keys, cross.values, {.heads = o.heads, .key_mask = cross.mask}));
+    });
 }
 
 std::vector<Parameter> TransformerDecoderLayer::parameters() const {

@@ -1,15 +1,16 @@
-// Multi-head scaled dot-product attention over a memory (the math in attention_rows.hpp): one
-// query per item (a batch value, e.g. a generating decoder's step) reads keys and values that are
-// batch values [Tk, D] (a key/value cache, or an encoder's unpacked outputs with their mask), or
+// Multi-head scaled dot-product attention over a memory (the math in core/attention_product.hpp):
+// one query per item (a batch value, e.g. a generating decoder's step) reads keys and values that
+// are batch values [Tk, D] (a key/value cache, or an encoder's unpacked outputs with their mask), or
 // every item's static memory [N, Tk, D] through an index per row (attention over index_select's
-// picks: no copy per row), or rows of tables through indices (gather_rows' pages).
+// picks: no copy per row), or rows of tables through indices (gather_rows' pages). The op decodes
+// its inputs into where each row's keys and values lie (core/row_view.hpp) and no more.
 #include <algorithm>
 #include <cmath>
-#include <experimental/simd>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "core/multiply.hpp"
 #include "core/parallel.hpp"
 #include "graph/compile.hpp"
 #include "graph/ops/attention_rows.hpp"
@@ -19,61 +20,83 @@ namespace loom::attention_detail {
 
 namespace {
 
-namespace stdx = std::experimental;
+// Where row r's keys and values lie (the inputs after the query, keys and values follow from it
+// and from the options, MemoryAttention::Inputs):
+// - given: batch values [Tk, D] and [Tk, Dv], the row's own (a key/value cache, or an encoder's
+//   unpacked outputs), or static ones every row reads; Tk may be a run-time size (a cache growing
+//   step by step);
+// - items: every item's static memory [N, Tk, D] and [N, Tk, Dv], read through an index [1] per
+//   row (attention over index_select's picks: no row's memory is copied, and rows sharing an item
+//   add into its gradients in turn);
+// - pages: static tables of rows [R, D] and [R', Dv], read through indices [Tk] per row into each
+//   (attention over gather_rows' rows: a key/value cache kept as pages, each hypothesis reading its
+//   ancestors' rows).
+enum class RowSource { given, items, pages };
 
-// One query per item (a batch value [D]) over keys and values that are batch values [Tk, D], with an
-// optional mask [Tk] (0: a padded key). Tk may be a run-time size (a cache growing step by step).
-// Stepped: two more inputs, the step's own key [D] and value [Dv] (batch values), are the last key
-// and value after the cache's Tk (which may then be 0): a generating step reads its cache where it
-// lies instead of a copy one row longer.
-// Indexed: the keys, values and mask are static, every item's [N, Tk, ...] (an encoder's memory), and
-// a last input, the index [1] per row, says which item row r reads (attention over index_select's
-// picks): no row's memory is copied, and rows sharing an item add into its gradients in turn.
-// Paged: the keys and values are static tables of rows [R, D] and [R', Dv] and the last two inputs,
-// indices [Tk] per row into each, say which rows are row r's keys and values (attention over
-// gather_rows' rows: a key/value cache kept as pages, each hypothesis reading its ancestors'
-// rows); no mask.
+// One query per item (a batch value [D]) over keys and values where `source` says, with an
+// optional mask [Tk] per item (0: a padded key; not over pages) and an optional step's own key [D]
+// and value [Dv] (batch values), the last key and value after the others (whose Tk may then be 0):
+// a generating step reads its cache where it lies instead of a copy one row longer. Each row's
+// keys and values become two RowViews (core/row_view.hpp); what is computed on them, and how,
+// core/attention_product.hpp and attention_way (core/multiply.hpp) say.
 class MemoryAttention final : public OpBase<MemoryAttention> {
 public:
-    MemoryAttention(std::size_t heads, bool masked, bool indexed, bool stepped, bool paged = false)
-        : heads_(heads), masked_(masked), indexed_(indexed), stepped_(stepped), paged_(paged) {}
+    MemoryAttention(std::size_t heads, RowSource source, bool masked, bool stepped)
+        : heads_(heads), source_(source), masked_(masked), stepped_(stepped) {
+        int next = 3;
+        if (masked_) in_.mask = next++;
+        if (stepped_) in_.step_key = next++, in_.step_value = next++;
+        if (source_ == RowSource::items) in_.item = next++;
+        if (source_ == RowSource::pages) in_.key_pages = next++, in_.value_pages = next++;
+    }
     std::string name() const override { return "attention"; }
-    // Its form over keys and values as given (not through an index or pages): heads, mask, step.
-    bool reads_rows_as_given() const { return !indexed_ && !paged_; }
+    RowSource source() const { return source_; }
     std::size_t heads() const { return heads_; }
     bool masked() const { return masked_; }
     bool stepped() const { return stepped_; }
     bool backward_reads_output() const override { return false; }
     bool backward_reads_input(std::size_t) const override { return true; }
     TypeInfo infer(std::span<const TypeInfo> in) const override {
-        if (paged_) return infer_paged(in);
         if (stepped_) {
-            const TypeInfo &key = in[3], &value = in[4];
-            if (key.axis.is_sequence() || value.axis.is_sequence() || key.shape.rank() != 1 ||
-                value.shape.rank() != 1 || key.shape[0] != dim_of(in[1], 1) || value.shape[0] != dim_of(in[2], 1))
+            const TypeInfo &key = in[in_.step_key], &value = in[in_.step_value];
+            const std::size_t dk = dim_of(in[1], 1), dv = dim_of(in[2], 1);
+            if (key.axis.is_sequence() || value.axis.is_sequence() || key.shape != Shape{dk} ||
+                value.shape != Shape{dv})
                 shape_error(name(), in,
                             "the step's own key and value must be batch values of the keys' and the values' "
                             "row sizes");
-            return infer_rows(in.first(3));
         }
-        if (!indexed_) return infer_rows(in);
-        const TypeInfo& index = in.back();
-        if (index.axis.kind != Axis::Kind::Batch || index.shape.size() != 1)
-            shape_error(name(), in, "over an indexed memory, the index must be a batch value [1]");
-        // What one row reads: each item's keys, values and mask, on the index's axis.
-        std::vector<TypeInfo> rows(in.begin(), in.end() - 1);
-        for (std::size_t i = 1; i < rows.size(); ++i) {
-            if (in[i].axis.is_dynamic() || in[i].shape.rank() < 1)
-                shape_error(name(), in,
-                            "over an indexed memory, the keys, values and mask must be static [N, Tk, ...]");
-            rows[i] = {Shape(std::vector<std::size_t>(in[i].shape.begin() + 1, in[i].shape.end())), index.axis};
+        // What one row reads: its query, keys [Tk, D], values [Tk, Dv] and mask [Tk].
+        std::vector<TypeInfo> rows{in[0], in[1], in[2]};
+        if (masked_) rows.push_back(in[in_.mask]);
+        if (source_ == RowSource::items) {
+            const TypeInfo& index = in[in_.item];
+            if (index.axis.kind != Axis::Kind::Batch || index.shape.size() != 1)
+                shape_error(name(), in, "over an indexed memory, the index must be a batch value [1]");
+            for (std::size_t i = 1; i < rows.size(); ++i) {
+                if (rows[i].axis.is_dynamic() || rows[i].shape.rank() < 1)
+                    shape_error(name(), in,
+                                "over an indexed memory, the keys, values and mask must be static [N, Tk, ...]");
+                rows[i] = {Shape(std::vector<std::size_t>(rows[i].shape.begin() + 1, rows[i].shape.end())), index.axis};
+            }
+        } else if (source_ == RowSource::pages) {
+            const TypeInfo &keys = in[1], &values = in[2], &pages = in[in_.key_pages],
+                           &value_pages = in[in_.value_pages];
+            if (keys.axis.is_dynamic() || values.axis.is_dynamic() || keys.shape.rank() != 2 ||
+                values.shape.rank() != 2)
+                shape_error(name(), in, "over pages, the key and value rows must be static [R, D] and [R, Dv]");
+            for (const TypeInfo* t : {&pages, &value_pages})
+                if (t->axis.kind != Axis::Kind::Batch || t->shape.rank() != 1)
+                    shape_error(name(), in, "over pages, the indices must be batch values [Tk]");
+            if (pages.shape[0] != value_pages.shape[0] || pages.axis != value_pages.axis)
+                shape_error(name(), in, "over pages, the keys and values must have one number of steps Tk");
+            rows[1] = {Shape{pages.shape[0], keys.shape[1]}, pages.axis};
+            rows[2] = {Shape{pages.shape[0], values.shape[1]}, pages.axis};
         }
         return infer_rows(rows);
     }
 
-    // Every head of a row at once (one query is too little work to take a head at a time): the
-    // scores of each key for all heads, a softmax per head, then each value row added into the
-    // heads' outputs. Every row's operands are found first, here, where a bad index or mask throws;
+    // Every row's keys and values are found first, here, where a bad index, page or mask throws;
     // then the rows are computed, split among idle inter-op threads (each writes its own rows only,
     // so the values do not depend on the threads).
     template <class T>
@@ -95,126 +118,72 @@ public:
             for (std::size_t i = begin; i < end; ++i) {
                 const auto& [h, x] = rows[i];
                 scores.resize(heads_ * h.lk);
-                one_query(h, x, scores.data(), c.out.data + x.row * width);
+                // One query: attention_way(1, ...) is one_query whatever the rows' layout.
+                attend_one_query(heads_, h.dk, h.dv, h.scale, x.q, x.keys, x.values, scores.data(),
+                                 c.out.data + x.row * width);
             }
         };
         // A row's multiply-adds, on average; split at 2^16 per part (a few dozen rows).
         const std::size_t per_row = keys / rows.size() * heads_ * (rows[0].first.dk + rows[0].first.dv);
         share_or_run(rows.size(), 1, per_row, std::size_t{1} << 16, run);
     }
+    // Per row, the way attention_way picks: a GEMM per head over keys and values where they lie at
+    // a stride; else (pages, the step's own row) each row's keys and values copied into one block
+    // (backward is no generating step's path), its gradients computed there and added back where
+    // each key and value lies (rows sharing a page add into it in turn).
     template <class T>
     void bwd(const OpCall<T>& c) const {
-        if (stepped_ || paged_) return bwd_stepped(c);
-        each_head(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
-            const std::size_t width = c.out_grad.sample_size();
-            h.backward(x.q, x.k, x.v, {c.out_grad.data + x.row * width + x.head * h.dv, width},
-                       gradient_rows(c, 0, x.q), gradient_rows(c, 1, x.k), gradient_rows(c, 2, x.v),
-                       c.work->get(2 * h.lk));
-        });
-    }
-
-private:
-    template <class T>
-    struct Operands {
-        std::size_t row, head;
-        Rows<const T> q, k, v;
-        std::size_t cached = 0;  // keys read from k and v; stepped, the step's own follow them
-        const T *step_key = nullptr, *step_value = nullptr;
-        // Paged: the rows of k and of v that are the row's keys and values.
-        const std::size_t *key_page = nullptr, *value_page = nullptr;
-        // Key and value j of the row: the cache's, then the step's own.
-        const T* key(std::size_t j) const {
-            return j < cached ? k.data + (key_page ? key_page[j] : j) * k.stride : step_key;
-        }
-        const T* value(std::size_t j) const {
-            return j < cached ? v.data + (value_page ? value_page[j] : j) * v.stride : step_value;
-        }
-    };
-    // One row's output o from its operands, p scratch of heads * lk: the scores of each key for
-    // all heads, a softmax per head, then the weighted values. Where a head's size is a multiple of
-    // 16, a score is 16 lanes of products reduced in a tree (a running sum would be a serial chain),
-    // and the weighted values are summed in registers, 64 elements at a time over all the keys.
-    template <class T>
-    void one_query(const HeadProduct<T>& h, const Operands<T>& x, T* p, T* o) const {
-        using Lanes = stdx::fixed_size_simd<T, 16>;
-        constexpr std::size_t lanes = Lanes::size();
-        for (std::size_t j = 0; j < h.lk; ++j) {
-            const T* key = x.key(j);
-            for (std::size_t head = 0; head < heads_; ++head) {
-                const T *qh = x.q.data + head * h.dk, *kh = key + head * h.dk;
-                T dot;
-                if (h.dk % lanes == 0) {
-                    Lanes sum = load<Lanes>(qh) * load<Lanes>(kh);
-                    for (std::size_t c = lanes; c < h.dk; c += lanes) sum += load<Lanes>(qh + c) * load<Lanes>(kh + c);
-                    dot = stdx::reduce(sum);
-                } else {
-                    dot = fast::dot(qh, kh, h.dk);
-                }
-                p[head * h.lk + j] = h.scale * dot;
-            }
-        }
-        softmax_rows(p, heads_, h.lk, [&](std::size_t) { return h.lk; });  // a row of scores per head
-        const std::size_t width = heads_ * h.dv;
-        std::size_t e = 0;
-        // Elements [at, at + B * lanes), each block of lanes within one head.
-        auto blocks = [&]<std::size_t B>(std::size_t at) {
-            Lanes sum[B] = {};
-            const T* w[B];
-            for (std::size_t b = 0; b < B; ++b) w[b] = p + (at + b * lanes) / h.dv * h.lk;
-            for (std::size_t j = 0; j < h.lk; ++j) {
-                const T* v = x.value(j) + at;
-                for (std::size_t b = 0; b < B; ++b) sum[b] += w[b][j] * load<Lanes>(v + b * lanes);
-            }
-            for (std::size_t b = 0; b < B; ++b) sum[b].copy_to(o + at + b * lanes, stdx::element_aligned);
-        };
-        if (h.dv % lanes == 0) {
-            for (; e + 4 * lanes <= width; e += 4 * lanes) blocks.template operator()<4>(e);
-            for (; e < width; e += lanes) blocks.template operator()<1>(e);
-        }
-        for (; e < width; ++e) {
-            const T* w = p + e / h.dv * h.lk;
-            T sum = 0;
-            for (std::size_t j = 0; j < h.lk; ++j) sum += w[j] * x.value(j)[e];
-            o[e] = sum;
-        }
-    }
-    template <class Lanes, class T>
-    static Lanes load(const T* at) {
-        return Lanes(at, stdx::element_aligned);
-    }
-    // Stepped or paged backward: each row's keys and values copied with the step's own into one
-    // block (backward is no generating step's path), its gradients computed there and added back
-    // where each key and value lies (rows sharing a page add into it in turn).
-    template <class T>
-    void bwd_stepped(const OpCall<T>& c) const {
         const std::size_t width = c.out_grad.sample_size();
         each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
             const std::size_t dq = h.dk * heads_, dvw = h.dv * heads_, n = h.lk;
+            const T* dout = c.out_grad.data + x.row * width;
+            const Rows<const T> q{x.q, dq};
+            if (attention_way(1, x.keys.strided() && x.values.strided(), true) == AttentionWay::per_head) {
+                const Rows<const T> k{x.keys.base, x.keys.stride}, v{x.values.base, x.values.stride};
+                T* work = c.work->get(2 * n);
+                for (std::size_t head = 0; head < heads_; ++head) {
+                    const Rows<const T> qh{q.data + head * h.dk, dq}, kh{k.data + head * h.dk, k.stride},
+                        vh{v.data + head * h.dv, v.stride};
+                    h.backward(qh, kh, vh, {dout + head * h.dv, width}, gradient_rows(c, 0, qh),
+                               gradient_rows(c, 1, kh), gradient_rows(c, 2, vh), work);
+                }
+                return;
+            }
             T* keys = c.work->get(2 * n * (dq + dvw) + 2 * n);
             T *values = keys + n * dq, *dkeys = values + n * dvw, *dvalues = dkeys + n * dq, *work = dvalues + n * dvw;
-            for (std::size_t j = 0; j < n; ++j) {
-                std::copy_n(x.key(j), dq, keys + j * dq);
-                std::copy_n(x.value(j), dvw, values + j * dvw);
-            }
+            x.keys.gather(dq, keys);
+            x.values.gather(dvw, values);
             std::fill(dkeys, dkeys + n * (dq + dvw), T(0));
             for (std::size_t head = 0; head < heads_; ++head)
-                h.backward({x.q.data + head * h.dk, dq}, {keys + head * h.dk, dq}, {values + head * h.dv, dvw},
-                           {c.out_grad.data + x.row * width + head * h.dv, width},
-                           gradient_rows(c, 0, {x.q.data + head * h.dk, dq}), {dkeys + head * h.dk, dq},
-                           {dvalues + head * h.dv, dvw}, work);
+                h.backward({q.data + head * h.dk, dq}, {keys + head * h.dk, dq}, {values + head * h.dv, dvw},
+                           {dout + head * h.dv, width}, gradient_rows(c, 0, {q.data + head * h.dk, dq}),
+                           {dkeys + head * h.dk, dq}, {dvalues + head * h.dv, dvw}, work);
             // dst += src over count elements where dst is input i's gradient at the place of `at` in input i.
-            auto add = [&](std::size_t i, const T* at, const T* src, std::size_t count) {
+            auto add = [&](int i, const T* at, const T* src, std::size_t count) {
                 if (!c.in_grad[i]) return;
                 T* dst = c.in_grad[i].data + (at - c.in[i].data);
                 for (std::size_t e = 0; e < count; ++e) dst[e] += src[e];
             };
-            for (std::size_t j = 0; j < n; ++j) {  // inputs 1 and 2 the cache (or pages), 3 and 4 the step's own
-                const bool own = j >= x.cached;
-                add(own ? 3 : 1, x.key(j), dkeys + j * dq, dq);
-                add(own ? 4 : 2, x.value(j), dvalues + j * dvw, dvw);
+            for (std::size_t j = 0; j < n; ++j) {  // the keys and values the views read, the step's own last
+                const bool own = j >= x.keys.count;
+                add(own ? in_.step_key : 1, x.keys[j], dkeys + j * dq, dq);
+                add(own ? in_.step_value : 2, x.values[j], dvalues + j * dvw, dvw);
             }
         });
     }
+
+private:
+    // Which input is which after the query, keys and values (-1: not an input of this form).
+    struct Inputs {
+        int mask = -1, step_key = -1, step_value = -1, item = -1, key_pages = -1, value_pages = -1;
+    };
+    // One row's query [heads * dk] and where its keys and values lie.
+    template <class T>
+    struct Operands {
+        std::size_t row;
+        const T* q;
+        RowView<const T> keys, values;
+    };
     // The shape rule of the query [D] over one row's keys [Tk, D], values [Tk, Dv] and mask [Tk].
     TypeInfo infer_rows(std::span<const TypeInfo> in) const {
         if (in[0].axis.is_sequence())
@@ -233,36 +202,12 @@ private:
         if (!axis.is_dynamic()) axis = in[1].axis;
         return {Shape{in[2].shape[1]}, axis};
     }
-    // Paged: (query, key rows [R, D], value rows [R', Dv], [step key, step value,] the keys' indices
-    // [Tk], the values' indices [Tk]).
-    TypeInfo infer_paged(std::span<const TypeInfo> in) const {
-        const TypeInfo &keys = in[1], &values = in[2], &indices = in[in.size() - 2], &value_indices = in.back();
-        if (keys.axis.is_dynamic() || values.axis.is_dynamic() || keys.shape.rank() != 2 || values.shape.rank() != 2)
-            shape_error(name(), in, "over pages, the key and value rows must be static [R, D] and [R, Dv]");
-        for (const TypeInfo* t : {&indices, &value_indices})
-            if (t->axis.kind != Axis::Kind::Batch || t->shape.rank() != 1)
-                shape_error(name(), in, "over pages, the indices must be batch values [Tk]");
-        if (indices.shape[0] != value_indices.shape[0] || indices.axis != value_indices.axis)
-            shape_error(name(), in, "over pages, the keys and values must have one number of steps Tk");
-        std::vector<TypeInfo> rows{in[0],
-                                   {Shape{indices.shape[0], keys.shape[1]}, indices.axis},
-                                   {Shape{indices.shape[0], values.shape[1]}, indices.axis}};
-        if (stepped_) {
-            const TypeInfo &key = in[3], &value = in[4];
-            if (key.axis.is_sequence() || value.axis.is_sequence() || key.shape != Shape{keys.shape[1]} ||
-                value.shape != Shape{values.shape[1]})
-                shape_error(name(), in,
-                            "the step's own key and value must be batch values of the keys' and the values' "
-                            "row sizes");
-        }
-        return infer_rows(rows);
-    }
     // Which item row r reads: the index's (checked), its own row of batch keys, or the one item of
     // static keys, which serves every row.
     template <class T>
     std::size_t item_of(const OpCall<T>& c, std::size_t r, std::size_t items) const {
-        if (!indexed_) return c.in[1].dyn ? r : 0;
-        const double index = static_cast<double>(c.in.back().data[r]);
+        if (source_ != RowSource::items) return c.in[1].dyn ? r : 0;
+        const double index = static_cast<double>(c.in[in_.item].data[r]);
         if (!is_index(index, items)) {
             std::ostringstream msg;
             msg << "attention: row " << r << " reads item " << index << " of a memory of " << items
@@ -271,29 +216,17 @@ private:
         }
         return static_cast<std::size_t>(index);
     }
-    // f(product, operands) for every row to compute and head.
-    template <class T, class F>
-    void each_head(const OpCall<T>& c, F&& f) const {
-        each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
-            for (std::size_t head = 0; head < heads_; ++head)
-                f(h, Operands<T>{x.row,
-                                 head,
-                                 {x.q.data + head * h.dk, x.q.stride},
-                                 {x.k.data + head * h.dk, x.k.stride},
-                                 {x.v.data + head * h.dv, x.v.stride}});
-        });
-    }
-    // f(product, operands) for every row to compute, its operands those of head 0 (head h's start h
-    // times the head's size further on).
+    // f(product, operands) for every row to compute (its product's dk and dv those of one head).
     template <class T, class F>
     void each_row(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
-        if (paged_) return each_paged_row(c, f);
-        const std::size_t items = indexed_ ? k.dims[0] : 1;  // indexed: [N, Tk, D], else [Tk, D] (per row)
-        const std::size_t tk = k.dims[indexed_ ? 1 : k.dyn];
+        if (source_ == RowSource::pages) return each_paged_row(c, f);
+        const bool items_source = source_ == RowSource::items;
+        const std::size_t items = items_source ? k.dims[0] : 1;  // items: [N, Tk, D], else [Tk, D] (per row)
+        const std::size_t tk = k.dims[items_source ? 1 : k.dyn];
         const std::size_t kw = k.sample_size() / items, vw = v.sample_size() / items;  // one item's
         const std::size_t dq = q.sample_size(), dk = dq / heads_;
-        const std::size_t dv = stepped_ ? c.in[4].sample_size() / heads_ : (tk ? vw / tk / heads_ : 0);
+        const std::size_t dv = stepped_ ? c.in[in_.step_value].sample_size() / heads_ : (tk ? vw / tk / heads_ : 0);
         if (tk == 0 && !stepped_) return;
         const std::size_t kstride = tk ? kw / tk : 0, vstride = tk ? vw / tk : 0;
         const T scale = T(1) / std::sqrt(static_cast<T>(dk));
@@ -303,7 +236,8 @@ private:
             // sequence::unpack makes it: real steps first, then padding).
             std::size_t visible = tk;
             if (masked_) {
-                const T* m = c.in[3].data + (indexed_ || c.in[3].dyn ? item * tk : 0);
+                const View<const T>& mask = c.in[in_.mask];
+                const T* m = mask.data + (items_source || mask.dyn ? item * tk : 0);
                 visible = 0;
                 while (visible < tk && m[visible] != T(0)) ++visible;
                 if (std::any_of(m + visible, m + tk, [](T x) { return x != T(0); }))
@@ -311,18 +245,15 @@ private:
                                     " has a padded key before a real one; a mask marks each item's first keys real");
             }
             if (visible == 0 && !stepped_) return;
-            const HeadProduct<T> h{1, visible + stepped_, dk, dv, false, scale};
             Operands<T> x{r,
-                          0,
-                          {q.data + (q.dyn ? r * dq : 0), dq},
-                          {k.data + item * kw, kstride},
-                          {v.data + item * vw, vstride},
-                          visible};
+                          q.data + (q.dyn ? r * dq : 0),
+                          {k.data + item * kw, kstride, visible},
+                          {v.data + item * vw, vstride, visible}};
             if (stepped_) {
-                x.step_key = c.in[3].data + (c.in[3].dyn ? r * dq : 0);
-                x.step_value = c.in[4].data + (c.in[4].dyn ? r * dv * heads_ : 0);
+                x.keys.last = c.in[in_.step_key].data + (c.in[in_.step_key].dyn ? r * dq : 0);
+                x.values.last = c.in[in_.step_value].data + (c.in[in_.step_value].dyn ? r * dv * heads_ : 0);
             }
-            f(h, x);
+            f(HeadProduct<T>{1, visible + stepped_, dk, dv, false, scale}, x);
         });
     }
 
@@ -331,7 +262,7 @@ private:
     template <class T, class F>
     void each_paged_row(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
-        const View<const T>&key_indices = c.in[c.in.size() - 2], &value_indices = c.in.back();
+        const View<const T>&key_indices = c.in[in_.key_pages], &value_indices = c.in[in_.value_pages];
         const std::size_t tk = key_indices.sample_size(), dq = q.sample_size(), dk = dq / heads_;
         const std::size_t kw = k.dims[1], vw = v.dims[1], dv = vw / heads_;
         if (value_indices.sample_size() != tk)
@@ -360,19 +291,19 @@ private:
             std::size_t* at = page.data() + 2 * r * tk;
             read(key_indices, k.dims[0], "key", r, at);
             read(value_indices, v.dims[0], "value", r, at + tk);
-            Operands<T> x{r, 0, {q.data + (q.dyn ? r * dq : 0), dq}, {k.data, kw}, {v.data, vw}, tk};
-            x.key_page = at;
-            x.value_page = at + tk;
+            Operands<T> x{r, q.data + (q.dyn ? r * dq : 0), {k.data, kw, tk, at}, {v.data, vw, tk, at + tk}};
             if (stepped_) {
-                x.step_key = c.in[3].data + (c.in[3].dyn ? r * kw : 0);
-                x.step_value = c.in[4].data + (c.in[4].dyn ? r * vw : 0);
+                x.keys.last = c.in[in_.step_key].data + (c.in[in_.step_key].dyn ? r * kw : 0);
+                x.values.last = c.in[in_.step_value].data + (c.in[in_.step_value].dyn ? r * vw : 0);
             }
             f(HeadProduct<T>{1, tk + stepped_, dk, dv, false, scale}, x);
         });
     }
 
     std::size_t heads_;
-    bool masked_, indexed_, stepped_, paged_;
+    RowSource source_;
+    bool masked_, stepped_;
+    Inputs in_;
 };
 
 }  // namespace
@@ -397,9 +328,9 @@ Variable memory_attention(const Variable& queries, const Variable& keys, const V
     std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
     if (masked) in.push_back(options.key_mask.node());
     if (options.step_key) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
-    return Variable(apply_op(
-        std::make_shared<const MemoryAttention>(options.heads, masked, false, static_cast<bool>(options.step_key)), in,
-        name));
+    return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, RowSource::given, masked,
+                                                                     static_cast<bool>(options.step_key)),
+                             in, name));
 }
 
 }  // namespace loom::attention_detail
@@ -411,7 +342,7 @@ AttentionInPlace attention_rows_in_place(const Plan& plan, int at) {
     const auto* op = pn.node->kind == NodeKind::Op
                          ? dynamic_cast<const attention_detail::MemoryAttention*>(pn.node->op.get())
                          : nullptr;
-    if (!op || !op->reads_rows_as_given()) return {};
+    if (!op || op->source() != attention_detail::RowSource::given) return {};
     // Input i's node when its op is one `is` answers for, else -1.
     const auto source = [&](std::size_t i, bool (*is)(const Op&)) {
         const PlanNode& n = plan.nodes[static_cast<std::size_t>(pn.inputs[i])];
@@ -431,8 +362,8 @@ AttentionInPlace attention_rows_in_place(const Plan& plan, int at) {
         r.inputs = {q, inputs_of(gk)[0], inputs_of(gv)[0]};
         if (op->stepped()) r.inputs.insert(r.inputs.end(), {pn.inputs[3], pn.inputs[4]});
         r.inputs.insert(r.inputs.end(), {inputs_of(gk)[1], inputs_of(gv)[1]});
-        r.op =
-            std::make_shared<const attention_detail::MemoryAttention>(op->heads(), false, false, op->stepped(), true);
+        r.op = std::make_shared<const attention_detail::MemoryAttention>(
+            op->heads(), attention_detail::RowSource::pages, false, op->stepped());
         r.folded = {gk, gv};
         return r;
     }
@@ -446,7 +377,8 @@ AttentionInPlace attention_rows_in_place(const Plan& plan, int at) {
     r.inputs = {q, inputs_of(k)[0], inputs_of(v)[0]};
     if (op->masked()) r.inputs.push_back(inputs_of(m)[0]);
     r.inputs.push_back(inputs_of(k)[1]);
-    r.op = std::make_shared<const attention_detail::MemoryAttention>(op->heads(), op->masked(), true, false);
+    r.op = std::make_shared<const attention_detail::MemoryAttention>(op->heads(), attention_detail::RowSource::items,
+                                                                     op->masked(), false);
     r.folded = {k, v};
     if (m >= 0) r.folded.push_back(m);
     return r;
