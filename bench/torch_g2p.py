@@ -370,12 +370,16 @@ class TransformerG2P(nn.Module):
                     norm(getattr(layer, "norm%d" % k), "%s.norm%d" % (n, k))
             norm(stack.norm, name + ".norm")
 
+        # The model's name prefixes its parameters' (layers::Seq2SeqTransformer: NAME.source_embedding, ...).
+        model = next((n[:-len(".source_embedding")] for n in params if n.endswith(".source_embedding")), None)
+        if model is None:
+            raise SystemExit("torch_g2p: %s holds no NAME.source_embedding: not a Seq2SeqTransformer's file" % path)
         with torch.no_grad():
-            self.letter_emb.weight.copy_(take("letter_embedding"))
-            self.phone_emb.weight.copy_(take("decoder.embedding"))
-            layers(self.encoder, "encoder", ["self_attn"], 2)
-            layers(self.decoder, "decoder", ["self_attn", "multihead_attn"], 3)
-            linear(self.out, "decoder.project")
+            self.letter_emb.weight.copy_(take(model + ".source_embedding"))
+            self.phone_emb.weight.copy_(take(model + ".target_embedding"))
+            layers(self.encoder, model + ".encoder", ["self_attn"], 2)
+            layers(self.decoder, model + ".decoder", ["self_attn", "multihead_attn"], 3)
+            linear(self.out, model + ".project")
         if used != set(params):
             raise SystemExit("torch_g2p: %s holds parameters the peer has no place for: %s"
                              % (path, ", ".join(sorted(set(params) - used))))
