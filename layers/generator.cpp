@@ -425,12 +425,12 @@ public:
     // This pass's pages [rows, Tk] for rows whose parents (rows of the last pass) are `parents`, each
     // of which produced `per_step` rows.
     const Value& next(const std::vector<std::size_t>& parents, std::size_t per_step) {
-        const std::size_t rows = parents.size(), old_tk = last_.dimension() == 2 ? last_.shape()[1] : 0;
+        const std::size_t rows = parents.size(), old_tk = last_tk_;
         const std::size_t tk = old_tk + per_step;
         std::vector<std::size_t> stored_at(parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1,
                                            kNone);
         stored.clear();
-        xt::xarray<T> pages = xt::xarray<T>::from_shape({rows, tk});
+        std::vector<std::size_t> ids(rows * tk);
         for (std::size_t r = 0; r < rows; ++r) {
             const std::size_t p = parents[r];
             if (stored_at[p] == kNone) {
@@ -438,11 +438,15 @@ public:
                 stored.push_back({p, used});
                 used += per_step;
             }
-            T* to = pages.data() + r * tk;
+            std::size_t* to = ids.data() + r * tk;
             if (old_tk) std::copy_n(last_.data() + p * old_tk, old_tk, to);
-            for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = static_cast<T>(stored_at[p] + j);
+            for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = stored_at[p] + j;
         }
-        last_ = pages;
+        // The graph's values are numbers of the model's type: the ids as T, exact (PageTable::reserve
+        // refuses a float table of more rows than float numbers exactly).
+        xt::xarray<T> pages = xt::xarray<T>::from_shape({rows, tk});
+        std::transform(ids.begin(), ids.end(), pages.data(), [](std::size_t id) { return static_cast<T>(id); });
+        last_ = std::move(ids), last_tk_ = tk;
         value_ = Value::batch(std::move(pages));
         return value_;
     }
@@ -454,7 +458,8 @@ public:
 
 private:
     static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
-    xt::xarray<T> last_;
+    std::vector<std::size_t> last_;  // the last pass's page ids as integers, [rows, last_tk_] row-major
+    std::size_t last_tk_ = 0;
     Value value_;
 };
 
