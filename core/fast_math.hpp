@@ -27,7 +27,8 @@ inline float exp(float x) {
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
     // 2^n as two factors, so that n = 128 (x near 88.7) needs no exponent beyond float's.
-    const std::int32_t ni = static_cast<std::int32_t>(n), half = ni >> 1;
+    // A NaN input gives NaN through p; n is zeroed first, as converting NaN to an integer is undefined.
+    const std::int32_t ni = static_cast<std::int32_t>(n == n ? n : 0.0f), half = ni >> 1;
     const std::int32_t bits1 = (half + 127) << 23, bits2 = (ni - half + 127) << 23;
     float s1, s2;
     std::memcpy(&s1, &bits1, sizeof s1);

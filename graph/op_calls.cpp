@@ -171,9 +171,10 @@ const OpCall<T>& OpCalls<T>::at_step(int i, std::size_t t, const SequenceLayout&
     c.padded = layout.has_padding();
     if (c.padded) c.rows = layout.real_rows_at(t);
     c.memory = &cache;
-    c.out = {r.out_value + t * r.out_stride, r.out_dims, 1};
+    // Step t's row of the output and its gradient; a freed output (null) stays null, as the inputs.
+    c.out = {r.out_value ? r.out_value + t * r.out_stride : nullptr, r.out_dims, 1};
     if (backward) {
-        c.out_grad = {r.out_grad + t * r.out_stride, r.out_dims, 1};
+        c.out_grad = {r.out_grad ? r.out_grad + t * r.out_stride : nullptr, r.out_dims, 1};
         c.in_grad = part(grad_, r);
     }
     if (r.reads_time) {

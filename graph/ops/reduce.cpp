@@ -148,12 +148,13 @@ public:
         T* y = c.out.data;
         for (std::size_t o = 0; o < g.outer; ++o)
             for (std::size_t i = 0; i < g.inner; ++i)
-                y[o * g.inner + i] = R::f(x + o * g.r * g.inner + i, g.r, g.inner);
+                // An empty axis (r = 0) reads nothing: x may be null, and null plus an offset is undefined.
+                y[o * g.inner + i] = R::f(g.r ? x + o * g.r * g.inner + i : x, g.r, g.inner);
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
-        if (!c.in_grad[0]) return;
         const Geometry g = geometry(c.in[0], axis_);
+        if (!c.in_grad[0] || g.r == 0) return;  // an empty axis has no gradient to write
         const T *x = c.in[0].data, *y = c.out.data, *gy = c.out_grad.data;
         T* gx = c.in_grad[0].data;
         for (std::size_t o = 0; o < g.outer; ++o)

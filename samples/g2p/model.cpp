@@ -126,11 +126,11 @@ struct Model::Parts {
     // The decoder, one step: the LSTM's input is [embedding(y_{t-1}); h~_{t-1}], written as two
     // products so that the embedding's part runs outside the loop over every step at once; the
     // input feeding's product is added to it by affine (no separate sum in the loop).
-    layers::DecoderOutput step(const Variable& previous, const std::vector<Variable>& s,
-                               const std::vector<Variable>& memory) {
-        Variable gates = affine(s[2], feed_weights, cell.project(phoneme_embed(previous)));
+    layers::DecoderOutput step(const Variable& last_phoneme, const std::vector<Variable>& s,
+                               const std::vector<Variable>& encoded) {
+        Variable gates = affine(s[2], feed_weights, cell.project(phoneme_embed(last_phoneme)));
         const std::vector<Variable> hc = cell.step({s[0], s[1]}, gates);
-        const layers::Attention a = attention(hc[0], layers::AttentionMemory::from_list(memory));
+        const layers::Attention a = attention(hc[0], layers::AttentionMemory::from_list(encoded));
         Variable feed = combine(splice({a.context, hc[0]}));
         return {output(feed), {hc[0], hc[1], feed}, {a.weights}};
     }
@@ -164,14 +164,15 @@ Model::Model(Sizes s) : sizes(s), letters(sequence::input_variable({1}, "letters
 
 layers::Decoder Model::make_decoder(const Sizes& s) {
     if (s.architecture == Architecture::transformer) {
-        transformer_ = std::make_shared<TransformerParts>(layers::Seq2SeqTransformer(letter_count(), phoneme_count(),
-                                                                                     {.model_dim = s.model,
-                                                                                      .heads = s.heads,
-                                                                                      .feedforward_dim = s.feedforward,
-                                                                                      .dropout = s.dropout,
-                                                                                      .encoder_layers = s.layers,
-                                                                                      .decoder_layers = s.layers,
-                                                                                      .name = "g2p"}));
+        transformer_ = std::make_shared<TransformerParts>(
+            TransformerParts{layers::Seq2SeqTransformer(letter_count(), phoneme_count(),
+                                                        {.model_dim = s.model,
+                                                         .heads = s.heads,
+                                                         .feedforward_dim = s.feedforward,
+                                                         .dropout = s.dropout,
+                                                         .encoder_layers = s.layers,
+                                                         .decoder_layers = s.layers,
+                                                         .name = "g2p"})});
         return transformer_->model.decoder();
     }
     parts_ = std::make_shared<Parts>(

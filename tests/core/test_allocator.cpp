@@ -8,7 +8,15 @@
 
 #include "core/allocator.hpp"
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// GCC says a sanitizer is on by these macros, clang by __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LOOM_SANITIZED_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LOOM_SANITIZED_MALLOC 1
+#endif
+#endif
+#if defined(__GLIBC__) && !defined(LOOM_SANITIZED_MALLOC)
 #define LOOM_GLIBC_MALLOC 1  // a sanitizer replaces malloc: nothing of glibc's to check
 #endif
 

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/fast_math.hpp"
@@ -34,6 +35,15 @@ TEST_CASE("fast float exp, tanh and sigmoid stay within a few ulp of libm") {
     CHECK(loom::fast::exp(-200.0f) >= 0.0f);
     CHECK(std::isinf(loom::fast::exp(200.0f)));
     CHECK(loom::fast::exp(88.5f) == doctest::Approx(std::exp(88.5)).epsilon(1e-6));
+}
+
+TEST_CASE("fast float exp, tanh and sigmoid give NaN for NaN, as libm does") {
+    // A NaN must come out (not a number built from an undefined float-to-integer conversion).
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    CHECK(std::isnan(loom::fast::exp(nan)));
+    CHECK(std::isnan(loom::fast::tanh(nan)));
+    CHECK(std::isnan(loom::fast::sigmoid(nan)));
+    CHECK(std::isnan(loom::fast::exp(-nan)));
 }
 
 TEST_CASE("fast float normal_cdf stays within 3e-7 of the exact Phi (2.5 float ulp at 1), and double is exact") {

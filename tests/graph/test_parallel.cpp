@@ -325,8 +325,8 @@ TEST_CASE("with OpenBLAS threads inside each product, gemm is left whole: the bi
     // need not sum as the whole does (it did not at these shapes, by rows and by columns).
     InterOp two(2);
     set_blas_threads(2);
-    for (const auto [m, n, k] :
-         {std::array<std::size_t, 3>{700, 130, 520}, std::array<std::size_t, 3>{48, 1000, 300}}) {
+    for (const auto& mnk : {std::array<std::size_t, 3>{700, 130, 520}, std::array<std::size_t, 3>{48, 1000, 300}}) {
+        const std::size_t m = mnk[0], n = mnk[1], k = mnk[2];
         CAPTURE(m);
         const auto a = random_values<double>(m * k, 7), b = random_values<double>(k * n, 8);
         std::vector<double> one(m * n), shared(m * n);

@@ -77,7 +77,8 @@ TEST_CASE("Generator's pages give what copying the states gives, with one page l
     layers::Generator paged(two_growing_states(layers::StateUpdate::append), {});
     layers::Generator copied(two_growing_states(layers::StateUpdate::replace), {});
     constexpr std::size_t items = 4;
-    for (const auto& [rows_a, rows_b] : std::vector<std::pair<std::size_t, std::size_t>>{{2, 0}, {0, 3}, {1, 1}}) {
+    for (const auto& rows : std::vector<std::pair<std::size_t, std::size_t>>{{2, 0}, {0, 3}, {1, 1}}) {
+        const std::size_t rows_a = rows.first, rows_b = rows.second;
         const std::vector<Value> initial{rows_of(items, rows_a, 0.5), rows_of(items, rows_b, -0.75)};
         for (std::size_t beam : {1, 3}) {
             CAPTURE(rows_a);

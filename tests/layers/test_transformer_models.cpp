@@ -180,15 +180,16 @@ TEST_CASE("a Transformer model file is refused when it is not one: kind, setting
                          doctest::Contains("of kind 'transformer_lm', not a Seq2SeqTransformer"), DataError);
     // Settings that make a larger model than the parameters the file holds: refused by count before
     // a model of those settings is made (a file claiming a huge width must not be allocated).
-    for (const auto& [setting, value] : std::vector<std::pair<std::string, double>>{
+    for (const auto& claim : std::vector<std::pair<std::string, double>>{
              {"model_dim", 16}, {"decoder_layers", 900}, {"vocabulary", 1e6}, {"tie_embeddings", 1}}) {
+        const std::string& setting = claim.first;
         CAPTURE(setting);
         std::map<std::string, double> settings{
             {"model_dim", 8},      {"heads", 2},           {"feedforward_dim", 12}, {"dropout", 0.1},
             {"norm_first", 1},     {"epsilon", 1e-5},      {"activation", 0},       {"attention_dropout", 0},
             {"encoder_layers", 6}, {"decoder_layers", 1},  {"positions", 0},        {"max_positions", 512},
             {"tie_embeddings", 0}, {"scale_embedding", 1}, {"vocabulary", 7}};
-        settings[setting] = value;
+        settings[setting] = claim.second;
         save_model_file(path, "transformer_lm", lm.parameters(),
                         {{"transformer", settings_record(settings)}, {"transformer_name", "lm"}});
         CHECK_THROWS_WITH_AS(layers::TransformerLM::load(path), doctest::Contains("its settings make a model of"),

@@ -115,10 +115,11 @@ if(OUT MATCHES "mean of")
 endif()
 expect_failure("--average nan" "--average: nan is not a finite number" --average nan)
 expect_failure("--average 2" "--average: .*2 not in range" --average 2)
-# An untrained model's first score is far above 200 % (30-phoneme garbage): still not a reason to halve.
+# An untrained model's first score (often far above 200 %: 30-phoneme garbage, though how far depends on
+# the compiler's rounding of its random start) is still not a reason to halve.
 run("epoch 1 of an untrained model" --words 60 ${tiny})
-if(NOT OUT MATCHES "\nepoch 1 [^\n]*PER [2-9][0-9][0-9]\\.[0-9]+ %\n" OR OUT MATCHES "rate halved")
-  message(FATAL_ERROR "epoch 1 with a held-out PER over 200 %: expected no halving: '${OUT}'")
+if(NOT OUT MATCHES "\nepoch 1 [^\n]*PER [0-9.]+ %\n" OR OUT MATCHES "rate halved")
+  message(FATAL_ERROR "epoch 1 of an untrained model: expected no halving: '${OUT}'")
 endif()
 file(WRITE ${dir}/one.dict "cat K AE1 T\n")
 run("1 training word" --epochs 2 --embed 8 --encoder 6 --decoder 8 --train ${dir}/one.dict)

@@ -165,7 +165,9 @@ TEST_CASE("k steps in double agree with float to float tolerance for every learn
              return adagrad(m.params(), 0.05, 1e-8, o);
          }},
     };
-    for (const auto& [name, make] : learners) {
+    for (const auto& learner : learners) {
+        const auto& name = learner.first;
+        const auto& make = learner.second;
         CAPTURE(name);
         Model f(DType::f32), d(DType::f64);
         Trainer tf(f.loss, Variable(), make(f)), td(d.loss, Variable(), make(d));

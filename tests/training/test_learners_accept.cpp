@@ -75,7 +75,9 @@ TEST_CASE("learner: begin, accept and finish step exactly as update, every rule 
     clipped.l2_weight_decay = 0.01;
     lazy.lazy_sparse_rows = true;
     const UpdateOptions options{0.25, true};
-    for (const auto& [name, make] : nine_learners()) {
+    for (const auto& learner : nine_learners()) {
+        const auto& name = learner.first;
+        const auto& make = learner.second;
         for (const LearnerOptions& o : {plain, clipped, lazy}) {
             CAPTURE(std::string(name));
             CAPTURE(o.gradient_clipping_norm);

@@ -29,12 +29,13 @@ TEST_CASE("g2p model file: saved and read back with its sizes") {
     CHECK(back->sizes.embed == 8);
     CHECK(back->sizes.encoder == 6);
     CHECK(back->sizes.decoder == 10);
-    for (const auto& [name, shape] : g2p::sizing_parameters(m.sizes)) {
+    for (const auto& sizing : g2p::sizing_parameters(m.sizes)) {
+        const std::string& name = sizing.first;
         const auto params = m.parameters();
         const auto it =
             std::find_if(params.begin(), params.end(), [&](const Parameter& p) { return p.name() == name; });
         REQUIRE_MESSAGE(it != params.end(), name);
-        CHECK(it->shape() == Shape(shape));
+        CHECK(it->shape() == Shape(sizing.second));
     }
 }
 
