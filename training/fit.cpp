@@ -1,5 +1,6 @@
 #include "training/fit.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -154,14 +155,27 @@ ProgressOptions FitRun::progress_options() const {
 }
 
 void FitRun::train(ProgressPrinter& printer) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto seconds = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     while (!s_.stopped_early && epoch_ < o_.max_epochs) {
         if (o_.max_steps && s_.result.steps >= o_.max_steps) {
             s_.result.stopped = FitStop::max_steps;
             break;
         }
+        if (o_.max_seconds > 0 && seconds() >= o_.max_seconds) {
+            s_.result.stopped = FitStop::max_seconds;
+            break;
+        }
         train_step(printer);
     }
     if (s_.stopped_early) s_.result.stopped = FitStop::early;
+    const auto& evaluations = s_.result.evaluations;
+    const bool last_evaluated = !evaluations.empty() && evaluations.back().step == s_.result.steps;
+    if (evaluate_ && o_.evaluate_at_end && s_.result.stopped != FitStop::early &&
+        s_.result.stopped != FitStop::max_steps && !last_evaluated)
+        run_evaluation(index_ == 0 && epoch_ > 0 ? epoch_ - 1 : epoch_, printer);
 }
 
 // Trains on the next minibatch, then evaluates (and saves) or saves when it is due.

@@ -67,8 +67,16 @@ struct FitOptions {
     /// otherwise the best parameters are kept in memory.
     std::string best_path{};
     /// Stop (saving the checkpoint) once this many steps are done in all, resumed runs included;
-    /// 0: no limit. A time or step budget, and how the tests interrupt a run.
+    /// 0: no limit. A step budget, and how the tests interrupt a run.
     std::size_t max_steps = 0;
+    /// Stop (saving the checkpoint) once this many seconds have passed since fit was called,
+    /// evaluations included; checked before each step. 0: no limit. A time budget (a resumed run
+    /// counts its own time only).
+    double max_seconds = 0;
+    /// When fit stops for good (its epochs done or max_seconds reached, not max_steps: an
+    /// interruption), evaluate once more unless the last step was just evaluated, so that the best
+    /// parameters kept are chosen among the last ones too.
+    bool evaluate_at_end = false;
     /// Progress: the live bar and a line per epoch and per evaluation. Null: print nothing.
     std::ostream* progress_stream = nullptr;
     ProgressOptions progress{};  ///< how the bar is drawn on progress_stream
@@ -76,8 +84,8 @@ struct FitOptions {
     std::function<void(std::size_t step, const MinibatchResult&)> on_step{};
 };
 
-/// Why fit returned: max_epochs done, patience ran out, or max_steps reached.
-enum class FitStop { epochs, early, max_steps };
+/// Why fit returned: max_epochs done, patience ran out, max_steps or max_seconds reached.
+enum class FitStop { epochs, early, max_steps, max_seconds };
 
 /// What fit did.
 struct FitResult {

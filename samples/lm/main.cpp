@@ -158,66 +158,63 @@ int train(const Options& o) {
                     adamw(m.parameters(), rate, 0.9, o.beta2, 1e-8, o.weight_decay,
                           {.gradient_clipping_norm = o.clip, .decay_matrices_only = true}),
                     {.reduction = o.reduction, .outputs = m.last_states});
+    // A window of --block characters for each of --batch streams: at random places (the GPT), or
+    // the next window of each stream's own part of the text (the LSTM, whose states carry over).
     std::mt19937_64 rng(o.seed * 1000003 + o.rank);
-    // The LSTM reads o.batch streams, each a contiguous part of the text, window after window.
     const std::size_t stream_length = train_ids.size() / o.batch;
-    std::size_t stream_at = 0;
+    std::size_t stream_at = 0, steps = 0, count = 0;
     std::vector<Value> states;
     const auto start = Clock::now();
     auto timed_from = start;  // after the --untimed-iterations
-    double loss = 0;
-    std::size_t count = 0, iteration = 0;
-    const double budget = o.minutes > 0 ? o.minutes * 60 : 0;
-    // Every --eval-every iterations the held-out part is scored and the parameters that scored best
-    // are kept (nanoGPT's train.py saves its checkpoint only when the validation loss improves).
-    double best = INFINITY, eval_seconds = 0;
-    std::vector<xt::xarray<float>> best_values;
-    const auto score_held_out = [&] {
-        const auto t = Clock::now();
-        const double nats = evaluate(m, held_ids);
-        std::printf("iteration %zu: held-out %.4f nats per character\n", iteration, nats);
-        if (nats < best) {
-            best = nats, best_values.clear();
-            for (const Parameter& p : m.parameters()) best_values.push_back(p.value());
-        }
-        eval_seconds += seconds_since(t);
-    };
-    for (; budget > 0 ? seconds_since(start) < budget : iteration < o.iterations; ++iteration) {
-        if (o.eval_every > 0 && iteration > 0 && iteration % o.eval_every == 0 && !held_ids.empty()) score_held_out();
-        if (iteration == o.untimed) timed_from = Clock::now();
-        *done = budget > 0 ? seconds_since(start) / budget
-                           : (static_cast<double>(iteration) - warmup) / std::max(1.0, double(o.iterations) - warmup);
-        std::vector<std::vector<std::size_t>> in, next;
-        for (std::size_t b = 0; b < o.batch; ++b) {
-            std::size_t at = 0;
-            if (m.last_states.empty()) {
-                at = std::uniform_int_distribution<std::size_t>(0, train_ids.size() - block - 1)(rng);
-            } else {
-                if (stream_at + block + 1 > stream_length) stream_at = 0, states.clear();  // back to the start
-                at = b * stream_length + stream_at;
+    const double budget = o.minutes * 60;
+    double loss = 0, eval_seconds = 0;
+    const EpochSource windows{
+        budget > 0 ? SIZE_MAX : o.iterations, [&](std::size_t, std::size_t iteration) {
+            *done = budget > 0
+                        ? seconds_since(start) / budget
+                        : (static_cast<double>(iteration) - warmup) / std::max(1.0, double(o.iterations) - warmup);
+            std::vector<std::vector<std::size_t>> in, next;
+            for (std::size_t b = 0; b < o.batch; ++b) {
+                std::size_t at = 0;
+                if (m.last_states.empty()) {
+                    at = std::uniform_int_distribution<std::size_t>(0, train_ids.size() - block - 1)(rng);
+                } else {
+                    if (stream_at + block + 1 > stream_length) stream_at = 0, states.clear();  // back to the start
+                    at = b * stream_length + stream_at;
+                }
+                in.push_back(slice(train_ids, at, at + block));
+                next.push_back(slice(train_ids, at + 1, at + block + 1));
             }
-            in.push_back(slice(train_ids, at, at + block));
-            next.push_back(slice(train_ids, at + 1, at + block + 1));
-        }
-        stream_at += block;
-        const TrainingScope training;
-        const MinibatchResult r = trainer.train_minibatch(m.bind(in, next, states));
+            stream_at += block;
+            return m.bind(in, next, states);
+        }};
+    FitOptions fo{.evaluate_every = o.eval_every, .max_seconds = budget, .evaluate_at_end = true};
+    fo.on_step = [&](std::size_t step, const MinibatchResult& r) {
+        steps = step;
+        if (step == o.untimed) timed_from = Clock::now(), eval_seconds = 0;
         states.clear();
         for (const Variable& v : m.last_states) states.push_back(trainer.session().value(v));
         loss += r.loss_sum, count += r.loss_count;
-        if ((iteration + 1) % o.log_every == 0) {
-            std::printf("iteration %zu (%.1f min): loss %.4f, learning rate %.2e\n", iteration + 1,
-                        seconds_since(start) / 60, loss / double(count), rate(iteration));
-            loss = 0, count = 0;
-        }
-    }
-    if (o.eval_every > 0 && !held_ids.empty()) {
-        score_held_out();
-        const std::vector<Parameter> parameters = m.parameters();  // made once, not per parameter
-        for (std::size_t i = 0; i < best_values.size(); ++i) parameters[i].set_value(best_values[i]);
-    }
+        if (step % o.log_every != 0) return;
+        std::printf("iteration %zu (%.1f min): loss %.4f, learning rate %.2e\n", step, seconds_since(start) / 60,
+                    loss / double(count), rate(step - 1));
+        loss = 0, count = 0;
+    };
+    // Every --eval-every iterations and at the end, the held-out part is scored and the parameters
+    // that scored best are kept (nanoGPT's train.py saves its checkpoint only when the validation
+    // loss improves); the time it takes counts against --minutes, not in the tokens/s.
+    std::function<Evaluation()> score_held_out;
+    if (o.eval_every > 0 && !held_ids.empty())
+        score_held_out = [&]() -> Evaluation {
+            const auto t = Clock::now();
+            const double nats = evaluate(m, held_ids);
+            std::printf("iteration %zu: held-out %.4f nats per character\n", steps, nats);
+            eval_seconds += seconds_since(t);
+            return -nats;
+        };
+    if (windows.minibatches_per_epoch > 0) fit(trainer, windows, fo, score_held_out);
     const double secs = seconds_since(timed_from) - eval_seconds;
-    const std::size_t timed = iteration > o.untimed ? iteration - o.untimed : 0;
+    const std::size_t timed = steps > o.untimed ? steps - o.untimed : 0;
     const std::size_t tokens = timed * o.batch * block * o.ranks;
     std::printf("trained: %zu iterations, %zu tokens in %.3f s, %.1f tokens/s\n", timed, tokens, secs,
                 timed > 0 ? static_cast<double>(tokens) / secs : 0.0);

@@ -3,9 +3,12 @@
 // output, and the errors.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include <loom.hpp>
 #include "test_support.hpp"
@@ -294,4 +297,68 @@ TEST_CASE("fit draws the progress bar and prints a line per epoch and per evalua
     CHECK(s.find("[toy] epoch 2 of 2: loss = ") != std::string::npos);
     CHECK(s.find("[toy] evaluation at step 3 (epoch 1): held-out score 1 (best)") != std::string::npos);
     CHECK(s.find("[toy] evaluation at step 6 (epoch 2): held-out score 2, best 0.2500 at step 3") != std::string::npos);
+}
+
+TEST_CASE("fit with max_seconds stops on time, and evaluate_at_end scores the last parameters once") {
+    Model m(1);
+    auto t = make_trainer(m);
+    // A source of 10,000 minibatches, each taking at least 5 ms: a budget of 0.2 s stops it long before.
+    EpochSource slow = m.source(10000);
+    slow.minibatch = [&m](std::size_t e, std::size_t i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return m.minibatch(e, i);
+    };
+    ScriptedEvaluation scripted{m, {0.1, 0.2, 0.2}, {}};
+    std::function<Evaluation()> evaluate = std::ref(scripted);
+    FitOptions o;
+    o.max_seconds = 0.2;
+    o.evaluate_every = 1000;  // never reached in the budget: only the end evaluates
+    o.evaluate_at_end = true;
+    const FitResult r = fit(*t, slow, o, evaluate);
+    CHECK(r.stopped == FitStop::max_seconds);
+    CHECK(r.steps >= 1);
+    CHECK(r.steps < 10000);
+    REQUIRE(r.evaluations.size() == 1);
+    CHECK(r.evaluations[0].step == r.steps);
+    CHECK(r.best == 0);
+    CHECK(values_of(m) == scripted.seen[0]);  // the only evaluation is the best: nothing restored
+
+    // Epochs done: one evaluation at the end unless the last step was evaluated already.
+    for (const std::size_t every : {3, 4}) {
+        CAPTURE(every);
+        Model e(2);
+        auto te = make_trainer(e);
+        ScriptedEvaluation s{e, {0.5, 0.1}, {}};
+        std::function<Evaluation()> f = std::ref(s);
+        FitOptions eo;
+        eo.evaluate_every = every;
+        eo.evaluate_at_end = true;
+        const FitResult re = fit(*te, e.source(4), eo, f);
+        CHECK(re.stopped == FitStop::epochs);
+        REQUIRE(re.evaluations.size() == (every == 3 ? 2u : 1u));
+        CHECK(re.evaluations.back().step == 4);
+        CHECK(re.evaluations.back().epoch == 0);
+        // Without it, 4 steps evaluated every 3 are scored at step 3 only.
+        if (every == 3) {
+            Model n(2);
+            auto tn = make_trainer(n);
+            ScriptedEvaluation sn{n, {0.5, 0.1}, {}};
+            std::function<Evaluation()> fn = std::ref(sn);
+            eo.evaluate_at_end = false;
+            CHECK(fit(*tn, n.source(4), eo, fn).evaluations.size() == 1);
+        }
+    }
+
+    // Stopped by max_steps (an interruption to resume): no evaluation at the end.
+    Model i(3);
+    auto ti = make_trainer(i);
+    ScriptedEvaluation si{i, {0.5}, {}};
+    std::function<Evaluation()> fi = std::ref(si);
+    FitOptions io;
+    io.evaluate_every = 100;
+    io.evaluate_at_end = true;
+    io.max_steps = 2;
+    const FitResult ri = fit(*ti, i.source(4), io, fi);
+    CHECK(ri.stopped == FitStop::max_steps);
+    CHECK(ri.evaluations.empty());
 }
