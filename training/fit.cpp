@@ -171,10 +171,10 @@ void FitRun::train(ProgressPrinter& printer) {
         train_step(printer);
     }
     if (s_.stopped_early) s_.result.stopped = FitStop::early;
+    // An early stop follows an evaluation of its last step, so it needs no test of its own here.
     const auto& evaluations = s_.result.evaluations;
     const bool last_evaluated = !evaluations.empty() && evaluations.back().step == s_.result.steps;
-    if (evaluate_ && o_.evaluate_at_end && s_.result.stopped != FitStop::early &&
-        s_.result.stopped != FitStop::max_steps && !last_evaluated)
+    if (evaluate_ && o_.evaluate_at_end && s_.result.stopped != FitStop::max_steps && !last_evaluated)
         run_evaluation(index_ == 0 && epoch_ > 0 ? epoch_ - 1 : epoch_, printer);
 }
 
