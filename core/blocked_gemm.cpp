@@ -82,6 +82,65 @@ void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, std::size_t 
     }
 }
 
+#if defined(__x86_64__)
+// The loops of blocked() for float products with bfloat16 operands (bf16_products(): kernels in
+// core/kernels_avx512_bf16.cpp). A pair of k takes the place of one float, so blocks of k are twice
+// as deep for the same bytes: a panel pair of 512 k is again 32 KiB, a block of B at most 2 MiB.
+// Both operands are rounded as they are packed, A block by block of 12 rows.
+template <class ARow, class BRow, class CRow, class DRow>
+void blocked_bf16(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, ARow a_row,
+                  BRow b_row, float beta, CRow c_row, DRow d_row) {
+    constexpr std::size_t kc_most = 512, mc_most = 240, nc_most = 2048, mr = kernels::kPackedRows;
+    struct Bf16Buffers {
+        std::vector<unsigned> b, a;
+        std::vector<const float*> src;
+        std::vector<float*> c_rows;
+        std::vector<const float*> d_rows;
+    };
+    thread_local Bf16Buffers buf;
+    const std::size_t nc_max = std::min(n, nc_most), kc_max = std::min(k, kc_most), mc_max = std::min(m, mc_most);
+    const std::size_t kp_max = (kc_max + 1) / 2;
+    auto at_least = [](auto& v, std::size_t size) {
+        if (v.size() < size) v.resize(size);
+    };
+    at_least(buf.b, round_up(nc_max, 16) * kp_max);
+    at_least(buf.a, round_up(mc_max, mr) * kp_max);
+    at_least(buf.src, std::max(kc_max, nc_max));
+    at_least(buf.c_rows, mc_max);
+    at_least(buf.d_rows, mc_max);
+    const float** src = buf.src.data();
+    for (std::size_t jc = 0; jc < n; jc += nc_max) {
+        const std::size_t nc = std::min(nc_max, n - jc);
+        for (std::size_t pc = 0; pc < k; pc += kc_max) {
+            const std::size_t kc = std::min(kc_max, k - pc), kp = (kc + 1) / 2;
+            if (trans_b)  // stored rows jc.. are op(B)'s columns
+                for (std::size_t j = 0; j < nc; ++j) src[j] = b_row(jc + j) + pc;
+            else
+                for (std::size_t p = 0; p < kc; ++p) src[p] = b_row(pc + p) + jc;
+            kernels::pack_right_bf16_avx512(trans_b, kc, nc, src, buf.b.data());
+            const float beta_here = pc == 0 ? beta : 1.0f;  // the first block of k applies beta to D
+            for (std::size_t ic = 0; ic < m; ic += mc_max) {
+                const std::size_t mc = std::min(mc_max, m - ic);
+                for (std::size_t i = 0; i < mc; ++i) {
+                    buf.c_rows[i] = c_row(ic + i) + jc;
+                    buf.d_rows[i] = pc == 0 ? d_row(ic + i) + jc : buf.c_rows[i];
+                }
+                for (std::size_t r0 = 0; r0 < mc; r0 += mr) {
+                    const std::size_t rows = std::min(mr, mc - r0);
+                    if (trans_a)  // stored row p holds op(A)'s column p: the block's rows side by side
+                        for (std::size_t p = 0; p < kc; ++p) src[p] = a_row(pc + p) + ic + r0;
+                    else
+                        for (std::size_t r = 0; r < rows; ++r) src[r] = a_row(ic + r0 + r) + pc;
+                    kernels::pack_rows_bf16_avx512(trans_a, rows, kc, src, buf.a.data() + r0 * kp);
+                }
+                kernels::rows_packed_bf16_avx512(mc, nc, kc, buf.a.data(), buf.b.data(), buf.c_rows.data(),
+                                                 buf.d_rows.data(), alpha, beta_here);
+            }
+        }
+    }
+}
+#endif
+
 // The loops of every entry point. Operands come by rows as stored: `a_row(r)` is row r of A (of
 // op(A), or of A [k, m] when trans_a), `b_row(r)` row r of B (B [k, n], or [n, k] when trans_b),
 // `c_row(i)` row i of C, `d_row(i)` the row beta multiplies (C's own, or an addend); rows may lie
@@ -95,6 +154,11 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
             for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * d_row(i)[j];
         return;
     }
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (isa == Isa::avx512 && bf16_products())
+            return blocked_bf16(trans_a, trans_b, m, n, k, alpha, a_row, b_row, beta, c_row, d_row);
+#endif
     using B = Blocking<T>;
     Buffers<T>& buf = buffers<T>();
     const std::size_t nc_max = std::min(n, B::nc), kc_max = std::min(k, B::kc), mc_max = std::min(m, B::mc);

@@ -3,6 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "core/errors.hpp"
 
 namespace loom {
@@ -53,6 +57,20 @@ Isa parse_isa(const std::string& name) {
 bool cpu_supports(Isa isa) {
     static const bool avx2 = detect(Isa::avx2), avx512 = detect(Isa::avx512);
     return isa == Isa::portable || (isa == Isa::avx2 ? avx2 : avx512);
+}
+
+bool cpu_supports_bf16() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    static const bool has = [] {
+        if (!cpu_supports(Isa::avx512) || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+            return false;
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16
+        return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5)) != 0;
+    }();
+    return has;
+#else
+    return false;
+#endif
 }
 
 std::vector<Isa> supported_isas() {

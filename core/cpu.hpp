@@ -17,6 +17,10 @@ Isa parse_isa(const std::string& name);
 
 // True when this CPU and OS can run kernels of `isa` and this build has them (x86-64 only).
 bool cpu_supports(Isa isa);
+// True when this CPU and OS run AVX-512 BF16 (vdpbf16ps, with AVX-512 BW and VL) and this build
+// has its kernels (core/kernels_avx512_bf16.cpp): float products at MatmulPrecision::medium
+// (core/gemm.hpp) then round their operands to bfloat16.
+bool cpu_supports_bf16();
 // Every variant this CPU runs, portable first: what the tests compare against each other.
 std::vector<Isa> supported_isas();
 

@@ -65,6 +65,8 @@ bool own_kernels() {
     return !blas_has_avx512();
 }
 
+std::atomic<int> precision{static_cast<int>(MatmulPrecision::highest)};
+
 bool own_shape(std::size_t m, std::size_t n, std::size_t k) { return n >= 16 && m * n * k >= (std::size_t{1} << 15); }
 
 CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
@@ -81,7 +83,7 @@ GemmTimer::~GemmTimer() {
 namespace {
 void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                 std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-    if (own_kernels() && own_shape(m, n, k))
+    if ((own_kernels() || bf16_products()) && own_shape(m, n, k))
         return gemm_blocked(Isa::avx512, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c,
                 i(ldc));
@@ -101,7 +103,7 @@ void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 // columns of [64 x 256] x [256 x 1024], about 4 % of the elements differ in the last bit), while
 // parts of its rows at multiples of 12 give the bits of the whole (every transposition, m from 100
 // to 997, n and k from 64 to 1024). There a product is split by rows only.
-bool columns_split_exactly() { return own_kernels() || blas_has_avx512(); }
+bool columns_split_exactly() { return own_kernels() || bf16_products() || blas_has_avx512(); }
 
 template <class T>
 void split_or_one(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
@@ -139,7 +141,25 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
     split_or_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) { return own_kernels() && own_shape(m, n, k); }
+bool gemm_own_kernels(std::size_t m, std::size_t n, std::size_t k) {
+    return (own_kernels() || bf16_products()) && own_shape(m, n, k);
+}
+
+void set_matmul_precision(MatmulPrecision p) { precision = static_cast<int>(p); }
+
+MatmulPrecision matmul_precision() { return static_cast<MatmulPrecision>(precision.load(std::memory_order_relaxed)); }
+
+bool bf16_products() {
+    return matmul_precision() == MatmulPrecision::medium && active_isa() == Isa::avx512 && cpu_supports_bf16();
+}
+
+const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::medium ? "medium" : "highest"; }
+
+MatmulPrecision parse_matmul_precision(std::string_view name) {
+    for (MatmulPrecision p : {MatmulPrecision::highest, MatmulPrecision::medium})
+        if (name == matmul_precision_name(p)) return p;
+    throw UserError("unknown matmul precision '" + std::string(name) + "': expected highest or medium");
+}
 
 bool gemm_rows_in_place(std::size_t m, std::size_t n, std::size_t k) {
     if (active_isa() != Isa::avx512 || blas_threads.load(std::memory_order_relaxed) > 1) return false;
@@ -168,6 +188,7 @@ void set_blas_threads(int n) {
 }
 
 std::string gemm_kernels() {
+    if (bf16_products()) return "loom-avx512-bf16";
     if (own_kernels()) return "loom-avx512";
     return std::string("openblas-") + openblas_get_corename();
 }

@@ -75,11 +75,37 @@ void gemm_reset_timing();
 /// use AVX-512: SkylakeX, Cooperlake, SapphireRapids.
 bool openblas_core_has_avx512(std::string_view core);
 
+/// How float products are computed, as PyTorch's `torch.set_float32_matmul_precision` names it.
+enum class MatmulPrecision {
+    highest,  ///< the operands as they are, float multiply-adds (the default)
+    medium,   ///< the operands rounded to bfloat16 (8 significant bits), their products summed in float
+};
+
+/// Sets how float products are computed from now on, on every thread. `medium` takes effect on
+/// CPUs with AVX-512 BF16 (cpu_supports_bf16(), core/cpu.hpp) while the AVX-512 kernels are active,
+/// for the products gemm() and gemm_blocked_rows run through loom's blocked kernels (all but the
+/// smallest: n < 16 or m n k < 32,768); there one instruction does twice float's multiply-adds.
+/// Elsewhere, for double, and for the per-step products of recurrences and cached decoders
+/// (gemm_rows), products are computed as at `highest`. Like PyTorch's bfloat16 autocast, it trades
+/// the operands' precision (a relative error up to 2^-9 each) for speed: parameters, gradients,
+/// sums and everything outside the products stay float.
+void set_matmul_precision(MatmulPrecision precision);
+/// \return the precision set (highest until set_matmul_precision).
+MatmulPrecision matmul_precision();
+/// True when float products are rounded to bfloat16 now: `medium`, on a CPU that has it, the
+/// AVX-512 kernels active (core/cpu.hpp: active_isa).
+bool bf16_products();
+/// "highest" or "medium".
+const char* matmul_precision_name(MatmulPrecision precision);
+/// The precision named "highest" or "medium"; UserError naming the choices for anything else.
+MatmulPrecision parse_matmul_precision(std::string_view name);
+
 /// OpenBLAS's thread count, set once by the program (benchmarks, samples).
 void set_blas_threads(int n);
 
-/// Which kernels gemm() runs on large shapes now: "loom-avx512", or "openblas-" and OpenBLAS's
-/// core name (e.g. "openblas-Haswell"), for benchmarks to report.
+/// Which kernels gemm() runs on large shapes now: "loom-avx512-bf16" (bf16_products()),
+/// "loom-avx512", or "openblas-" and OpenBLAS's core name (e.g. "openblas-Haswell"), for
+/// benchmarks to report.
 std::string gemm_kernels();
 
 }  // namespace loom

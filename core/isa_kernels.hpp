@@ -37,6 +37,21 @@ void rows_packed_avx512(std::size_t m, std::size_t n, std::size_t k, const doubl
 void pack_rows_interleaved_avx512(std::size_t rows, std::size_t k, const float* const* src, float* out);
 // panel[p * 16 + j] = src[j][p] for p < k and j < 16: one whole panel of pack_right(transposed).
 void pack_panel_transposed_avx512(std::size_t k, const float* const* src, float* panel);
+// Float products with operands rounded to bfloat16 (core/kernels_avx512_bf16.cpp, for CPUs with
+// AVX-512 BF16; its header comment gives the layouts, of pairs of k in 32-bit words). B [k, n]
+// packed from its rows (src[p], p < k, n values each) or, when transposed, from its columns
+// (src[j], j < n, k values each) into panels of 16 columns, (k + 1) / 2 pairs deep.
+void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const float* const* src,
+                            unsigned* packed);
+// A block of `rows` (at most 12) rows of A, k wide, from its rows (src[r]) or, when transposed,
+// from its columns (src[p], p < k, each holding the block's rows side by side).
+void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, const float* const* src,
+                           unsigned* out);
+// c[i] = alpha * a[i] * B + beta * d[i] for i < m, A packed in blocks of 12 rows by
+// pack_rows_bf16_avx512, B by pack_right_bf16_avx512, both with this k.
+void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a,
+                             const unsigned* packed, float* const* c, const float* const* d, float alpha,
+                             float beta);
 #endif
 
 inline constexpr std::size_t kPackedRows = 12;

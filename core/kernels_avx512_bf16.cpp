@@ -1,0 +1,187 @@
+// Float products with bfloat16 operands, for AVX-512 BF16 CPUs (this file is compiled with
+// -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mavx2 -mfma; see core/isa_kernels.hpp for the
+// contract). Each operand is rounded to bfloat16 (to nearest, ties to even; NaN stays NaN) as it
+// is packed; one vdpbf16ps then multiplies 16 pairs of them and adds both products of each pair
+// to a float accumulator: twice the multiply-adds of an FMA on float, and half the bytes packed
+// and read. A product of two bfloat16 values is exact in float, so the only rounding besides the
+// operands' is the float sum's, as in the float kernels.
+//
+// Layouts (k pairs = (k + 1) / 2, the last pair's second value 0 when k is odd), 32-bit words
+// each holding a pair, its even-k value in the low half:
+//   B: panels of 16 columns, panel[q * 16 + j] = (B[2q][j], B[2q + 1][j]);
+//   A: blocks of 12 rows, block[q * 12 + r] = (A[r][2q], A[r][2q + 1]), zero rows past the last.
+// The kernel is the float one's (core/kernels_avx512.cpp) with a pair of k per step: 12 rows by
+// two panels, 24 accumulators, one broadcast pair of A per row and two loads of B per step.
+#include "core/isa_kernels.hpp"
+
+#if defined(__x86_64__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+
+#include "core/kernels_avx512_common.hpp"
+
+namespace loom::kernels {
+
+namespace {
+
+static_assert(sizeof(unsigned) == 4, "a pair of bfloat16 values is held in an unsigned int");
+
+// Lanes [0, count) of a vector of 16 (count may exceed 16).
+inline __mmask16 first(std::size_t count) { return lanes<float>(count); }
+
+// 16 floats rounded to bfloat16, each in the low half of a 32-bit lane. (The masked forms with
+// every lane selected: the unmasked ones pass GCC 12 an undefined vector, see
+// core/kernels_avx512_common.hpp.)
+inline __m512i low_halves(__m512 x) {
+    return _mm512_maskz_cvtepu16_epi32(0xffff, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)));
+}
+
+// Lane j: (lo[j], hi[j]) as a pair.
+inline __m512i pairs_across(__m512 lo, __m512 hi) {
+    return _mm512_or_si512(low_halves(lo), _mm512_maskz_slli_epi32(0xffff, low_halves(hi), 16));
+}
+
+// Lane q: (x[2q], x[2q + 1]) for the `count` (at most 32) floats from x, zeros past them.
+inline __m512 pairs_along(const float* x, std::size_t count) {
+    const __m512 lo = _mm512_maskz_loadu_ps(first(count), x);
+    const __m512 hi = _mm512_maskz_loadu_ps(first(count > 16 ? count - 16 : 0), x + 16);
+    return _mm512_castsi512_ps(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
+constexpr std::size_t mr = kPackedRows;
+
+// R rows by V panels (1 or 2); `rows` of the 12 are stored. Not inlined, for the reason the float
+// kernel gives.
+template <std::size_t V>
+__attribute__((noinline)) void kernel(std::size_t kp, const unsigned* a, std::size_t rows, const unsigned* panel0,
+                                      const unsigned* panel1, float* const* c, const float* const* d, std::size_t col,
+                                      std::size_t ncols, const Epilogue<float>& e) {
+    using W = Vec<float>;
+    __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0,
+           c3_1 = c0_0, c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0,
+           c7_1 = c0_0, c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0,
+           c11_1 = c0_0;
+    for (std::size_t q = 0; q < kp; ++q, a += mr) {
+        const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel0 + q * 16));
+        const __m512bh b1 = V > 1 ? reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel1 + q * 16)) : b0;
+#define LOOM_ROW(r)                                                                         \
+    {                                                                                       \
+        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r]))); \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                       \
+        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                  \
+    }
+        LOOM_ROW(0)
+        LOOM_ROW(1)
+        LOOM_ROW(2)
+        LOOM_ROW(3)
+        LOOM_ROW(4)
+        LOOM_ROW(5)
+        LOOM_ROW(6)
+        LOOM_ROW(7)
+        LOOM_ROW(8)
+        LOOM_ROW(9)
+        LOOM_ROW(10)
+        LOOM_ROW(11)
+#undef LOOM_ROW
+    }
+    const auto m0 = first(ncols), m1 = first(ncols > 16 ? ncols - 16 : 0);
+#define LOOM_STORE(r)                                                                 \
+    if (rows > r) {                                                                   \
+        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                                \
+        if constexpr (V > 1) e.store(c[r] + col + 16, d[r] + col + 16, m1, c##r##_1); \
+    }
+    LOOM_STORE(0)
+    LOOM_STORE(1)
+    LOOM_STORE(2)
+    LOOM_STORE(3)
+    LOOM_STORE(4)
+    LOOM_STORE(5)
+    LOOM_STORE(6)
+    LOOM_STORE(7)
+    LOOM_STORE(8)
+    LOOM_STORE(9)
+    LOOM_STORE(10)
+    LOOM_STORE(11)
+#undef LOOM_STORE
+}
+
+}  // namespace
+
+void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const float* const* src,
+                            unsigned* packed) {
+    const std::size_t kp = (k + 1) / 2;
+    if (!transposed) {  // src[p] is row p of B: two rows make a row of pairs
+        // A block of pair rows at a time into every panel, as the float packing walks B (core/pack_right.hpp).
+        constexpr std::size_t block = 8;
+        for (std::size_t q0 = 0; q0 < kp; q0 += block) {
+            const std::size_t q1 = q0 + block < kp ? q0 + block : kp;
+            for (std::size_t col = 0; col < n; col += 16) {
+                const __mmask16 mask = first(n - col);
+                unsigned* panel = packed + col * kp;
+                for (std::size_t q = q0; q < q1; ++q) {
+                    const __m512 lo = _mm512_maskz_loadu_ps(mask, src[2 * q] + col);
+                    const __m512 hi = 2 * q + 1 < k ? _mm512_maskz_loadu_ps(mask, src[2 * q + 1] + col) : _mm512_setzero_ps();
+                    _mm512_storeu_si512(panel + q * 16, pairs_across(lo, hi));
+                }
+            }
+        }
+        return;
+    }
+    // src[j] is column j of B: its pairs lie side by side, 16 columns of them turned by a transpose.
+    for (std::size_t col = 0; col < n; col += 16) {
+        unsigned* panel = packed + col * kp;
+        for (std::size_t q0 = 0; q0 < kp; q0 += 16) {
+            __m512 r[16], cols[16];
+            for (std::size_t j = 0; j < 16; ++j)
+                r[j] = col + j < n ? pairs_along(src[col + j] + 2 * q0, k - 2 * q0) : _mm512_setzero_ps();
+            transpose16(r, cols);
+            for (std::size_t t = 0; t < 16 && q0 + t < kp; ++t)
+                _mm512_storeu_ps(reinterpret_cast<float*>(panel + (q0 + t) * 16), cols[t]);
+        }
+    }
+}
+
+void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, const float* const* src,
+                           unsigned* out) {
+    const std::size_t kp = (k + 1) / 2;
+    if (transposed) {  // src[p] is column p of the block (row p of A as stored): two make a row of pairs
+        const __mmask16 mask = first(rows);
+        for (std::size_t q = 0; q < kp; ++q) {
+            const __m512 lo = _mm512_maskz_loadu_ps(mask, src[2 * q]);
+            const __m512 hi = 2 * q + 1 < k ? _mm512_maskz_loadu_ps(mask, src[2 * q + 1]) : _mm512_setzero_ps();
+            _mm512_mask_storeu_epi32(out + q * mr, 0x0fff, pairs_across(lo, hi));
+        }
+        return;
+    }
+    // src[r] is row r: its pairs lie side by side; 16 pairs of each row turned by a transpose
+    // (rows 12-15 are zeros and are not stored).
+    for (std::size_t q0 = 0; q0 < kp; q0 += 16) {
+        __m512 r[16], cols[16];
+        for (std::size_t i = 0; i < 16; ++i)
+            r[i] = i < rows ? pairs_along(src[i] + 2 * q0, k - 2 * q0) : _mm512_setzero_ps();
+        transpose16(r, cols);
+        for (std::size_t t = 0; t < 16 && q0 + t < kp; ++t)
+            _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + (q0 + t) * mr), 0x0fff, cols[t]);
+    }
+}
+
+void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
+                             float* const* c, const float* const* d, float alpha, float beta) {
+    const std::size_t kp = (k + 1) / 2;
+    const Epilogue<float> e{alpha, beta};
+    for (std::size_t col = 0; col < n; col += 32) {
+        const unsigned* panel0 = packed + col * kp;
+        const std::size_t nc = n - col < 32 ? n - col : 32;
+        const unsigned* panel1 = nc > 16 ? panel0 + 16 * kp : panel0;
+        for (std::size_t start = 0; start < m; start += mr) {
+            const std::size_t r = m - start < mr ? m - start : mr;
+            const unsigned* block = a + start * kp;
+            if (nc > 16)
+                kernel<2>(kp, block, r, panel0, panel1, c + start, d + start, col, nc, e);
+            else
+                kernel<1>(kp, block, r, panel0, panel1, c + start, d + start, col, nc, e);
+        }
+    }
+}
+
+}  // namespace loom::kernels
+#endif
