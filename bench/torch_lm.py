@@ -8,7 +8,7 @@ and parses both engines the same way.
         [--iterations 2000 | --minutes M] [--learning-rate 1e-3 --min-learning-rate 1e-4 --warmup 100
         --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05] [--eval FILE] [--eval-every N] [--log-every 100]
         [--generate N --streams K --prompt TEXT --temperature T --top-k K --top-p P] [--seed S]
-        [--threads N] [--passive] [--untimed-iterations W] [--save-safetensors F] [--load-safetensors F]
+        [--threads N] [--passive] [--matmul-precision highest|medium] [--untimed-iterations W] [--save-safetensors F] [--load-safetensors F]
         [--logits-of TEXT] [--self-check] [--json]
 
 Data. The alphabet is the sorted distinct characters of the whole --train file (ids 0..V-1 in that
@@ -45,6 +45,11 @@ Training. The loss is the mean cross-entropy (nats) of an iteration's batch x bl
     at the first iteration that starts after M minutes, and after the warm-up
     r = (t - t_w) / (60 M - t_w), clamped to [0, 1], t the training time at the start of iteration
     i and t_w the time at which the warm-up ended.
+  * --matmul-precision medium: each iteration's forward and loss run under
+    torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision on a CPU: the products
+    and what autocast lists take bfloat16 operands; weights, gradients and AdamW stay float), as
+    lm's flag of that name rounds its products' operands to bfloat16. Evaluation and sampling stay
+    float.
   * `trained: I iterations, T tokens in S s, X tokens/s`: training time only (no data loading, no
     evaluation); T = I x batch x block. --untimed-iterations W leaves the first W iterations out
     of this line (they still train), so that the first iterations' allocations are not timed.
@@ -123,6 +128,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--passive", action="store_true", help="OMP_WAIT_POLICY=passive (idle OpenMP workers sleep)")
+    p.add_argument("--matmul-precision", choices=["highest", "medium"], default="highest",
+                   help="medium: training's forward under torch.autocast('cpu', torch.bfloat16)")
     p.add_argument("--save-safetensors", default=None)
     p.add_argument("--load-safetensors", default=None, help="start from these weights (loom's names)")
     p.add_argument("--logits-of", default=None, help="print the logits at every position of TEXT as JSON")
@@ -478,16 +485,17 @@ def train(a, model, corpus):
             ratio = 0.0 if warm_end is None else (now - warm_end) / max(1e-9, budget - warm_end)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(a, i, ratio)
-        if lstm:
-            x, y, restart = batches.next()
-            if restart:
-                state = model.zero_state(a.batch)
-            logits, state = model(x, state)
-            state = tuple(s.detach() for s in state)
-        else:
-            x, y = batches.next()
-            logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.matmul_precision == "medium"):
+            if lstm:
+                x, y, restart = batches.next()
+                if restart:
+                    state = model.zero_state(a.batch)
+                logits, state = model(x, state)
+                state = tuple(s.detach().float() for s in state)
+            else:
+                x, y = batches.next()
+                logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if a.clip > 0:

@@ -86,7 +86,7 @@ void pack_interleaved(bool trans_a, std::size_t mc, std::size_t kc, std::size_t 
 // The loops of blocked() for float products with bfloat16 operands (bf16_products(): kernels in
 // core/kernels_avx512_bf16.cpp). A pair of k takes the place of one float, so blocks of k are twice
 // as deep for the same bytes: a panel pair of 512 k is again 32 KiB, a block of B at most 2 MiB.
-// Both operands are rounded as they are packed, A block by block of 12 rows.
+// Both operands are rounded as they are packed.
 template <class ARow, class BRow, class CRow, class DRow>
 void blocked_bf16(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, ARow a_row,
                   BRow b_row, float beta, CRow c_row, DRow d_row) {
@@ -105,14 +105,14 @@ void blocked_bf16(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
     };
     at_least(buf.b, round_up(nc_max, 16) * kp_max);
     at_least(buf.a, round_up(mc_max, mr) * kp_max);
-    at_least(buf.src, std::max(kc_max, nc_max));
+    at_least(buf.src, std::max({kc_max, nc_max, mc_max}));
     at_least(buf.c_rows, mc_max);
     at_least(buf.d_rows, mc_max);
     const float** src = buf.src.data();
     for (std::size_t jc = 0; jc < n; jc += nc_max) {
         const std::size_t nc = std::min(nc_max, n - jc);
         for (std::size_t pc = 0; pc < k; pc += kc_max) {
-            const std::size_t kc = std::min(kc_max, k - pc), kp = (kc + 1) / 2;
+            const std::size_t kc = std::min(kc_max, k - pc);
             if (trans_b)  // stored rows jc.. are op(B)'s columns
                 for (std::size_t j = 0; j < nc; ++j) src[j] = b_row(jc + j) + pc;
             else
@@ -125,14 +125,11 @@ void blocked_bf16(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
                     buf.c_rows[i] = c_row(ic + i) + jc;
                     buf.d_rows[i] = pc == 0 ? d_row(ic + i) + jc : buf.c_rows[i];
                 }
-                for (std::size_t r0 = 0; r0 < mc; r0 += mr) {
-                    const std::size_t rows = std::min(mr, mc - r0);
-                    if (trans_a)  // stored row p holds op(A)'s column p: the block's rows side by side
-                        for (std::size_t p = 0; p < kc; ++p) src[p] = a_row(pc + p) + ic + r0;
-                    else
-                        for (std::size_t r = 0; r < rows; ++r) src[r] = a_row(ic + r0 + r) + pc;
-                    kernels::pack_rows_bf16_avx512(trans_a, rows, kc, src, buf.a.data() + r0 * kp);
-                }
+                if (trans_a)  // stored row p holds op(A)'s column p: the rows side by side
+                    for (std::size_t p = 0; p < kc; ++p) src[p] = a_row(pc + p) + ic;
+                else
+                    for (std::size_t r = 0; r < mc; ++r) src[r] = a_row(ic + r) + pc;
+                kernels::pack_rows_bf16_avx512(trans_a, mc, kc, src, buf.a.data());
                 kernels::rows_packed_bf16_avx512(mc, nc, kc, buf.a.data(), buf.b.data(), buf.c_rows.data(),
                                                  buf.d_rows.data(), alpha, beta_here);
             }

@@ -41,17 +41,15 @@ void pack_panel_transposed_avx512(std::size_t k, const float* const* src, float*
 // AVX-512 BF16; its header comment gives the layouts, of pairs of k in 32-bit words). B [k, n]
 // packed from its rows (src[p], p < k, n values each) or, when transposed, from its columns
 // (src[j], j < n, k values each) into panels of 16 columns, (k + 1) / 2 pairs deep.
-void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const float* const* src,
-                            unsigned* packed);
-// A block of `rows` (at most 12) rows of A, k wide, from its rows (src[r]) or, when transposed,
-// from its columns (src[p], p < k, each holding the block's rows side by side).
-void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, const float* const* src,
-                           unsigned* out);
+void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const float* const* src, unsigned* packed);
+// `rows` rows of A, k wide, in blocks of 12 (block b at out + 12 b (k + 1) / 2, zero rows past
+// the last), from its rows (src[r], r < rows) or, when transposed, from its columns (src[p],
+// p < k, each holding the rows side by side).
+void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, const float* const* src, unsigned* out);
 // c[i] = alpha * a[i] * B + beta * d[i] for i < m, A packed in blocks of 12 rows by
 // pack_rows_bf16_avx512, B by pack_right_bf16_avx512, both with this k.
-void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a,
-                             const unsigned* packed, float* const* c, const float* const* d, float alpha,
-                             float beta);
+void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
+                             float* const* c, const float* const* d, float alpha, float beta);
 #endif
 
 inline constexpr std::size_t kPackedRows = 12;

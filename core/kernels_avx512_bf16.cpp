@@ -28,16 +28,13 @@ static_assert(sizeof(unsigned) == 4, "a pair of bfloat16 values is held in an un
 // Lanes [0, count) of a vector of 16 (count may exceed 16).
 inline __mmask16 first(std::size_t count) { return lanes<float>(count); }
 
-// 16 floats rounded to bfloat16, each in the low half of a 32-bit lane. (The masked forms with
-// every lane selected: the unmasked ones pass GCC 12 an undefined vector, see
-// core/kernels_avx512_common.hpp.)
-inline __m512i low_halves(__m512 x) {
-    return _mm512_maskz_cvtepu16_epi32(0xffff, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)));
-}
-
-// Lane j: (lo[j], hi[j]) as a pair.
+// Lane j: (lo[j], hi[j]) as a pair of bfloat16 values: both rounded by one instruction into
+// halves of a vector (lo in 16-bit elements 0-15, hi in 16-31), then interleaved by one permute.
 inline __m512i pairs_across(__m512 lo, __m512 hi) {
-    return _mm512_or_si512(low_halves(lo), _mm512_maskz_slli_epi32(0xffff, low_halves(hi), 16));
+    const __m512i halves = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                                6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(interleave, halves);
 }
 
 // Lane q: (x[2q], x[2q + 1]) for the `count` (at most 32) floats from x, zeros past them.
@@ -56,18 +53,17 @@ __attribute__((noinline)) void kernel(std::size_t kp, const unsigned* a, std::si
                                       const unsigned* panel1, float* const* c, const float* const* d, std::size_t col,
                                       std::size_t ncols, const Epilogue<float>& e) {
     using W = Vec<float>;
-    __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0,
-           c3_1 = c0_0, c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0,
-           c7_1 = c0_0, c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0,
-           c11_1 = c0_0;
+    __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
+           c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0, c7_1 = c0_0,
+           c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
     for (std::size_t q = 0; q < kp; ++q, a += mr) {
         const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel0 + q * 16));
         const __m512bh b1 = V > 1 ? reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel1 + q * 16)) : b0;
-#define LOOM_ROW(r)                                                                         \
-    {                                                                                       \
+#define LOOM_ROW(r)                                                                               \
+    {                                                                                             \
         const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r]))); \
-        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                       \
-        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                  \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                             \
+        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                        \
     }
         LOOM_ROW(0)
         LOOM_ROW(1)
@@ -106,8 +102,7 @@ __attribute__((noinline)) void kernel(std::size_t kp, const unsigned* a, std::si
 
 }  // namespace
 
-void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const float* const* src,
-                            unsigned* packed) {
+void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const float* const* src, unsigned* packed) {
     const std::size_t kp = (k + 1) / 2;
     if (!transposed) {  // src[p] is row p of B: two rows make a row of pairs
         // A block of pair rows at a time into every panel, as the float packing walks B (core/pack_right.hpp).
@@ -119,7 +114,8 @@ void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const
                 unsigned* panel = packed + col * kp;
                 for (std::size_t q = q0; q < q1; ++q) {
                     const __m512 lo = _mm512_maskz_loadu_ps(mask, src[2 * q] + col);
-                    const __m512 hi = 2 * q + 1 < k ? _mm512_maskz_loadu_ps(mask, src[2 * q + 1] + col) : _mm512_setzero_ps();
+                    const __m512 hi =
+                        2 * q + 1 < k ? _mm512_maskz_loadu_ps(mask, src[2 * q + 1] + col) : _mm512_setzero_ps();
                     _mm512_storeu_si512(panel + q * 16, pairs_across(lo, hi));
                 }
             }
@@ -140,27 +136,35 @@ void pack_right_bf16_avx512(bool transposed, std::size_t k, std::size_t n, const
     }
 }
 
-void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, const float* const* src,
-                           unsigned* out) {
+void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, const float* const* src, unsigned* out) {
     const std::size_t kp = (k + 1) / 2;
-    if (transposed) {  // src[p] is column p of the block (row p of A as stored): two make a row of pairs
-        const __mmask16 mask = first(rows);
+    if (transposed) {  // src[p] is column p of A (row p as stored): two make a row of pairs
+        // Each pair of stored rows read once from start to end, into every block: walking one
+        // block's 12 values down all k rows before the next block's re-read their cache lines.
         for (std::size_t q = 0; q < kp; ++q) {
-            const __m512 lo = _mm512_maskz_loadu_ps(mask, src[2 * q]);
-            const __m512 hi = 2 * q + 1 < k ? _mm512_maskz_loadu_ps(mask, src[2 * q + 1]) : _mm512_setzero_ps();
-            _mm512_mask_storeu_epi32(out + q * mr, 0x0fff, pairs_across(lo, hi));
+            const float* lo_row = src[2 * q];
+            const float* hi_row = 2 * q + 1 < k ? src[2 * q + 1] : nullptr;
+            for (std::size_t r0 = 0; r0 < rows; r0 += mr) {
+                const __mmask16 mask = first(rows - r0 < mr ? rows - r0 : mr);
+                const __m512 lo = _mm512_maskz_loadu_ps(mask, lo_row + r0);
+                const __m512 hi = hi_row ? _mm512_maskz_loadu_ps(mask, hi_row + r0) : _mm512_setzero_ps();
+                _mm512_mask_storeu_epi32(out + r0 * kp + q * mr, 0x0fff, pairs_across(lo, hi));
+            }
         }
         return;
     }
-    // src[r] is row r: its pairs lie side by side; 16 pairs of each row turned by a transpose
-    // (rows 12-15 are zeros and are not stored).
-    for (std::size_t q0 = 0; q0 < kp; q0 += 16) {
-        __m512 r[16], cols[16];
-        for (std::size_t i = 0; i < 16; ++i)
-            r[i] = i < rows ? pairs_along(src[i] + 2 * q0, k - 2 * q0) : _mm512_setzero_ps();
-        transpose16(r, cols);
-        for (std::size_t t = 0; t < 16 && q0 + t < kp; ++t)
-            _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + (q0 + t) * mr), 0x0fff, cols[t]);
+    // src[r] is row r: its pairs lie side by side; 16 pairs of each of a block's rows turned by a
+    // transpose (rows 12-15 are zeros and are not stored).
+    for (std::size_t r0 = 0; r0 < rows; r0 += mr, out += mr * kp) {
+        const std::size_t block_rows = rows - r0 < mr ? rows - r0 : mr;
+        for (std::size_t q0 = 0; q0 < kp; q0 += 16) {
+            __m512 r[16], cols[16];
+            for (std::size_t i = 0; i < 16; ++i)
+                r[i] = i < block_rows ? pairs_along(src[r0 + i] + 2 * q0, k - 2 * q0) : _mm512_setzero_ps();
+            transpose16(r, cols);
+            for (std::size_t t = 0; t < 16 && q0 + t < kp; ++t)
+                _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + (q0 + t) * mr), 0x0fff, cols[t]);
+        }
     }
 }
 

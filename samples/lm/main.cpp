@@ -33,6 +33,7 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, architecture = "transformer", prompt = "\n";
+    std::string matmul_precision = "highest";
     lm::Settings sizes;
     std::size_t batch = 12, iterations = 2000, warmup = 100, threads = 1, generate = 0, streams = 1, top_k = 0;
     std::size_t log_every = 100, untimed = 0, eval_every = 0;
@@ -54,7 +55,10 @@ std::vector<std::size_t> slice(const std::vector<std::uint32_t>& ids, std::size_
 // The mean loss over `ids` cut into consecutive windows of the model's block, every character
 // predicted from the earlier ones of its own window (nanoGPT's estimate, over every window instead
 // of random ones). The LSTM carries its state from one window to the next: one long sequence.
+// Products in float whatever --matmul-precision says (it is training's): the score is the model's.
 double evaluate(const lm::Model& m, const std::vector<std::uint32_t>& ids) {
+    const MatmulPrecision training = matmul_precision();
+    set_matmul_precision(MatmulPrecision::highest);
     std::vector<Variable> outputs{m.loss};
     outputs.insert(outputs.end(), m.last_states.begin(), m.last_states.end());
     Session s(outputs);
@@ -74,6 +78,7 @@ double evaluate(const lm::Model& m, const std::vector<std::uint32_t>& ids) {
         states.clear();
         for (const Variable& v : m.last_states) states.push_back(s.value(v));
     }
+    set_matmul_precision(training);
     return sum / static_cast<double>(std::max<std::size_t>(count, 1));
 }
 
@@ -140,12 +145,12 @@ int train(const Options& o) {
     lm::Model m(o.sizes, alphabet.size());
     std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
                 o.train_file.c_str(), held_ids.size());
-    std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters\n", o.architecture.c_str(),
-                o.sizes.layers, o.sizes.width,
+    std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters; %s products\n",
+                o.architecture.c_str(), o.sizes.layers, o.sizes.width,
                 o.sizes.architecture == lm::Architecture::transformer
                     ? (", " + std::to_string(o.sizes.heads) + " heads").c_str()
                     : "",
-                block, o.sizes.dropout, parameter_count(m.parameters()));
+                block, o.sizes.dropout, parameter_count(m.parameters()), bf16_products() ? "bfloat16" : "float");
     // Linear warm-up, then a half cosine to the minimum over the budget: --iterations, or --minutes
     // of wall-clock time (the cosine then follows the time spent).
     auto done = std::make_shared<double>(0.0);
@@ -289,6 +294,10 @@ int main(int argc, char** argv) {
     add_number<std::size_t>(app, "--streams", o.streams, "texts drawn at once (stream 0 is printed)", 1, 4096);
     app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
     add_number<std::size_t>(app, "--threads", o.threads, "threads", 1, 64);
+    app.add_option("--matmul-precision", o.matmul_precision,
+                   "medium: training's products take bfloat16-rounded operands where the CPU has AVX-512 BF16")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"highest", "medium"}));
     samples::add_mpi_timeout(app, o.mpi_timeout);
     samples::MpiJob mpi;  // under mpirun, every process trains on its own windows
     CLI11_PARSE(app, argc, argv);
@@ -326,6 +335,7 @@ int main(int argc, char** argv) {
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(o.threads));
         set_seed(o.seed);
+        set_matmul_precision(parse_matmul_precision(o.matmul_precision));
         return o.model_file.empty() ? train(o) : use_saved(o);
     } catch (const std::bad_alloc&) {
         std::cerr << "error: out of memory\n";

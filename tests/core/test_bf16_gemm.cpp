@@ -80,10 +80,9 @@ double worst_relative(const Case& s, float alpha, float beta, float (*round)(flo
 // Shapes that cross every block of the bfloat16 path: k odd, past a block of 512 and a 16-pair
 // transpose; m past 240 rows and not a multiple of 12; n past 2,048 columns, not a multiple of 16.
 const Case cases[] = {
-    {false, false, 13, 33, 7},     {true, false, 13, 33, 7},     {false, true, 13, 33, 7},
-    {true, true, 13, 33, 7},       {false, false, 250, 70, 601}, {true, false, 250, 70, 601},
-    {false, true, 250, 70, 601},   {true, true, 250, 70, 601},   {false, false, 5, 2100, 35},
-    {false, true, 29, 47, 1},      {true, false, 37, 20, 1030},
+    {false, false, 13, 33, 7},    {true, false, 13, 33, 7},    {false, true, 13, 33, 7},    {true, true, 13, 33, 7},
+    {false, false, 250, 70, 601}, {true, false, 250, 70, 601}, {false, true, 250, 70, 601}, {true, true, 250, 70, 601},
+    {false, false, 5, 2100, 35},  {false, true, 29, 47, 1},    {true, false, 37, 20, 1030},
 };
 
 }  // namespace
@@ -91,10 +90,10 @@ const Case cases[] = {
 TEST_CASE("bfloat16 rounding of the test: to nearest, ties to even, NaN kept") {
     // bfloat16 keeps 7 bits after the point: its neighbours of 1 are 1 and 1 + 2^-7.
     CHECK(to_bf16(1.0f) == 1.0f);
-    CHECK(to_bf16(1.0f + 0x1p-9f) == 1.0f);                           // below the half
-    CHECK(to_bf16(1.0f + 0x1p-8f + 0x1p-12f) == 1.0f + 0x1p-7f);      // above it
-    CHECK(to_bf16(1.0f + 0x1p-8f) == 1.0f);                           // a tie: to 1, even
-    CHECK(to_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);             // a tie: to 1 + 2^-6, even
+    CHECK(to_bf16(1.0f + 0x1p-9f) == 1.0f);                       // below the half
+    CHECK(to_bf16(1.0f + 0x1p-8f + 0x1p-12f) == 1.0f + 0x1p-7f);  // above it
+    CHECK(to_bf16(1.0f + 0x1p-8f) == 1.0f);                       // a tie: to 1, even
+    CHECK(to_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);         // a tie: to 1 + 2^-6, even
     CHECK(to_bf16(-1.0f - 0x1p-10f) == -1.0f);
     CHECK(std::isnan(to_bf16(std::numeric_limits<float>::quiet_NaN())));
     CHECK(to_bf16(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
@@ -116,8 +115,8 @@ TEST_CASE("medium matmul precision multiplies operands rounded to bfloat16 where
                             std::size_t ldb, float beta, float* c, std::size_t ldc) {
         loom::gemm_blocked<float>(loom::Isa::avx512, s.ta, s.tb, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, c, ldc);
     };
-    const auto gemm = [](const Case& s, float alpha, const float* a, std::size_t lda, const float* b,
-                         std::size_t ldb, float beta, float* c, std::size_t ldc) {
+    const auto gemm = [](const Case& s, float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
+                         float beta, float* c, std::size_t ldc) {
         loom::gemm(s.ta, s.tb, s.m, s.n, s.k, alpha, a, lda, b, ldb, beta, c, ldc);
     };
     for (const Case& s : cases)
@@ -146,8 +145,8 @@ TEST_CASE("medium matmul precision: a value between two bfloat16 values rounds t
     for (std::size_t j = 0; j < n; ++j)
         for (std::size_t p = 0; p < k; ++p) b[p * n + j] = j % 2 ? 1.0f + 0x1p-8f + 0x1p-12f : 1.0f + 0x1p-10f;
     loom::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
-    CHECK(c[0] == 64.0f);                       // 1 + 2^-10 rounds down to 1
-    CHECK(c[1] == 64.0f * (1.0f + 0x1p-7f));    // 1 + 2^-8 + 2^-12 rounds up to 1 + 2^-7
+    CHECK(c[0] == 64.0f);                     // 1 + 2^-10 rounds down to 1
+    CHECK(c[1] == 64.0f * (1.0f + 0x1p-7f));  // 1 + 2^-8 + 2^-12 rounds up to 1 + 2^-7
     a[5 * k + 3] = std::numeric_limits<float>::quiet_NaN();
     loom::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
     CHECK(std::isnan(c[5 * n + 7]));
