@@ -150,7 +150,10 @@ void set_matmul_precision(MatmulPrecision p) { precision = static_cast<int>(p); 
 MatmulPrecision matmul_precision() { return static_cast<MatmulPrecision>(precision.load(std::memory_order_relaxed)); }
 
 bool bf16_products() {
-    return matmul_precision() == MatmulPrecision::medium && active_isa() == Isa::avx512 && cpu_supports_bf16();
+    // Not where OpenBLAS is asked for (LOOM_GEMM=openblas) or runs several threads per product:
+    // the bfloat16 kernels are loom's own, one thread per call as loom's float ones.
+    return matmul_precision() == MatmulPrecision::medium && active_isa() == Isa::avx512 && cpu_supports_bf16() &&
+           gemm_choice() != GemmChoice::openblas && blas_threads.load(std::memory_order_relaxed) <= 1;
 }
 
 const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::medium ? "medium" : "highest"; }

@@ -85,15 +85,17 @@ enum class MatmulPrecision {
 /// CPUs with AVX-512 BF16 (cpu_supports_bf16(), core/cpu.hpp) while the AVX-512 kernels are active,
 /// for the products gemm() and gemm_blocked_rows run through loom's blocked kernels (all but the
 /// smallest: n < 16 or m n k < 32,768); there one instruction does twice float's multiply-adds.
-/// Elsewhere, for double, and for the per-step products of recurrences and cached decoders
-/// (gemm_rows), products are computed as at `highest`. Like PyTorch's bfloat16 autocast, it trades
+/// Elsewhere, for double, for the per-step products of recurrences and cached decoders
+/// (gemm_rows), and where OpenBLAS is asked for (LOOM_GEMM=openblas) or runs several threads per
+/// product (set_blas_threads(n > 1)), products are computed as at `highest`. Values below 2^-126 in
+/// magnitude (float's subnormals) count as zero in a rounded product. Like PyTorch's bfloat16 autocast, it trades
 /// the operands' precision (a relative error up to 2^-9 each) for speed: parameters, gradients,
 /// sums and everything outside the products stay float.
 void set_matmul_precision(MatmulPrecision precision);
 /// \return the precision set (highest until set_matmul_precision).
 MatmulPrecision matmul_precision();
 /// True when float products are rounded to bfloat16 now: `medium`, on a CPU that has it, the
-/// AVX-512 kernels active (core/cpu.hpp: active_isa).
+/// AVX-512 kernels active (core/cpu.hpp: active_isa), loom's kernels not refused (above).
 bool bf16_products();
 /// "highest" or "medium".
 const char* matmul_precision_name(MatmulPrecision precision);

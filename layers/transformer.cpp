@@ -41,6 +41,9 @@ void check_options(const std::string& name, const TransformerOptions& o) {
         throw UserError(name + ": dropout " + std::to_string(o.dropout) + " must be in [0, 1)");
     if (!(o.attention_dropout >= 0.0 && o.attention_dropout < 1.0))
         throw UserError(name + ": attention_dropout " + std::to_string(o.attention_dropout) + " must be in [0, 1)");
+    if (o.feedforward_dropout && !(*o.feedforward_dropout >= 0.0 && *o.feedforward_dropout < 1.0))
+        throw UserError(name + ": feedforward_dropout " + std::to_string(*o.feedforward_dropout) +
+                        " must be in [0, 1)");
     if (!(o.epsilon > 0.0)) throw UserError(name + ": epsilon must be positive");
     if (o.activation != FeedForwardActivation::relu && o.activation != FeedForwardActivation::gelu)
         throw UserError(name + ": activation must be relu or gelu");
@@ -60,7 +63,7 @@ std::optional<MultiHeadAttention> attention_block(const TransformerOptions& o, b
         {.model_dim = o.model_dim, .heads = o.heads, .dropout = o.attention_dropout, .causal = causal, .name = name});
 }
 
-// The feed-forward block: W2 dropout(activation(x W1 + b1)) + b2.
+// The feed-forward block: W2 dropout(activation(x W1 + b1)) + b2 (GPT's MLP: no dropout there).
 struct FeedForward {
     Projection inner, outer;
     double dropout_rate = 0;
@@ -69,7 +72,7 @@ struct FeedForward {
     FeedForward(const TransformerOptions& o, const std::string& name)
         : inner(o.model_dim, o.feedforward_dim, name + ".linear1"),
           outer(o.feedforward_dim, o.model_dim, name + ".linear2"),
-          dropout_rate(o.dropout),
+          dropout_rate(o.feedforward_dropout.value_or(o.dropout)),
           activation(o.activation) {}
     Variable operator()(const Variable& x) const {
         Variable h = activation == FeedForwardActivation::gelu ? gelu(inner(x)) : relu(inner(x));

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct TransformerOptions {
     /// [MultiheadAttention's dropout; PyTorch's layers apply their one `dropout` here too, loom's
     /// default is 0 apart from `dropout`].
     double attention_dropout = 0.0;
+    /// Dropout inside the feed-forward block, on the activation's output, in training mode;
+    /// nullopt: `dropout` [PyTorch's layers apply their one `dropout` there too; GPT's MLP has none: 0].
+    std::optional<double> feedforward_dropout = std::nullopt;
     /// The encoder's layers in a Seq2SeqTransformer [num_encoder_layers; 6].
     std::size_t encoder_layers = 6;
     /// The decoder's layers in a Seq2SeqTransformer and a TransformerLM [num_decoder_layers; 6; GPT's n_layer].
@@ -303,11 +307,10 @@ private:
 /// (dropout), a TransformerDecoder of options.decoder_layers without cross-attention, and the logits
 /// over the vocabulary. GPT (nanoGPT's model.py) is `{.model_dim = n_embd, .heads = n_head,
 /// .feedforward_dim = 4 * n_embd, .dropout, .activation = FeedForwardActivation::gelu,
-/// .attention_dropout = dropout, .decoder_layers = n_layer, .positions = PositionalEncoding::learned,
-/// .max_positions = block_size, .tie_embeddings = true, .scale_embedding = false}`. Parameters:
-/// name.embedding, name.positions.table (learned positions), name.layers.i.* (as
-/// TransformerDecoderLayer's: self_attn.{q,k,v,out}.{W,b}, linear1, linear2, norm1, norm3),
-/// name.norm, and name.project without tying.
+/// .attention_dropout = dropout, .feedforward_dropout = 0, .decoder_layers = n_layer, .positions =
+/// PositionalEncoding::learned, .max_positions = block_size, .tie_embeddings = true, .scale_embedding = false}`.
+/// Parameters: name.embedding, name.positions.table (learned positions), name.layers.i.* (as TransformerDecoderLayer's:
+/// self_attn.{q,k,v,out}.{W,b}, linear1, linear2, norm1, norm3), name.norm, and name.project without tying.
 class TransformerLM {
 public:
     /// Makes every parameter; a UserError for a size of 0, heads that do not divide the width, or

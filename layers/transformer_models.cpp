@@ -257,6 +257,7 @@ std::map<std::string, double> settings_of(const TransformerOptions& o) {
             {"epsilon", o.epsilon},
             {"activation", o.activation == FeedForwardActivation::gelu ? 1.0 : 0.0},
             {"attention_dropout", o.attention_dropout},
+            {"feedforward_dropout", o.feedforward_dropout.value_or(o.dropout)},
             {"encoder_layers", double(o.encoder_layers)},
             {"decoder_layers", double(o.decoder_layers)},
             {"positions", o.positions == PositionalEncoding::learned ? 1.0 : 0.0},
@@ -291,6 +292,8 @@ TransformerOptions read_options(const ModelFile& f, const ModelFile& s) {
     o.epsilon = s.setting("epsilon", 1e-30, 1.0);
     o.activation = flag("activation") ? FeedForwardActivation::gelu : FeedForwardActivation::relu;
     o.attention_dropout = s.setting("attention_dropout", 0.0, 0.99);
+    // Files of loom 0.4.0 and before have none: their feed-forward dropout was `dropout`.
+    if (s.has_setting("feedforward_dropout")) o.feedforward_dropout = s.setting("feedforward_dropout", 0.0, 0.99);
     o.encoder_layers = s.whole_setting("encoder_layers", 0, 1024);
     o.decoder_layers = s.whole_setting("decoder_layers", 1, 1024);
     o.positions = flag("positions") ? PositionalEncoding::learned : PositionalEncoding::sinusoidal;

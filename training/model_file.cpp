@@ -194,6 +194,13 @@ const std::string& ModelFile::record(const std::string& key) const {
     return it->second;
 }
 
+bool ModelFile::has_setting(const std::string& name) const {
+    std::istringstream in(record("settings"));
+    for (std::string key, value; in >> key >> value;)
+        if (key == name) return true;
+    return false;
+}
+
 double ModelFile::setting(const std::string& name) const {
     std::istringstream in(record("settings"));
     for (std::string key, value; in >> key >> value;) {

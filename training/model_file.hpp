@@ -35,6 +35,8 @@ struct ModelFile {
     /// and the name when the record or the name is missing, or its value is not a number,
     /// and when it is not finite (nan, inf).
     double setting(const std::string& name) const;
+    /// True when the "settings" record holds `name` (for a setting that older files lack).
+    bool has_setting(const std::string& name) const;
     /// The same, a DataError naming the file and the setting unless min <= value <= max.
     double setting(const std::string& name, double min, double max) const;
     /// A size or a count: a DataError unless a whole number from min to max (never a double

@@ -33,10 +33,12 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, architecture = "transformer", prompt = "\n";
-    std::string matmul_precision = "highest";
-    lm::Settings sizes;
+    std::string matmul_precision = "medium";
+    // nanoGPT's CPU configuration (lm::Settings{}) made 1.5 times wider with twice its context and
+    // light dropout: what 30 minutes on two cores train best (bench/RESULTS.md tells the others tried).
+    lm::Settings sizes{.layers = 4, .heads = 6, .width = 192, .block = 128, .dropout = 0.1};
     std::size_t batch = 12, iterations = 2000, warmup = 100, threads = 1, generate = 0, streams = 1, top_k = 0;
-    std::size_t log_every = 100, untimed = 0, eval_every = 0;
+    std::size_t log_every = 100, untimed = 0, eval_every = 2000;
     double minutes = 0, holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1;
     double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
     double mpi_timeout = 300;  // mpirun: seconds a process waits for another
@@ -312,6 +314,7 @@ int main(int argc, char** argv) {
                                         {"--block", &o.sizes.block, 50},
                                         {"--batch", &o.batch, 50}})
             if (o.sizes.architecture == lm::Architecture::lstm && app.count(name) == 0) *size = lstm;
+        if (o.sizes.architecture == lm::Architecture::lstm && app.count("--dropout") == 0) o.sizes.dropout = 0;
         if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)
             throw UserError("--width " + std::to_string(o.sizes.width) + " must be a multiple of --heads " +
                             std::to_string(o.sizes.heads));
@@ -328,6 +331,8 @@ int main(int argc, char** argv) {
             o.prompt = "ROMEO:";
             if (!std::filesystem::exists(o.train_file)) o.train_file = LM_SHIPPED_TEXT, o.prompt = "When ";
             o.minutes = 1, o.generate = o.generate ? o.generate : 300, o.temperature = 0.8;
+            if (o.sizes.architecture == lm::Architecture::transformer)
+                o.sizes = lm::Settings{};  // nanoGPT's, for a minute
             o.log_every = 200;
             std::printf("a minute of training on %s, then a sample (lm --help for more)\n", o.train_file.c_str());
         }

@@ -15,6 +15,7 @@ Model::Network network_of(const Settings& s, std::size_t v) {
                                      .dropout = s.dropout,
                                      .activation = layers::FeedForwardActivation::gelu,
                                      .attention_dropout = s.dropout,
+                                     .feedforward_dropout = 0.0,
                                      .decoder_layers = s.layers,
                                      .positions = layers::PositionalEncoding::learned,
                                      .max_positions = s.block,

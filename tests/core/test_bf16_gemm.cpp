@@ -136,7 +136,9 @@ TEST_CASE("medium matmul precision multiplies operands rounded to bfloat16 where
     CHECK(unrounded < 1e-2);
 }
 
-TEST_CASE("medium matmul precision: a value between two bfloat16 values rounds to the nearer, NaN propagates") {
+TEST_CASE(
+    "medium matmul precision: a value between two bfloat16 values rounds to the nearer, subnormals are zero, NaN "
+    "propagates") {
     if (!loom::cpu_supports_bf16() || loom::active_isa() != loom::Isa::avx512) return;
     const Precision medium(loom::MatmulPrecision::medium);
     // [24 x 64] x [64 x 32], every product 1 * x: C = 64 x the rounded x.
@@ -147,6 +149,11 @@ TEST_CASE("medium matmul precision: a value between two bfloat16 values rounds t
     loom::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
     CHECK(c[0] == 64.0f);                     // 1 + 2^-10 rounds down to 1
     CHECK(c[1] == 64.0f * (1.0f + 0x1p-7f));  // 1 + 2^-8 + 2^-12 rounds up to 1 + 2^-7
+    // A subnormal operand counts as zero (as the BF16 instructions read it): 2^-130 * 2^126 would add 2^-4.
+    a[2 * k + 1] = 0x1p-130f;
+    b[1 * n + 0] = 0x1p126f;
+    loom::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    CHECK(c[2 * n] == 63.0f);
     a[5 * k + 3] = std::numeric_limits<float>::quiet_NaN();
     loom::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
     CHECK(std::isnan(c[5 * n + 7]));
@@ -181,4 +188,48 @@ TEST_CASE("medium matmul precision leaves double products, and CPUs without AVX-
         }
     }
     loom::set_active_isa(before);
+}
+
+TEST_CASE("medium matmul precision rounds the products over scattered rows too (gemm_blocked_rows, _tn)") {
+    if (!loom::cpu_supports_bf16() || loom::active_isa() != loom::Isa::avx512) return;
+    const Precision medium(loom::MatmulPrecision::medium);
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const std::size_t m = 30, n = 50, k = 77;
+    // Rows of A, B and C two apart and in reverse order.
+    std::vector<float> a(2 * m * k), b(2 * k * n), c(2 * m * n, 0.5f);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    std::vector<const float*> a_rows(m), b_rows(k), a_cols(k);
+    std::vector<float*> c_rows(m);
+    for (std::size_t i = 0; i < m; ++i)
+        a_rows[i] = a.data() + 2 * (m - 1 - i) * k, c_rows[i] = c.data() + 2 * (m - 1 - i) * n;
+    for (std::size_t p = 0; p < k; ++p) b_rows[p] = b.data() + 2 * (k - 1 - p) * n;
+    // C = A B over rows; then C' = A'^T B with A' [k, m] read from the same storage as columns.
+    loom::gemm_blocked_rows<float>(false, m, n, k, 1.0f, a_rows.data(), b.data() + n, 2 * n, 0.0f, c_rows.data());
+    double worst = 0;
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            long double dot = 0, size = 0;
+            for (std::size_t p = 0; p < k; ++p) {
+                const long double t = static_cast<long double>(to_bf16(a_rows[i][p])) * to_bf16(b[n + p * 2 * n + j]);
+                dot += t, size += std::abs(t);
+            }
+            worst = std::max(worst, static_cast<double>(std::abs(c_rows[i][j] - dot) / (size + 1)));
+        }
+    CHECK(worst < 2e-6);
+    for (std::size_t p = 0; p < k; ++p) a_cols[p] = a.data() + 2 * p * m;  // A' [k, m], rows 2 apart
+    std::vector<float> d(m * n);
+    loom::gemm_blocked_rows_tn<float>(m, n, k, 1.0f, a_cols.data(), b_rows.data(), 0.0f, d.data(), n);
+    worst = 0;
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            long double dot = 0, size = 0;
+            for (std::size_t p = 0; p < k; ++p) {
+                const long double t = static_cast<long double>(to_bf16(a_cols[p][i])) * to_bf16(b_rows[p][j]);
+                dot += t, size += std::abs(t);
+            }
+            worst = std::max(worst, static_cast<double>(std::abs(d[i * n + j] - dot) / (size + 1)));
+        }
+    CHECK(worst < 2e-6);
 }

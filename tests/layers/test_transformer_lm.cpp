@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -316,4 +318,67 @@ TEST_CASE("TransformerLM reads a GPT the PyTorch peer trained (safetensors) and 
             CHECK(std::abs(got(t, v) - want[t][v]) < 1e-5);
         }
     }
+}
+
+TEST_CASE(
+    "TransformerLM's feedforward_dropout: GPT's 0 keeps the feed-forward whole in training, unset it is dropout's") {
+    Variable x = sequence::input_variable({1}, "x");
+    const Bindings in{{x, Value::index_sequences({{3, 1, 4, 1, 5, 6}, {2, 6}})}};
+    // The feed-forward's dropout alone: training-mode logits change only where it is on.
+    for (const std::optional<double> rate : {std::optional<double>{0.5}, std::optional<double>{0.0}}) {
+        auto o = tiny_lm();
+        o.feedforward_dropout = rate;
+        layers::TransformerLM lm(tiny_vocabulary, o);
+        to_precision(lm.parameters(), DType::f64);
+        perturb(lm.parameters(), 13);
+        Variable y = lm(x);
+        const Matrix inference = evaluate({y}, in)[y].sequence<double>(0);
+        const TrainingScope training;
+        const Matrix trained = evaluate({y}, in)[y].sequence<double>(0);
+        CAPTURE(*rate);
+        CHECK(xt::allclose(trained, inference, 1e-6, 1e-6) == (*rate == 0.0));
+    }
+    // Unset, the block drops at `dropout`'s rate, as PyTorch's layers: with every other dropout of
+    // the model at that rate too, the logits in training differ from GPT's (0) under the same seed.
+    auto o = tiny_lm();
+    o.dropout = 0.5;
+    layers::TransformerLM pytorch_like(tiny_vocabulary, o);
+    o.feedforward_dropout = 0.0;
+    layers::TransformerLM gpt(tiny_vocabulary, o);
+    for (std::size_t i = 0; i < gpt.parameters().size(); ++i)
+        gpt.parameters()[i].set_value(pytorch_like.parameters()[i].value());
+    Variable a = pytorch_like(x), b = gpt(x);
+    const TrainingScope training;
+    set_seed(3);
+    const xt::xarray<float> with = evaluate({a}, in)[a].sequence(0);
+    set_seed(3);
+    const xt::xarray<float> without = evaluate({b}, in)[b].sequence(0);
+    CHECK_FALSE(xt::allclose(with, without, 1e-6, 1e-6));
+    o.feedforward_dropout = 1.0;
+    CHECK_THROWS_WITH_AS(layers::TransformerLM(tiny_vocabulary, o), doctest::Contains("feedforward_dropout 1"),
+                         UserError);
+}
+
+TEST_CASE("TransformerLM model files keep feedforward_dropout, and a file without it (loom 0.4.0) reads it as dropout's") {
+    auto o = tiny_lm();
+    o.dropout = 0.2, o.feedforward_dropout = 0.0;
+    layers::TransformerLM lm(tiny_vocabulary, o);
+    const auto path = (std::filesystem::temp_directory_path() / "loom_test_feedforward_dropout.loom").string();
+    lm.save(path);
+    const auto back = layers::TransformerLM::load(path).options();
+    REQUIRE(back.feedforward_dropout.has_value());
+    CHECK(*back.feedforward_dropout == 0.0);
+    CHECK(back.dropout == 0.2);
+    // The same file with the setting taken out of the model's record, as 0.4.0 wrote it.
+    ModelFile f = read_model_file(path);
+    std::string& record = f.records.at("transformer");
+    const std::size_t at = record.find("feedforward_dropout");
+    REQUIRE(at != std::string::npos);
+    const std::size_t value_end = record.find(' ', record.find(' ', at) + 1);  // "name value " (not the last)
+    REQUIRE(value_end != std::string::npos);
+    record.erase(at, value_end + 1 - at);
+    save_model_file(path, f.kind, lm.parameters(), f.records);
+    const auto old = layers::TransformerLM::load(path).options();
+    CHECK_FALSE(old.feedforward_dropout.has_value());
+    std::filesystem::remove(path);
 }
