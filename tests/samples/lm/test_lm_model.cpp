@@ -90,11 +90,13 @@ TEST_CASE("lm: a GPT trained with bfloat16 products (matmul precision medium) fo
     std::vector<std::size_t> text;
     for (std::size_t i = 0; i < 400; ++i) text.push_back((i * 7 + i / 5) % 11);
     std::vector<double> first, last;
+    bool rounds = false;
     for (MatmulPrecision p : {MatmulPrecision::highest, MatmulPrecision::medium}) {
         set_seed(5);
         lm::Model m(sizes, 11);
         Trainer trainer(m.loss, Variable(), adamw(m.parameters(), 3e-3));
         set_matmul_precision(p);
+        rounds = rounds || bf16_products();
         double loss = 0;
         for (std::size_t step = 0; step < 40; ++step) {
             std::vector<std::vector<std::size_t>> in, next;
@@ -113,7 +115,7 @@ TEST_CASE("lm: a GPT trained with bfloat16 products (matmul precision medium) fo
     INFO("first " << first[0] << " " << first[1] << ", last " << last[0] << " " << last[1]);
     CHECK(last[0] < 0.5 * first[0]);  // it learns the pattern
     CHECK(last[1] == doctest::Approx(last[0]).epsilon(0.05));
-    if (cpu_supports_bf16() && active_isa() == Isa::avx512)
+    if (rounds)
         CHECK(last[1] != last[0]);
     else
         CHECK(last[1] == last[0]);
