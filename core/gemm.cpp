@@ -83,7 +83,7 @@ GemmTimer::~GemmTimer() {
 namespace {
 void one_thread(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
                 std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-    if ((own_kernels() || bf16_products()) && own_shape(m, n, k))
+    if (gemm_own_kernels(m, n, k))
         return gemm_blocked(Isa::avx512, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c,
                 i(ldc));

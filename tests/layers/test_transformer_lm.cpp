@@ -359,7 +359,8 @@ TEST_CASE(
                          UserError);
 }
 
-TEST_CASE("TransformerLM model files keep feedforward_dropout, and a file without it (loom 0.4.0) reads it as dropout's") {
+TEST_CASE(
+    "TransformerLM model files keep feedforward_dropout, and a file without it (loom 0.4.0) reads it as dropout's") {
     auto o = tiny_lm();
     o.dropout = 0.2, o.feedforward_dropout = 0.0;
     layers::TransformerLM lm(tiny_vocabulary, o);
