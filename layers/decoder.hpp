@@ -132,6 +132,16 @@ struct GenerateOptions {
     /// prompts: a decoder-only model sampled from its start symbol); 0: taken from those. Given
     /// together with them, it must agree.
     std::size_t items = 0;
+    /// The most symbols the step may be fed for one item in a row, the start symbol included (a
+    /// Transformer with learned positions: its max_positions); 0: no limit. An item whose next
+    /// symbol would go past it starts over from the last max(1, context / 2) symbols it was fed or
+    /// chose (its states from the initial states again: a key/value cache rebuilt over them), as
+    /// nanoGPT's sampling crops its input to the block (it recomputes every step; this, once every
+    /// context / 2 symbols); a prompt longer than the context is cropped to its last symbols. With
+    /// a start symbol, every round starts with it. max_length still counts every symbol drawn, and a
+    /// hypothesis's log_probability sums each symbol's under the context it was chosen in. Greedy
+    /// decoding and sampling only (beam_width 1); the random streams run on across rounds.
+    std::size_t context = 0;
 };
 
 /// What a generation starts from, each part by name and each optional (Generator::generate):

@@ -90,10 +90,19 @@ struct Generator::State {
     std::unique_ptr<Session> encoder;
     std::vector<Variable> encoder_outputs;
 
+    // One search over every item: `starts` each item's first symbol, `lengths` how many symbols it
+    // draws (0: it sits this one out), `streams` each item's random stream when sampling.
     template <class T>
     Generated run(const std::vector<Value>& memory_values, const GenerateOptions& o,
                   const std::vector<Value>& initial_states, const std::vector<std::vector<std::size_t>>& prompts,
-                  const std::vector<std::size_t>& starts);  // each item's first symbol
+                  const std::vector<std::size_t>& starts, const std::vector<std::size_t>& lengths,
+                  std::vector<search::SymbolStream>& streams);
+    // Searches with o.context: in rounds of run(), each item's context cropped between them.
+    template <class T>
+    Generated run_in_rounds(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                            const std::vector<Value>& initial_states,
+                            const std::vector<std::vector<std::size_t>>& prompts,
+                            const std::vector<std::size_t>& starts);
 };
 
 namespace {
@@ -294,9 +303,17 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     std::vector<Value> distinct(s.memory.size());
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
     // The step's parameters' type now (to_precision may have converted them since the last call).
-    return s.session->next_dtype("Generator::generate") == DType::f64
-               ? s.run<double>(distinct, o, initial_states, fed, starts)
-               : s.run<float>(distinct, o, initial_states, fed, starts);
+    const bool f64 = s.session->next_dtype("Generator::generate") == DType::f64;
+    if (o.context > 0)
+        return f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts)
+                   : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts);
+    // Item n's stream is that of seed + n alone (GenerateOptions: the batch-invariance contract).
+    std::vector<search::SymbolStream> streams;
+    if (o.sample)
+        for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
+    const std::vector<std::size_t> lengths(items, o.max_length);
+    return f64 ? s.run<double>(distinct, o, initial_states, fed, starts, lengths, streams)
+               : s.run<float>(distinct, o, initial_states, fed, starts, lengths, streams);
 }
 
 Generated Generator::generate_from(const Bindings& source, const GenerateOptions& o,
@@ -517,21 +534,20 @@ template <class T>
 Generated Generator::State::run(const std::vector<Value>& memory_values, const GenerateOptions& o,
                                 const std::vector<Value>& initial_states,
                                 const std::vector<std::vector<std::size_t>>& prompts,
-                                const std::vector<std::size_t>& starts) {
+                                const std::vector<std::size_t>& starts, const std::vector<std::size_t>& lengths,
+                                std::vector<search::SymbolStream>& streams) {
     const std::size_t items = starts.size();
     // The parameters do not change during a decoding: every pass reads the weights packed once.
     FixedParameters fixed(*session);
     std::vector<Beam> beams(items);
-    for (std::size_t n = 0; n < items; ++n) beams[n].live.push_back({{}, 0.0, n});
-    // Sampling at temperature 0 is greedy decoding. Item n's stream is that of seed + n alone
-    // (GenerateOptions: the batch-invariance contract).
-    const bool sampling = o.sample && o.temperature > 0;
-    std::vector<search::SymbolStream> streams;
-    if (sampling)
-        for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
+    std::size_t passes = 0;
+    for (std::size_t n = 0; n < items; ++n) {
+        beams[n].live.push_back({{}, 0.0, n});
+        beams[n].done = lengths[n] == 0;
+        if (lengths[n] > 0) passes = std::max(passes, prompt_length(prompts, n) + lengths[n]);
+    }
+    const bool sampling = o.sample && o.temperature > 0;  // temperature 0 is greedy decoding
     search::SampleScratch scratch;
-    std::size_t longest_prompt = 0;
-    for (std::size_t n = 0; n < items; ++n) longest_prompt = std::max(longest_prompt, prompt_length(prompts, n));
     // The states each row of the last pass produced (its outputs, or the initial states), and
     // their elements per row.
     const std::vector<xt::xarray<T>> initial = first_states<T>(initial_states, state_shapes, items);
@@ -556,7 +572,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     for (const Value& v : memory_values)
         memory_items.push_back(Value::tensor(v.dtype() == dtype_of<T>() ? v.data<T>() : v.tensor<T>()));
 
-    for (std::size_t t = 0; t < longest_prompt + o.max_length; ++t) {
+    for (std::size_t t = 0; t < passes; ++t) {
         std::vector<std::size_t> items_of_rows;
         const std::vector<std::size_t> parents = number_rows(beams, items_of_rows);
         if (parents.empty()) break;
@@ -597,7 +613,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         for (std::size_t n = 0; n < items; ++n) {
             Beam& b = beams[n];
             if (b.done || t < prompt_length(prompts, n)) continue;  // a prompt's symbols are given, not chosen
-            const bool last = t + 1 == prompt_length(prompts, n) + o.max_length;
+            const bool last = t + 1 == prompt_length(prompts, n) + lengths[n];
             if (sampling) {
                 const std::size_t symbol = search::sample(b, lp, vocabulary, o, last, streams[n], scratch, n);
                 if (o.on_symbol) o.on_symbol(n, symbol);
@@ -608,6 +624,64 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         }
     }
     return search::best_of(beams, o.beam_width);
+}
+
+// Rounds (GenerateOptions::context). An item's round starts from what it is fed before its first
+// draw, its start symbol and the last symbols of its text (its prompt and draws so far), as many as
+// the context holds in the first round and max(1, context / 2) after; it draws until its next
+// symbol would go past the context. Items run their rounds together, each from its own stream, which
+// runs on from round to round; an item that ended or drew max_length symbols sits the next ones out.
+template <class T>
+Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                                          const std::vector<Value>& initial_states,
+                                          const std::vector<std::vector<std::size_t>>& prompts,
+                                          const std::vector<std::size_t>& starts) {
+    const std::size_t items = starts.size();
+    const bool own_start = o.start_symbol != no_symbol;  // every round starts with it
+    std::vector<std::vector<std::size_t>> text(items);
+    for (std::size_t n = 0; n < items; ++n) {
+        if (!own_start) text[n].push_back(starts[n]);  // the prompt's first symbol
+        if (!prompts.empty()) text[n].insert(text[n].end(), prompts[n].begin(), prompts[n].end());
+    }
+    std::vector<search::SymbolStream> streams;
+    if (o.sample)
+        for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
+    Generated all;
+    all.items.assign(items, {Hypothesis{}});
+    std::vector<std::size_t> round_starts(items), lengths(items);
+    std::vector<std::vector<std::size_t>> round_prompts(items);
+    for (std::size_t fed_at_most = o.context;; fed_at_most = std::max<std::size_t>(1, o.context / 2)) {
+        bool going = false;
+        for (std::size_t n = 0; n < items; ++n) {
+            const Hypothesis& h = all.items[n].front();
+            lengths[n] = 0;
+            if (h.ended || h.symbols.size() >= o.max_length) continue;
+            const std::size_t take = std::min(text[n].size(), own_start ? fed_at_most - 1 : fed_at_most);
+            std::vector<std::size_t> tail(text[n].end() - static_cast<std::ptrdiff_t>(take), text[n].end());
+            round_starts[n] = own_start ? o.start_symbol : tail.front();
+            if (!own_start) tail.erase(tail.begin());
+            lengths[n] = std::min(o.max_length - h.symbols.size(), o.context - tail.size());  // fed: 1 + tail
+            round_prompts[n] = std::move(tail);
+            going = true;
+        }
+        if (!going) break;
+        const Generated round = run<T>(memory_values, o, initial_states, round_prompts, round_starts, lengths, streams);
+        for (std::size_t n = 0; n < items; ++n) {
+            if (lengths[n] == 0) continue;
+            const Hypothesis& got = round.items[n].front();
+            Hypothesis& h = all.items[n].front();
+            h.symbols.insert(h.symbols.end(), got.symbols.begin(), got.symbols.end());
+            text[n].insert(text[n].end(), got.symbols.begin(), got.symbols.end());
+            h.log_probability += got.log_probability;
+            h.ended = got.ended;
+        }
+    }
+    for (auto& item : all.items) {
+        Hypothesis& h = item.front();
+        h.score = h.log_probability / static_cast<double>(h.symbols.size() + (h.ended ? 1 : 0));
+        if (!h.ended) ++all.unfinished;
+    }
+    return all;
 }
 
 }  // namespace loom::layers

@@ -86,6 +86,10 @@ void check_options(const GenerateOptions& o, std::size_t vocabulary, const std::
     if (o.on_symbol && o.beam_width > 1)
         throw UserError(who + "on_symbol with beam_width " + std::to_string(o.beam_width) +
                         ": beam search knows its symbols only at its end; stream with beam_width 1");
+    if (o.context > 0 && o.beam_width > 1)
+        throw UserError(who + "context " + std::to_string(o.context) + " with beam_width " +
+                        std::to_string(o.beam_width) +
+                        ": a context that starts over serves greedy decoding and sampling (beam_width 1)");
     if (!o.sample) {
         if (o.temperature != 1.0 || o.top_k != 0 || o.top_p != 1.0)
             throw UserError(who + "temperature " + number(o.temperature) + ", top_k " + std::to_string(o.top_k) +

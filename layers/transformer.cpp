@@ -398,4 +398,21 @@ std::vector<Parameter> TransformerDecoder::parameters() const {
     return p;
 }
 
+TransformerOptions TransformerOptions::gpt(std::size_t layers, std::size_t heads, std::size_t width, std::size_t block,
+                                           double dropout) {
+    return {.model_dim = width,
+            .heads = heads,
+            .feedforward_dim = 4 * width,
+            .dropout = dropout,
+            .activation = FeedForwardActivation::gelu,
+            .attention_dropout = dropout,
+            .feedforward_dropout = 0.0,
+            .decoder_layers = layers,
+            .positions = PositionalEncoding::learned,
+            .max_positions = block,
+            .tie_embeddings = true,
+            .scale_embedding = false,
+            .name = "gpt"};
+}
+
 }  // namespace loom::layers

@@ -88,6 +88,14 @@ struct TransformerOptions {
     /// A model's prefix of its parameters' names; empty: "transformer" (Seq2SeqTransformer) or
     /// "lm" (TransformerLM). The layers and stacks take their names as an argument.
     std::string name = {};
+
+    /// nanoGPT's GPT, for a TransformerLM named "gpt": `layers` pre-norm blocks of `heads`-head
+    /// attention and a feed-forward of 4 x `width` with GELU and no dropout of its own, learned
+    /// positions for `block` symbols, the embedding unscaled and tied to the output projection, and
+    /// `dropout` on the attention weights, the residual branches and the embedded input
+    /// [GPTConfig's n_layer, n_head, n_embd, block_size, dropout; bias true].
+    static TransformerOptions gpt(std::size_t layers, std::size_t heads, std::size_t width, std::size_t block,
+                                  double dropout = 0.0);
 };
 
 /// The sinusoidal encoding of positions (a [1] value of whole numbers, on any axis) as [dim]

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <numbers>
 #include <optional>
 #include <random>
 #include <tuple>
@@ -50,8 +51,17 @@ struct Options {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::vector<std::size_t> slice(const std::vector<std::uint32_t>& ids, std::size_t begin, std::size_t end) {
-    return {ids.begin() + static_cast<std::ptrdiff_t>(begin), ids.begin() + static_cast<std::ptrdiff_t>(end)};
+// The windows of `ids` starting at `starts`, each --block characters long or up to the text's last
+// but one, bound with the characters that follow each as their targets.
+Bindings windows(const lm::Model& m, const std::vector<std::uint32_t>& ids, const std::vector<std::size_t>& starts,
+                 const std::vector<Value>& states) {
+    std::vector<std::vector<std::size_t>> in, next;
+    for (const std::size_t at : starts) {
+        const std::size_t end = std::min(at + m.settings.block, ids.size() - 1);
+        in.emplace_back(ids.begin() + at, ids.begin() + end),
+            next.emplace_back(ids.begin() + at + 1, ids.begin() + end + 1);
+    }
+    return m.bind(in, next, states);
 }
 
 // The mean loss over `ids` cut into consecutive windows of the model's block, every character
@@ -64,68 +74,46 @@ double evaluate(const lm::Model& m, const std::vector<std::uint32_t>& ids) {
     std::vector<Variable> outputs{m.loss};
     outputs.insert(outputs.end(), m.last_states.begin(), m.last_states.end());
     Session s(outputs);
-    const std::size_t block = m.settings.block, windows_a_pass = m.last_states.empty() ? 32 : 1;
-    double sum = 0;
-    std::size_t count = 0;
+    double sum = 0, count = 0;
     std::vector<Value> states;
-    for (std::size_t start = 0; start + 1 < ids.size();) {
-        std::vector<std::vector<std::size_t>> in, next;
-        for (; in.size() < windows_a_pass && start + 1 < ids.size(); start += block) {
-            const std::size_t end = std::min(start + block, ids.size() - 1);
-            in.push_back(slice(ids, start, end));
-            next.push_back(slice(ids, start + 1, end + 1));
-        }
-        s.forward(m.bind(in, next, states));
-        sum += s.sum(m.loss), count += s.count(m.loss);
+    for (std::size_t at = 0; at + 1 < ids.size();) {
+        std::vector<std::size_t> starts;  // 32 windows a pass (the LSTM: one, its state carried)
+        for (; starts.size() < (m.last_states.empty() ? 32 : 1) && at + 1 < ids.size(); at += m.settings.block)
+            starts.push_back(at);
+        s.forward(windows(m, ids, starts, states));
+        sum += s.sum(m.loss), count += static_cast<double>(s.count(m.loss));
         states.clear();
         for (const Variable& v : m.last_states) states.push_back(s.value(v));
     }
     set_matmul_precision(training);
-    return sum / static_cast<double>(std::max<std::size_t>(count, 1));
+    return sum / std::max(count, 1.0);
 }
 
 void print_loss(const std::string& what, double nats) {
-    std::printf("eval %s: %.4f nats per character (%.4f bits)\n", what.c_str(), nats, nats / std::log(2.0));
+    std::printf("eval %s: %.4f nats per character (%.4f bits)\n", what.c_str(), nats, nats / std::numbers::ln2);
 }
 
 // Draws o.generate characters after o.prompt, o.streams texts at once, through the key/value cache
-// (the LSTM: its states); stream 0 is printed as it is drawn. The Transformer's context is its
-// block: when it is full, the last half of the text so far becomes the prompt of the next round.
+// (the LSTM: its states); stream 0 is printed as it is drawn. Once the Transformer's context (its
+// block) is full, each text goes on from its last half block.
 void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o) {
     const std::vector<std::uint32_t> prompt = alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
-    const std::size_t block = m.settings.block;
-    const bool bounded = m.settings.architecture == lm::Architecture::transformer;
-    if (bounded && prompt.size() >= block)
-        throw UserError("--prompt: " + std::to_string(prompt.size()) + " characters; the model's context is " +
-                        std::to_string(block) + ", so a prompt may hold at most " + std::to_string(block - 1));
-    layers::Generator generator(m.decoder(), {});
-    std::vector<std::vector<std::uint32_t>> texts(o.streams, prompt);
+    layers::GenerateOptions g{.beam_width = 1,
+                              .max_length = o.generate,
+                              .start_symbol = layers::no_symbol,  // the prompt's first character
+                              .end_symbol = layers::no_symbol};
+    g.sample = true, g.temperature = o.temperature, g.top_k = o.top_k, g.top_p = o.top_p, g.seed = o.seed;
+    g.context = m.settings.architecture == lm::Architecture::transformer ? m.settings.block : 0;
+    g.on_symbol = [&](std::size_t item, std::size_t symbol) {
+        if (item == 0) std::printf("%s", alphabet.character(symbol).c_str()), std::fflush(stdout);
+    };
     std::printf("%s", o.prompt.c_str());
-    std::fflush(stdout);
     const auto start = Clock::now();
-    std::size_t drawn = 0;
-    for (std::uint64_t round = 0; drawn < o.generate; ++round) {
-        // Each stream's context: its whole text, or the last half block of it once the block is full.
-        const std::size_t keep = round == 0 ? prompt.size() : block / 2;
-        const std::size_t length = std::min(bounded ? block - keep : o.generate, o.generate - drawn);
-        std::vector<std::vector<std::size_t>> contexts;
-        for (const auto& t : texts) contexts.push_back(slice(t, t.size() - keep, t.size()));
-        layers::GenerateOptions g{.beam_width = 1,
-                                  .max_length = length,
-                                  .start_symbol = layers::no_symbol,  // each context's first character
-                                  .end_symbol = layers::no_symbol};
-        g.sample = true, g.temperature = o.temperature, g.top_k = o.top_k, g.top_p = o.top_p;
-        g.seed = o.seed + round;
-        g.on_symbol = [&](std::size_t item, std::size_t symbol) {
-            texts[item].push_back(static_cast<std::uint32_t>(symbol));
-            if (item == 0) std::printf("%s", alphabet.character(symbol).c_str()), std::fflush(stdout);
-        };
-        generator.generate({}, g, {}, contexts);
-        drawn += length;
-    }
+    const std::vector<std::size_t> ids(prompt.begin(), prompt.end());
+    layers::Generator(m.decoder(), {}).generate(g, {.prompts = std::vector(o.streams, ids)});
     const double secs = seconds_since(start);
-    std::printf("\ngenerated: %zu characters in %.3f s, %.1f characters/s (%zu streams)\n", drawn * o.streams, secs,
-                static_cast<double>(drawn * o.streams) / secs, o.streams);
+    std::printf("\ngenerated: %zu characters in %.3f s, %.1f characters/s (%zu streams)\n", o.generate * o.streams,
+                secs, static_cast<double>(o.generate * o.streams) / secs, o.streams);
 }
 
 int train(const Options& o) {
@@ -147,12 +135,10 @@ int train(const Options& o) {
     lm::Model m(o.sizes, alphabet.size());
     std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
                 o.train_file.c_str(), held_ids.size());
+    const std::string heads = m.last_states.empty() ? ", " + std::to_string(o.sizes.heads) + " heads" : "";
     std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters; %s products\n",
-                o.architecture.c_str(), o.sizes.layers, o.sizes.width,
-                o.sizes.architecture == lm::Architecture::transformer
-                    ? (", " + std::to_string(o.sizes.heads) + " heads").c_str()
-                    : "",
-                block, o.sizes.dropout, parameter_count(m.parameters()), bf16_products() ? "bfloat16" : "float");
+                o.architecture.c_str(), o.sizes.layers, o.sizes.width, heads.c_str(), block, o.sizes.dropout,
+                parameter_count(m.parameters()), bf16_products() ? "bfloat16" : "float");
     // Linear warm-up, then a half cosine to the minimum over the budget: --iterations, or --minutes
     // of wall-clock time (the cosine then follows the time spent).
     auto done = std::make_shared<double>(0.0);
@@ -168,6 +154,7 @@ int train(const Options& o) {
     // A window of --block characters for each of --batch streams: at random places (the GPT), or
     // the next window of each stream's own part of the text (the LSTM, whose states carry over).
     std::mt19937_64 rng(o.seed * 1000003 + o.rank);
+    std::uniform_int_distribution<std::size_t> pick(0, train_ids.size() - block - 1);
     const std::size_t stream_length = train_ids.size() / o.batch;
     std::size_t stream_at = 0, steps = 0, count = 0;
     std::vector<Value> states;
@@ -175,25 +162,17 @@ int train(const Options& o) {
     auto timed_from = start;  // after the --untimed-iterations
     const double budget = o.minutes * 60;
     double loss = 0, eval_seconds = 0;
-    const EpochSource windows{
+    const EpochSource source{
         budget > 0 ? SIZE_MAX : o.iterations, [&](std::size_t, std::size_t iteration) {
             *done = budget > 0
                         ? seconds_since(start) / budget
                         : (static_cast<double>(iteration) - warmup) / std::max(1.0, double(o.iterations) - warmup);
-            std::vector<std::vector<std::size_t>> in, next;
-            for (std::size_t b = 0; b < o.batch; ++b) {
-                std::size_t at = 0;
-                if (m.last_states.empty()) {
-                    at = std::uniform_int_distribution<std::size_t>(0, train_ids.size() - block - 1)(rng);
-                } else {
-                    if (stream_at + block + 1 > stream_length) stream_at = 0, states.clear();  // back to the start
-                    at = b * stream_length + stream_at;
-                }
-                in.push_back(slice(train_ids, at, at + block));
-                next.push_back(slice(train_ids, at + 1, at + block + 1));
-            }
+            if (!m.last_states.empty() && stream_at + block + 1 > stream_length) stream_at = 0, states.clear();
+            std::vector<std::size_t> starts;
+            for (std::size_t b = 0; b < o.batch; ++b)
+                starts.push_back(m.last_states.empty() ? pick(rng) : b * stream_length + stream_at);
             stream_at += block;
-            return m.bind(in, next, states);
+            return windows(m, train_ids, starts, states);
         }};
     FitOptions fo{.evaluate_every = o.eval_every, .max_seconds = budget, .evaluate_at_end = true};
     fo.on_step = [&](std::size_t step, const MinibatchResult& r) {
@@ -219,7 +198,7 @@ int train(const Options& o) {
             eval_seconds += seconds_since(t);
             return -nats;
         };
-    if (windows.minibatches_per_epoch > 0) fit(trainer, windows, fo, score_held_out);
+    if (source.minibatches_per_epoch > 0) fit(trainer, source, fo, score_held_out);
     const double secs = seconds_since(timed_from) - eval_seconds;
     const std::size_t timed = steps > o.untimed ? steps - o.untimed : 0;
     const std::size_t tokens = timed * o.batch * block * o.ranks;
@@ -252,27 +231,21 @@ int main(int argc, char** argv) {
     app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
     using samples::add_number;
     const std::size_t many = std::size_t{1} << 40;
-    add_number(app, "--holdout", o.holdout, "the last part of --train never trained on, scored after training", 0.0,
-               0.5);
-    app.add_option("--eval", o.eval_file, "a text to score: nats per character over windows of --block")
-        ->check(CLI::ExistingFile);
+    add_number(app, "--holdout", o.holdout, "the end of --train kept out of training, scored", 0.0, 0.5);
+    app.add_option("--eval", o.eval_file, "a text to score in nats per character")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
-    app.add_option("--model", o.model_file, "a model written by --save (with --eval, --generate)")
-        ->check(CLI::ExistingFile);
+    app.add_option("--model", o.model_file, "a model --save wrote (with --eval, --generate)")->check(CLI::ExistingFile);
     app.add_option("--architecture", o.architecture, "transformer (a GPT) or lstm (char-rnn)")
         ->capture_default_str()
         ->check(CLI::IsMember({"transformer", "lstm"}));
     add_number<std::size_t>(app, "--layers", o.sizes.layers, "Transformer blocks or LSTM layers (lstm: 2)", 1, 64);
     add_number<std::size_t>(app, "--heads", o.sizes.heads, "attention heads (transformer; divide --width)", 1, 256);
     add_number<std::size_t>(app, "--width", o.sizes.width, "the layers' width (lstm: 256)", 1, 16384);
-    add_number<std::size_t>(app, "--block", o.sizes.block,
-                            "characters per training window; the Transformer's context (lstm: 50)", 2, 1 << 20);
+    add_number<std::size_t>(app, "--block", o.sizes.block, "window length, GPT's context (lstm: 50)", 2, 1 << 20);
     add_number<std::size_t>(app, "--batch", o.batch, "windows per iteration (lstm: 50)", 1, 4096);
-    add_number(app, "--dropout", o.sizes.dropout,
-               "dropout rate (the Transformer: on attention weights, residuals and the embedded input)", 0.0, 0.9);
+    add_number(app, "--dropout", o.sizes.dropout, "GPT: on attention weights, residuals and the input", 0.0, 0.9);
     add_number<std::size_t>(app, "--iterations", o.iterations, "training iterations (unless --minutes)", 0, many);
-    add_number<std::size_t>(app, "--untimed-iterations", o.untimed,
-                            "leave the first W iterations out of the trained: line", 0, many);
+    add_number<std::size_t>(app, "--untimed-iterations", o.untimed, "first iterations left out of trained:", 0, many);
     add_number(app, "--minutes", o.minutes, "train for this long instead of --iterations", 0.0, 1e6);
     add_number(app, "--learning-rate", o.learning_rate, "AdamW's rate after the warm-up", 1e-9, 10.0);
     add_number(app, "--min-learning-rate", o.min_learning_rate, "where the cosine decay ends", 0.0, 10.0);
@@ -280,24 +253,18 @@ int main(int argc, char** argv) {
     add_number(app, "--weight-decay", o.weight_decay, "AdamW's decay of the weight matrices", 0.0, 10.0);
     add_number(app, "--beta2", o.beta2, "AdamW's beta2", 0.0, 0.9999999);
     add_number(app, "--clip", o.clip, "the gradient's global norm at most (0: no clipping)", 0.0, 1e6);
-    add_number<std::size_t>(
-        app, "--eval-every", o.eval_every,
-        "score the held-out part every this many iterations and keep the best parameters (0: at the end only)", 0,
-        many);
-    add_number<std::size_t>(app, "--log-every", o.log_every, "print the training loss every this many iterations", 1,
-                            many);
-    add_number<std::size_t>(app, "--generate", o.generate, "characters to draw (after training, or from --model)", 0,
-                            std::size_t{1} << 30);
+    add_number<std::size_t>(app, "--eval-every", o.eval_every, "score --holdout, keep the best (0: at end)", 0, many);
+    add_number<std::size_t>(app, "--log-every", o.log_every, "print the training loss this often", 1, many);
+    add_number<std::size_t>(app, "--generate", o.generate, "characters to draw (after training or --model)", 0,
+                            1 << 30);
     app.add_option("--prompt", o.prompt, "the text the drawn characters continue")->capture_default_str();
     add_number(app, "--temperature", o.temperature, "divides the logits before drawing; 0: the likeliest", 0.0, 100.0);
-    add_number<std::size_t>(app, "--top-k", o.top_k,
-                            "draw among the k likeliest characters only (0: all; 1: the likeliest)", 0, many);
-    add_number(app, "--top-p", o.top_p, "draw among the likeliest characters whose probability reaches p", 1e-9, 1.0);
+    add_number<std::size_t>(app, "--top-k", o.top_k, "draw among the k likeliest only (0: all; 1: greedy)", 0, many);
+    add_number(app, "--top-p", o.top_p, "draw among the likeliest whose probability reaches p", 1e-9, 1.0);
     add_number<std::size_t>(app, "--streams", o.streams, "texts drawn at once (stream 0 is printed)", 1, 4096);
     app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
     add_number<std::size_t>(app, "--threads", o.threads, "threads", 1, 64);
-    app.add_option("--matmul-precision", o.matmul_precision,
-                   "medium: training's products take bfloat16-rounded operands where the CPU has AVX-512 BF16")
+    app.add_option("--matmul-precision", o.matmul_precision, "medium: training multiplies bfloat16 (AVX-512 BF16)")
         ->capture_default_str()
         ->check(CLI::IsMember({"highest", "medium"}));
     samples::add_mpi_timeout(app, o.mpi_timeout);

@@ -4,29 +4,11 @@ using namespace loom;
 
 namespace lm {
 
-namespace {
-
-Model::Network network_of(const Settings& s, std::size_t v) {
-    if (s.architecture == Architecture::lstm) return layers::LstmLM(v, {s.layers, s.width, s.dropout, "lstm"});
-    // nanoGPT's GPT: 4 x width feed-forward, GELU, pre-norm, learned positions, tied embedding.
-    return layers::TransformerLM(v, {.model_dim = s.width,
-                                     .heads = s.heads,
-                                     .feedforward_dim = 4 * s.width,
-                                     .dropout = s.dropout,
-                                     .activation = layers::FeedForwardActivation::gelu,
-                                     .attention_dropout = s.dropout,
-                                     .feedforward_dropout = 0.0,
-                                     .decoder_layers = s.layers,
-                                     .positions = layers::PositionalEncoding::learned,
-                                     .max_positions = s.block,
-                                     .tie_embeddings = true,
-                                     .scale_embedding = false,
-                                     .name = "gpt"});
-}
-
-}  // namespace
-
-Model::Model(const Settings& s, std::size_t v) : Model(s, network_of(s, v)) {}
+Model::Model(const Settings& s, std::size_t v)
+    : Model(s, s.architecture == Architecture::lstm
+                   ? Network(layers::LstmLM(v, {s.layers, s.width, s.dropout, "lstm"}))
+                   : Network(layers::TransformerLM(
+                         v, layers::TransformerOptions::gpt(s.layers, s.heads, s.width, s.block, s.dropout)))) {}
 
 Model::Model(const Settings& s, Network network) : settings(s), network_(std::move(network)) {
     const SequenceAxis steps;

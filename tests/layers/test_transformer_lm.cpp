@@ -214,6 +214,97 @@ TEST_CASE("Generator with start_symbol no_symbol starts each item from its own p
                          doctest::Contains("prompt 1 is empty"), UserError);
 }
 
+TEST_CASE("Generator with a context starts each item over from its last half, as teacher forcing over the crops") {
+    // tiny_lm() has 6 positions: a text of 2 + 14 symbols is drawn in rounds. What each symbol must
+    // be, computed here from the teacher-forced graph alone: the likeliest after the round's window,
+    // the first round's the prompt's last 6 symbols at most, each later one's the text's last 3,
+    // each round drawing until its window would hold a 7th symbol.
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
+    to_precision(lm.parameters(), DType::f64);
+    perturb(lm.parameters(), 21);
+    Variable x = sequence::input_variable({1}, "x");
+    Variable lp = log_softmax(lm(x));
+    Session teacher({lp});
+    const auto likeliest_after = [&](const std::vector<std::size_t>& window, double& log_probability) {
+        teacher.forward({{x, Value::index_sequences({window})}});
+        const Matrix scores = teacher.value(lp).sequence<double>(0);
+        std::size_t best = 0;  // the likeliest, the lower id of equals
+        for (std::size_t v = 1; v < tiny_vocabulary; ++v)
+            if (scores(window.size() - 1, v) > scores(window.size() - 1, best)) best = v;
+        log_probability += scores(window.size() - 1, best);
+        return best;
+    };
+    const std::vector<std::vector<std::size_t>> prompts{{3, 1}, {5}, {0, 6, 2, 4, 1, 3, 2, 5}};
+    const std::size_t max_length = 14;
+    layers::Generator generator(lm.decoder(), {});
+    const layers::GenerateOptions options{
+        .max_length = max_length, .start_symbol = layers::no_symbol, .end_symbol = layers::no_symbol, .context = 6};
+    const layers::Generated got = generator.generate(options, {.prompts = prompts});
+    for (std::size_t n = 0; n < prompts.size(); ++n) {
+        std::vector<std::size_t> text = prompts[n], want;
+        double want_log_probability = 0;
+        for (std::size_t at_most = 6; want.size() < max_length; at_most = 3) {
+            std::vector<std::size_t> window(text.end() - static_cast<std::ptrdiff_t>(std::min(text.size(), at_most)),
+                                            text.end());
+            while (window.size() <= 6 && want.size() < max_length) {
+                const std::size_t s = likeliest_after(window, want_log_probability);
+                window.push_back(s), text.push_back(s), want.push_back(s);
+            }
+        }
+        INFO("item " << n);
+        CHECK(got.items[n][0].symbols == want);
+        CHECK(got.items[n][0].log_probability == doctest::Approx(want_log_probability).epsilon(1e-10));
+    }
+    // Sampling: item n of a batch draws what it draws alone with seed + n (its stream runs on across
+    // rounds), and a context that never fills changes nothing.
+    layers::GenerateOptions sampled = options;
+    sampled.sample = true, sampled.seed = 40, sampled.temperature = 1.5;
+    const layers::Generated batch = generator.generate(sampled, {.prompts = prompts});
+    for (std::size_t n = 0; n < prompts.size(); ++n) {
+        layers::GenerateOptions alone = sampled;
+        alone.seed = 40 + n;
+        CHECK(generator.generate(alone, {.prompts = {prompts[n]}}).items[0][0].symbols == batch.items[n][0].symbols);
+    }
+    sampled.max_length = 3, sampled.context = 0;
+    const layers::Generated unbounded = generator.generate(sampled, {.prompts = {prompts[0]}});
+    sampled.context = 5;  // the prompt and 2 of the 3 drawn are fed: 4, never 5
+    CHECK(generator.generate(sampled, {.prompts = {prompts[0]}}).items[0][0].symbols == unbounded.items[0][0].symbols);
+    layers::GenerateOptions beams = options;
+    beams.beam_width = 2;
+    CHECK_THROWS_WITH_AS(generator.generate(beams, {.prompts = prompts}),
+                         doctest::Contains("context 6 with beam_width 2"), UserError);
+}
+
+TEST_CASE(
+    "TransformerOptions::gpt is nanoGPT's GPTConfig: GELU, 4 x width, learned positions, tied, dropout not in the "
+    "MLP") {
+    const layers::TransformerOptions g = layers::TransformerOptions::gpt(3, 2, 8, 16, 0.25);
+    CHECK(g.decoder_layers == 3);
+    CHECK(g.heads == 2);
+    CHECK(g.model_dim == 8);
+    CHECK(g.feedforward_dim == 32);
+    CHECK(g.max_positions == 16);
+    CHECK(g.positions == layers::PositionalEncoding::learned);
+    CHECK(g.activation == layers::FeedForwardActivation::gelu);
+    CHECK(g.norm_first);
+    CHECK(g.tie_embeddings);
+    CHECK_FALSE(g.scale_embedding);
+    CHECK(g.dropout == 0.25);
+    CHECK(g.attention_dropout == 0.25);
+    CHECK(g.feedforward_dropout == 0.0);
+    CHECK(g.name == "gpt");
+    // The model it makes is the tiny GPT of the tests above with a 4 x 8 feed-forward, parameter for parameter.
+    layers::TransformerOptions tiny = tiny_lm();
+    tiny.feedforward_dim = 32;
+    const layers::TransformerLM a(tiny_vocabulary, layers::TransformerOptions::gpt(2, 2, 8, 6));
+    const layers::TransformerLM b(tiny_vocabulary, tiny);
+    REQUIRE(a.parameters().size() == b.parameters().size());
+    for (std::size_t i = 0; i < a.parameters().size(); ++i) {
+        CHECK(a.parameters()[i].name() == b.parameters()[i].name());
+        CHECK(a.parameters()[i].shape() == b.parameters()[i].shape());
+    }
+}
+
 TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
     layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
     to_precision(lm.parameters(), DType::f64);
