@@ -412,7 +412,8 @@ TransformerOptions TransformerOptions::gpt(std::size_t layers, std::size_t heads
             .max_positions = block,
             .tie_embeddings = true,
             .scale_embedding = false,
-            .name = "gpt"};
+            .name = "gpt",
+            .init = TransformerInit::gpt};
 }
 
 }  // namespace loom::layers

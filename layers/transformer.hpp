@@ -42,6 +42,16 @@ enum class PositionalEncoding {
     learned      ///< a learned table of max_positions rows (GPT's)
 };
 
+/// How a Transformer's weight matrices are drawn when it is made.
+enum class TransformerInit {
+    glorot,  ///< Glorot (Xavier) uniform, every weight matrix (as nn.Transformer's _reset_parameters)
+    /// GPT's (nanoGPT's _init_weights and its c_proj rule, GPT-2's): every weight matrix of a block
+    /// and an untied output projection N(0, 0.02^2), the two of each block that write into the
+    /// residual stream (attention's output projection and the feed-forward's second layer)
+    /// N(0, (0.02 / sqrt(2 layers))^2), `layers` the blocks of their stack.
+    gpt
+};
+
 /// Every setting of a Transformer: its layers, stacks and models read the fields that concern them.
 /// PyTorch's name of each is in brackets (nn.Transformer*, or the tutorial's Seq2SeqTransformer and
 /// nanoGPT's GPTConfig for what nn.Transformer does not hold); where the defaults differ, the comment
@@ -88,12 +98,16 @@ struct TransformerOptions {
     /// A model's prefix of its parameters' names; empty: "transformer" (Seq2SeqTransformer) or
     /// "lm" (TransformerLM). The layers and stacks take their names as an argument.
     std::string name = {};
+    /// How the models (Seq2SeqTransformer, TransformerLM) draw their weight matrices; biases, norms,
+    /// embeddings and positions are drawn as above whatever it says. The layers and stacks alone
+    /// draw Glorot's. [nn.Transformer: xavier_uniform_; nanoGPT: normal 0.02, c_proj scaled]
+    TransformerInit init = TransformerInit::glorot;
 
     /// nanoGPT's GPT, for a TransformerLM named "gpt": `layers` pre-norm blocks of `heads`-head
     /// attention and a feed-forward of 4 x `width` with GELU and no dropout of its own, learned
     /// positions for `block` symbols, the embedding unscaled and tied to the output projection, and
-    /// `dropout` on the attention weights, the residual branches and the embedded input
-    /// [GPTConfig's n_layer, n_head, n_embd, block_size, dropout; bias true].
+    /// `dropout` on the attention weights, the residual branches and the embedded input, GPT's
+    /// initialization [GPTConfig's n_layer, n_head, n_embd, block_size, dropout; bias true].
     static TransformerOptions gpt(std::size_t layers, std::size_t heads, std::size_t width, std::size_t block,
                                   double dropout = 0.0);
 };

@@ -122,6 +122,25 @@ struct TargetSide {
 
 }  // namespace
 
+namespace {
+
+// TransformerInit::gpt: the weight matrices of a stack of `layers` blocks drawn again, as
+// nanoGPT's _init_weights and its rule for c_proj after its modules made theirs.
+void draw_gpt_weights(const std::vector<Parameter>& parameters, std::size_t layers) {
+    const auto ends_with = [](const std::string& s, std::string_view end) {
+        return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+    };
+    for (const Parameter& p : parameters) {
+        const std::string name = p.name();
+        if (!ends_with(name, ".W")) continue;  // biases, norms, embeddings and positions keep theirs
+        const bool into_residual = ends_with(name, ".out.W") || ends_with(name, ".linear2.W");
+        const double stddev = into_residual ? 0.02 / std::sqrt(2.0 * static_cast<double>(layers)) : 0.02;
+        p.set_value(normal(stddev)(p.shape(), global_rng()));
+    }
+}
+
+}  // namespace
+
 // ---- the encoder-decoder model ----
 
 struct Seq2SeqTransformer::State {
@@ -146,6 +165,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(std::size_t source_vocabulary, std::size_
     check_model(o.name, {source_vocabulary, target_vocabulary}, o);
     if (o.encoder_layers == 0) throw UserError(o.name + ": needs at least one encoder layer");
     state_ = std::make_shared<State>(source_vocabulary, target_vocabulary, o);
+    if (o.init == TransformerInit::gpt) {
+        draw_gpt_weights(state_->encoder.parameters(), o.encoder_layers);
+        std::vector<Parameter> target;
+        state_->target->add_to(target);
+        draw_gpt_weights(target, o.decoder_layers);
+    }
 }
 
 Variable Seq2SeqTransformer::encode(const Variable& source) const {
@@ -205,6 +230,7 @@ TransformerLM::TransformerLM(std::size_t vocabulary, const TransformerOptions& o
     // The stack is named as the model: name.layers.i, name.norm (GPT's transformer.h.i, ln_f).
     state_->target =
         std::make_shared<TargetSide>(vocabulary, o, false, false, o.name + ".embedding", o.name + ".positions", o.name);
+    if (o.init == TransformerInit::gpt) draw_gpt_weights(parameters(), o.decoder_layers);
 }
 
 Variable TransformerLM::operator()(const Variable& symbols) const {
@@ -263,7 +289,8 @@ std::map<std::string, double> settings_of(const TransformerOptions& o) {
             {"positions", o.positions == PositionalEncoding::learned ? 1.0 : 0.0},
             {"max_positions", double(o.max_positions)},
             {"tie_embeddings", o.tie_embeddings ? 1.0 : 0.0},
-            {"scale_embedding", o.scale_embedding ? 1.0 : 0.0}};
+            {"scale_embedding", o.scale_embedding ? 1.0 : 0.0},
+            {"init", o.init == TransformerInit::gpt ? 1.0 : 0.0}};
 }
 
 void write_model(const std::string& path, const char* kind, const TransformerOptions& o,
@@ -294,6 +321,7 @@ TransformerOptions read_options(const ModelFile& f, const ModelFile& s) {
     o.attention_dropout = s.setting("attention_dropout", 0.0, 0.99);
     // Files of loom 0.4.0 and before have none: their feed-forward dropout was `dropout`.
     if (s.has_setting("feedforward_dropout")) o.feedforward_dropout = s.setting("feedforward_dropout", 0.0, 0.99);
+    if (s.has_setting("init") && flag("init")) o.init = TransformerInit::gpt;  // files of loom 0.4.0 and before: Glorot
     o.encoder_layers = s.whole_setting("encoder_layers", 0, 1024);
     o.decoder_layers = s.whole_setting("decoder_layers", 1, 1024);
     o.positions = flag("positions") ? PositionalEncoding::learned : PositionalEncoding::sinusoidal;

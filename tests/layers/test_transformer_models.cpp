@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
 #include "gradcheck.hpp"
@@ -167,9 +168,69 @@ TEST_CASE("a Transformer model saved with its architecture reads back in one cal
         CHECK(back.options().tie_embeddings);
         CHECK_FALSE(back.options().scale_embedding);
         CHECK(back.options().name == "lm");
+        CHECK(back.options().init == layers::TransformerInit::glorot);
         CHECK(back.vocabulary() == 7);
         check_equal(logits_of(back), logits_of(m));
     }
+    SUBCASE("TransformerLM, TransformerOptions::gpt") {
+        layers::TransformerLM m(7, layers::TransformerOptions::gpt(2, 2, 8, 6, 0.1));
+        const std::string path = scratch("gpt.loom");
+        m.save(path);
+        const layers::TransformerLM back = layers::TransformerLM::load(path);
+        CHECK(back.options().init == layers::TransformerInit::gpt);
+        CHECK(back.options().feedforward_dropout == 0.0);
+        check_equal(logits_of(back), logits_of(m));
+    }
+}
+
+TEST_CASE("TransformerInit::gpt draws weight matrices N(0, 0.02^2), residual projections 0.02 / sqrt(2 layers)") {
+    // The sample standard deviation of n normal draws is within 10 % of sigma with probability
+    // 1 - 1e-9 for n >= 4096 (its relative error is about 1 / sqrt(2 n) = 1.1 %).
+    const auto stddev = [](const Parameter& p) {
+        const Matrix v = p.value<double>();
+        double sum = 0, squares = 0;
+        for (double x : v) sum += x, squares += x * x;
+        const double n = static_cast<double>(v.size()), mean = sum / n;
+        return std::sqrt(squares / n - mean * mean);
+    };
+    for (const bool seq2seq : {false, true}) {
+        INFO((seq2seq ? "Seq2SeqTransformer" : "TransformerLM"));
+        layers::TransformerOptions o = layers::TransformerOptions::gpt(4, 2, 64, 16);
+        o.encoder_layers = 2;
+        std::vector<Parameter> ps;
+        if (seq2seq) {
+            o.tie_embeddings = false;
+            ps = layers::Seq2SeqTransformer(70, 80, o).parameters();
+        } else {
+            ps = layers::TransformerLM(70, o).parameters();
+        }
+        std::size_t residual = 0, other = 0;
+        for (const Parameter& p : ps) {
+            const std::string name = p.name();
+            INFO(name);
+            const Matrix v = p.value<double>();
+            if (name.ends_with(".b") || name.ends_with(".bias")) {
+                CHECK(xt::amax(xt::abs(v))() == 0.0);
+            } else if (name.ends_with(".scale")) {
+                CHECK(xt::amin(v)() == 1.0);
+            } else if (name.ends_with(".out.W") || name.ends_with(".linear2.W")) {
+                const bool encoder = name.find(".encoder.") != std::string::npos;
+                CHECK(stddev(p) == doctest::Approx(0.02 / std::sqrt(2.0 * (encoder ? 2 : 4))).epsilon(0.1));
+                ++residual;
+            } else {  // q, k, v, linear1, an untied projection, embeddings and positions
+                CHECK(stddev(p) == doctest::Approx(0.02).epsilon(0.1));
+                ++other;
+            }
+        }
+        CHECK(residual == (seq2seq ? 2 * 2 + 3 * 4 : 2 * 4));  // the encoder's 2 a layer, the decoder's 3
+        CHECK(other > residual);
+    }
+    // The default stays Glorot's: U(-l, l), l = sqrt(6 / (64 + 256)), standard deviation l / sqrt(3).
+    layers::TransformerOptions glorot = layers::TransformerOptions::gpt(1, 2, 64, 16);
+    glorot.init = layers::TransformerInit::glorot;
+    for (const Parameter& p : layers::TransformerLM(70, glorot).parameters())
+        if (p.name().ends_with(".linear1.W"))
+            CHECK(stddev(p) == doctest::Approx(std::sqrt(6.0 / 320.0) / std::sqrt(3.0)).epsilon(0.1));
 }
 
 TEST_CASE("a Transformer model file is refused when it is not one: kind, settings against parameters, records") {
