@@ -90,6 +90,9 @@ struct Generator::State {
     std::unique_ptr<Session> encoder;
     std::vector<Variable> encoder_outputs;
 
+    std::size_t items_of(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                         const std::vector<Value>& initial_states, const std::vector<std::vector<std::size_t>>& prompts,
+                         const std::string& who) const;
     // One search over every item: `starts` each item's first symbol, `lengths` how many symbols it
     // draws (0: it sits this one out), `streams` each item's random stream when sampling.
     template <class T>
@@ -97,12 +100,13 @@ struct Generator::State {
                   const std::vector<Value>& initial_states, const std::vector<std::vector<std::size_t>>& prompts,
                   const std::vector<std::size_t>& starts, const std::vector<std::size_t>& lengths,
                   std::vector<search::SymbolStream>& streams);
-    // Searches with o.context: in rounds of run(), each item's context cropped between them.
+    // Searches with o.context: in rounds of run(), each item's context cropped between them, its
+    // stream running on.
     template <class T>
     Generated run_in_rounds(const std::vector<Value>& memory_values, const GenerateOptions& o,
                             const std::vector<Value>& initial_states,
                             const std::vector<std::vector<std::size_t>>& prompts,
-                            const std::vector<std::size_t>& starts);
+                            const std::vector<std::size_t>& starts, std::vector<search::SymbolStream>& streams);
 };
 
 namespace {
@@ -223,31 +227,27 @@ Generator& Generator::operator=(Generator&&) noexcept = default;
 
 std::size_t Generator::vocabulary() const { return state_->vocabulary; }
 
-Generated Generator::generate(const GenerateOptions& options, const GenerationInputs& inputs) {
-    return generate(inputs.memory, options, inputs.initial_states, inputs.prompts);
-}
-
-Generated Generator::generate(const std::vector<Value>& memory, const GenerateOptions& o,
-                              const std::vector<Value>& initial_states,
-                              const std::vector<std::vector<std::size_t>>& prompts) {
-    State& s = *state_;
-    const std::string who = "Generator::generate: ";
-    search::check_options(o, s.vocabulary, who);
-    if (memory.size() != s.memory_slot.size())
-        throw UserError(who + std::to_string(memory.size()) + " memory values for " +
-                        std::to_string(s.memory_slot.size()) + " memory inputs");
-    if (!initial_states.empty() && initial_states.size() != s.states.size())
+// The items of a generate call, counted by the memory, the initial states, the prompts or
+// options.items, each checked against the step and the others (a UserError starting with `who`).
+std::size_t Generator::State::items_of(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                                       const std::vector<Value>& initial_states,
+                                       const std::vector<std::vector<std::size_t>>& prompts,
+                                       const std::string& who) const {
+    if (memory_values.size() != memory_slot.size())
+        throw UserError(who + std::to_string(memory_values.size()) + " memory values for " +
+                        std::to_string(memory_slot.size()) + " memory inputs");
+    if (!initial_states.empty() && initial_states.size() != states.size())
         throw UserError(who + std::to_string(initial_states.size()) + " initial states for " +
-                        std::to_string(s.states.size()) + " states");
+                        std::to_string(states.size()) + " states");
     std::size_t items = 0;
-    for (std::size_t m = 0; m < memory.size(); ++m) {
-        const Value& v = memory[m];
+    for (std::size_t m = 0; m < memory_values.size(); ++m) {
+        const Value& v = memory_values[m];
         if (v.kind() != Value::Kind::Batch)
             throw UserError(who + "every memory value must be a batch value, not a " + v.describe());
-        if (!fits(s.memory_shapes[m], v.sample_shape()))
-            throw UserError(who + "memory value " + std::to_string(m) + " (for the memory input '" + s.memory_names[m] +
+        if (!fits(memory_shapes[m], v.sample_shape()))
+            throw UserError(who + "memory value " + std::to_string(m) + " (for the memory input '" + memory_names[m] +
                             "') has sample shape " + v.sample_shape().str() + "; the input takes " +
-                            s.memory_shapes[m].str() + " (any: every size)");
+                            memory_shapes[m].str() + " (any: every size)");
         if (items != 0 && v.num_items() != items)
             throw UserError(who + "the memory values have different numbers of items (" + std::to_string(items) +
                             " and " + std::to_string(v.num_items()) + ")");
@@ -255,10 +255,10 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     }
     for (std::size_t i = 0; i < initial_states.size(); ++i) {
         const Value& v = initial_states[i];
-        if (v.kind() != Value::Kind::Batch || !fits(s.state_shapes[i], v.sample_shape()) ||
+        if (v.kind() != Value::Kind::Batch || !fits(state_shapes[i], v.sample_shape()) ||
             (items != 0 && v.num_items() != items))
             throw UserError(who + "initial state " + std::to_string(i) + " must be a batch value of sample shape " +
-                            s.state_shapes[i].str() + (items ? " with " + std::to_string(items) + " items" : "") +
+                            state_shapes[i].str() + (items ? " with " + std::to_string(items) + " items" : "") +
                             ", not a " + v.describe());
         items = v.num_items();
     }
@@ -275,9 +275,23 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
         throw UserError(who + std::to_string(prompts.size()) + " prompts for " + std::to_string(items) + " items");
     for (std::size_t n = 0; n < prompts.size(); ++n)
         for (std::size_t id : prompts[n])
-            if (id >= s.vocabulary)
+            if (id >= vocabulary)
                 throw UserError(who + "prompt " + std::to_string(n) + " holds the symbol " + std::to_string(id) +
-                                ", outside the vocabulary of " + std::to_string(s.vocabulary) + " symbols");
+                                ", outside the vocabulary of " + std::to_string(vocabulary) + " symbols");
+    return items;
+}
+
+Generated Generator::generate(const GenerateOptions& options, const GenerationInputs& inputs) {
+    return generate(inputs.memory, options, inputs.initial_states, inputs.prompts);
+}
+
+Generated Generator::generate(const std::vector<Value>& memory, const GenerateOptions& o,
+                              const std::vector<Value>& initial_states,
+                              const std::vector<std::vector<std::size_t>>& prompts) {
+    State& s = *state_;
+    const std::string who = "Generator::generate: ";
+    search::check_options(o, s.vocabulary, who);
+    const std::size_t items = s.items_of(memory, o, initial_states, prompts, who);
     // start_symbol no_symbol: each item starts from its prompt's first symbol (a language model has
     // no start symbol of its own), and the rest of the prompt follows it.
     std::vector<std::size_t> starts(items, o.start_symbol);
@@ -304,13 +318,13 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     for (std::size_t m = 0; m < memory.size(); ++m) distinct[s.memory_slot[m]] = memory[m];
     // The step's parameters' type now (to_precision may have converted them since the last call).
     const bool f64 = s.session->next_dtype("Generator::generate") == DType::f64;
-    if (o.context > 0)
-        return f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts)
-                   : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts);
     // Item n's stream is that of seed + n alone (GenerateOptions: the batch-invariance contract).
     std::vector<search::SymbolStream> streams;
     if (o.sample)
         for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
+    if (o.context > 0)
+        return f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts, streams)
+                   : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts, streams);
     const std::vector<std::size_t> lengths(items, o.max_length);
     return f64 ? s.run<double>(distinct, o, initial_states, fed, starts, lengths, streams)
                : s.run<float>(distinct, o, initial_states, fed, starts, lengths, streams);
@@ -518,6 +532,37 @@ private:
     T* table_ = nullptr;
 };
 
+// Each value as a tensor of T: converted once, then read in place at every pass.
+template <class T>
+std::vector<Value> tensors_of(const std::vector<Value>& values) {
+    std::vector<Value> out;
+    for (const Value& v : values)
+        out.push_back(Value::tensor(v.dtype() == dtype_of<T>() ? v.data<T>() : v.tensor<T>()));
+    return out;
+}
+
+// Step t's choices from its log-probabilities lp [rows, vocabulary]: every item still going and
+// past its prompt extends its beam (greedy decoding, beam search) or draws from streams[n]; each
+// choice goes to o.on_symbol.
+template <class T>
+void choose(std::vector<Beam>& beams, const T* lp, std::size_t vocabulary, std::size_t t, const GenerateOptions& o,
+            const std::vector<std::vector<std::size_t>>& prompts, const std::vector<std::size_t>& lengths,
+            std::vector<search::SymbolStream>& streams, search::SampleScratch& scratch) {
+    const bool sampling = o.sample && o.temperature > 0;  // temperature 0 is greedy decoding
+    for (std::size_t n = 0; n < beams.size(); ++n) {
+        Beam& b = beams[n];
+        if (b.done || t < prompt_length(prompts, n)) continue;  // a prompt's symbols are given, not chosen
+        const bool last = t + 1 == prompt_length(prompts, n) + lengths[n];
+        if (sampling) {
+            const std::size_t symbol = search::sample(b, lp, vocabulary, o, last, streams[n], scratch, n);
+            if (o.on_symbol) o.on_symbol(n, symbol);
+            continue;
+        }
+        search::extend(b, lp, vocabulary, o, last);
+        if (o.on_symbol) o.on_symbol(n, search::last_choice(b, o.end_symbol));
+    }
+}
+
 }  // namespace
 
 // One session pass per output step over every live hypothesis of every item still going (its
@@ -546,7 +591,6 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         beams[n].done = lengths[n] == 0;
         if (lengths[n] > 0) passes = std::max(passes, prompt_length(prompts, n) + lengths[n]);
     }
-    const bool sampling = o.sample && o.temperature > 0;  // temperature 0 is greedy decoding
     search::SampleScratch scratch;
     // The states each row of the last pass produced (its outputs, or the initial states), and
     // their elements per row.
@@ -568,9 +612,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         page_list[i] = &page_lists[{produced[i].width / state_shapes[i][1], growth}];
     }
     // Every item's memory, bound as it is each pass: converted to T here once, then read in place.
-    std::vector<Value> memory_items;
-    for (const Value& v : memory_values)
-        memory_items.push_back(Value::tensor(v.dtype() == dtype_of<T>() ? v.data<T>() : v.tensor<T>()));
+    const std::vector<Value> memory_items = tensors_of<T>(memory_values);
 
     for (std::size_t t = 0; t < passes; ++t) {
         std::vector<std::size_t> items_of_rows;
@@ -609,19 +651,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
                 kept[i] = {read.data(), read.size() / rows};
             }
         }
-        const T* lp = session->value_data<T>(log_probs).data();
-        for (std::size_t n = 0; n < items; ++n) {
-            Beam& b = beams[n];
-            if (b.done || t < prompt_length(prompts, n)) continue;  // a prompt's symbols are given, not chosen
-            const bool last = t + 1 == prompt_length(prompts, n) + lengths[n];
-            if (sampling) {
-                const std::size_t symbol = search::sample(b, lp, vocabulary, o, last, streams[n], scratch, n);
-                if (o.on_symbol) o.on_symbol(n, symbol);
-                continue;
-            }
-            search::extend(b, lp, vocabulary, o, last);
-            if (o.on_symbol) o.on_symbol(n, search::last_choice(b, o.end_symbol));
-        }
+        choose(beams, session->value_data<T>(log_probs).data(), vocabulary, t, o, prompts, lengths, streams, scratch);
     }
     return search::best_of(beams, o.beam_width);
 }
@@ -635,7 +665,8 @@ template <class T>
 Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_values, const GenerateOptions& o,
                                           const std::vector<Value>& initial_states,
                                           const std::vector<std::vector<std::size_t>>& prompts,
-                                          const std::vector<std::size_t>& starts) {
+                                          const std::vector<std::size_t>& starts,
+                                          std::vector<search::SymbolStream>& streams) {
     const std::size_t items = starts.size();
     const bool own_start = o.start_symbol != no_symbol;  // every round starts with it
     std::vector<std::vector<std::size_t>> text(items);
@@ -643,9 +674,6 @@ Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_value
         if (!own_start) text[n].push_back(starts[n]);  // the prompt's first symbol
         if (!prompts.empty()) text[n].insert(text[n].end(), prompts[n].begin(), prompts[n].end());
     }
-    std::vector<search::SymbolStream> streams;
-    if (o.sample)
-        for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
     Generated all;
     all.items.assign(items, {Hypothesis{}});
     std::vector<std::size_t> round_starts(items), lengths(items);

@@ -230,27 +230,6 @@ public:
                 if (c.assigns(which)) std::fill_n(grad, c.in[which].size(), T(0));
                 run(grad, which, partial, [](T& to, T term) { to += term; });
             };
-            // No broadcast: the rows to compute only, as forward, for an operand laid out as the
-            // output; every element for one of the same size without its dynamic axes (a static
-            // tensor shaped as the batch), whose gradient has no padding to be zeroed later.
-            auto same_shape = [&](T* grad, std::size_t which, auto partial) {
-                if (!grad) return;
-                c.store_gradient(which, [&](auto store) {
-                    const auto elements = [&](std::size_t begin, std::size_t end) {
-                        for (std::size_t i = begin; i < end; ++i) {
-                            T a = T(0), b = T(0), z = T(0);
-                            if constexpr ((F::reads & reads_a) != 0) a = a0[i];
-                            if constexpr ((F::reads & reads_b) != 0) b = b0[i];
-                            if constexpr ((F::reads & reads_z) != 0) z = z0[i];
-                            store(grad[i], detail::times_upstream(g0[i], partial(a, b, z)));
-                        }
-                    };
-                    if (c.in[which].dyn == c.out.dyn)
-                        each_row_part(c, elements);
-                    else
-                        each_part(c.out.size(), elements);
-                });
-            };
             const bool broadcast = c.in[0].size() != c.out.size() || c.in[1].size() != c.out.size();
             auto da = [](T a, T b, T z) { return F::da(a, b, z); };
             auto db = [](T a, T b, T z) { return F::db(a, b, z); };
@@ -258,10 +237,35 @@ public:
                 pass(c.in_grad[0].data, 0, da);
                 pass(c.in_grad[1].data, 1, db);
             } else {
-                same_shape(c.in_grad[0].data, 0, da);
-                same_shape(c.in_grad[1].data, 1, db);
+                same_shape_gradient(c, 0, da);
+                same_shape_gradient(c, 1, db);
             }
         }
+    }
+
+    // No broadcast: the rows to compute only, as forward, for an operand laid out as the output;
+    // every element for one of the same size without its dynamic axes (a static tensor shaped as
+    // the batch), whose gradient has no padding to be zeroed later.
+    template <class T, class Partial>
+    static void same_shape_gradient(const OpCall<T>& c, std::size_t which, Partial partial) {
+        T* grad = c.in_grad[which].data;
+        if (!grad) return;
+        const T *a0 = c.in[0].data, *b0 = c.in[1].data, *z0 = c.out.data, *g0 = c.out_grad.data;
+        c.store_gradient(which, [&](auto store) {
+            const auto elements = [&](std::size_t begin, std::size_t end) {
+                for (std::size_t i = begin; i < end; ++i) {
+                    T a = T(0), b = T(0), z = T(0);
+                    if constexpr ((F::reads & reads_a) != 0) a = a0[i];
+                    if constexpr ((F::reads & reads_b) != 0) b = b0[i];
+                    if constexpr ((F::reads & reads_z) != 0) z = z0[i];
+                    store(grad[i], detail::times_upstream(g0[i], partial(a, b, z)));
+                }
+            };
+            if (c.in[which].dyn == c.out.dyn)
+                each_row_part(c, elements);
+            else
+                each_part(c.out.size(), elements);
+        });
     }
 
     const BinaryKernels* kernels() const override {
