@@ -58,8 +58,8 @@ Bindings windows(const lm::Model& m, const std::vector<std::uint32_t>& ids, cons
     std::vector<std::vector<std::size_t>> in, next;
     for (const std::size_t at : starts) {
         const std::size_t end = std::min(at + m.settings.block, ids.size() - 1);
-        in.emplace_back(ids.begin() + at, ids.begin() + end),
-            next.emplace_back(ids.begin() + at + 1, ids.begin() + end + 1);
+        in.emplace_back(ids.begin() + at, ids.begin() + end);
+        next.emplace_back(ids.begin() + at + 1, ids.begin() + end + 1);
     }
     return m.bind(in, next, states);
 }
