@@ -120,20 +120,13 @@ struct TargetSide {
     }
 };
 
-}  // namespace
-
-namespace {
-
 // TransformerInit::gpt: the weight matrices of a stack of `layers` blocks drawn again, as
 // nanoGPT's _init_weights and its rule for c_proj after its modules made theirs.
 void draw_gpt_weights(const std::vector<Parameter>& parameters, std::size_t layers) {
-    const auto ends_with = [](const std::string& s, std::string_view end) {
-        return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
-    };
     for (const Parameter& p : parameters) {
         const std::string name = p.name();
-        if (!ends_with(name, ".W")) continue;  // biases, norms, embeddings and positions keep theirs
-        const bool into_residual = ends_with(name, ".out.W") || ends_with(name, ".linear2.W");
+        if (!name.ends_with(".W")) continue;  // biases, norms, embeddings and positions keep theirs
+        const bool into_residual = name.ends_with(".out.W") || name.ends_with(".linear2.W");
         const double stddev = into_residual ? 0.02 / std::sqrt(2.0 * static_cast<double>(layers)) : 0.02;
         p.set_value(normal(stddev)(p.shape(), global_rng()));
     }

@@ -135,7 +135,8 @@ int train(const Options& o) {
     lm::Model m(o.sizes, alphabet.size());
     std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
                 o.train_file.c_str(), held_ids.size());
-    const std::string heads = m.last_states.empty() ? ", " + std::to_string(o.sizes.heads) + " heads" : "";
+    const bool gpt = o.sizes.architecture == lm::Architecture::transformer;
+    const std::string heads = gpt ? ", " + std::to_string(o.sizes.heads) + " heads" : "";
     std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters; %s products\n",
                 o.architecture.c_str(), o.sizes.layers, o.sizes.width, heads.c_str(), block, o.sizes.dropout,
                 parameter_count(m.parameters()), bf16_products() ? "bfloat16" : "float");
