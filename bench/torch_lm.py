@@ -6,14 +6,15 @@ and parses both engines the same way.
     env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_lm.py --train ../shared/data/tinyshakespeare/train.txt
         [--architecture transformer|lstm] [--layers 4 --heads 4 --width 128 --block 64 --batch 12 --dropout 0]
         [--iterations 2000 | --minutes M] [--learning-rate 1e-3 --min-learning-rate 1e-4 --warmup 100
-        --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05] [--eval FILE] [--eval-every N] [--log-every 100]
+        --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05 --holdout-spans 20] [--eval FILE] [--eval-every N] [--log-every 100]
         [--generate N --streams K --prompt TEXT --temperature T --top-k K --top-p P] [--seed S]
         [--threads N] [--passive] [--matmul-precision highest|medium] [--untimed-iterations W] [--save-safetensors F] [--load-safetensors F]
         [--logits-of TEXT] [--self-check] [--json]
 
 Data. The alphabet is the sorted distinct characters of the whole --train file (ids 0..V-1 in that
-order). The file's last --holdout fraction, text[int(n * (1 - holdout)):], is held out; training
-reads only text[:int(n * (1 - holdout))].
+order). As lm's: the text is cut into --holdout-spans equal parts (ids[n k // spans : n (k + 1) //
+spans]) and the last floor(holdout x its length) characters of each are held out; training reads
+the rest, joined (spans 1: the file's end is held out).
 
 Models (sizes are the options; the defaults are nanoGPT's CPU configuration):
   * transformer: nanoGPT's GPT with biases (GPTConfig(bias=True), GPT-2 style). Token embedding
@@ -58,9 +59,9 @@ Training. The loss is the mean cross-entropy (nats) of an iteration's batch x bl
     the evaluations' time counts against --minutes and not in the trained: line.
 
 Evaluation (after training): `eval FILE: N.NNNN nats per character (B.BBBB bits)` for --eval FILE,
-else `eval held-out: ...` for the held-out part. The text (n characters) is cut into windows
+else `eval held-out: ...` for the held-out part, its spans each a text. A text (n characters) is cut into windows
 k = 0, 1, ...: inputs text[k block : (k+1) block], targets text[k block + 1 : (k+1) block + 1] (the
-last window may be shorter); the figure is the mean over all n - 1 predicted characters. The
+last window may be shorter); the figure is the mean over all predicted characters (n - 1 a text). The
 transformer starts every window from nothing; the LSTM carries its state through the whole text
 (from zero), as it is trained to.
 
@@ -98,7 +99,8 @@ import time
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", required=True, help="the training text (UTF-8)")
-    p.add_argument("--holdout", type=float, default=0.05, help="fraction at the end of --train held out")
+    p.add_argument("--holdout", type=float, default=0.05, help="fraction of --train held out")
+    p.add_argument("--holdout-spans", type=int, default=20, help="spans the held-out part is spread over (1: the end)")
     p.add_argument("--eval", default=None, help="evaluate this file instead of the held-out part")
     p.add_argument("--architecture", choices=["transformer", "lstm"], default="transformer")
     p.add_argument("--layers", type=int, default=4)
@@ -135,6 +137,8 @@ def parse_args(argv=None):
     p.add_argument("--logits-of", default=None, help="print the logits at every position of TEXT as JSON")
     p.add_argument("--self-check", action="store_true", help="cached sampling == full forward; safetensors round trip")
     p.add_argument("--json", action="store_true", help="also print one JSON object with everything")
+    p.add_argument("--trace", action="store_true",
+                   help="transformer: windows by bench/lm_steps' rule, one line per step (loss, gradient norm, rate)")
     a = p.parse_args(argv)
     if a.iterations is not None and a.minutes is not None:
         p.error("give --iterations or --minutes, not both")
@@ -214,7 +218,7 @@ def loom_names(model):
 class Corpus:
     """The alphabet of a text file, its training part and its held-out part (as id tensors)."""
 
-    def __init__(self, path, holdout):
+    def __init__(self, path, holdout, spans=1):
         with open(path, encoding="utf-8") as f:
             self.text = f.read()
         if len(self.text) < 2:
@@ -222,9 +226,16 @@ class Corpus:
         self.path = path
         self.alphabet = sorted(set(self.text))
         self.index = {ch: i for i, ch in enumerate(self.alphabet)}
-        cut = int(len(self.text) * (1.0 - holdout))
-        self.train = self.encode(self.text[:cut], path)
-        self.heldout = self.encode(self.text[cut:], path) if cut < len(self.text) else None
+        ids = self.encode(self.text, path)
+        train, held = [], []  # lm's split: `spans` equal parts, the last `holdout` of each held out
+        for k in range(spans):
+            begin, end = len(ids) * k // spans, len(ids) * (k + 1) // spans
+            cut = end - math.floor(holdout * (end - begin))
+            train.append(ids[begin:cut])
+            if cut < end:
+                held.append(ids[cut:end])
+        self.train = torch.cat(train)
+        self.heldout = held or None
 
     def encode(self, text, where):
         ids = []
@@ -410,8 +421,17 @@ def learning_rate(a, i, ratio):
     return a.min_learning_rate + 0.5 * (1.0 + math.cos(math.pi * min(max(ratio, 0.0), 1.0))) * (a.learning_rate - a.min_learning_rate)
 
 
+def splitmix64(x):
+    z = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return z ^ (z >> 31)
+
+
 class RandomWindows:
-    """The transformer's batches: random windows of block + 1 characters of the training text."""
+    """The transformer's batches: random windows of block + 1 characters of the training text
+    (--trace: window b of iteration i starts at splitmix64(i batch + b) mod (n - block), as
+    bench/lm_steps.cpp's)."""
 
     def __init__(self, a, data, generator):
         if len(data) < a.block + 1:
@@ -419,8 +439,15 @@ class RandomWindows:
                              % (len(data), a.block + 1))
         self.data, self.a, self.generator = data, a, generator
         self.offsets = torch.arange(a.block + 1)
+        self.count = 0
 
     def next(self):
+        if self.a.trace:
+            n, b = len(self.data) - self.a.block, self.a.batch
+            starts = torch.tensor([splitmix64(self.count * b + k) % n for k in range(b)])
+            self.count += 1
+            w = self.data[starts[:, None] + self.offsets]
+            return w[:, :-1], w[:, 1:]
         starts = torch.randint(len(self.data) - self.a.block, (self.a.batch,), generator=self.generator)
         w = self.data[starts[:, None] + self.offsets]
         return w[:, :-1], w[:, 1:]
@@ -499,7 +526,12 @@ def train(a, model, corpus):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if a.clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+            norm = float(nn.utils.clip_grad_norm_(model.parameters(), a.clip))
+        elif a.trace:
+            norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters())))
+        if a.trace:
+            print("step %d: loss %.6f, gradient norm %.6f, learning rate %.6e"
+                  % (i, float(loss), norm, optimizer.param_groups[0]["lr"]), flush=True)
         optimizer.step()
         recent.append(float(loss))
         i += 1
@@ -522,9 +554,16 @@ def train(a, model, corpus):
 
 # ------------------------------------------------------------------------------------- evaluation
 
+def evaluate(model, texts, block):
+    """Mean nats per predicted character over the texts (a list of id tensors), each cut into
+    consecutive windows (see the docstring at the top)."""
+    sums = [evaluate_sum(model, ids, block) for ids in texts]
+    return sum(s[0] for s in sums) / sum(s[1] for s in sums)
+
+
 @torch.no_grad()
-def evaluate(model, ids, block):
-    """Mean nats per predicted character over consecutive windows (see the docstring at the top)."""
+def evaluate_sum(model, ids, block):
+    """(summed nats, predicted characters) of one text."""
     model.eval()
     n = len(ids)
     if n < 2:
@@ -539,7 +578,7 @@ def evaluate(model, ids, block):
             logits, state = model(ids[None, s:e], state)
             total += float(F.cross_entropy(logits[0], ids[s + 1:e + 1], reduction="sum"))
             count += e - s
-        return total / count
+        return total, count
     per_batch = max(1, 8192 // block)
     for k0 in range(0, full, per_batch):
         k1 = min(full, k0 + per_batch)
@@ -552,7 +591,7 @@ def evaluate(model, ids, block):
         total += float(F.cross_entropy(model(w[None, :-1])[0], w[1:], reduction="sum"))
         count += len(w) - 1
     assert count == n - 1
-    return total / count
+    return total, count
 
 
 # --------------------------------------------------------------------------------------- sampling
@@ -772,8 +811,8 @@ def main(a):
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(a.threads)
     torch.manual_seed(a.seed)
-    corpus = Corpus(a.train, a.holdout)
-    eval_ids = corpus.encode(open(a.eval, encoding="utf-8").read(), a.eval) if a.eval else corpus.heldout
+    corpus = Corpus(a.train, a.holdout, a.holdout_spans)
+    eval_ids = [corpus.encode(open(a.eval, encoding="utf-8").read(), a.eval)] if a.eval else corpus.heldout
     logits_ids = corpus.encode(a.logits_of, "--logits-of") if a.logits_of is not None else None
     if a.architecture == "transformer":
         if a.generate and len(a.prompt) + a.generate > a.block:

@@ -7,7 +7,8 @@
 //   lm --model M.loom --eval FILE                         nats (and bits) per character
 //   lm --train train.txt --architecture lstm ...          char-rnn's model instead of a GPT
 //
-// The last --holdout part of the training text is never trained on: it is scored after training.
+// A --holdout part of the training text, in --holdout-spans spans spread over it, is never trained
+// on: it is scored during and after training, an estimate of the score of new text.
 // Every input is checked before any work: a character outside the model's alphabet (in the prompt
 // or an evaluated file) is an error naming its file:line:column. Under mpirun every process trains
 // on windows of its own and the gradients are summed (docs/distributed.md).
@@ -39,7 +40,7 @@ struct Options {
     // light dropout: what 30 minutes on two cores train best (bench/RESULTS.md tells the others tried).
     lm::Settings sizes{.layers = 4, .heads = 6, .width = 192, .block = 128, .dropout = 0.1};
     std::size_t batch = 12, iterations = 2000, warmup = 100, threads = 1, generate = 0, streams = 1, top_k = 0;
-    std::size_t log_every = 100, untimed = 0, eval_every = 2000;
+    std::size_t log_every = 100, untimed = 0, eval_every = 2000, holdout_spans = 20;
     double minutes = 0, holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1;
     double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
     double mpi_timeout = 300;  // mpirun: seconds a process waits for another
@@ -64,26 +65,47 @@ Bindings windows(const lm::Model& m, const std::vector<std::uint32_t>& ids, cons
     return m.bind(in, next, states);
 }
 
-// The mean loss over `ids` cut into consecutive windows of the model's block, every character
-// predicted from the earlier ones of its own window (nanoGPT's estimate, over every window instead
-// of random ones). The LSTM carries its state from one window to the next: one long sequence.
-// Products in float whatever --matmul-precision says (it is training's): the score is the model's.
-double evaluate(const lm::Model& m, const std::vector<std::uint32_t>& ids) {
+// A text split into what is trained on and what is held out: the text cut into `spans` equal
+// parts, the last `holdout` of each held out (spans 1: the text's end), the rest joined.
+struct Split {
+    std::vector<std::uint32_t> train;
+    std::vector<std::vector<std::uint32_t>> held;
+};
+Split split(const std::vector<std::uint32_t>& ids, double holdout, std::size_t spans) {
+    Split s;
+    for (std::size_t k = 0; k < spans; ++k) {
+        const auto begin = static_cast<std::ptrdiff_t>(ids.size() * k / spans);
+        const auto end = static_cast<std::ptrdiff_t>(ids.size() * (k + 1) / spans);
+        const auto held = static_cast<std::ptrdiff_t>(std::floor(holdout * static_cast<double>(end - begin)));
+        s.train.insert(s.train.end(), ids.begin() + begin, ids.begin() + end - held);
+        if (held > 0) s.held.emplace_back(ids.begin() + end - held, ids.begin() + end);
+    }
+    return s;
+}
+
+// The mean loss over `texts`, each cut into consecutive windows of the model's block, every
+// character predicted from the earlier ones of its own window (nanoGPT's estimate, over every
+// window instead of random ones). The LSTM carries its state from one window to the next of a
+// text: one long sequence. Products in float whatever --matmul-precision says (it is training's):
+// the score is the model's.
+double evaluate(const lm::Model& m, const std::vector<std::vector<std::uint32_t>>& texts) {
     const MatmulPrecision training = matmul_precision();
     set_matmul_precision(MatmulPrecision::highest);
     std::vector<Variable> outputs{m.loss};
     outputs.insert(outputs.end(), m.last_states.begin(), m.last_states.end());
     Session s(outputs);
     double sum = 0, count = 0;
-    std::vector<Value> states;
-    for (std::size_t at = 0; at + 1 < ids.size();) {
-        std::vector<std::size_t> starts;  // 32 windows a pass (the LSTM: one, its state carried)
-        for (; starts.size() < (m.last_states.empty() ? 32 : 1) && at + 1 < ids.size(); at += m.settings.block)
-            starts.push_back(at);
-        s.forward(windows(m, ids, starts, states));
-        sum += s.sum(m.loss), count += static_cast<double>(s.count(m.loss));
-        states.clear();
-        for (const Variable& v : m.last_states) states.push_back(s.value(v));
+    for (const std::vector<std::uint32_t>& ids : texts) {
+        std::vector<Value> states;
+        for (std::size_t at = 0; at + 1 < ids.size();) {
+            std::vector<std::size_t> starts;  // 32 windows a pass (the LSTM: one, its state carried)
+            for (; starts.size() < (m.last_states.empty() ? 32 : 1) && at + 1 < ids.size(); at += m.settings.block)
+                starts.push_back(at);
+            s.forward(windows(m, ids, starts, states));
+            sum += s.sum(m.loss), count += static_cast<double>(s.count(m.loss));
+            states.clear();
+            for (const Variable& v : m.last_states) states.push_back(s.value(v));
+        }
     }
     set_matmul_precision(training);
     return sum / std::max(count, 1.0);
@@ -124,17 +146,19 @@ int train(const Options& o) {
     std::optional<std::vector<std::uint32_t>> eval_ids;
     if (!o.eval_file.empty()) eval_ids = alphabet.ids(read_utf8_text(o.eval_file), o.eval_file);
     alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
-    const auto held = static_cast<std::size_t>(std::floor(o.holdout * static_cast<double>(ids.size())));
-    const std::vector<std::uint32_t> train_ids(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(held));
-    const std::vector<std::uint32_t> held_ids(ids.end() - static_cast<std::ptrdiff_t>(held), ids.end());
+    const Split parts = split(ids, o.holdout, o.holdout_spans);
+    const std::vector<std::uint32_t>& train_ids = parts.train;
+    const std::vector<std::vector<std::uint32_t>>& held_ids = parts.held;
+    std::size_t held_characters = 0;
+    for (const auto& span : held_ids) held_characters += span.size();
     const std::size_t block = o.sizes.block;
     if (train_ids.size() < block + 1 + o.batch)
         throw UserError("--train " + o.train_file + ": " + std::to_string(train_ids.size()) +
                         " characters to train on; a window of --block " + std::to_string(block) + " needs more");
 
     lm::Model m(o.sizes, alphabet.size());
-    std::printf("data: %zu characters (%zu distinct) of %s; the last %zu held out\n", ids.size(), alphabet.size(),
-                o.train_file.c_str(), held_ids.size());
+    std::printf("data: %zu characters (%zu distinct) of %s; %zu held out in %zu spans\n", ids.size(),
+                alphabet.size(), o.train_file.c_str(), held_characters, held_ids.size());
     const bool gpt = o.sizes.architecture == lm::Architecture::transformer;
     const std::string heads = gpt ? ", " + std::to_string(o.sizes.heads) + " heads" : "";
     std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters; %s products\n",
@@ -207,7 +231,7 @@ int train(const Options& o) {
                 timed > 0 ? static_cast<double>(tokens) / secs : 0.0);
     if (o.rank > 0) return 0;  // the others hold the same parameters
     if (!held_ids.empty()) print_loss("held-out", evaluate(m, held_ids));
-    if (eval_ids) print_loss(o.eval_file, evaluate(m, *eval_ids));
+    if (eval_ids) print_loss(o.eval_file, evaluate(m, {*eval_ids}));
     if (!o.save.empty()) lm::save_model(o.save, m, alphabet), std::printf("saved %s\n", o.save.c_str());
     if (o.generate > 0) generate(m, alphabet, o);
     return 0;
@@ -219,7 +243,7 @@ int use_saved(const Options& o) {
     const lm::Loaded loaded = lm::load_model(o.model_file);
     // Checked before any work: every character is the model's.
     if (o.generate > 0) loaded.alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
-    if (eval_text) print_loss(o.eval_file, evaluate(*loaded.model, loaded.alphabet.ids(*eval_text, o.eval_file)));
+    if (eval_text) print_loss(o.eval_file, evaluate(*loaded.model, {loaded.alphabet.ids(*eval_text, o.eval_file)}));
     if (o.generate > 0) generate(*loaded.model, loaded.alphabet, o);
     return 0;
 }
@@ -232,7 +256,9 @@ int main(int argc, char** argv) {
     app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
     using samples::add_number;
     const std::size_t many = std::size_t{1} << 40;
-    add_number(app, "--holdout", o.holdout, "the end of --train kept out of training, scored", 0.0, 0.5);
+    add_number(app, "--holdout", o.holdout, "the part of --train kept out of training, scored", 0.0, 0.5);
+    add_number<std::size_t>(app, "--holdout-spans", o.holdout_spans, "spans it is spread over (1: the end)", 1,
+                            1000);
     app.add_option("--eval", o.eval_file, "a text to score in nats per character")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
     app.add_option("--model", o.model_file, "a model --save wrote (with --eval, --generate)")->check(CLI::ExistingFile);

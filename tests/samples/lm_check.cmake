@@ -6,7 +6,8 @@
 # stdout: a character outside the alphabet in --eval and in --prompt, --model with --train, a model
 # file cut in half, a --width the heads do not divide; a prompt longer than the context is cropped. The text that
 # ships for the demonstration trains with dropout (on attention weights too). --eval-every keeps the
-# parameters that scored best on the held-out part.
+# parameters that scored best on the held-out part. --holdout-spans holds out the end of each of
+# that many equal parts.
 set(dir ${WORK_DIR})
 file(REMOVE_RECURSE ${dir})
 file(MAKE_DIRECTORY ${dir})
@@ -18,7 +19,7 @@ endforeach()
 file(WRITE ${dir}/text.txt "${text}")
 file(WRITE ${dir}/other.txt "to be\nor Not\n")
 
-# write_held_out(TEXT FILE): the part of TEXT the sample holds out by default (its last 5 %) into FILE.
+# write_held_out(TEXT FILE): the part of TEXT the sample holds out with --holdout-spans 1 (its last 5 %) into FILE.
 function(write_held_out text file)
   string(LENGTH "${text}" n)
   math(EXPR held_chars "${n} * 5 / 100")
@@ -35,7 +36,7 @@ endif()
 
 foreach(arch transformer lstm)
   set(tiny --train ${dir}/text.txt --architecture ${arch} --layers 1 --heads 2 --width 8 --block 16 --batch 4
-    --iterations 20 --log-every 10)
+    --iterations 20 --log-every 10 --holdout-spans 1)
   execute_process(COMMAND ${SAMPLE} ${tiny} --save ${dir}/${arch}.loom
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0 OR NOT EXISTS ${dir}/${arch}.loom)
@@ -97,7 +98,7 @@ foreach(i RANGE 5)
 endforeach()
 file(WRITE ${dir}/unlike.txt "${unlike}")
 execute_process(COMMAND ${SAMPLE} --train ${dir}/unlike.txt --layers 1 --heads 2 --width 8 --block 16 --batch 4
-  --iterations 60 --eval-every 10 --learning-rate 0.03 --save ${dir}/best.loom
+  --iterations 60 --eval-every 10 --learning-rate 0.03 --holdout-spans 1 --save ${dir}/best.loom
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(REGEX MATCHALL "iteration [0-9]+: held-out [0-9.]+" scores "${out}")
 list(LENGTH scores count)
@@ -115,6 +116,33 @@ write_held_out("${unlike}" ${dir}/unlike_held.txt)
 execute_process(COMMAND ${SAMPLE} --model ${dir}/best.loom --eval ${dir}/unlike_held.txt OUTPUT_VARIABLE out)
 if(NOT out MATCHES "unlike_held.txt: ${first} nats")
   message(FATAL_ERROR "--eval-every: the saved model is not the best one (${first}): ${out}")
+endif()
+
+# --holdout-spans 2 --holdout 0.1 of a text made of the same half twice holds out the last tenth of
+# each half: the same characters twice, so the held-out score is that of one of them alone. A half
+# that ends unlike the rest and is not a multiple of 10 long (the tenth is a whole count either way).
+set(half "${text}the end of a half.\n")
+string(LENGTH "${half}" m)
+while(NOT m MATCHES "5$")
+  string(APPEND half "x")
+  string(LENGTH "${half}" m)
+endwhile()
+file(WRITE ${dir}/halves.txt "${half}${half}")
+execute_process(COMMAND ${SAMPLE} --train ${dir}/halves.txt --layers 1 --heads 2 --width 8 --block 16 --batch 4
+  --iterations 10 --holdout 0.1 --holdout-spans 2 --eval-every 0 --save ${dir}/halves.loom
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+math(EXPR held_chars "${m} / 10")
+math(EXPR both "2 * ${held_chars}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "; ${both} held out in 2 spans" OR NOT out MATCHES "eval held-out: ([0-9.]+) nats")
+  message(FATAL_ERROR "--holdout-spans 2: expected ${both} characters held out in 2 spans and a score (${rc}): ${out} ${err}")
+endif()
+set(held ${CMAKE_MATCH_1})
+math(EXPR from "${m} - ${held_chars}")
+string(SUBSTRING "${half}" ${from} ${held_chars} span)
+file(WRITE ${dir}/span.txt "${span}")
+execute_process(COMMAND ${SAMPLE} --model ${dir}/halves.loom --eval ${dir}/span.txt OUTPUT_VARIABLE out)
+if(NOT out MATCHES "span.txt: ${held} nats")
+  message(FATAL_ERROR "--holdout-spans 2: one span alone should score the held-out ${held}: ${out}")
 endif()
 
 function(expect_failure what pattern)
