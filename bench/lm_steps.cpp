@@ -6,6 +6,9 @@
 //   lm_steps --train T --load-safetensors init.safetensors --iterations 200 [sizes] > loom.txt
 //   torch_lm.py --train T --load-safetensors init.safetensors --iterations 200 --trace [sizes] > torch.txt
 //
+// With --learning-rate 0 the weights stay as loaded: each line is then the training-mode loss of
+// its windows under fresh dropout draws, which the two engines should give alike on average.
+//
 // Every line is `step I: loss L, gradient norm G, learning rate R`: the batch's mean loss before
 // the update, the global norm of its mean gradient before clipping, and the rate the update used.
 // Window b of iteration i starts at splitmix64(i * batch + b) mod (n - block), n the training
@@ -34,7 +37,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string train_file, weights, precision = "highest";
+    std::string train_file, weights, save, precision = "highest";
     lm::Settings sizes{.layers = 4, .heads = 4, .width = 128, .block = 64, .dropout = 0.0};
     std::size_t batch = 12, iterations = 200, warmup = 100;
     double holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1, beta2 = 0.99,
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
     CLI::App app{"The lm sample's GPT trained step by step on torch_lm.py --trace's windows"};
     app.add_option("--train", train_file, "UTF-8 text")->required()->check(CLI::ExistingFile);
     app.add_option("--load-safetensors", weights, "initial weights under loom's names")->check(CLI::ExistingFile);
+    app.add_option("--save-safetensors", save, "the weights after the last step");
     app.add_option("--holdout", holdout, "the end of --train left out")->check(CLI::Range(0.0, 0.5));
     app.add_option("--layers", sizes.layers)->check(CLI::Range(1, 64));
     app.add_option("--heads", sizes.heads)->check(CLI::Range(1, 256));
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
             std::printf("step %zu: loss %.6f, gradient norm %.6f, learning rate %.6e\n", i, r.average_loss(),
                         trainer.learner().last_gradient_norm(), schedule(i));
         }
+        if (!save.empty()) save_safetensors(save, m.parameters());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
