@@ -123,11 +123,11 @@ TEST_CASE("budget_linear_decay with steps or seconds, whichever is spent first, 
 }
 
 TEST_CASE("a learner reads a budget schedule at its step count") {
-    Variable x = input_variable({1}, "x");
-    Parameter w = parameter(xt::xarray<float>{1.0f}, "w");
+    Variable x = input_variable({2}, "x");
+    Parameter w = parameter(xt::xarray<float>{1.0f, -1.0f}, "w");
     Variable loss = square(w - x);
     Session session({loss}, {w});
-    const xt::xarray<float> rows{{0.5f}};
+    const xt::xarray<float> rows{{0.5f, 0.25f}, {1.0f, 2.0f}};
     const LearningRate rate = budget_cosine_decay(0.1, 2, TrainingBudget::steps(6), 0.01);
     const auto learner = sgd({w}, rate);
     for (std::uint64_t s = 0; s < 8; ++s) {
