@@ -8,9 +8,10 @@
 // 1 / (1 - rate) before the product with V: O = (P * M) V, so dV += (P * M)^T dO and dP = (dO V^T) * M.
 // M is decided by a stream seeded from the evaluation's seed and the item and head, so backward draws
 // the same M again instead of keeping it.
-// Two ways to compute it (core/multiply.hpp's attention_way chooses): a GEMM per head over rows at a
-// stride (HeadProduct), or, for one query, every head at once over rows lying anywhere
-// (attend_one_query: dot products and row updates). Internal to the library.
+// Two ways to compute it, the op choosing: a GEMM per head over rows at a stride (HeadProduct), or,
+// for one query, every head at once over rows lying anywhere (attend_one_query: dot products and
+// row updates, where a GEMM per head would spend most of its time setting up one row). Internal to
+// the library.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

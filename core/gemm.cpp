@@ -149,6 +149,10 @@ void set_matmul_precision(MatmulPrecision p) { precision = static_cast<int>(p); 
 
 MatmulPrecision matmul_precision() { return static_cast<MatmulPrecision>(precision.load(std::memory_order_relaxed)); }
 
+MatmulPrecisionScope::MatmulPrecisionScope(MatmulPrecision p) : before_(matmul_precision()) { set_matmul_precision(p); }
+
+MatmulPrecisionScope::~MatmulPrecisionScope() { set_matmul_precision(before_); }
+
 bool bf16_products() {
     // Not where OpenBLAS is asked for (LOOM_GEMM=openblas) or runs several threads per product:
     // the bfloat16 kernels are loom's own, one thread per call as loom's float ones.

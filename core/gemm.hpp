@@ -94,6 +94,24 @@ enum class MatmulPrecision {
 void set_matmul_precision(MatmulPrecision precision);
 /// \return the precision set (highest until set_matmul_precision).
 MatmulPrecision matmul_precision();
+
+/// Sets the matmul precision for the scope's life and puts back the one before when it ends,
+/// whether the scope is left normally or by an exception: evaluation at `highest` inside a program
+/// that trains at `medium` (as torch.backends.cudnn.flags and autocast scopes do). The setting is
+/// the process's (set_matmul_precision), not the thread's: scopes nest on one thread, and another
+/// thread's products follow the innermost scope alive.
+class MatmulPrecisionScope {
+public:
+    /// Sets `precision`, remembering the precision set before.
+    explicit MatmulPrecisionScope(MatmulPrecision precision);
+    /// Sets the precision remembered back.
+    ~MatmulPrecisionScope();
+    MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+    MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+private:
+    MatmulPrecision before_;
+};
 /// True when float products are rounded to bfloat16 now: `medium`, on a CPU that has it, the
 /// AVX-512 kernels active (core/cpu.hpp: active_isa), loom's kernels not refused (above).
 bool bf16_products();

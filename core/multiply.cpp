@@ -25,11 +25,6 @@ const char* multiply_way_name(MultiplyWay way) {
     return "unknown";
 }
 
-AttentionWay attention_way(std::size_t queries, bool strided, bool backward) {
-    if (!backward && queries == 1) return AttentionWay::one_query;
-    return strided ? AttentionWay::per_head : AttentionWay::gathered;
-}
-
 namespace {
 
 // How many positions hold elements: all of them, or none when their blocks are empty.

@@ -1,9 +1,8 @@
 #pragma once
 /// \file
 /// How to multiply: the place that chooses how a batch of products y = x op(W) (+ an addend), and
-/// its gradients dX += dY op(W)^T and dW += x^T dY, are computed for the graph's matrix ops, and
-/// how attention over a memory computes each row (attention_way, at the end; the embedding product
-/// and attention over sequences call gemm themselves). The graph's matrix ops
+/// its gradients dX += dY op(W)^T and dW += x^T dY, are computed for the graph's matrix ops (the
+/// embedding product and attention call gemm themselves). The graph's matrix ops
 /// (times, times_transpose, affine in graph/ops/linear.cpp) describe their operands as plain
 /// row-major buffers and their batch (Product); this file picks one of five ways (MultiplyWay) by
 /// the shapes, which rows are real, whether the call is a step of a loop, and the CPU:
@@ -101,18 +100,5 @@ void multiply(const Product<T>& p, const Addend<T>& addend = {});
 /// Product::assign_dx (assign_dw), dX = ... (dW = ...) instead.
 template <class T>
 void multiply_backward(const Product<T>& p, const T* dy, T* dx, T* dw);
-
-/// The ways one item's attention is computed (core/attention_product.hpp).
-enum class AttentionWay {
-    one_query,  ///< one query row over every head at once, its keys and values read wherever they lie
-    per_head,   ///< a GEMM per head over keys and values that lie at a stride
-    gathered    ///< the keys and values copied into one block first (pages, a step's own row), then per_head
-};
-
-/// The way for `queries` query rows whose keys and values lie at a stride (`strided`) or not:
-/// forward with one query, one_query (dot products and row updates: a GEMM per head would spend
-/// most of its time setting up one row); otherwise a GEMM per head, over a gathered block where the
-/// rows do not lie at a stride.
-AttentionWay attention_way(std::size_t queries, bool strided, bool backward);
 
 }  // namespace loom

@@ -7,4 +7,5 @@
 #include "training/learners.hpp"
 #include "training/progress.hpp"
 #include "training/safetensors.hpp"
+#include "training/schedules.hpp"
 #include "training/trainer.hpp"

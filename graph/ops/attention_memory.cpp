@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/multiply.hpp"
 #include "core/parallel.hpp"
 #include "graph/compile.hpp"
 #include "graph/ops/attention_rows.hpp"
@@ -37,8 +36,8 @@ enum class RowSource { given, items, pages };
 // optional mask [Tk] per item (0: a padded key; not over pages) and an optional step's own key [D]
 // and value [Dv] (batch values), the last key and value after the others (whose Tk may then be 0):
 // a generating step reads its cache where it lies instead of a copy one row longer. Each row's
-// keys and values become two RowViews (core/row_view.hpp); what is computed on them, and how,
-// core/attention_product.hpp and attention_way (core/multiply.hpp) say.
+// keys and values become two RowViews (core/row_view.hpp); what is computed on them,
+// core/attention_product.hpp says, and how, fwd and bwd below.
 class MemoryAttention final : public OpBase<MemoryAttention> {
 public:
     MemoryAttention(std::size_t heads, RowSource source, bool masked, bool stepped)
@@ -118,7 +117,7 @@ public:
             for (std::size_t i = begin; i < end; ++i) {
                 const auto& [h, x] = rows[i];
                 scores.resize(heads_ * h.lk);
-                // One query: attention_way(1, ...) is one_query whatever the rows' layout.
+                // One query: every head at once, the keys and values read wherever they lie.
                 attend_one_query(heads_, h.dk, h.dv, h.scale, x.q, x.keys, x.values, scores.data(),
                                  c.out.data + x.row * width);
             }
@@ -127,10 +126,10 @@ public:
         const std::size_t per_row = keys / rows.size() * heads_ * (rows[0].first.dk + rows[0].first.dv);
         share_or_run(rows.size(), 1, per_row, std::size_t{1} << 16, run);
     }
-    // Per row, the way attention_way picks: a GEMM per head over keys and values where they lie at
-    // a stride; else (pages, the step's own row) each row's keys and values copied into one block
-    // (backward is no generating step's path), its gradients computed there and added back where
-    // each key and value lies (rows sharing a page add into it in turn).
+    // Per row: a GEMM per head over keys and values where they lie at a stride; else (pages, the
+    // step's own row) each row's keys and values copied into one block (backward is no generating
+    // step's path), its gradients computed there and added back where each key and value lies (rows
+    // sharing a page add into it in turn).
     template <class T>
     void bwd(const OpCall<T>& c) const {
         const std::size_t width = c.out_grad.sample_size();
@@ -138,7 +137,7 @@ public:
             const std::size_t dq = h.dk * heads_, dvw = h.dv * heads_, n = h.lk;
             const T* dout = c.out_grad.data + x.row * width;
             const Rows<const T> q{x.q, dq};
-            if (attention_way(1, x.keys.strided() && x.values.strided(), true) == AttentionWay::per_head) {
+            if (x.keys.strided() && x.values.strided()) {
                 const Rows<const T> k{x.keys.base, x.keys.stride}, v{x.values.base, x.values.stride};
                 T* work = c.work->get(2 * n);
                 for (std::size_t head = 0; head < heads_; ++head) {

@@ -287,17 +287,19 @@ int train(const Options& o) {
     // or --epochs when it ends first): for a run of fixed length that decay beat constant and
     // step-wise rates (Li, Yumer and Ramanan, "Budgeted training", ICLR 2020).
     const bool budget = o.schedule == "budget";
-    auto rate = std::make_shared<double>(o.learning_rate);
-    auto done = std::make_shared<double>(0.0);  // the part of the budget spent, 0 to 1
-    const double warmup = static_cast<double>(o.warmup);
-    Trainer trainer(
-        m.loss, Variable(),
-        adam(m.parameters(), LearningRate([rate, done, warmup](std::uint64_t step) {
-                 const double rise = warmup > 0 ? std::min(1.0, static_cast<double>(step + 1) / warmup) : 1.0;
-                 return *rate * rise * (1.0 - *done);
-             }),
-             0.9, z.architecture == g2p::Architecture::lstm ? 0.999 : 0.98, 1e-8, {.gradient_clipping_norm = 5.0}));
+    Trainer trainer(m.loss, Variable(),
+                    adam(m.parameters(), o.learning_rate, 0.9, z.architecture == g2p::Architecture::lstm ? 0.999 : 0.98,
+                         1e-8, {.gradient_clipping_norm = 5.0}));
     Batcher batches(lengths, {.batch_size = o.batch, .sort_window = 20, .seed = o.seed});
+    // The budget is spent by time or by steps, whichever runs out first; none for the plateau.
+    const std::uint64_t steps_in_budget = o.epochs * batches.batches_per_epoch();
+    const TrainingBudget training_budget = !budget ? TrainingBudget{}
+                                           : o.minutes > 0
+                                               ? TrainingBudget::steps_or_seconds(steps_in_budget, o.minutes * 60)
+                                               : TrainingBudget::steps(steps_in_budget);
+    double peak = o.learning_rate;  // halved by the plateau
+    // The first epoch always ends, at a rate of at least a tenth when the time ran out within it.
+    auto budget_of = [&](std::size_t epoch) { return training_budget.at_most(epoch == 0 ? 0.9 : 1.0); };
     const auto start = std::chrono::steady_clock::now();
     auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60; };
     g2p::EpochChoice choice(held.size(), !budget, rate_patience);
@@ -313,8 +315,6 @@ int train(const Options& o) {
     std::vector<xt::xarray<float>> best;
     std::size_t epoch = 0;
     const double limit = o.minutes > 0 ? o.minutes : std::numeric_limits<double>::infinity();
-    const double steps_in_budget = static_cast<double>(o.epochs * batches.batches_per_epoch());
-    std::size_t steps = 0;
     // With the budget schedule, the parameters are also averaged over the last o.average of the
     // budget, every average_every steps, while the rate falls to 0 (Polyak averaging, as the
     // checkpoint averaging of Vaswani et al. 2017); held-out words choose between that mean and the
@@ -323,18 +323,17 @@ int train(const Options& o) {
     ParameterAverage average(m.parameters());
     for (; epoch < o.epochs && (epoch == 0 || minutes() < limit); ++epoch) {
         double loss = 0, count = 0;
+        trainer.learner().set_learning_rate(budget_linear_decay(peak, o.warmup, budget_of(epoch)));
         for (std::size_t b = 0; b < batches.batches_per_epoch() && (epoch == 0 || minutes() < limit); ++b) {
-            // The budget is spent by time or by steps, whichever runs out first; the first epoch
-            // always ends, at a rate of at least a tenth when the time ran out within it.
-            if (budget)
-                *done = std::min(epoch == 0 ? 0.9 : 1.0,
-                                 std::max(minutes() / limit, static_cast<double>(steps++) / steps_in_budget));
             std::vector<std::vector<std::size_t>> w, p;
             for (std::size_t i : batches.next()) w.push_back(words[i]), p.push_back(prons[i]);
+            const std::uint64_t step = trainer.learner().step_count();
             const TrainingScope training;  // dropout drops while training only
             const MinibatchResult r = trainer.train_minibatch(m.bind(w, p));
             loss += r.loss_sum, count += double(r.loss_count);
-            if (budget && o.average > 0 && *done >= 1.0 - o.average && steps % average_every == 0) average.add();
+            if (budget && o.average > 0 && budget_of(epoch).spent(step) >= 1.0 - o.average &&
+                (step + 1) % average_every == 0)
+                average.add();
         }
         if (epoch == 0 && minutes() >= limit)
             std::printf("note: --minutes %g ran out within the first epoch, which was trained to its end\n", o.minutes);
@@ -349,7 +348,7 @@ int train(const Options& o) {
             best.clear();
             for (const Parameter& p : m.parameters()) best.push_back(p.value());
         }
-        if (v.halve) *rate /= 2;
+        if (v.halve) peak /= 2;
         std::printf("epoch %zu (%.1f min): loss %.3f per word; held-out greedy WER %.1f %% PER %.2f %%%s\n", epoch + 1,
                     minutes(), loss / std::max(count, 1.0), 100 * h.wer(), 100 * h.per(), v.note.c_str());
     }

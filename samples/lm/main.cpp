@@ -89,8 +89,7 @@ Split split(const std::vector<std::uint32_t>& ids, double holdout, std::size_t s
 // text: one long sequence. Products in float whatever --matmul-precision says (it is training's):
 // the score is the model's.
 double evaluate(const lm::Model& m, const std::vector<std::vector<std::uint32_t>>& texts) {
-    const MatmulPrecision training = matmul_precision();
-    set_matmul_precision(MatmulPrecision::highest);
+    const MatmulPrecisionScope exact(MatmulPrecision::highest);
     std::vector<Variable> outputs{m.loss};
     outputs.insert(outputs.end(), m.last_states.begin(), m.last_states.end());
     Session s(outputs);
@@ -107,7 +106,6 @@ double evaluate(const lm::Model& m, const std::vector<std::vector<std::uint32_t>
             for (const Variable& v : m.last_states) states.push_back(s.value(v));
         }
     }
-    set_matmul_precision(training);
     return sum / std::max(count, 1.0);
 }
 
@@ -166,12 +164,10 @@ int train(const Options& o) {
                 parameter_count(m.parameters()), bf16_products() ? "bfloat16" : "float");
     // Linear warm-up, then a half cosine to the minimum over the budget: --iterations, or --minutes
     // of wall-clock time (the cosine then follows the time spent).
-    auto done = std::make_shared<double>(0.0);
-    const double warmup = static_cast<double>(o.warmup), peak = o.learning_rate, low = o.min_learning_rate;
-    LearningRate rate([=](std::uint64_t step) {
-        if (static_cast<double>(step) < warmup) return peak * static_cast<double>(step + 1) / (warmup + 1);
-        return low + (peak - low) * 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(*done, 1.0)));
-    });
+    const LearningRate rate = budget_cosine_decay(
+        o.learning_rate, o.warmup,
+        o.minutes > 0 ? TrainingBudget::seconds(o.minutes * 60) : TrainingBudget::steps(o.iterations),
+        o.min_learning_rate);
     Trainer trainer(m.loss, Variable(),
                     adamw(m.parameters(), rate, 0.9, o.beta2, 1e-8, o.weight_decay,
                           {.gradient_clipping_norm = o.clip, .decay_matrices_only = true}),
@@ -188,10 +184,7 @@ int train(const Options& o) {
     const double budget = o.minutes * 60;
     double loss = 0, eval_seconds = 0;
     const EpochSource source{
-        budget > 0 ? SIZE_MAX : o.iterations, [&](std::size_t, std::size_t iteration) {
-            *done = budget > 0
-                        ? seconds_since(start) / budget
-                        : (static_cast<double>(iteration) - warmup) / std::max(1.0, double(o.iterations) - warmup);
+        budget > 0 ? SIZE_MAX : o.iterations, [&](std::size_t, std::size_t) {
             if (!m.last_states.empty() && stream_at + block + 1 > stream_length) stream_at = 0, states.clear();
             std::vector<std::size_t> starts;
             for (std::size_t b = 0; b < o.batch; ++b)

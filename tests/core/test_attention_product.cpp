@@ -1,6 +1,5 @@
-// Attention's math in core/: rows read where they lie (core/row_view.hpp), one query over every
-// head at once (core/attention_product.hpp) against a plain loop in double, and the way
-// attention_way (core/multiply.hpp) chooses.
+// Attention's math in core/: rows read where they lie (core/row_view.hpp), and one query over every
+// head at once (core/attention_product.hpp) against a plain loop in double.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,12 +9,10 @@
 #include <vector>
 
 #include "core/attention_product.hpp"
-#include "core/multiply.hpp"
 #include "core/row_view.hpp"
 
 namespace {
 
-using loom::AttentionWay;
 using loom::RowView;
 
 }  // namespace
@@ -95,13 +92,4 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
         run(1e-12);
         run(1e-5f);
     }
-}
-
-TEST_CASE("attention_way: one query forward over every head, else a GEMM per head, gathered where rows lie apart") {
-    CHECK(loom::attention_way(1, true, false) == AttentionWay::one_query);
-    CHECK(loom::attention_way(1, false, false) == AttentionWay::one_query);
-    CHECK(loom::attention_way(1, true, true) == AttentionWay::per_head);
-    CHECK(loom::attention_way(1, false, true) == AttentionWay::gathered);
-    CHECK(loom::attention_way(8, true, false) == AttentionWay::per_head);
-    CHECK(loom::attention_way(8, false, false) == AttentionWay::gathered);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu.hpp"
+#include "core/errors.hpp"
 #include "core/gemm.hpp"
 #include "core/packed_gemm.hpp"
 #include "core/parallel.hpp"
@@ -34,12 +35,7 @@ float to_bf16(float x) {
     return out;
 }
 
-// Sets the precision for one scope.
-struct Precision {
-    explicit Precision(loom::MatmulPrecision p) : before(loom::matmul_precision()) { loom::set_matmul_precision(p); }
-    ~Precision() { loom::set_matmul_precision(before); }
-    loom::MatmulPrecision before;
-};
+using Precision = loom::MatmulPrecisionScope;
 
 struct Case {
     bool ta, tb;
@@ -97,6 +93,28 @@ TEST_CASE("bfloat16 rounding of the test: to nearest, ties to even, NaN kept") {
     CHECK(to_bf16(-1.0f - 0x1p-10f) == -1.0f);
     CHECK(std::isnan(to_bf16(std::numeric_limits<float>::quiet_NaN())));
     CHECK(to_bf16(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("MatmulPrecisionScope sets the precision for its life and puts the one before back, on an exception too") {
+    REQUIRE(loom::matmul_precision() == loom::MatmulPrecision::highest);
+    {
+        const Precision medium(loom::MatmulPrecision::medium);
+        CHECK(loom::matmul_precision() == loom::MatmulPrecision::medium);
+        {
+            const Precision highest(loom::MatmulPrecision::highest);  // nested: evaluation inside training
+            CHECK(loom::matmul_precision() == loom::MatmulPrecision::highest);
+        }
+        CHECK(loom::matmul_precision() == loom::MatmulPrecision::medium);
+        // An evaluation that throws inside its scope leaves training's precision set.
+        auto evaluate = [] {
+            const Precision highest(loom::MatmulPrecision::highest);
+            CHECK(loom::matmul_precision() == loom::MatmulPrecision::highest);
+            throw loom::DataError("the evaluated file is bad");
+        };
+        CHECK_THROWS_AS(evaluate(), loom::DataError);
+        CHECK(loom::matmul_precision() == loom::MatmulPrecision::medium);
+    }
+    CHECK(loom::matmul_precision() == loom::MatmulPrecision::highest);
 }
 
 TEST_CASE("medium matmul precision multiplies operands rounded to bfloat16 where the CPU has it") {
