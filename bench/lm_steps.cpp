@@ -77,13 +77,8 @@ int main(int argc, char** argv) {
 
         lm::Model m(sizes, alphabet.size());
         if (!weights.empty()) assign_safetensors(read_safetensors(weights), m.parameters());
-        const double w = static_cast<double>(warmup);
-        LearningRate rate = warmup_cosine_decay(learning_rate, warmup, iterations, min_learning_rate);
-        // torch_lm.py's warm-up is lr (i + 1) / (warmup + 1), warmup_cosine_decay's lr (i + 1) / warmup.
-        LearningRate schedule([=](std::uint64_t step) {
-            return static_cast<double>(step) < w ? learning_rate * static_cast<double>(step + 1) / (w + 1)
-                                                 : rate(step);
-        });
+        const LearningRate schedule =
+            budget_cosine_decay(learning_rate, warmup, TrainingBudget::steps(iterations), min_learning_rate);
         Trainer trainer(m.loss, Variable(),
                         adamw(m.parameters(), schedule, 0.9, beta2, 1e-8, weight_decay,
                               {.gradient_clipping_norm = clip, .decay_matrices_only = true}));
