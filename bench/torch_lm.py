@@ -6,7 +6,7 @@ and parses both engines the same way.
     env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/torch_lm.py --train ../shared/data/tinyshakespeare/train.txt
         [--architecture transformer|lstm] [--layers 4 --heads 4 --width 128 --block 64 --batch 12 --dropout 0]
         [--iterations 2000 | --minutes M] [--learning-rate 1e-3 --min-learning-rate 1e-4 --warmup 100
-        --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05 --holdout-spans 20] [--eval FILE] [--eval-every N] [--log-every 100]
+        --beta2 0.99 --weight-decay 0.1 --clip 1.0] [--holdout 0.05 --holdout-spans 1] [--eval FILE] [--eval-every N] [--log-every 100]
         [--generate N --streams K --prompt TEXT --temperature T --top-k K --top-p P] [--seed S]
         [--threads N] [--passive] [--matmul-precision highest|medium] [--untimed-iterations W] [--save-safetensors F] [--load-safetensors F]
         [--logits-of TEXT] [--self-check] [--json]
@@ -100,7 +100,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", required=True, help="the training text (UTF-8)")
     p.add_argument("--holdout", type=float, default=0.05, help="fraction of --train held out")
-    p.add_argument("--holdout-spans", type=int, default=20, help="spans the held-out part is spread over (1: the end)")
+    p.add_argument("--holdout-spans", type=int, default=1, help="spans the held-out part is spread over (1: the end)")
     p.add_argument("--eval", default=None, help="evaluate this file instead of the held-out part")
     p.add_argument("--architecture", choices=["transformer", "lstm"], default="transformer")
     p.add_argument("--layers", type=int, default=4)

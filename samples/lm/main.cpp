@@ -2,13 +2,15 @@
 // drawn from it.
 //
 //   lm                                                    about a minute on Tiny Shakespeare, then a sample
-//   lm --train train.txt --minutes 30 --threads 2 --save M.loom
+//   lm --train train.txt --minutes 30 --threads 2 --holdout 0.0376 --save M.loom
 //   lm --model M.loom --generate 300 --prompt ROMEO: --temperature 0.8 --seed 1
 //   lm --model M.loom --eval FILE                         nats (and bits) per character
 //   lm --train train.txt --architecture lstm ...          char-rnn's model instead of a GPT
 //
-// A --holdout part of the training text, in --holdout-spans spans spread over it, is never trained
-// on: it is scored during and after training, an estimate of the score of new text.
+// The last --holdout part of the training text is never trained on: it is scored during and after
+// training. It estimates new text where it holds documents the rest lacks (Tiny Shakespeare: hold
+// out from its last play's first line, --holdout 0.0376); --holdout-spans K holds out the end of
+// each of K equal parts instead, which estimates more text of the same documents (bench/RESULTS.md).
 // Every input is checked before any work: a character outside the model's alphabet (in the prompt
 // or an evaluated file) is an error naming its file:line:column. Under mpirun every process trains
 // on windows of its own and the gradients are summed (docs/distributed.md).
@@ -40,7 +42,7 @@ struct Options {
     // light dropout: what 30 minutes on two cores train best (bench/RESULTS.md tells the others tried).
     lm::Settings sizes{.layers = 4, .heads = 6, .width = 192, .block = 128, .dropout = 0.1};
     std::size_t batch = 12, iterations = 2000, warmup = 100, threads = 1, generate = 0, streams = 1, top_k = 0;
-    std::size_t log_every = 100, untimed = 0, eval_every = 2000, holdout_spans = 20;
+    std::size_t log_every = 100, untimed = 0, eval_every = 2000, holdout_spans = 1;
     double minutes = 0, holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1;
     double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
     double mpi_timeout = 300;  // mpirun: seconds a process waits for another
