@@ -26,7 +26,6 @@
 #include <limits>
 #include <numbers>
 #include <optional>
-#include <random>
 #include <tuple>
 
 #include <unistd.h>
@@ -171,7 +170,7 @@ std::string prompt_for(const Options& o, const Alphabet& alphabet, char32_t fall
     }
     const std::string first = utf8_of(fallback);
     std::fprintf(stderr,
-                 "lm: the default prompt's characters are not all in the text; starting from its character "
+                 "lm: the default prompt's characters are not all in the model's alphabet; starting from "
                  "'%s' instead (--prompt to choose)\n",
                  first.c_str());
     return first;
