@@ -1,7 +1,6 @@
 #include "data/pronunciations.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -105,29 +104,10 @@ std::string first_word(std::string_view text) {
     }
 }
 
-// What a reader must not open: a FIFO or a device can block on opening or never end, and would
-// otherwise be read as a dictionary. "" for anything else; a missing file or a directory is then
-// named by open_for_reading.
-std::string irregular_kind(const std::string& path) {
-    std::error_code ec;
-    switch (std::filesystem::status(path, ec).type()) {
-        case std::filesystem::file_type::fifo:
-            return "a FIFO (named pipe)";
-        case std::filesystem::file_type::character:
-            return "a character device";
-        case std::filesystem::file_type::block:
-            return "a block device";
-        case std::filesystem::file_type::socket:
-            return "a socket";
-        default:
-            return "";
-    }
-}
-
 }  // namespace
 
 PronunciationDictionary read_pronunciations(const std::string& path) {
-    if (const std::string kind = irregular_kind(path); !kind.empty())
+    if (const std::string kind = data_text::irregular_kind(path); !kind.empty())
         throw DataError("'" + path + "' is " + kind +
                         ", not a regular file; give the path of a pronunciation dictionary file (to read from a "
                         "pipe, copy it to a file first)");

@@ -58,6 +58,22 @@ std::ifstream open_for_reading(const std::string& path) {
     return in;
 }
 
+std::string irregular_kind(const std::string& path) {
+    std::error_code ec;
+    switch (std::filesystem::status(path, ec).type()) {
+        case std::filesystem::file_type::fifo:
+            return "a FIFO (named pipe)";
+        case std::filesystem::file_type::character:
+            return "a character device";
+        case std::filesystem::file_type::block:
+            return "a block device";
+        case std::filesystem::file_type::socket:
+            return "a socket";
+        default:
+            return "";
+    }
+}
+
 bool read_line(std::istream& in, std::string& line) {
     if (!std::getline(in, line)) return false;
     if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -20,6 +20,12 @@ namespace loom::data_text {
 /// Opens a file for reading or throws DataError naming it (and saying so when it is a directory).
 std::ifstream open_for_reading(const std::string& path);
 
+/// What a reader of whole files must not open: "a FIFO (named pipe)", "a character device", "a
+/// block device" or "a socket" (a FIFO without a writer blocks the open, a device may never end:
+/// /dev/zero); "" for anything else (a missing file or a directory is then named by
+/// open_for_reading). Asked by name, before opening.
+std::string irregular_kind(const std::string& path);
+
 /// std::getline that also drops a trailing carriage return, so files written on Windows read the same.
 bool read_line(std::istream& in, std::string& line);
 

@@ -142,6 +142,13 @@ struct GenerateOptions {
     /// hypothesis's log_probability sums each symbol's under the context it was chosen in. Greedy
     /// decoding and sampling only (beam_width 1); the random streams run on across rounds.
     std::size_t context = 0;
+    /// false: a streamed generation keeps only the symbols its next steps read, so that its memory
+    /// does not grow with max_length (every symbol kept takes about 16 bytes: 17 GB for 2^30 of
+    /// them). Each hypothesis then holds at most its last max(1, context) symbols, while it runs and
+    /// in the result (Hypothesis::symbols); on_symbol sees every symbol, the same ones for the same
+    /// seed, and log_probability and score still count every symbol. Needs on_symbol (it is where
+    /// the text goes); a UserError otherwise.
+    bool keep_symbols = true;
 };
 
 /// What a generation starts from, each part by name and each optional (Generator::generate):
@@ -156,7 +163,8 @@ struct GenerationInputs {
 
 /// One generated output of an item.
 struct Hypothesis {
-    std::vector<std::size_t> symbols;  ///< the emitted symbols, without the end symbol
+    /// the emitted symbols, without the end symbol (GenerateOptions::keep_symbols false: the last ones)
+    std::vector<std::size_t> symbols;
     /// Summed over every emitted symbol, the end symbol included: the model's log-probabilities
     /// (log_softmax of the step's logits), also when sampling (not those of the tempered or truncated
     /// distribution the symbols were drawn from).

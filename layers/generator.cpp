@@ -322,12 +322,18 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     std::vector<search::SymbolStream> streams;
     if (o.sample)
         for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
-    if (o.context > 0)
-        return f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts, streams)
-                   : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts, streams);
-    const std::vector<std::size_t> lengths(items, o.max_length);
-    return f64 ? s.run<double>(distinct, o, initial_states, fed, starts, lengths, streams)
-               : s.run<float>(distinct, o, initial_states, fed, starts, lengths, streams);
+    Generated generated;
+    if (o.context > 0) {
+        generated = f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts, streams)
+                        : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts, streams);
+    } else {
+        const std::vector<std::size_t> lengths(items, o.max_length);
+        generated = f64 ? s.run<double>(distinct, o, initial_states, fed, starts, lengths, streams)
+                        : s.run<float>(distinct, o, initial_states, fed, starts, lengths, streams);
+    }
+    for (auto& item : generated.items)  // keep_symbols false: the last symbols_kept(o) exactly
+        for (Hypothesis& h : item) search::forget_old(h.symbols, o, true);
+    return generated;
 }
 
 Generated Generator::generate_from(const Bindings& source, const GenerateOptions& o,
@@ -676,6 +682,8 @@ Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_value
     }
     Generated all;
     all.items.assign(items, {Hypothesis{}});
+    // Symbols each item drew (its hypothesis keeps only the last ones with keep_symbols false).
+    std::vector<std::size_t> drawn(items, 0);
     std::vector<std::size_t> round_starts(items), lengths(items);
     std::vector<std::vector<std::size_t>> round_prompts(items);
     for (std::size_t fed_at_most = o.context;; fed_at_most = std::max<std::size_t>(1, o.context / 2)) {
@@ -683,12 +691,12 @@ Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_value
         for (std::size_t n = 0; n < items; ++n) {
             const Hypothesis& h = all.items[n].front();
             lengths[n] = 0;
-            if (h.ended || h.symbols.size() >= o.max_length) continue;
+            if (h.ended || drawn[n] >= o.max_length) continue;
             const std::size_t take = std::min(text[n].size(), own_start ? fed_at_most - 1 : fed_at_most);
             std::vector<std::size_t> tail(text[n].end() - static_cast<std::ptrdiff_t>(take), text[n].end());
             round_starts[n] = own_start ? o.start_symbol : tail.front();
             if (!own_start) tail.erase(tail.begin());
-            lengths[n] = std::min(o.max_length - h.symbols.size(), o.context - tail.size());  // fed: 1 + tail
+            lengths[n] = std::min(o.max_length - drawn[n], o.context - tail.size());  // fed: 1 + tail
             round_prompts[n] = std::move(tail);
             going = true;
         }
@@ -696,17 +704,24 @@ Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_value
         const Generated round = run<T>(memory_values, o, initial_states, round_prompts, round_starts, lengths, streams);
         for (std::size_t n = 0; n < items; ++n) {
             if (lengths[n] == 0) continue;
+            // A round draws at most `context` symbols, fewer than keep_symbols false drops at: its
+            // hypothesis holds every symbol it drew.
             const Hypothesis& got = round.items[n].front();
             Hypothesis& h = all.items[n].front();
             h.symbols.insert(h.symbols.end(), got.symbols.begin(), got.symbols.end());
+            search::forget_old(h.symbols, o);
+            drawn[n] += got.symbols.size();
             text[n].insert(text[n].end(), got.symbols.begin(), got.symbols.end());
+            // The next round is fed at most `context` symbols of the text: the rest goes.
+            if (text[n].size() >= 2 * o.context)
+                text[n].erase(text[n].begin(), text[n].end() - static_cast<std::ptrdiff_t>(o.context));
             h.log_probability += got.log_probability;
             h.ended = got.ended;
         }
     }
-    for (auto& item : all.items) {
-        Hypothesis& h = item.front();
-        h.score = h.log_probability / static_cast<double>(h.symbols.size() + (h.ended ? 1 : 0));
+    for (std::size_t n = 0; n < items; ++n) {
+        Hypothesis& h = all.items[n].front();
+        h.score = h.log_probability / static_cast<double>(drawn[n] + (h.ended ? 1 : 0));
         if (!h.ended) ++all.unfinished;
     }
     return all;

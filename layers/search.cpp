@@ -33,6 +33,18 @@ void sort_best_first(std::vector<Hypothesis>& h) {
 
 }  // namespace
 
+std::size_t symbols_kept(const GenerateOptions& o) {
+    return o.keep_symbols ? std::numeric_limits<std::size_t>::max() : std::max<std::size_t>(1, o.context);
+}
+
+std::size_t forget_old(std::vector<std::size_t>& symbols, const GenerateOptions& o, bool now) {
+    const std::size_t keep = symbols_kept(o);
+    if (o.keep_symbols || symbols.size() <= keep || (!now && symbols.size() < 2 * keep)) return 0;
+    const std::size_t dropped = symbols.size() - keep;
+    symbols.erase(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(dropped));
+    return dropped;
+}
+
 template <class T>
 void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, bool last) {
     const std::size_t k = o.beam_width;
@@ -51,14 +63,15 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
     std::vector<Live> next;
     for (std::size_t c = 0; c < keep && next.size() < k; ++c) {
         const Live& parent = b.live[cands[c].hypothesis];
-        const double emitted = static_cast<double>(parent.symbols.size() + 1);
+        const double emitted = static_cast<double>(parent.dropped + parent.symbols.size() + 1);
         if (cands[c].symbol == o.end_symbol) {
             if (c < k)
                 b.ended.push_back({parent.symbols, cands[c].log_probability, cands[c].log_probability / emitted, true});
             continue;
         }
-        Live child{parent.symbols, cands[c].log_probability, parent.row};
+        Live child{parent.symbols, cands[c].log_probability, parent.row, parent.dropped};
         child.symbols.push_back(cands[c].symbol);
+        child.dropped += forget_old(child.symbols, o);
         if (last) {  // max_length reached without the end symbol
             b.ended.push_back({child.symbols, child.log_probability, child.log_probability / emitted, false});
         } else {
@@ -72,7 +85,7 @@ void extend(Beam& b, const T* lp, std::size_t v_size, const GenerateOptions& o, 
     // of beam search, as in CNTK's and fairseq's), or when nothing is alive.
     double best_live = -std::numeric_limits<double>::infinity();
     for (const Live& h : b.live)
-        best_live = std::max(best_live, h.log_probability / static_cast<double>(h.symbols.size() + 1));
+        best_live = std::max(best_live, h.log_probability / static_cast<double>(h.dropped + h.symbols.size() + 1));
     b.done = b.live.empty() || (b.ended.size() >= k && b.ended[k - 1].score >= best_live);
 }
 
@@ -86,6 +99,10 @@ void check_options(const GenerateOptions& o, std::size_t vocabulary, const std::
     if (o.on_symbol && o.beam_width > 1)
         throw UserError(who + "on_symbol with beam_width " + std::to_string(o.beam_width) +
                         ": beam search knows its symbols only at its end; stream with beam_width 1");
+    if (!o.keep_symbols && !o.on_symbol)
+        throw UserError(who +
+                        "keep_symbols false keeps only the last symbols of a hypothesis: give on_symbol, "
+                        "which receives every symbol");
     if (o.context > 0 && o.beam_width > 1)
         throw UserError(who + "context " + std::to_string(o.context) + " with beam_width " +
                         std::to_string(o.beam_width) +
@@ -194,9 +211,9 @@ std::size_t sample(Beam& b, const T* lp, std::size_t v_size, const GenerateOptio
     const std::size_t symbol = draw(row, v_size, o, stream, scratch, item);
     // The model's log-probability, not the reshaped distribution's (Hypothesis::log_probability).
     const double log_probability = h.log_probability + static_cast<double>(row[symbol]);
-    const double emitted = static_cast<double>(h.symbols.size() + 1);
+    const double emitted = static_cast<double>(h.dropped + h.symbols.size() + 1);
     const bool ends = symbol == o.end_symbol;
-    if (!ends) h.symbols.push_back(symbol);
+    if (!ends) h.symbols.push_back(symbol), h.dropped += forget_old(h.symbols, o);
     if (ends || last) {
         b.ended.push_back({std::move(h.symbols), log_probability, log_probability / emitted, ends});
         b.live.clear();

@@ -16,7 +16,15 @@ struct Live {
     std::vector<std::size_t> symbols;
     double log_probability = 0;
     std::size_t row = 0;
+    std::size_t dropped = 0;  // symbols emitted before `symbols` and no longer kept (keep_symbols false)
 };
+
+// The most symbols a hypothesis keeps: every one, or with GenerateOptions::keep_symbols false the
+// last max(1, context).
+std::size_t symbols_kept(const GenerateOptions& o);
+// With keep_symbols false, drops the front of `symbols` down to the last symbols_kept(o) once it
+// holds twice as many (so that dropping costs O(1) a symbol); returns how many it dropped.
+std::size_t forget_old(std::vector<std::size_t>& symbols, const GenerateOptions& o, bool now = false);
 
 // One item's search: its live hypotheses, those that ended, and whether it is over.
 struct Beam {

@@ -1,11 +1,12 @@
 #include "text/characters.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include "core/errors.hpp"
 #include "core/utf8.hpp"
@@ -92,11 +93,20 @@ std::u32string read_utf8_text(const std::string& path) {
         bytes.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
         if (std::cin.bad() || std::ferror(stdin)) throw DataError("standard input: could not be read");
     } else {
+        if (const std::string kind = data_text::irregular_kind(path); !kind.empty())
+            throw DataError("'" + path + "' is " + kind +
+                            ", not a regular file; give the path of a text file (to read from a pipe, give - and "
+                            "pipe it to standard input)");
         std::ifstream in = data_text::open_for_reading(path);
-        std::ostringstream all;
-        all << in.rdbuf();
-        if (in.bad()) throw DataError(path + ": could not be read");
-        bytes = std::move(all).str();
+        // Read by the stream itself, so that a failed read (EIO from /proc/self/mem) sets its badbit
+        // instead of reading as the end of an empty text.
+        char chunk[1 << 16];
+        errno = 0;
+        while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
+            bytes.append(chunk, static_cast<std::size_t>(in.gcount()));
+        if (in.bad())
+            throw DataError("'" + path + "' could not be read" +
+                            (errno ? std::string(": ") + std::strerror(errno) : ""));
     }
     // A byte-order mark some editors write first is not a character of the text.
     const std::string_view text = std::string_view(bytes).starts_with("\xEF\xBB\xBF")
@@ -105,7 +115,9 @@ std::u32string read_utf8_text(const std::string& path) {
     return decode_utf8(text, path == "-" ? "standard input" : path);
 }
 
-Alphabet Alphabet::of(const std::u32string& text) {
+Alphabet Alphabet::of(const std::u32string& text) { return of(text, "the text"); }
+
+Alphabet Alphabet::of(const std::u32string& text, const std::string& source) {
     Alphabet a;
     std::vector<bool> seen(0x110000, false);
     for (std::size_t i = 0; i < text.size(); ++i) {
@@ -118,8 +130,9 @@ Alphabet Alphabet::of(const std::u32string& text) {
     for (char32_t c = 0; c < seen.size(); ++c)
         if (seen[c]) a.characters_ += c;
     if (a.characters_.size() > max_size)
-        throw UserError("the text has " + std::to_string(a.characters_.size()) +
-                        " distinct characters; a model reads at most " + std::to_string(max_size));
+        throw UserError(source + " holds " + std::to_string(a.characters_.size()) +
+                        " distinct characters; a model reads at most " + std::to_string(max_size) +
+                        " (its ids fit 16 bits)");
     a.ids_.assign(0x10000, 0);
     for (std::size_t i = 0; i < a.characters_.size(); ++i)
         if (a.characters_[i] < 0x10000) a.ids_[a.characters_[i]] = static_cast<std::uint32_t>(i + 1);
@@ -128,7 +141,7 @@ Alphabet Alphabet::of(const std::u32string& text) {
 
 Alphabet Alphabet::stored(std::string_view characters, const std::string& source) {
     const std::u32string text = decode_utf8(characters, source + ": its alphabet");
-    Alphabet a = of(text);
+    Alphabet a = of(text, source + ": its alphabet");
     if (a.characters_ != text || text.empty())
         throw DataError(source +
                         ": its alphabet is not distinct characters in order; it is not a model "

@@ -13,7 +13,9 @@ namespace loom {
 /// `source`, the line and column (in characters) and the bytes found.
 std::u32string decode_utf8(std::string_view bytes, const std::string& source);
 /// decode_utf8 of a whole file ("-": standard input), a byte-order mark at its start dropped; a
-/// file that cannot be read is a DataError naming it.
+/// file that cannot be opened or read (a read error is never taken for the end of the text) is a
+/// DataError naming it, and so is a path that is not a regular file (a FIFO, a device such as
+/// /dev/zero or /dev/null, a socket: refused by name before opening, where a FIFO would block).
 std::u32string read_utf8_text(const std::string& path);
 /// The UTF-8 bytes of one character.
 std::string utf8_of(char32_t c);
@@ -26,6 +28,9 @@ public:
     Alphabet() = default;
     /// The distinct characters of `text`; a UserError when there are more than max_size.
     static Alphabet of(const std::u32string& text);
+    /// The same, the UserError for more than max_size characters naming `source` (the file or the
+    /// option the text came from) first.
+    static Alphabet of(const std::u32string& text, const std::string& source);
     /// The alphabet stored as its characters in id order (utf8()), as a model file holds it; a
     /// DataError naming `source` when they are not distinct characters in order.
     static Alphabet stored(std::string_view characters, const std::string& source);

@@ -46,10 +46,11 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 // A number for messages, shortly: 1e+308, -1, 2.5 (std::to_string writes 1e308 in 309 digits).
+// The shortest text that reads back as x: 1048577, not 1.04858e+06, which reads as another number.
 std::string number_text(double x) {
-    std::ostringstream out;
-    out << x;
-    return out.str();
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, x).ptr;
+    return std::string(text, end);
 }
 
 std::string shape_str(const std::vector<std::size_t>& dims) { return Shape(dims).str(); }

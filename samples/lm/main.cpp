@@ -12,24 +12,31 @@
 // out from its last play's first line, --holdout 0.0376); --holdout-spans K holds out the end of
 // each of K equal parts instead, which estimates more text of the same documents (bench/RESULTS.md).
 // Every input is checked before any work: a character outside the model's alphabet (in the prompt
-// or an evaluated file) is an error naming its file:line:column. Under mpirun every process trains
-// on windows of its own and the gradients are summed (docs/distributed.md).
+// or an evaluated file) is an error naming its file:line:column, a text with nothing to predict, a
+// file that is no regular file (a FIFO, /dev/zero), sizes whose training would not fit in memory.
+// Under mpirun every process trains on windows of its own (lm::WindowStarts) and the gradients are
+// summed (docs/distributed.md). Generated text is the only thing --model ... --generate writes on
+// stdout (timing and scores go to stderr); a training run logs on stdout, the text after the log.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <numbers>
 #include <optional>
-#include <random>
 #include <tuple>
+
+#include <unistd.h>
 
 #include <loom.hpp>
 
 #include "common/command_line.hpp"  // finite numbers, mpirun
 #include "model.hpp"
+#include "windows.hpp"
 
 using namespace loom;
 
@@ -47,6 +54,7 @@ struct Options {
     double beta2 = 0.99, clip = 1.0, temperature = 1.0, top_p = 1.0;
     double mpi_timeout = 300;  // mpirun: seconds a process waits for another
     std::uint64_t seed = 1;
+    bool prompt_given = false;  // --prompt on the command line (else a default, checked only when used)
     std::size_t rank = 0, ranks = 1;
     std::shared_ptr<GradientReduction> reduction;
 };
@@ -111,41 +119,140 @@ double evaluate(const lm::Model& m, const std::vector<std::vector<std::uint32_t>
     return sum / std::max(count, 1.0);
 }
 
-void print_loss(const std::string& what, double nats) {
-    std::printf("eval %s: %.4f nats per character (%.4f bits)\n", what.c_str(), nats, nats / std::numbers::ln2);
+// The largest magnitude among the model's weights, for the message of a score that is no number.
+double largest_weight(const lm::Model& m) {
+    double largest = 0;
+    for (const Parameter& p : m.parameters())
+        for (const float w : p.data<float>()) largest = std::max(largest, std::abs(double(w)));
+    return largest;
 }
 
-// Draws o.generate characters after o.prompt, o.streams texts at once, through the key/value cache
-// (the LSTM: its states); stream 0 is printed as it is drawn. Once the Transformer's context (its
-// block) is full, each text goes on from its last half block.
-void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o) {
-    const std::vector<std::uint32_t> prompt = alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
+// A score that is no number (weights near float's largest, 3e38, overflow its arithmetic) is an
+// error naming the model (its file, or "the trained model"), never a line of output.
+// `to` null: checks only.
+void print_loss(const std::string& what, double nats, const lm::Model& m, const std::string& model,
+                std::FILE* to = stdout) {
+    if (!std::isfinite(nats)) {
+        char largest[32];
+        std::snprintf(largest, sizeof largest, "%g", largest_weight(m));
+        throw DataError(model + " scores " + std::to_string(nats) + " nats per character on " + what +
+                        ": its weights overflow float arithmetic (the largest is " + largest + ")");
+    }
+    if (to)
+        std::fprintf(to, "eval %s: %.4f nats per character (%.4f bits)\n", what.c_str(), nats,
+                     nats / std::numbers::ln2);
+}
+
+// Texts scored must hold something to predict: every character of a text (or a held-out span) but
+// its first is predicted from the ones before it. `characters` in `texts` with nothing to predict
+// (an empty text, one of one character, spans of one character each) would score a perfect 0.
+void require_predictions(std::size_t characters, std::size_t texts, const std::string& what) {
+    if (characters > texts) return;
+    const std::string held = std::to_string(characters) + " character" + (characters == 1 ? "" : "s");
+    if (texts <= 1)
+        throw UserError(what + " holds " + held + ": nothing to predict (a score needs at least 2 characters)");
+    throw UserError(what + " holds " + held + " in " + std::to_string(texts) +
+                    " spans: nothing to predict (a span is scored from its second character on)");
+}
+
+// The prompt generation starts from, checked against the alphabet (a UserError naming --prompt
+// and the character's column). Without --prompt the default (a newline, or the demonstration's)
+// where the alphabet has its characters, else `fallback` (the text's first character, or the
+// model's first), said on stderr: a default the user never gave is never an error.
+std::string prompt_for(const Options& o, const Alphabet& alphabet, char32_t fallback) {
+    const std::u32string prompt = decode_utf8(o.prompt, "--prompt");
+    const auto known = [&](char32_t c) {
+        for (std::size_t id = 0; id < alphabet.size(); ++id)
+            if (alphabet.character(id) == utf8_of(c)) return true;
+        return false;
+    };
+    if (o.prompt_given || std::all_of(prompt.begin(), prompt.end(), known)) {
+        alphabet.ids(prompt, "--prompt");
+        return o.prompt;
+    }
+    const std::string first = utf8_of(fallback);
+    std::fprintf(stderr,
+                 "lm: the default prompt's characters are not all in the model's alphabet; starting from "
+                 "'%s' instead (--prompt to choose)\n",
+                 first.c_str());
+    return first;
+}
+
+// Draws o.generate characters after `prompt` (prompt_for), o.streams texts at once, through the
+// key/value cache (the LSTM: its states); stream 0 is printed as it is drawn, on stdout, and
+// nothing else is: the timing goes to stderr, and the line is ended on stdout only for a terminal.
+// Once the Transformer's context (its block) is full, each text goes on from its last half block.
+// The generator keeps only each text's last context (GenerateOptions::keep_symbols): --generate
+// 2^30 holds no more than --generate 300. An error while generating (log-probabilities that are
+// no number) names `model`.
+void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o, const std::string& prompt,
+              const std::string& model) {
+    const std::vector<std::uint32_t> prompt_ids = alphabet.ids(decode_utf8(prompt, "--prompt"), "--prompt");
     layers::GenerateOptions g{.beam_width = 1,
                               .max_length = o.generate,
                               .start_symbol = layers::no_symbol,  // the prompt's first character
                               .end_symbol = layers::no_symbol};
     g.sample = true, g.temperature = o.temperature, g.top_k = o.top_k, g.top_p = o.top_p, g.seed = o.seed;
     g.context = m.settings.architecture == lm::Architecture::transformer ? m.settings.block : 0;
+    g.keep_symbols = false;
+    bool drawing = false;  // the prompt is printed with the first character drawn: a failure prints nothing
     g.on_symbol = [&](std::size_t item, std::size_t symbol) {
-        if (item == 0) std::printf("%s", alphabet.character(symbol).c_str()), std::fflush(stdout);
+        if (item != 0) return;
+        if (!drawing) std::fputs(prompt.c_str(), stdout), drawing = true;
+        std::fputs(alphabet.character(symbol).c_str(), stdout), std::fflush(stdout);
     };
-    std::printf("%s", o.prompt.c_str());
     const auto start = Clock::now();
-    const std::vector<std::size_t> ids(prompt.begin(), prompt.end());
-    layers::Generator(m.decoder(), {}).generate(g, {.prompts = std::vector(o.streams, ids)});
+    const std::vector<std::size_t> ids(prompt_ids.begin(), prompt_ids.end());
+    try {
+        layers::Generator(m.decoder(), {}).generate(g, {.prompts = std::vector(o.streams, ids)});
+    } catch (const UserError& e) {
+        throw DataError(model + ": generating from it failed: " + e.what());
+    }
     const double secs = seconds_since(start);
-    std::printf("\ngenerated: %zu characters in %.3f s, %.1f characters/s (%zu streams)\n", o.generate * o.streams,
-                secs, static_cast<double>(o.generate * o.streams) / secs, o.streams);
+    if (::isatty(::fileno(stdout))) std::fputc('\n', stdout);
+    std::fprintf(stderr, "generated: %zu characters in %.3f s, %.1f characters/s (%zu streams)\n",
+                 o.generate * o.streams, secs, static_cast<double>(o.generate * o.streams) / secs, o.streams);
+}
+
+// Bytes as a person reads them: 3.3 TB.
+std::string bytes_text(double bytes) {
+    const char* units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+    std::size_t u = 0;
+    for (; bytes >= 1000 && u + 1 < std::size(units); ++u) bytes /= 1000;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g %s", bytes, units[u]);
+    return text;
+}
+
+// Sizes whose training would not fit in this machine's memory, refused before anything is built (an
+// allocation failing half a minute in says only "out of memory"): lm::training_memory, a lower bound.
+void check_memory(const Options& o, std::size_t vocabulary) {
+    const lm::TrainingMemory need = lm::training_memory(o.sizes, o.batch, vocabulary);
+    const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+    if (have <= 0 || need.total() <= have) return;
+    char parameters[32];
+    std::snprintf(parameters, sizeof parameters, "%.3g", need.parameters);
+    const auto size = [](const char* name, std::size_t v) { return std::string(name) + " " + std::to_string(v); };
+    throw UserError(size("--layers", o.sizes.layers) + ", " + size("--width", o.sizes.width) + ", " +
+                    size("--block", o.sizes.block) + ", " + size("--batch", o.batch) + " (" + o.architecture +
+                    "): training needs at least " + bytes_text(need.total()) + " (" + parameters +
+                    " parameters at 16 bytes each for the weights, their gradients and AdamW's moments: " +
+                    bytes_text(need.parameter_bytes) +
+                    "; what an iteration keeps for backward and attention's "
+                    "workspace: " +
+                    bytes_text(need.activation_bytes) + "), more than this machine's " + bytes_text(have) +
+                    " of memory");
 }
 
 int train(const Options& o) {
     check_outputs({{o.save, "--save"}}, {{o.train_file, "--train"}, {o.eval_file, "--eval"}});
     const std::u32string text = read_utf8_text(o.train_file);
-    const Alphabet alphabet = Alphabet::of(text);
+    const Alphabet alphabet = Alphabet::of(text, "--train " + o.train_file);
     const std::vector<std::uint32_t> ids = alphabet.ids(text, o.train_file);
     std::optional<std::vector<std::uint32_t>> eval_ids;
     if (!o.eval_file.empty()) eval_ids = alphabet.ids(read_utf8_text(o.eval_file), o.eval_file);
-    alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
+    if (eval_ids) require_predictions(eval_ids->size(), 1, "--eval " + o.eval_file);
+    check_memory(o, alphabet.size());
     const Split parts = split(ids, o.holdout, o.holdout_spans);
     const std::vector<std::uint32_t>& train_ids = parts.train;
     const std::vector<std::vector<std::uint32_t>>& held_ids = parts.held;
@@ -155,10 +262,14 @@ int train(const Options& o) {
     if (train_ids.size() < block + 1 + o.batch)
         throw UserError("--train " + o.train_file + ": " + std::to_string(train_ids.size()) +
                         " characters to train on; a window of --block " + std::to_string(block) + " needs more");
+    if (!held_ids.empty())
+        require_predictions(held_characters, held_ids.size(), "the held-out part of --train " + o.train_file);
+    const std::string prompt = o.generate > 0 ? prompt_for(o, alphabet, text.front()) : "";
+    lm::WindowStarts window_starts(o.sizes.architecture, train_ids.size(), block, o.batch, o.seed, o.rank, o.ranks);
 
     lm::Model m(o.sizes, alphabet.size());
-    std::printf("data: %zu characters (%zu distinct) of %s; %zu held out in %zu spans\n", ids.size(),
-                alphabet.size(), o.train_file.c_str(), held_characters, held_ids.size());
+    std::printf("data: %zu characters (%zu distinct) of %s; %zu held out in %zu spans\n", ids.size(), alphabet.size(),
+                o.train_file.c_str(), held_characters, held_ids.size());
     const bool gpt = o.sizes.architecture == lm::Architecture::transformer;
     const std::string heads = gpt ? ", " + std::to_string(o.sizes.heads) + " heads" : "";
     std::printf("model: %s, %zu layers of %zu%s, context %zu, dropout %.2g; %zu parameters; %s products\n",
@@ -175,25 +286,20 @@ int train(const Options& o) {
                           {.gradient_clipping_norm = o.clip, .decay_matrices_only = true}),
                     {.reduction = o.reduction, .outputs = m.last_states});
     // A window of --block characters for each of --batch streams: at random places (the GPT), or
-    // the next window of each stream's own part of the text (the LSTM, whose states carry over).
-    std::mt19937_64 rng(o.seed * 1000003 + o.rank);
-    std::uniform_int_distribution<std::size_t> pick(0, train_ids.size() - block - 1);
-    const std::size_t stream_length = train_ids.size() / o.batch;
-    std::size_t stream_at = 0, steps = 0, count = 0;
+    // the next window of each stream's own part of the text (the LSTM, whose states carry over);
+    // under mpirun, each process its own (lm::WindowStarts).
+    std::size_t steps = 0, count = 0;
     std::vector<Value> states;
     const auto start = Clock::now();
     auto timed_from = start;  // after the --untimed-iterations
     const double budget = o.minutes * 60;
     double loss = 0, eval_seconds = 0;
-    const EpochSource source{
-        budget > 0 ? SIZE_MAX : o.iterations, [&](std::size_t, std::size_t) {
-            if (!m.last_states.empty() && stream_at + block + 1 > stream_length) stream_at = 0, states.clear();
-            std::vector<std::size_t> starts;
-            for (std::size_t b = 0; b < o.batch; ++b)
-                starts.push_back(m.last_states.empty() ? pick(rng) : b * stream_length + stream_at);
-            stream_at += block;
-            return windows(m, train_ids, starts, states);
-        }};
+    const EpochSource source{budget > 0 ? SIZE_MAX : o.iterations, [&](std::size_t, std::size_t) {
+                                 bool restarted = false;
+                                 const std::vector<std::size_t> starts = window_starts.next(restarted);
+                                 if (restarted) states.clear();
+                                 return windows(m, train_ids, starts, states);
+                             }};
     FitOptions fo{.evaluate_every = o.eval_every, .max_seconds = budget, .evaluate_at_end = true};
     fo.on_step = [&](std::size_t step, const MinibatchResult& r) {
         steps = step;
@@ -221,25 +327,40 @@ int train(const Options& o) {
     if (source.minibatches_per_epoch > 0) fit(trainer, source, fo, score_held_out);
     const double secs = seconds_since(timed_from) - eval_seconds;
     const std::size_t timed = steps > o.untimed ? steps - o.untimed : 0;
-    const std::size_t tokens = timed * o.batch * block * o.ranks;
-    std::printf("trained: %zu iterations, %zu tokens in %.3f s, %.1f tokens/s\n", timed, tokens, secs,
-                timed > 0 ? static_cast<double>(tokens) / secs : 0.0);
+    const std::size_t tokens = timed * o.batch * block * o.ranks;  // every process's windows its own
+    const std::string processes = o.ranks > 1 ? " (" + std::to_string(o.ranks) + " processes)" : "";
+    std::printf("trained: %zu iterations, %zu tokens in %.3f s, %.1f tokens/s%s\n", timed, tokens, secs,
+                timed > 0 ? static_cast<double>(tokens) / secs : 0.0, processes.c_str());
     if (o.rank > 0) return 0;  // the others hold the same parameters
-    if (!held_ids.empty()) print_loss("held-out", evaluate(m, held_ids));
-    if (eval_ids) print_loss(o.eval_file, evaluate(m, {*eval_ids}));
+    const std::string trained = "the trained model (try a lower --learning-rate)";
+    if (!held_ids.empty()) print_loss("held-out", evaluate(m, held_ids), m, trained);
+    if (eval_ids) print_loss(o.eval_file, evaluate(m, {*eval_ids}), m, trained);
     if (!o.save.empty()) lm::save_model(o.save, m, alphabet), std::printf("saved %s\n", o.save.c_str());
-    if (o.generate > 0) generate(m, alphabet, o);
+    if (o.generate > 0) generate(m, alphabet, o, prompt, trained);
     return 0;
 }
 
 int use_saved(const Options& o) {
     std::optional<std::u32string> eval_text;
     if (!o.eval_file.empty()) eval_text = read_utf8_text(o.eval_file);
+    if (eval_text) require_predictions(eval_text->size(), 1, "--eval " + o.eval_file);
     const lm::Loaded loaded = lm::load_model(o.model_file);
+    const lm::Model& m = *loaded.model;
     // Checked before any work: every character is the model's.
-    if (o.generate > 0) loaded.alphabet.ids(decode_utf8(o.prompt, "--prompt"), "--prompt");
-    if (eval_text) print_loss(o.eval_file, evaluate(*loaded.model, {loaded.alphabet.ids(*eval_text, o.eval_file)}));
-    if (o.generate > 0) generate(*loaded.model, loaded.alphabet, o);
+    const std::string prompt =
+        o.generate > 0 ? prompt_for(o, loaded.alphabet, decode_utf8(loaded.alphabet.character(0), "")[0]) : "";
+    std::optional<std::vector<std::uint32_t>> eval_ids;
+    if (eval_text) eval_ids = loaded.alphabet.ids(*eval_text, o.eval_file);
+    const std::string model = "--model " + o.model_file;
+    if (eval_ids) {
+        // Weights that overflow (3e38) found on the first window, before a long text is scored.
+        const std::size_t first = std::min(eval_ids->size(), m.settings.block + 1);
+        const std::vector<std::uint32_t> window(eval_ids->begin(), eval_ids->begin() + std::ptrdiff_t(first));
+        print_loss(o.eval_file, evaluate(m, {window}), m, model, nullptr);
+        // With --generate, stdout holds the generated text alone.
+        print_loss(o.eval_file, evaluate(m, {*eval_ids}), m, model, o.generate > 0 ? stderr : stdout);
+    }
+    if (o.generate > 0) generate(m, loaded.alphabet, o, prompt, model);
     return 0;
 }
 
@@ -247,13 +368,15 @@ int use_saved(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"Train a character-level language model on a text, or draw text from a saved one"};
+    CLI::App app{
+        "Train a character-level language model on a text, or draw text from a saved one. With --model, stdout "
+        "holds only the drawn text (lm --model M --generate N > out.txt), scores and timing go to stderr; a training "
+        "run logs on stdout and prints the drawn text after its log"};
     app.add_option("--train", o.train_file, "UTF-8 text to train on")->check(CLI::ExistingFile);
     using samples::add_number;
     const std::size_t many = std::size_t{1} << 40;
     add_number(app, "--holdout", o.holdout, "the part of --train kept out of training, scored", 0.0, 0.5);
-    add_number<std::size_t>(app, "--holdout-spans", o.holdout_spans, "spans it is spread over (1: the end)", 1,
-                            1000);
+    add_number<std::size_t>(app, "--holdout-spans", o.holdout_spans, "spans it is spread over (1: the end)", 1, 1000);
     app.add_option("--eval", o.eval_file, "a text to score in nats per character")->check(CLI::ExistingFile);
     app.add_option("--save", o.save, "write the trained model to this file");
     app.add_option("--model", o.model_file, "a model --save wrote (with --eval, --generate)")->check(CLI::ExistingFile);
@@ -277,14 +400,19 @@ int main(int argc, char** argv) {
     add_number(app, "--clip", o.clip, "the gradient's global norm at most (0: no clipping)", 0.0, 1e6);
     add_number<std::size_t>(app, "--eval-every", o.eval_every, "score --holdout, keep the best (0: at end)", 0, many);
     add_number<std::size_t>(app, "--log-every", o.log_every, "print the training loss this often", 1, many);
-    add_number<std::size_t>(app, "--generate", o.generate, "characters to draw (after training or --model)", 0,
+    add_number<std::size_t>(app, "--generate", o.generate,
+                            "characters to draw (after training or --model), printed on stdout after the prompt", 0,
                             1 << 30);
-    app.add_option("--prompt", o.prompt, "the text the drawn characters continue")->capture_default_str();
+    app.add_option("--prompt", o.prompt,
+                   "the text the drawn characters continue (default: a newline, or the text's first character "
+                   "where it has none)")
+        ->capture_default_str();
     add_number(app, "--temperature", o.temperature, "divides the logits before drawing; 0: the likeliest", 0.0, 100.0);
     add_number<std::size_t>(app, "--top-k", o.top_k, "draw among the k likeliest only (0: all; 1: greedy)", 0, many);
     add_number(app, "--top-p", o.top_p, "draw among the likeliest whose probability reaches p", 1e-9, 1.0);
     add_number<std::size_t>(app, "--streams", o.streams, "texts drawn at once (stream 0 is printed)", 1, 4096);
-    app.add_option("--seed", o.seed, "seed for the weights, the windows and the draws")->capture_default_str();
+    add_number<std::uint64_t>(app, "--seed", o.seed, "seed for the weights, the windows and the draws", 0,
+                              std::numeric_limits<std::uint64_t>::max());
     add_number<std::size_t>(app, "--threads", o.threads, "threads", 1, 64);
     app.add_option("--matmul-precision", o.matmul_precision, "medium: training multiplies bfloat16 (AVX-512 BF16)")
         ->capture_default_str()
@@ -296,6 +424,7 @@ int main(int argc, char** argv) {
         mpi.join(argc, argv, o.mpi_timeout, o.rank, o.ranks, o.reduction);
         if (o.rank > 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 alone prints
         o.sizes.architecture = o.architecture == "lstm" ? lm::Architecture::lstm : lm::Architecture::transformer;
+        o.prompt_given = app.count("--prompt") > 0;
         // char-rnn's sizes for the LSTM where none is given: 2 layers, windows of 50, 50 streams (at
         // twice its default width of 128), instead of the GPT's.
         for (auto [name, size, lstm] : {std::tuple{"--layers", &o.sizes.layers, 2},
@@ -304,9 +433,6 @@ int main(int argc, char** argv) {
                                         {"--batch", &o.batch, 50}})
             if (o.sizes.architecture == lm::Architecture::lstm && app.count(name) == 0) *size = lstm;
         if (o.sizes.architecture == lm::Architecture::lstm && app.count("--dropout") == 0) o.sizes.dropout = 0;
-        if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)
-            throw UserError("--width " + std::to_string(o.sizes.width) + " must be a multiple of --heads " +
-                            std::to_string(o.sizes.heads));
         if (!o.model_file.empty() && !(o.train_file + o.save).empty())
             throw UserError("--model FILE evaluates and generates only: --train and --save do not go with it");
         if (!o.model_file.empty() && o.eval_file.empty() && o.generate == 0)
@@ -315,16 +441,30 @@ int main(int argc, char** argv) {
         if (o.min_learning_rate > o.learning_rate)
             throw UserError("--min-learning-rate must not exceed --learning-rate");
         if (o.train_file.empty() && o.model_file.empty()) {  // the demonstration
-            // Tiny Shakespeare where the real data is (README), else the sonnets that ship here.
+            // Tiny Shakespeare where the real data is (README), else the sonnets that ship here; its
+            // settings fill in only what the command line did not give.
+            const auto unset = [&](const char* name) { return app.count(name) == 0; };
             o.train_file = "../shared/data/tinyshakespeare/train.txt";
-            o.prompt = "ROMEO:";
-            if (!std::filesystem::exists(o.train_file)) o.train_file = LM_SHIPPED_TEXT, o.prompt = "When ";
-            o.minutes = 1, o.generate = o.generate ? o.generate : 300, o.temperature = 0.8;
+            const bool shipped = !std::filesystem::exists(o.train_file);
+            if (shipped) o.train_file = LM_SHIPPED_TEXT;
+            if (unset("--prompt")) o.prompt = shipped ? "When " : "ROMEO:";
+            if (unset("--minutes") && unset("--iterations")) o.minutes = 1;
+            if (unset("--generate")) o.generate = 300;
+            if (unset("--temperature")) o.temperature = 0.8;
+            if (unset("--log-every")) o.log_every = 200;
+            const lm::Settings nano;  // nanoGPT's, for a minute
             if (o.sizes.architecture == lm::Architecture::transformer)
-                o.sizes = lm::Settings{};  // nanoGPT's, for a minute
-            o.log_every = 200;
-            std::printf("a minute of training on %s, then a sample (lm --help for more)\n", o.train_file.c_str());
+                for (auto [name, size, value] : {std::tuple{"--layers", &o.sizes.layers, nano.layers},
+                                                 {"--heads", &o.sizes.heads, nano.heads},
+                                                 {"--width", &o.sizes.width, nano.width},
+                                                 {"--block", &o.sizes.block, nano.block}})
+                    if (unset(name)) *size = value;
+            if (o.sizes.architecture == lm::Architecture::transformer && unset("--dropout")) o.sizes.dropout = 0;
+            std::printf("training on %s, then a sample (lm --help for more)\n", o.train_file.c_str());
         }
+        if (o.sizes.architecture == lm::Architecture::transformer && o.sizes.width % o.sizes.heads != 0)
+            throw UserError("--width " + std::to_string(o.sizes.width) + " must be a multiple of --heads " +
+                            std::to_string(o.sizes.heads));
         std::setvbuf(stdout, nullptr, _IOLBF, 0);
         set_blas_threads(1);
         set_inter_op_threads(static_cast<int>(o.threads));

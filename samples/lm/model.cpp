@@ -45,6 +45,28 @@ Bindings Model::bind(const std::vector<std::vector<std::size_t>>& inputs,
     return b;
 }
 
+TrainingMemory training_memory(const Settings& s, std::size_t batch, std::size_t vocabulary) {
+    const double layers = double(s.layers), width = double(s.width), v = double(vocabulary);
+    const double block = double(s.block), tokens = double(batch) * block;
+    TrainingMemory m;
+    if (s.architecture == Architecture::transformer) {
+        // Each block's attention (4 W^2) and feed-forward (8 W^2) weights; the tied embedding and the
+        // learned positions. Biases and norms left out.
+        m.parameters = layers * 12 * width * width + (v + block) * width;
+        // Each token keeps at least the input of both sublayers and the feed-forward's 4 W hidden
+        // values in each block, and its logits; attention recomputes a [block, block] product and
+        // its softmax in backward, for one item and head at a time at least.
+        m.activation_bytes = 4 * (tokens * (layers * 6 * width + v) + 2 * block * block);
+    } else {
+        // Each layer's four gates over its input and its state (8 W^2); the embedding and the head.
+        m.parameters = layers * 8 * width * width + 2 * v * width;
+        // Each step of each layer keeps its four gates, its cell and its output.
+        m.activation_bytes = 4 * tokens * (layers * 6 * width + v);
+    }
+    m.parameter_bytes = 16 * m.parameters;
+    return m;
+}
+
 void save_model(const std::string& path, const Model& m, const Alphabet& alphabet) {
     const std::map<std::string, std::string> records{
         {"alphabet", alphabet.utf8()}, {"settings", settings_record({{"block", double(m.settings.block)}})}};

@@ -52,6 +52,17 @@ private:
     Network network_;
 };
 
+/// What training a model of `settings` over `vocabulary` characters, `batch` windows an iteration,
+/// allocates at least, estimated from the sizes alone before anything is built: a lower bound, so
+/// that a run refused for it could never have fitted.
+struct TrainingMemory {
+    double parameters = 0;        ///< the model's parameters, at least
+    double parameter_bytes = 0;   ///< 16 bytes each: the weight, its gradient and AdamW's two moments
+    double activation_bytes = 0;  ///< what an iteration's forward keeps for backward, and attention's workspace
+    double total() const { return parameter_bytes + activation_bytes; }
+};
+TrainingMemory training_memory(const Settings& settings, std::size_t batch, std::size_t vocabulary);
+
 /// Writes the model with its alphabet to `path` (the architecture travels in the file).
 void save_model(const std::string& path, const Model& model, const loom::Alphabet& alphabet);
 

@@ -168,6 +168,32 @@ TEST_CASE("LstmLM's generating step gives the teacher-forced log-probabilities a
     }
 }
 
+TEST_CASE("LstmLM's generation with keep_symbols false streams the same text and keeps only the last symbol") {
+    // No context (the LSTM's state is all it reads): streamed with keep_symbols false, the callback
+    // receives the same symbols as with every one kept, and the result holds only the last one.
+    const layers::LstmLM lm = perturbed_lm(8);
+    layers::Generator generator(lm.decoder(), {});
+    const std::vector<std::vector<std::size_t>> prompts{{3, 1}, {2}};
+    for (const bool sample : {true, false}) {
+        layers::GenerateOptions o{
+            .max_length = 300, .start_symbol = layers::no_symbol, .end_symbol = layers::no_symbol};
+        if (sample) o.sample = true, o.seed = 3;
+        std::vector<std::vector<std::size_t>> streamed(2);
+        const layers::Generated all = generator.generate(o, {.prompts = prompts});
+        o.keep_symbols = false;
+        o.on_symbol = [&](std::size_t n, std::size_t symbol) { streamed[n].push_back(symbol); };
+        const layers::Generated last = generator.generate(o, {.prompts = prompts});
+        for (std::size_t n = 0; n < 2; ++n) {
+            INFO("item " << n << (sample ? ", sampled" : ", greedy"));
+            REQUIRE(all.items[n][0].symbols.size() == 300);
+            CHECK(streamed[n] == all.items[n][0].symbols);
+            CHECK(last.items[n][0].symbols == std::vector<std::size_t>{all.items[n][0].symbols.back()});
+            CHECK(last.items[n][0].log_probability == all.items[n][0].log_probability);
+            CHECK(last.items[n][0].score == all.items[n][0].score);
+        }
+    }
+}
+
 TEST_CASE("LstmLM: gradients in double on ragged sequences, through the carried state") {
     const layers::LstmLM lm = perturbed_lm(11);
     Variable x = sequence::input_variable({1}, "x");

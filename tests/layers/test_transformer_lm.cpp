@@ -275,6 +275,49 @@ TEST_CASE("Generator with a context starts each item over from its last half, as
                          doctest::Contains("context 6 with beam_width 2"), UserError);
 }
 
+TEST_CASE("Generator with keep_symbols false streams the same text and keeps only the last context symbols") {
+    // tiny_lm() has 6 positions. Streamed with keep_symbols false, each item's callback receives
+    // what it receives with every symbol kept (the same seed), the log-probabilities and scores are
+    // the same, and what the result holds is the last 6 symbols, however long the text: its memory
+    // does not grow with max_length.
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
+    to_precision(lm.parameters(), DType::f64);
+    perturb(lm.parameters(), 23);
+    layers::Generator generator(lm.decoder(), {});
+    const std::vector<std::vector<std::size_t>> prompts{{3, 1}, {5, 0, 6, 2, 4, 1, 3, 2}};
+    for (const std::size_t length : {std::size_t{5}, std::size_t{40}, std::size_t{400}}) {
+        for (const bool sample : {true, false}) {
+            layers::GenerateOptions o{
+                .max_length = length, .start_symbol = layers::no_symbol, .end_symbol = layers::no_symbol, .context = 6};
+            if (sample) o.sample = true, o.seed = 9, o.temperature = 1.5;
+            std::vector<std::vector<std::size_t>> streamed(2), kept_streamed(2);
+            o.on_symbol = [&](std::size_t n, std::size_t symbol) { kept_streamed[n].push_back(symbol); };
+            const layers::Generated all = generator.generate(o, {.prompts = prompts});
+            o.keep_symbols = false;
+            o.on_symbol = [&](std::size_t n, std::size_t symbol) { streamed[n].push_back(symbol); };
+            const layers::Generated last = generator.generate(o, {.prompts = prompts});
+            for (std::size_t n = 0; n < 2; ++n) {
+                INFO("length " << length << ", item " << n << (sample ? ", sampled" : ", greedy"));
+                const std::vector<std::size_t>& text = all.items[n][0].symbols;
+                REQUIRE(text.size() == length);
+                CHECK(streamed[n] == text);
+                CHECK(kept_streamed[n] == text);
+                const std::vector<std::size_t>& tail = last.items[n][0].symbols;
+                CHECK(tail.size() == std::min<std::size_t>(length, 6));
+                CHECK(std::equal(tail.begin(), tail.end(), text.end() - static_cast<std::ptrdiff_t>(tail.size())));
+                CHECK(last.items[n][0].log_probability == all.items[n][0].log_probability);
+                CHECK(last.items[n][0].score == all.items[n][0].score);
+            }
+        }
+    }
+    // Without a callback nothing would hold the text: refused.
+    layers::GenerateOptions silent{
+        .max_length = 3, .start_symbol = layers::no_symbol, .end_symbol = layers::no_symbol, .context = 6};
+    silent.keep_symbols = false;
+    CHECK_THROWS_WITH_AS(generator.generate(silent, {.prompts = prompts}), doctest::Contains("give on_symbol"),
+                         UserError);
+}
+
 TEST_CASE(
     "TransformerOptions::gpt is nanoGPT's GPTConfig: GELU, 4 x width, learned positions, tied, dropout not in the "
     "MLP") {

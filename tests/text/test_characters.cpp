@@ -1,9 +1,15 @@
 // Text as a character-level model reads it (text/characters.hpp): code points decoded from UTF-8
 // bytes written out by hand, ids in code-point order, and every error naming the file, line and
-// column: a character outside the alphabet, a NUL byte, invalid UTF-8, a file that is not there.
+// column: a character outside the alphabet, a NUL byte, invalid UTF-8, a file that is not there,
+// one that is no regular file (a FIFO, a device), one whose read fails.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
+#include <thread>
 
 #include <loom.hpp>
 
@@ -43,6 +49,41 @@ TEST_CASE("characters: a file's text, its byte-order mark dropped, and a file th
                          DataError);
     CHECK_THROWS_WITH_AS(read_utf8_text(dir.file("absent.txt")), doctest::Contains("absent.txt"), DataError);
     CHECK_THROWS_WITH_AS(read_utf8_text(dir.path.string()), doctest::Contains("is a directory"), DataError);
+}
+
+TEST_CASE("characters: a FIFO or a device is refused by name before opening, and a failed read is an error") {
+    testing::TempDir dir("characters_irregular");
+    // /dev/zero would be read forever, /dev/null read as an empty text.
+    CHECK_THROWS_WITH_AS(read_utf8_text("/dev/zero"),
+                         doctest::Contains("'/dev/zero' is a character device, not a regular file"), DataError);
+    CHECK_THROWS_WITH_AS(read_utf8_text("/dev/null"),
+                         doctest::Contains("'/dev/null' is a character device, not a regular file"), DataError);
+    const std::string fifo = dir.file("pipe.txt");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // A writer that waits for a reader: were the FIFO opened, it would be read as a good text, so
+    // the check fails instead of the test hanging.
+    std::thread writer([&] { std::ofstream(fifo) << "ROMEO:\n"; });
+    CHECK_THROWS_WITH_AS(read_utf8_text(fifo),
+                         doctest::Contains(("'" + fifo + "' is a FIFO (named pipe), not a regular file").c_str()),
+                         DataError);
+    const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // lets the writer go
+    writer.join();
+    if (fd >= 0) ::close(fd);
+    // A regular file whose first read fails (EIO: no page is mapped at address 0): an error naming
+    // it, not an empty text.
+    CHECK_THROWS_WITH_AS(read_utf8_text("/proc/self/mem"), doctest::Contains("'/proc/self/mem' could not be read"),
+                         DataError);
+}
+
+TEST_CASE("characters: more characters than an alphabet holds are refused naming where the text came from") {
+    std::u32string text;
+    for (char32_t c = 0x20; text.size() <= Alphabet::max_size; ++c)
+        if (c < 0xD800 || c > 0xDFFF) text += c;
+    CHECK_THROWS_WITH_AS(
+        Alphabet::of(text, "--train big.txt"),
+        doctest::Contains("--train big.txt holds 65537 distinct characters; a model reads at most 65536"), UserError);
+    text.pop_back();
+    CHECK(Alphabet::of(text, "--train big.txt").size() == Alphabet::max_size);
 }
 
 TEST_CASE("characters: an alphabet gives ids in code-point order and names a character outside it") {

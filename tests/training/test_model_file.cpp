@@ -235,6 +235,13 @@ TEST_CASE("model file: settings are finite, and sizes whole numbers in range") {
                   read_model_file(path).whole_setting("embed", 1, 4096);
               }).find(path + ": setting 'embed' is") != std::string::npos);
     }
+    // The number is printed as the file holds it, so the message never contradicts itself (1048577
+    // printed as 1.04858e+06 reads as inside the range).
+    write_model(path, {1}, {1.0f}, "block 1048577 lambda 0.000001");
+    CHECK(data_error([&] { read_model_file(path).whole_setting("block", 1, 1 << 20); }) ==
+          path + ": setting 'block' is 1048577, not a whole number from 1 to 1048576");
+    CHECK(data_error([&] { read_model_file(path).setting("lambda", 1e-5, 1); }) ==
+          path + ": setting 'lambda' is 1e-06, outside [1e-05, 1]");
 }
 
 TEST_CASE("model file: a FIFO or a device is refused by name, without reading it") {
