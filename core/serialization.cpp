@@ -131,7 +131,19 @@ std::string quoted_field(std::string_view text) {
     return "'" + shown + (text.size() > max_shown ? "...' (" + std::to_string(text.size()) + " bytes)" : "'");
 }
 
+std::string not_replaceable(const std::string& path) {
+    struct stat st = {};
+    if (::stat(path.c_str(), &st) != 0) return "";  // nothing there (or a dangling link): a file is made
+    if (S_ISDIR(st.st_mode)) return "is a directory";
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device";
+    if (S_ISFIFO(st.st_mode)) return "is a FIFO";
+    if (S_ISSOCK(st.st_mode)) return "is a socket";
+    return "";
+}
+
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts) {
+    if (const std::string kind = not_replaceable(path); !kind.empty())
+        throw UserError("'" + path + "' " + kind + "; a save replaces only a regular file, so nothing was written");
     remove_stale_temporaries(path);
     std::string tmp;
     const int fd = open_temporary(path, tmp);

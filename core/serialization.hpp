@@ -28,8 +28,17 @@ std::string unpack_checked_bytes(const std::string& bytes, const std::string& so
 /// Writes the parts, in order, to a temporary file next to `path` that is synced and renamed over
 /// `path`. The temporary, `<path>.loom-tmp.<pid>.<n>`, is flock-ed by its writer until the rename;
 /// each save removes the temporaries next to `path` that nobody holds (those of writers that were
-/// killed before their rename, and the `<path>.tmp` of earlier loom versions). Throws UserError.
+/// killed before their rename, and the `<path>.tmp` of earlier loom versions). Throws UserError,
+/// before anything is written, when `path` is something the rename would replace by a regular file
+/// (not_replaceable: a device, a FIFO, a socket, a directory); every writer of the library's files
+/// comes here.
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts);
+
+/// What `path` is when a save must not replace it: "is a directory", "is a device", "is a FIFO" or
+/// "is a socket" (a symbolic link is judged by what it leads to); empty when nothing is there or a
+/// regular file is. Renaming a new file over /dev/null or a FIFO would put a regular file in its
+/// place, so write_file_atomically and data/output_files.hpp's check_outputs refuse these.
+std::string not_replaceable(const std::string& path);
 
 /// Creates and removes the temporary write_file_atomically(path, ...) would write first, so that
 /// a directory or file system that takes no such file (a read-only mount, /proc, a name too long

@@ -49,23 +49,6 @@ bool is_within(const fs::path& path, const fs::path& dir) {
     return d == dir.end() || (std::next(d) == dir.end() && d->empty());  // "dir/" ends in an empty element
 }
 
-// What kind of file `status` is, when it is one no output may replace; empty otherwise.
-std::string not_replaceable(fs::file_status status) {
-    switch (status.type()) {
-        case fs::file_type::directory:
-            return "is a directory";
-        case fs::file_type::character:
-        case fs::file_type::block:
-            return "is a device";
-        case fs::file_type::fifo:
-            return "is a FIFO";
-        case fs::file_type::socket:
-            return "is a socket";
-        default:
-            return "";
-    }
-}
-
 // Linux's NAME_MAX: no file system of it takes a longer name (the limit is in bytes, not characters).
 constexpr std::size_t longest_name = 255;
 
@@ -115,8 +98,8 @@ void check_outputs(const std::vector<FileOption>& outputs, const std::vector<Fil
                 is_within(normalized(other.path), normalized(out.path)))
                 refuse("is the directory " + other.option + " writes " + other.path + " into");
         }
+        if (const std::string kind = not_replaceable(out.path); !kind.empty()) refuse(kind);
         std::error_code ec;
-        if (const std::string kind = not_replaceable(fs::status(out.path, ec)); !kind.empty()) refuse(kind);
         if (out.named_by_program && fs::exists(fs::symlink_status(out.path, ec)))
             throw UserError(out.option + " " + out.path + ": exists, and " + out.option +
                             " names its files itself; refusing to replace it (move it away or choose another "

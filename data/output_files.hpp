@@ -16,7 +16,8 @@ namespace loom {
 
 /// Writes text to `path` through a temporary file renamed into place, so an interrupted save never
 /// leaves a truncated file under the real name (core/serialization.hpp: write_file_atomically,
-/// which also removes temporaries that killed writers left). Throws UserError on failure.
+/// which also removes temporaries that killed writers left). Throws UserError on failure, and before
+/// writing when `path` is a directory, a device, a FIFO or a socket (not_replaceable).
 void write_text_atomically(const std::string& path, const std::string& text);
 /// Throws UserError "`what` `path`: cannot write there: ..." unless every name in `path` holds at
 /// most 255 bytes, `path`'s directory exists and this process may create files in it: a temporary

@@ -44,6 +44,10 @@ seeds = {
     "not_utf8": file_of(b'{"w\xff":{}}'),
     "integer_dtype": file_of({"w": entry("I64", [2], 0, 16)}, b),
     "fractional_offsets": file_of(b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4.0]}}', w[:4]),
+    "nul_after_header": file_of(b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}\0garbage', w[:4]),
+    "text_after_header": file_of(b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}} {}', w[:4]),
+    "f64_beyond_float": file_of({"b": entry("F64", [2], 0, 16), "w": entry("F64", [3, 2], 16, 64)},
+                                b + struct.pack("<6d", 1, 2, 1e39, 4, -3.5e38, 6)),
 }
 os.makedirs("corpus/safetensors", exist_ok=True)
 for name, data in seeds.items():

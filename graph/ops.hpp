@@ -334,6 +334,12 @@ Variable attention_head_weights(const Variable& queries, const Variable& keys, c
 /// graph/ops/embedding.cpp: row ids[i] of table [V, D] for each id (sample shape [1], on any dynamic
 /// axis) -> [D]. The backward adds into the used rows only; an id outside 0..V-1 is a UserError.
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name = {});
+/// graph/ops/embedding.cpp: embedding(positions, table) for a table of learned positions [P, D] of
+/// the model `positions_of` names ("TransformerLM 'gpt'"): the same rows and gradient, but positions
+/// past the table are a UserError "`positions_of`: a sequence of T steps is longer than its learned
+/// positions (max_positions P)", T the longest sequence's length, raised before any row is read.
+Variable position_embedding(const Variable& positions, const Variable& table, const std::string& positions_of,
+                            const std::string& name = {});
 /// graph/ops/embedding.cpp: item index[r] of static items [N, sample...] for each row r (index: sample
 /// shape [1], a whole number, on a dynamic axis) -> [sample...] on the index's axis, as torch's
 /// index_select on axis 0 or CNTK's gather. The backward adds each row's gradient into its item's (rows

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/errors.hpp"
+#include "core/finite.hpp"
 #include "graph/compile.hpp"
 #include "graph/op.hpp"
 
@@ -118,6 +119,10 @@ void assign_value(const Parameter& p, xt::xarray<T>& cur, const xt::xarray<S>& v
         throw UserError("Parameter::set_value: " + p.label() + " has shape " + p.shape().str() +
                         ", got a value of shape " +
                         Shape(std::vector<std::size_t>(v.shape().begin(), v.shape().end())).str());
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<S, double>)
+        if (const std::string bad = first_beyond_float({v.data(), v.size()}); !bad.empty())
+            throw UserError("Parameter::set_value: " + p.label() + " " + p.shape().str() + " is given " + bad +
+                            beyond_float_reason);
     std::transform(v.begin(), v.end(), cur.begin(), [](S x) { return static_cast<T>(x); });
 }
 }  // namespace

@@ -91,8 +91,10 @@ public:
     xt::xarray<T> value() const;
     /// @{
     /// Sets the value (of the parameter's shape, else a UserError), stored in the parameter's
-    /// precision: a double value rounds to a float parameter's. The double overload is a template so
-    /// that float expressions and braced lists still choose the float one.
+    /// precision: a double value rounds to a float parameter's, and one beyond float's range there
+    /// is a UserError naming the parameter, the value and its element (nothing is changed). The
+    /// double overload is a template so that float expressions and braced lists still choose the
+    /// float one.
     void set_value(const xt::xarray<float>& v) const;
     template <class T>
     requires std::same_as<T, double>

@@ -110,13 +110,14 @@ Variable sinusoidal_positional_encoding(const Variable& positions, std::size_t d
     return sin(times(positions, constant(frequency)) + constant(phase));
 }
 
-Layer LearnedPositionalEncoding(std::size_t max_positions, std::size_t dim, const std::string& name) {
+Layer LearnedPositionalEncoding(std::size_t max_positions, std::size_t dim, const std::string& name,
+                                const std::string& model) {
     if (max_positions == 0 || dim == 0) throw UserError(name + ": max_positions and dim must be positive");
     Parameter table = parameter(Shape{max_positions, dim}, normal(0.02), name + ".table");
     auto call = [=](const Variable& positions) {
         if (!(positions.shape() == Shape{1}))
             throw UserError(name + ": positions must have sample shape [1], not " + positions.shape().str());
-        return embedding(positions, table, name);
+        return position_embedding(positions, table, model.empty() ? name : model, name);
     };
     return Layer(name, call, [=] { return std::vector<Parameter>{table}; });
 }

@@ -117,9 +117,11 @@ struct TransformerOptions {
 Variable sinusoidal_positional_encoding(const Variable& positions, std::size_t dim);
 
 /// A learned table of `max_positions` positions [max_positions, dim]: positions (a [1] value of
-/// whole numbers) -> [dim]. A position past the table is a UserError naming its size.
+/// whole numbers) -> [dim]. A position past the table is a UserError raised before any row is read,
+/// "`model`: a sequence of T steps is longer than its learned positions (max_positions P)"; `model`
+/// names the model the table belongs to (`name` when empty).
 Layer LearnedPositionalEncoding(std::size_t max_positions, std::size_t dim,
-                                const std::string& name = "LearnedPositionalEncoding");
+                                const std::string& name = "LearnedPositionalEncoding", const std::string& model = {});
 
 /// One encoder layer: bidirectional self-attention and the feed-forward block, each with its
 /// residual and layer norm [nn.TransformerEncoderLayer].
@@ -340,7 +342,9 @@ public:
     TransformerLM(std::size_t vocabulary, const TransformerOptions& options);
     /// The logits [V] at every step of `symbols` (a sequence of ids [1]), each from the symbols up
     /// to its own (causal). With learned positions, a sequence longer than max_positions is a
-    /// UserError when it is bound.
+    /// UserError "TransformerLM 'name': a sequence of T steps is longer than its learned positions
+    /// (max_positions P)", raised in the forward pass before the positions are read (the model's
+    /// first op), as the generating step raises it past the table.
     Variable operator()(const Variable& symbols) const;
     /// The generating step as a Decoder (states: the position, then each layer's key/value cache),
     /// for a Generator with no memory.

@@ -20,13 +20,14 @@ struct Embedded {
     Layer learned_positions;
 
     Embedded() = default;
+    // `model` names the model in the message for a sequence past the learned positions.
     Embedded(std::size_t vocabulary, const TransformerOptions& o, const std::string& name,
-             const std::string& positions_name)
+             const std::string& positions_name, const std::string& model)
         : options(o) {
         const double d = static_cast<double>(o.model_dim);
         table = parameter(Shape{vocabulary, o.model_dim}, normal(o.scale_embedding ? 1.0 / std::sqrt(d) : 0.02), name);
         if (o.positions == PositionalEncoding::learned)
-            learned_positions = LearnedPositionalEncoding(o.max_positions, o.model_dim, positions_name);
+            learned_positions = LearnedPositionalEncoding(o.max_positions, o.model_dim, positions_name, model);
     }
     Variable operator()(const Variable& symbols, const Variable& positions) const {
         Variable x = embedding(symbols, table);
@@ -76,11 +77,12 @@ struct TargetSide {
     // embedding_first: the embedding's parameters are drawn before the stack's (the encoder-decoder's
     // order; the language model draws the stack's first).
     TargetSide(std::size_t v, const TransformerOptions& o, bool cross_attention, bool embedding_first,
-               const std::string& embedding_name, const std::string& positions_name, const std::string& stack_name)
+               const std::string& embedding_name, const std::string& positions_name, const std::string& stack_name,
+               const std::string& model)
         : options(o), vocabulary(v) {
-        if (embedding_first) embed = Embedded(v, o, embedding_name, positions_name);
+        if (embedding_first) embed = Embedded(v, o, embedding_name, positions_name, model);
         stack.emplace(o.decoder_layers, o, cross_attention, stack_name);
-        if (!embedding_first) embed = Embedded(v, o, embedding_name, positions_name);
+        if (!embedding_first) embed = Embedded(v, o, embedding_name, positions_name, model);
         if (!o.tie_embeddings) {
             project_w = parameter(Shape{o.model_dim, v}, glorot_uniform(), o.name + ".project.W");
             project_b = parameter(Shape{v}, zeros(), o.name + ".project.b");
@@ -146,10 +148,12 @@ struct Seq2SeqTransformer::State {
     State(std::size_t sv, std::size_t tv, const TransformerOptions& o)
         : options(o),
           source_vocabulary(sv),
-          source(sv, o, o.name + ".source_embedding", o.name + ".source_positions"),
+          source(sv, o, o.name + ".source_embedding", o.name + ".source_positions",
+                 "Seq2SeqTransformer '" + o.name + "', its source"),
           encoder(o.encoder_layers, o, o.name + ".encoder"),
           target(std::make_shared<TargetSide>(tv, o, true, true, o.name + ".target_embedding",
-                                              o.name + ".target_positions", o.name + ".decoder")) {}
+                                              o.name + ".target_positions", o.name + ".decoder",
+                                              "Seq2SeqTransformer '" + o.name + "', its target")) {}
 };
 
 Seq2SeqTransformer::Seq2SeqTransformer(std::size_t source_vocabulary, std::size_t target_vocabulary,
@@ -221,8 +225,8 @@ TransformerLM::TransformerLM(std::size_t vocabulary, const TransformerOptions& o
     const TransformerOptions o = named(options, "lm");
     check_model(o.name, {vocabulary}, o);
     // The stack is named as the model: name.layers.i, name.norm (GPT's transformer.h.i, ln_f).
-    state_->target =
-        std::make_shared<TargetSide>(vocabulary, o, false, false, o.name + ".embedding", o.name + ".positions", o.name);
+    state_->target = std::make_shared<TargetSide>(vocabulary, o, false, false, o.name + ".embedding",
+                                                  o.name + ".positions", o.name, "TransformerLM '" + o.name + "'");
     if (o.init == TransformerInit::gpt) draw_gpt_weights(parameters(), o.decoder_layers);
 }
 

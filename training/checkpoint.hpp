@@ -38,7 +38,8 @@ struct Checkpoint {
 /// `learner` may be null (parameters only). A parameter (or learner state) holding a NaN or an
 /// infinity is refused with a UserError naming it, before anything is written: a checkpoint is what
 /// a run goes back to, and a non-finite value in it would poison every run resumed from it.
-/// \param path  the file, replaced atomically
+/// \param path  the file, replaced atomically (a directory, a device, a FIFO or a socket there is
+///   refused with a UserError, before anything is written)
 /// \param parameters  saved with their names, shapes and precisions, in this order
 /// \param learner  its state is saved too unless null
 /// \param position  where training was in its data

@@ -287,6 +287,15 @@ void assign_parameters(const ModelFile& file, const std::vector<Parameter>& para
         if (!mis_shaped.empty()) msg += "; of another shape: " + join(mis_shaped);
         throw UserError(msg);
     }
+    // Checked before anything changes: a double beyond float's range has no float to become.
+    for (const auto& p : parameters)
+        with_stored(file, p.name(), [&]<class T>(const xt::xarray<T>& stored) {
+            if constexpr (std::is_same_v<T, double>)
+                if (p.dtype() == DType::f32)
+                    if (const std::string bad = first_beyond_float({stored.data(), stored.size()}); !bad.empty())
+                        throw DataError(file.path + ": parameter " + quoted_field(p.name()) + " holds " + bad +
+                                        beyond_float_reason);
+        });
     for (const auto& p : parameters) with_stored(file, p.name(), [&](const auto& stored) { p.set_value(stored); });
 }
 

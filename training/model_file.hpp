@@ -58,7 +58,8 @@ std::string settings_record(const std::map<std::string, double>& settings);
 
 /// Throws UserError for parameters without a name or with the same name twice (they could not be
 /// told apart on loading), for a NaN or infinite value (naming the parameter and element; nothing
-/// is written), and for a file that cannot be written. The file is written atomically (a temporary
+/// is written), for a `path` that is a directory, a device, a FIFO or a socket, and for a file that
+/// cannot be written. The file is written atomically (a temporary
 /// renamed into place), so a failed save leaves the previous file.
 void save_model_file(const std::string& path, const std::string& kind, const std::vector<Parameter>& parameters,
                      const std::map<std::string, std::string>& records = {});
@@ -73,6 +74,8 @@ ModelFile read_model_file(const std::string& path, const std::string& expected_k
 /// file, any of the file's is not among `parameters`, or a shape differs, throws UserError listing
 /// all of them, and nothing is changed. Each value is stored in the model parameter's precision: a
 /// file saved in double loads into a float model (rounded, for inference) and the reverse (exact).
+/// A double beyond float's range bound for a float parameter is a DataError naming the file, the
+/// parameter, the value and its element, and nothing is changed.
 void assign_parameters(const ModelFile& file, const std::vector<Parameter>& parameters);
 
 }  // namespace loom

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <unordered_set>
 
 #include <sys/stat.h>
 
@@ -144,29 +145,114 @@ std::uint64_t header_size(std::string_view first, std::uint64_t total, const std
     return n;
 }
 
-// Refuses, while nlohmann parses, a key given twice in one object (a JSON object may not say which
-// one counts; nlohmann would keep the last silently) and nesting deeper than a header has.
-struct HeaderGuard {
-    const std::string& source;
-    std::vector<std::set<std::string>> open;  // the keys of each open object or array
-
-    bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
-        using E = Json::parse_event_t;
-        if (event == E::object_start || event == E::array_start) {
-            if (open.size() == max_depth)
-                throw DataError(source + ": the header nests deeper than the " + std::to_string(max_depth) +
-                                " levels of a safetensors header");
-            open.emplace_back();
-        } else if (event == E::object_end || event == E::array_end) {
-            open.pop_back();
-        } else if (event == E::key && !open.empty()) {
-            const auto& key = parsed.get_ref<const std::string&>();
-            if (!open.back().insert(key).second)
-                throw DataError(source + ": the header holds the key " + quoted_field(key) + " twice in one object");
-        }
+// Refuses, in a pass of nlohmann's SAX parser before the header is built, a key given twice in one
+// object (a JSON object may not say which one counts; nlohmann would keep the last silently) and
+// nesting deeper than a header has. A pass of its own, linear in the header: nlohmann's parser
+// callback could check the same while building, but it rescans the parent object after every
+// entry: the time grew with the square of the tensors.
+class HeaderCheck final : public Json::json_sax_t {
+public:
+    explicit HeaderCheck(const std::string& source) : source_(source) {}
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(Json::number_integer_t) override { return true; }
+    bool number_unsigned(Json::number_unsigned_t) override { return true; }
+    bool number_float(Json::number_float_t, const Json::string_t&) override { return true; }
+    bool string(Json::string_t&) override { return true; }
+    bool binary(Json::binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return open(); }
+    bool start_array(std::size_t) override { return open(); }
+    bool end_object() override { return close(); }
+    bool end_array() override { return close(); }
+    bool key(Json::string_t& key) override {
+        if (!open_.back().insert(key).second)
+            throw DataError(source_ + ": the header holds the key " + quoted_field(key) + " twice in one object");
         return true;
     }
+    bool parse_error(std::size_t, const std::string&, const Json::exception& e) override {
+        error_ = e.what();
+        return false;
+    }
+    /// Whether the header's object (or array) was read whole: what follows it, if anything, is no JSON.
+    bool complete() const { return complete_; }
+    /// nlohmann's message for where the JSON is wrong.
+    const std::string& error() const { return error_; }
+
+private:
+    bool open() {
+        if (open_.size() == max_depth)
+            throw DataError(source_ + ": the header nests deeper than the " + std::to_string(max_depth) +
+                            " levels of a safetensors header");
+        open_.emplace_back();
+        return true;
+    }
+    bool close() {
+        open_.pop_back();
+        complete_ = open_.empty();
+        return true;
+    }
+    const std::string& source_;
+    std::vector<std::unordered_set<std::string>> open_;  // the keys of each open object (none for an array)
+    bool complete_ = false;
+    std::string error_;
 };
+
+// The byte after the JSON value `text` opens with (an object or an array, read whole already).
+std::size_t end_of_value(std::string_view text) {
+    std::size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (escaped) {
+            escaped = false;
+        } else if (in_string) {
+            escaped = c == '\\';
+            in_string = c != '"';
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return text.size();
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] ", cut short, with the bytes it
+// quotes from the file that could garble a terminal shown as '?'.
+DataError not_json(const std::string& source, std::string why) {
+    const std::size_t prefix = why.find("] ");
+    why = why.substr(prefix == std::string::npos ? 0 : prefix + 2, 200);
+    for (char& c : why)
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    return DataError(source + ": the header is not valid JSON (" + why + ")");
+}
+
+// The header as JSON, once it is known to hold one JSON value and white space after it, nothing
+// else. The format pads a header with spaces; nlohmann's reader would end it at a NUL byte and
+// ignore whatever follows, JSON or not.
+Json parse_json(std::string_view text, const std::string& source) {
+    auto offsets = [](std::size_t at) {
+        return "byte " + std::to_string(at) + " of the header (offset " + std::to_string(at + 8) + " of the file)";
+    };
+    if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
+        throw DataError(source + ": a NUL byte at " + offsets(nul) +
+                        "; a safetensors header is JSON padded with spaces, and holds no NUL");
+    HeaderCheck check(source);
+    try {
+        if (Json::sax_parse(text.begin(), text.end(), &check)) return Json::parse(text.begin(), text.end());
+    } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past a double
+        throw not_json(source, e.what());
+    }
+    if (!check.complete()) throw not_json(source, check.error());
+    const std::size_t end = end_of_value(text);
+    std::size_t at = text.find_first_not_of(" \t\n\r", end);
+    if (at == std::string_view::npos) at = end;
+    throw DataError(source + ": the header's JSON ends at byte " + std::to_string(end) + ", but " +
+                    quoted_field(text.substr(at, 40)) + " follows at " + offsets(at) +
+                    "; a safetensors header is padded with spaces only");
+}
 
 // A whole number from 0 to 2^64 - 1, else a DataError: `what` names it ("shape entry").
 std::uint64_t whole_number(const Json& j, const std::string& at, const std::string& what) {
@@ -242,19 +328,7 @@ Entry parse_entry(const std::string& name, const Json& j, std::uint64_t data_siz
 // The header's tensors, sorted by where their bytes lie, once they are known to tile the
 // `data_size` bytes after the header exactly, as the format requires.
 Header parse_header(std::string_view text, std::uint64_t data_size, const std::string& source) {
-    Json root;
-    try {
-        root = Json::parse(text.begin(), text.end(), HeaderGuard{source, {}});
-    } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past a double
-        // nlohmann's message without its "[json.exception.parse_error.101] ", cut short, with the
-        // bytes it quotes from the file that could garble a terminal shown as '?'.
-        std::string why = e.what();
-        const std::size_t prefix = why.find("] ");
-        why = why.substr(prefix == std::string::npos ? 0 : prefix + 2, 200);
-        for (char& c : why)
-            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-        throw DataError(source + ": the header is not valid JSON (" + why + ")");
-    }
+    const Json root = parse_json(text, source);
     if (!root.is_object()) throw DataError(source + ": the header is not a JSON object");
     Header h;
     for (const auto& [key, value] : root.items()) {
@@ -444,6 +518,11 @@ void assign_safetensors(const SafetensorsFile& file, const std::vector<Parameter
                 if (const std::string bad = first_non_finite<T>({v.data(), v.size()}); !bad.empty())
                     throw DataError(file.path + ": tensor " + quoted_field(p.name()) + " holds " + bad +
                                     "; a parameter is never given a non-finite value");
+                if constexpr (std::is_same_v<T, double>)
+                    if (p.dtype() == DType::f32)
+                        if (const std::string bad = first_beyond_float({v.data(), v.size()}); !bad.empty())
+                            throw DataError(file.path + ": tensor " + quoted_field(p.name()) + " holds " + bad +
+                                            beyond_float_reason);
             },
             file.tensors.at(p.name()).values);
     for (const auto& p : parameters)

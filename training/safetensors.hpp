@@ -51,9 +51,10 @@ enum class ExtraTensors {
 /// Writes `parameters` to `path`, each under its name, float parameters as F32 and double ones as
 /// F64, with `metadata` as the header's "__metadata__" (left out when empty). Throws UserError, before
 /// anything is written, for a parameter without a name, two with the same name, a name or metadata
-/// that is not UTF-8, a parameter named "__metadata__", and a NaN or infinite value (naming the
-/// parameter and the element). The file is written atomically (a temporary renamed into place), so
-/// a failed save leaves the previous file.
+/// that is not UTF-8, a parameter named "__metadata__", a NaN or infinite value (naming the
+/// parameter and the element), and a `path` that is a directory, a device, a FIFO or a socket. The
+/// file is written atomically (a temporary renamed into place), so a failed save leaves the
+/// previous file.
 void save_safetensors(const std::string& path, const std::vector<Parameter>& parameters,
                       const std::map<std::string, std::string>& metadata = {});
 
@@ -65,19 +66,23 @@ SafetensorsFile read_safetensors(const std::string& path);
 
 /// The same on the bytes of a whole file in memory; `source` names them in messages. Throws
 /// DataError for fewer than 8 bytes; a header size past the end or above 100 MB; a header that is
-/// not a JSON object, or holds a name twice; a tensor entry without "dtype", "shape" and
-/// "data_offsets" of the right types, with an unknown dtype, a shape entry that is not a whole
-/// number or whose product overflows, a rank above 8, data offsets that are not [begin, end] with
-/// begin <= end inside the data, or a byte count other than its elements times its dtype's size;
-/// tensors that overlap or leave bytes of the data unused; a "__metadata__" that is not an object of
-/// strings.
+/// not a JSON object, or holds a name twice; a header holding a NUL byte, or anything but white
+/// space after its JSON object (the format pads it with spaces), named with its offset; a tensor
+/// entry without "dtype", "shape" and "data_offsets" of the right types, with an unknown dtype, a
+/// shape entry that is not a whole number or whose product overflows, a rank above 8, data offsets
+/// that are not [begin, end] with begin <= end inside the data, or a byte count other than its
+/// elements times its dtype's size; tensors that overlap or leave bytes of the data unused; a
+/// "__metadata__" that is not an object of strings. Its time grows in proportion to the header (one
+/// pass checks it, one builds it).
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 
 /// Sets each parameter from the file's tensor of the same name, converted to the parameter's
 /// precision (F64 rounds into a float parameter). Throws UserError naming the file and listing every
 /// parameter missing from the file, every tensor of another shape than its parameter, and (unless
 /// `extra` is ExtraTensors::ignore) every tensor no parameter is named after; DataError for a tensor
-/// holding NaN or an infinity (naming it and the element). Nothing is changed when it throws.
+/// holding NaN or an infinity (reading keeps them: a file may hold a mask of -inf; a parameter never
+/// gets one), or an F64 value beyond float's range bound for a float parameter, naming the tensor,
+/// the value and the element. Nothing is changed when it throws.
 void assign_safetensors(const SafetensorsFile& file, const std::vector<Parameter>& parameters,
                         ExtraTensors extra = ExtraTensors::refuse);
 

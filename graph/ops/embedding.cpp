@@ -3,6 +3,7 @@
 // index_select(items, index), its sibling of any rank: item index[r] of static items [N, ...] for
 // each row r (a generator's hypotheses reading their source's memory), backward a scatter-add.
 // gather_rows(table, indices): k rows of a static table per row (a paged key/value cache).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -31,6 +32,9 @@ std::size_t row_of(T id, std::size_t vocab) {
 
 class Embedding final : public OpBase<Embedding> {
 public:
+    // `positions_of` (position_embedding): the table holds learned positions of that model, and an
+    // id past it is a sequence longer than the table, said so before any row is read.
+    explicit Embedding(std::string positions_of = {}) : positions_of_(std::move(positions_of)) {}
     std::string name() const override { return "embedding"; }
     OpTraits traits() const override { return {.gradient_rows = 1u << 1}; }  // the table's rows
     bool backward_reads_output() const override { return false; }
@@ -52,6 +56,7 @@ public:
         const std::size_t rows = c.in[0].size(), vocab = c.in[1].dims[0], dim = c.in[1].dims[1];
         const T* ids = c.in[0].data;
         const T* table = c.in[1].data;
+        check_positions(ids, rows, vocab);
         for (std::size_t r = 0; r < rows; ++r)
             std::copy_n(table + row_of(ids[r], vocab) * dim, dim, c.out.data + r * dim);
     }
@@ -71,6 +76,23 @@ public:
             for (std::size_t j = 0; j < dim; ++j) dst[j] += g[j];
         });
     }
+
+private:
+    // Positions count from 0 in every sequence, so the largest is the longest sequence's length - 1
+    // (padding rows hold 0).
+    template <class T>
+    void check_positions(const T* ids, std::size_t rows, std::size_t table_rows) const {
+        if (positions_of_.empty()) return;
+        double last = 0;
+        for (std::size_t r = 0; r < rows; ++r) last = std::max(last, static_cast<double>(ids[r]));
+        if (last < static_cast<double>(table_rows)) return;  // NaN too: row_of names it
+        std::ostringstream msg;
+        msg << positions_of_ << ": a sequence of " << last + 1
+            << " steps is longer than its learned positions (max_positions " << table_rows << ")";
+        throw UserError(msg.str());
+    }
+
+    std::string positions_of_;
 };
 
 // embedding_product(ids, table, W[, b]) = embedding(ids, table) times W (plus a bias b of the
@@ -284,6 +306,12 @@ std::shared_ptr<const Op> embedding_product(bool bias) {
 Variable embedding(const Variable& ids, const Variable& table, const std::string& name) {
     static const auto op = std::make_shared<const Embedding>();
     return Variable(apply_op(op, {ids.node(), table.node()}, name));
+}
+
+Variable position_embedding(const Variable& positions, const Variable& table, const std::string& positions_of,
+                            const std::string& name) {
+    if (positions_of.empty()) throw UserError("position_embedding: name the model whose positions the table holds");
+    return Variable(apply_op(std::make_shared<const Embedding>(positions_of), {positions.node(), table.node()}, name));
 }
 
 bool is_index_select(const Op& op) {

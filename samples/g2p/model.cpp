@@ -250,6 +250,15 @@ std::vector<std::size_t> shape_in_file(const ModelFile& f, const std::string& na
 std::unique_ptr<Model> load_model(const std::string& path) {
     const ModelFile f = read_model_file(path, "g2p");
     const Sizes sizes = sizes_of(f);
+    // loom 0.2's Transformer kept its own letter table beside stacks named encoder.* and decoder.*;
+    // 0.3 made it a Seq2SeqTransformer, whose parameters are named g2p.*.
+    if (sizes.architecture == Architecture::transformer && f.parameters.count("letter_embedding") &&
+        !f.parameters.count("g2p.source_embedding"))
+        throw DataError(path +
+                        ": a g2p Transformer written by loom 0.2, whose parameters are named letter_embedding, "
+                        "encoder.* and decoder.*; since loom 0.3 the model is a Seq2SeqTransformer with parameters "
+                        "g2p.* (its embeddings, positions and output projection its own), and its files are not "
+                        "read across that change: retrain it with this version (--train ... --save)");
     // The settings must be those of the parameters the file holds: a file that claims 4096 everywhere
     // over small parameters would otherwise build a model of gigabytes before the shapes disagree.
     for (const auto& [name, shape] : sizing_parameters(sizes))

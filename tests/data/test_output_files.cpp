@@ -2,20 +2,28 @@
 // and text written atomically (data/output_files.hpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/errors.hpp"
+#include "core/serialization.hpp"
 #include "data/output_files.hpp"
 #include "test_support.hpp"
+#include "training/checkpoint.hpp"
+#include "training/model_file.hpp"
+#include "training/safetensors.hpp"
 
 using namespace loom;
 
@@ -214,4 +222,38 @@ TEST_CASE("output files: write_text_atomically replaces a file whole and leaves 
     CHECK(dir.names() == std::vector<std::string>{"curve.svg"});
     CHECK_THROWS_AS(write_text_atomically(dir.file("no_such_folder/curve.svg"), first), UserError);
     CHECK(dir.names() == std::vector<std::string>{"curve.svg"});
+}
+
+TEST_CASE("output files: every writer of the library refuses a FIFO, a socket or a directory by path, before writing") {
+    testing::TempDir dir("not_regular_outputs");
+    const std::string fifo = dir.file("fifo"), socket_path = dir.file("socket"), taken = dir.file("taken");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(s >= 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    REQUIRE(socket_path.size() < sizeof address.sun_path);
+    std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
+    REQUIRE(::bind(s, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    std::filesystem::create_directory(taken);
+    Parameter w = parameter(xt::xarray<float>{1, 2, 3}, "w");
+    const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> writers = {
+        {"write_text_atomically", [](const std::string& path) { write_text_atomically(path, "text"); }},
+        {"write_checked_file", [](const std::string& path) { write_checked_file(path, "payload"); }},
+        {"save_model_file", [&](const std::string& path) { save_model_file(path, "m", {w}); }},
+        {"save_checkpoint", [&](const std::string& path) { save_checkpoint(path, {w}, nullptr); }},
+        {"save_safetensors", [&](const std::string& path) { save_safetensors(path, {w}); }},
+    };
+    for (const auto& [writer, write] : writers) {
+        CAPTURE(writer);
+        for (const auto& [path, kind] : {std::pair{fifo, "is a FIFO"}, std::pair{socket_path, "is a socket"},
+                                         std::pair{taken, "is a directory"}}) {
+            CHECK_THROWS_WITH_AS(write(path), doctest::Contains(("'" + path + "' " + kind).c_str()), UserError);
+        }
+        CHECK(std::filesystem::is_fifo(fifo));
+        CHECK(std::filesystem::is_socket(socket_path));
+        CHECK(std::filesystem::is_directory(taken));
+        CHECK(dir.names() == std::vector<std::string>{"fifo", "socket", "taken"});  // no temporary either
+    }
+    ::close(s);
 }

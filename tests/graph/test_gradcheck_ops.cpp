@@ -290,6 +290,10 @@ const std::vector<Case>& table() {
          [](Env& e) {
              return times(embedding(e.ids(4), e.param({4, 3})), e.param({3, 2, 2}));
          }},
+        {"linear", "position_embedding: an embedding of a table of learned positions",
+         [](Env& e) {
+             return position_embedding(e.ids(4), e.param({4, 3}), "the model") * e.seq({3});
+         }},
         // ---- reductions and softmax ----
         {"reduce", "reduce_sum axis 0",
          [](Env& e) {

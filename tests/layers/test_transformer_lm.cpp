@@ -517,3 +517,31 @@ TEST_CASE(
     CHECK_FALSE(old.feedforward_dropout.has_value());
     std::filesystem::remove(path);
 }
+
+TEST_CASE(
+    "TransformerLM: a sequence past its learned positions is refused naming the model, the length and the table") {
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());  // max_positions 6
+    const Variable x = sequence::input_variable({1}, "symbols");
+    const Variable logits = lm(x);
+    const char* says =
+        "TransformerLM 'gpt': a sequence of 8 steps is longer than its learned positions "
+        "(max_positions 6)";
+    // The longest of a ragged batch is named, whichever item it is.
+    CHECK_THROWS_WITH_AS(evaluate({logits}, {{x, Value::index_sequences({{3, 1}, {1, 2, 3, 4, 5, 6, 0, 1}})}}),
+                         doctest::Contains(says), UserError);
+    CHECK_THROWS_WITH_AS(evaluate({logits}, {{x, Value::index_sequences({{1, 2, 3, 4, 5, 6, 0}})}}),
+                         doctest::Contains("a sequence of 7 steps is longer"), UserError);
+    CHECK(evaluate({logits}, {{x, Value::index_sequences({{1, 2, 3, 4, 5, 6}})}})[logits].sequence(0).shape(0) == 6);
+    // The generating step past the table says the same of the sequence it has made.
+    layers::Generator generator(lm.decoder(), {});
+    CHECK_THROWS_WITH_AS(
+        generator.generate({.max_length = 9, .start_symbol = 1, .end_symbol = layers::no_symbol, .items = 1}),
+        doctest::Contains("TransformerLM 'gpt': a sequence of 7 steps is longer"), UserError);
+    // The layer alone names its table when no model is given.
+    const layers::Layer table = layers::LearnedPositionalEncoding(2, 4, "pos");
+    const Variable p = sequence::input_variable({1}, "p");
+    CHECK_THROWS_WITH_AS(evaluate({table(p)}, {{p, Value::index_sequences({{0, 1, 2}})}}),
+                         doctest::Contains("pos: a sequence of 3 steps is longer than its learned positions "
+                                           "(max_positions 2)"),
+                         UserError);
+}

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -288,4 +289,49 @@ TEST_CASE("model file: a newer version is named as such, and names read from a f
         CHECK_MESSAGE(msg.find("in the file but not in the model: 'w\\x1b[2J'") != std::string::npos, msg);
         CHECK(msg.find('\x1b') == std::string::npos);
     }
+}
+
+TEST_CASE("model file: a double beyond float's range is refused by file, parameter and value when loaded as float") {
+    TempDir dir("beyond_float");
+    const std::string path = dir.file("m.loom");
+    const double largest = std::numeric_limits<float>::max();
+    for (double beyond : {1e39, -1e39, largest * (1 + 1e-7), std::numeric_limits<double>::max()}) {
+        CAPTURE(beyond);
+        Parameter d = parameter(xt::xarray<float>{1.0f, 2.0f}, "w");
+        to_precision({d}, DType::f64);
+        d.set_value(xt::xarray<double>{0.5, beyond});
+        save_model_file(path, "m", {d});
+        const ModelFile f = read_model_file(path);
+        Parameter w = parameter(xt::xarray<float>{7.0f, 7.0f}, "w");
+        const std::string message = data_error([&] { assign_parameters(f, {w}); });
+        CHECK(message.find(path + ": parameter 'w' holds ") == 0);
+        std::ostringstream value;  // with enough digits to tell it from float's largest
+        value << std::setprecision(9) << beyond;
+        CHECK(message.find(value.str() + " at element 1") != std::string::npos);
+        CHECK(message.find("float") != std::string::npos);
+        CHECK(w.data<float>()(0) == 7.0f);  // nothing assigned
+        // Into a double parameter it loads as it is.
+        to_precision({w}, DType::f64);
+        assign_parameters(f, {w});
+        CHECK(w.data<double>()(1) == beyond);
+    }
+    // Float's largest value, saved as a double, loads as a float.
+    Parameter d = parameter(xt::xarray<float>{1.0f, 2.0f}, "w");
+    to_precision({d}, DType::f64);
+    d.set_value(xt::xarray<double>{largest, -largest});
+    save_model_file(path, "m", {d});
+    Parameter w = parameter(xt::xarray<float>{7.0f, 7.0f}, "w");
+    assign_parameters(read_model_file(path), {w});
+    CHECK(w.data<float>()(0) == std::numeric_limits<float>::max());
+    CHECK(w.data<float>()(1) == -std::numeric_limits<float>::max());
+}
+
+TEST_CASE("model file: Parameter::set_value refuses a double beyond a float parameter's range, naming it") {
+    Parameter w = parameter(xt::xarray<float>{7.0f, 7.0f}, "layer.W");
+    CHECK_THROWS_WITH_AS(w.set_value(xt::xarray<double>{1.0, 1e39}), doctest::Contains("layer.W"), UserError);
+    CHECK_THROWS_WITH_AS(w.set_value(xt::xarray<double>{1.0, 1e39}), doctest::Contains("1e+39 at element 1"),
+                         UserError);
+    CHECK(w.data<float>()(0) == 7.0f);  // nothing changed
+    w.set_value(xt::xarray<double>{0.25, -0.5});
+    CHECK(w.data<float>()(1) == -0.5f);
 }

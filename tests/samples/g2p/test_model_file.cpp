@@ -74,3 +74,27 @@ TEST_CASE("g2p model file: an architecture record other than lstm or transformer
         }
     }
 }
+
+TEST_CASE("g2p model file: a Transformer written by loom 0.2 is named as such, with what changed") {
+    testing::TempDir dir("g2p_model_0_2");
+    const std::string path = dir.file("old.loom");
+    // loom 0.2's g2p Transformer: its own letter table and stacks named encoder.* and decoder.*
+    // (0.3 made it a Seq2SeqTransformer named g2p.*), with the records of today's files.
+    auto p = [](const std::string& name, std::vector<std::size_t> shape) {
+        return parameter(xt::xarray<float>(xt::zeros<float>(shape)), name);
+    };
+    const std::vector<Parameter> old = {
+        p("letter_embedding", {g2p::letter_count(), 8}), p("encoder.layers.0.linear1.W", {8, 16}),
+        p("decoder.layers.0.linear1.W", {8, 16}), p("decoder.embedding", {g2p::phoneme_count(), 8})};
+    const auto records = g2p::model_records(
+        {.layers = 1, .model = 8, .heads = 2, .feedforward = 16, .architecture = g2p::Architecture::transformer});
+    save_model_file(path, "g2p", old, records);
+    CHECK_THROWS_WITH_AS(g2p::load_model(path),
+                         doctest::Contains((path + ": a g2p Transformer written by loom 0.2").c_str()), DataError);
+    CHECK_THROWS_WITH_AS(g2p::load_model(path), doctest::Contains("retrain"), DataError);
+    // Today's file of those sizes reads.
+    g2p::Model today(
+        {.layers = 1, .model = 8, .heads = 2, .feedforward = 16, .architecture = g2p::Architecture::transformer});
+    g2p::save_model(path, today);
+    CHECK(g2p::load_model(path)->sizes.model == 8);
+}
