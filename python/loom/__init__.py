@@ -21,7 +21,7 @@ ValueError) and ``loom.DataError`` (an OSError).
 
 from __future__ import annotations
 
-from . import _loom, sequence
+from . import _loom, layers, sequence
 from ._graph import (classification_error, combine, constant, cross_entropy_with_softmax, dropout,
                      future_value, input_variable, load_model, log_softmax, one_hot, parameter, past_value,
                      placeholder, placeholder_variable, reduce_log_sum_exp, reduce_max, reduce_mean,
@@ -38,6 +38,13 @@ from ._version import __version__  # noqa: E402  (the same as _loom.__version__)
 #: CNTK's name for a graph's result: in loom the same class as Variable (an op's result is a
 #: Variable that is its own single output).
 Function = Variable
+
+
+def to_precision(parameters, dtype) -> None:
+    """Converts each parameter's storage to dtype (numpy.float32 or numpy.float64) in place, as
+    PyTorch's module.double(): float to double is exact, double to float rounds. loom's."""
+    from ._graph import _f64
+    _loom._to_precision(list(parameters), _f64(dtype, "to_precision"))
 
 
 class Axis:
@@ -58,7 +65,7 @@ __all__ = [
     "layer_norm", "less", "less_equal", "load_model", "log", "log_add_exp", "log_softmax", "minus", "negate",
     "normal", "not_equal", "one_hot", "parameter", "past_value", "placeholder", "placeholder_variable", "plus",
     "reciprocal", "reduce_log_sum_exp", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "relu",
-    "reshape", "sequence", "set_seed", "sigmoid", "sin", "slice", "softmax", "softplus", "splice", "sqrt",
+    "reshape", "layers", "sequence", "set_seed", "to_precision", "sigmoid", "sin", "slice", "softmax", "softplus", "splice", "sqrt",
     "square", "squared_error", "stop_gradient", "tanh", "times", "times_transpose", "transpose", "uniform",
     "zeros",
 ]

@@ -21,6 +21,8 @@ void bind_graph(py::module_& m);
 void bind_ops(py::module_& m);
 /// Running a graph from Python: eval, grad, save and restore (numpy in, numpy out).
 void bind_run(py::module_& m);
+/// loom::layers under CNTK's names (the submodule layers): Layer, Cell and their factories.
+void bind_layers(py::module_& m);
 
 /// A shape as a Python tuple.
 py::tuple shape_tuple(const loom::Shape& shape);

@@ -8,4 +8,5 @@ PYBIND11_MODULE(_loom, m) {
     loom_python::bind_graph(m);
     loom_python::bind_ops(m);
     loom_python::bind_run(m);
+    loom_python::bind_layers(m);
 }
