@@ -29,11 +29,19 @@ def _shape(shape: ShapeLike, what: str) -> tuple:
     return dims
 
 
+def _numbers(value: Any, what: str) -> np.ndarray:
+    """`value` (a number, a list, an array) as a float64 array, else loom.UserError naming `what`."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _loom.UserError(f"{what}: takes numbers (an array, a list or a number); got {value!r:.100}") from None
+
+
 def _variable(x: VariableLike) -> Variable:
     """`x` as a Variable: numbers, lists and arrays become constants (CNTK's sanitize_input)."""
     if isinstance(x, Variable):
         return x
-    return _loom._constant(np.asarray(x, dtype=np.float64), "")
+    return _loom._constant(_numbers(x, "an op's operand"), "")
 
 
 def _f64(dtype: Any, what: str) -> bool:
@@ -83,7 +91,7 @@ def parameter(shape: Optional[ShapeLike] = None, init: Any = None, dtype: Any = 
     """
     f64 = _f64(dtype, "parameter")
     if isinstance(init, (np.ndarray, list, tuple)):
-        value = np.asarray(init, dtype=np.float64)
+        value = _numbers(init, "parameter")
         if shape is not None and _shape(shape, "parameter") != value.shape:
             raise _loom.UserError(f"parameter: shape {tuple(shape)} differs from the shape of init, {value.shape}")
         return _loom._parameter_from(value, name, f64)
@@ -108,7 +116,7 @@ def constant(value: Any = None, shape: Optional[ShapeLike] = None, dtype: Any = 
     _f64(dtype, "constant")
     if value is None:
         value = 0.0
-    value = np.asarray(value, dtype=np.float64)
+    value = _numbers(value, "constant")
     if shape is not None:
         dims = _shape(shape, "constant")
         if value.ndim != 0 and value.shape != dims:

@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <string>
+
 #include <loom.hpp>
 
 namespace loom_python {
@@ -23,6 +25,16 @@ void bind_ops(py::module_& m);
 void bind_run(py::module_& m);
 /// loom::layers under CNTK's names (the submodule layers): Layer, Cell and their factories.
 void bind_layers(py::module_& m);
+
+/// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
+/// starting with `what` when it holds no numbers.
+template <class T>
+py::array_t<T, py::array::c_style | py::array::forcecast> numbers_of(py::handle obj, const std::string& what) {
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
+    if (!a) throw loom::UserError(what + ": takes numbers (an array, a list or a number); got " +
+                                  std::string(py::str(py::repr(obj))).substr(0, 100));
+    return a;
+}
 
 /// A shape as a Python tuple.
 py::tuple shape_tuple(const loom::Shape& shape);

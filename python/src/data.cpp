@@ -84,9 +84,7 @@ py::array as_array(py::handle data, const std::string& where) {
 /// `a` as a C-contiguous array of T (integers converted), and its elements.
 template <class T>
 py::array_t<T, py::array::c_style | py::array::forcecast> contiguous(const py::array& a) {
-    auto out = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(a);
-    if (!out) throw py::error_already_set();
-    return out;
+    return numbers_of<T>(a, "the data");
 }
 
 template <class T>

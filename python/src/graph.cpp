@@ -64,8 +64,7 @@ std::string repr(const Variable& v) {
 
 /// `value` (a number, a numpy array, a list) as a constant's double tensor.
 xt::xarray<double> doubles_of(py::handle value) {
-    auto a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(value);
-    if (!a) throw py::error_already_set();
+    auto a = numbers_of<double>(value, "a constant's or parameter's value");
     std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
     xt::xarray<double> out = xt::zeros<double>(shape);
     std::copy_n(a.data(), a.size(), out.data());
@@ -90,8 +89,7 @@ py::array parameter_value(const Parameter& p) {
 }
 
 void set_parameter_value(const Parameter& p, py::handle value) {
-    py::array a = py::array::ensure(value);
-    if (!a) throw py::error_already_set();
+    const py::array a = py::module_::import("numpy").attr("asarray")(value);
     std::vector<std::size_t> shape(a.shape(), a.shape() + a.ndim());
     if (Shape(shape) != p.shape())
         throw UserError("Parameter.value of " + p.label() + ": the parameter's shape is " + p.shape().str() +
@@ -104,7 +102,7 @@ void set_parameter_value(const Parameter& p, py::handle value) {
         xt::xarray<double> v = doubles_of(a);
         p.set_value(v);
     } else {
-        auto f = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+        auto f = numbers_of<float>(a, "Parameter.value of " + p.label());
         xt::xarray<float> v = xt::zeros<float>(shape);
         std::copy_n(f.data(), f.size(), v.data());
         p.set_value(v);

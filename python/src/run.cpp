@@ -107,10 +107,9 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
                 std::vector<xt::xarray<double>> out;
                 bool f64 = false;
                 for (py::handle s : seqs) {
-                    auto a = py::array::ensure(s);
-                    if (!a) throw py::error_already_set();
+                    const py::array a = py::module_::import("numpy").attr("asarray")(s);
                     f64 = f64 || (a.dtype().kind() == 'f' && a.dtype().itemsize() == 8);
-                    auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+                    auto d = numbers_of<double>(a, "Value.sequences");
                     std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
                     xt::xarray<double> x = xt::zeros<double>(shape);
                     std::copy_n(d.data(), d.size(), x.data());
@@ -126,8 +125,7 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
             "item_major_sequences",
             [](const py::array& data, const std::vector<std::size_t>& lengths) {
                 const bool f64 = data.dtype().kind() == 'f' && data.dtype().itemsize() == 8;
-                auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(data);
-                if (!d) throw py::error_already_set();
+                auto d = numbers_of<double>(data, "Value.item_major_sequences");
                 std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
                 xt::xarray<double> x = xt::zeros<double>(shape);
                 std::copy_n(d.data(), d.size(), x.data());
@@ -141,8 +139,7 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
             "batch",
             [](const py::array& rows) {
                 const bool f64 = rows.dtype().kind() == 'f' && rows.dtype().itemsize() == 8;
-                auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(rows);
-                if (!d) throw py::error_already_set();
+                auto d = numbers_of<double>(rows, "Value.batch");
                 std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
                 xt::xarray<double> x = xt::zeros<double>(shape);
                 std::copy_n(d.data(), d.size(), x.data());

@@ -143,3 +143,24 @@ def test_model_files(tmp_path):
     assert not (tmp_path / "unnamed.loom").exists()
     with pytest.raises(NotImplementedError, match="restore"):
         C.load_model(path)
+
+
+def test_values_that_are_not_numbers():
+    with pytest.raises(C.UserError, match="constant: takes numbers"):
+        C.constant("abc")
+    with pytest.raises(C.UserError, match="takes numbers"):
+        C.reduce_sum([[1.0, 2.0], [3.0]])  # ragged
+    with pytest.raises(TypeError):  # no Variable can be made of it: the op's arguments do not fit
+        C.exp([[1.0, 2.0], [3.0]])
+    with pytest.raises(C.UserError, match="parameter: takes numbers"):
+        C.parameter(init=[["a"]])
+    with pytest.raises(TypeError):  # no Variable can be made of it: the op's arguments do not fit
+        C.plus(C.input_variable(1), np.array(["x"]))
+    p = C.parameter((2,), init=0.0, name="p")
+    with pytest.raises(C.UserError, match="Parameter.value of .*'p'.*dtype <U1"):
+        p.value = np.array(["a", "b"])
+    with pytest.raises(C.UserError, match="takes numbers"):
+        C.Value.batch(np.array([None, None]))
+    x = C.sequence.input_variable(1, name="x")
+    with pytest.raises(C.UserError, match="'x'.*dtype object"):
+        (x * 1).eval({x: [np.array([[None]])]})
