@@ -92,6 +92,16 @@ py::object grad(const Variable& self, const py::object& at, const py::object& wr
     return out;
 }
 
+/// `data` as a numpy array of numbers, refused (a UserError starting with `what`) when its dtype is not
+/// one of numbers (objects, strings), which numpy would convert to NaN or fail on.
+py::array numeric_array(py::handle data, const std::string& what) {
+    const py::array a = py::module_::import("numpy").attr("asarray")(data);
+    const char kind = a.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
+        throw UserError(what + ": takes float or integer numbers; got dtype " + std::string(py::str(py::object(a.dtype()))));
+    return a;
+}
+
 }  // namespace
 
 void bind_run(py::module_& m) {
@@ -107,7 +117,7 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
                 std::vector<xt::xarray<double>> out;
                 bool f64 = false;
                 for (py::handle s : seqs) {
-                    const py::array a = py::module_::import("numpy").attr("asarray")(s);
+                    const py::array a = numeric_array(s, "Value.sequences");
                     f64 = f64 || (a.dtype().kind() == 'f' && a.dtype().itemsize() == 8);
                     auto d = numbers_of<double>(a, "Value.sequences");
                     std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
@@ -123,7 +133,8 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
             py::arg("sequences"), "A batch of sequences from a list of arrays [T_i, sample...] (float64 stays float64).")
         .def_static(
             "item_major_sequences",
-            [](const py::array& data, const std::vector<std::size_t>& lengths) {
+            [](const py::object& given, const std::vector<std::size_t>& lengths) {
+                const py::array data = numeric_array(given, "Value.item_major_sequences");
                 const bool f64 = data.dtype().kind() == 'f' && data.dtype().itemsize() == 8;
                 auto d = numbers_of<double>(data, "Value.item_major_sequences");
                 std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
@@ -137,7 +148,8 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
             "(the padding, NaN included, is ignored). A length of 0 or above T is a loom.UserError.")
         .def_static(
             "batch",
-            [](const py::array& rows) {
+            [](const py::object& given) {
+                const py::array rows = numeric_array(given, "Value.batch");
                 const bool f64 = rows.dtype().kind() == 'f' && rows.dtype().itemsize() == 8;
                 auto d = numbers_of<double>(rows, "Value.batch");
                 std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
