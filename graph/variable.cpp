@@ -230,7 +230,7 @@ std::size_t parameter_count(const std::vector<Parameter>& parameters) {
     return count;
 }
 
-std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {
+std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
     std::vector<Node*> stack;
     for (auto& v : outputs) stack.push_back(v.node().get());
     std::unordered_set<Node*> seen;
@@ -241,19 +241,22 @@ std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {
         if (!n || !seen.insert(n).second) continue;
         if (n->kind == NodeKind::Placeholder) {
             if (n->is_bound) stack.push_back(n->bound.lock().get());
+            else found.push_back(n->shared_from_this());
             continue;
         }
-        for (auto& in : n->inputs) {
-            if (in->kind == NodeKind::Parameter && !seen.count(in.get())) found.push_back(in);
-            stack.push_back(in.get());
-        }
+        if (n->kind != NodeKind::Op) found.push_back(n->shared_from_this());
+        for (auto& in : n->inputs) stack.push_back(in.get());
     }
-    for (auto& v : outputs)
-        if (v.node() && v.node()->kind == NodeKind::Parameter) found.push_back(v.node());
     std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a->id < b->id; });
-    found.erase(std::unique(found.begin(), found.end()), found.end());
-    std::vector<Parameter> out;
+    std::vector<Variable> out;
     for (auto& n : found) out.emplace_back(n);
+    return out;
+}
+
+std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {
+    std::vector<Parameter> out;
+    for (const Variable& v : leaves_of(outputs))
+        if (v.is_parameter()) out.emplace_back(v.node());
     return out;
 }
 

@@ -183,6 +183,11 @@ Variable input_variable(const Shape& shape, const std::string& name, const Seque
 /// @}
 }  // namespace sequence
 
+/// Every leaf a set of outputs depends on (through bound placeholders and loops), in creation
+/// order: its inputs, parameters, constants and the placeholders not bound yet (an output that is
+/// a leaf itself included). What a caller lists as a graph's arguments (the inputs it must be
+/// given) or its parameters.
+std::vector<Variable> leaves_of(const std::vector<Variable>& outputs);
 /// All parameters a set of outputs depends on (through bound placeholders and loops), in creation order.
 std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs);
 /// The number of learnable numbers in `parameters` (the sum of their shapes' sizes).

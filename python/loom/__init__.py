@@ -1,0 +1,71 @@
+"""loom from Python: symbolic graphs over batches of sequences, recurrence loops and reverse-mode
+gradients, under CNTK's Python names, so that a CNTK program runs with ``import loom as C``.
+
+Build a graph from inputs, parameters and ops, then run it on numpy data::
+
+    import numpy as np
+    import loom as C
+
+    x = C.sequence.input_variable(2, name="x")
+    w = C.parameter((2, 1), init=C.glorot_normal(), name="w")
+    f = C.sequence.reduce_sum(C.tanh(C.times(x, w)))
+    f.eval({x: [np.ones((3, 2), np.float32), np.ones((1, 2), np.float32)]})  # array [2, 1]
+    f.grad({x: ...}, wrt=[w])                                                # array [2, 1]
+
+Where loom differs from CNTK, the docstring of the name says so. The differences that touch every
+program: one class, ``Variable`` (also named ``Function``), is both an op's result and its single
+output; each sequence input has its own sequence axis; inputs have no dtype of their own (a graph
+runs in float64 when its data or parameters are float64); errors are ``loom.UserError`` (a
+ValueError) and ``loom.DataError`` (an OSError).
+"""
+
+from __future__ import annotations
+
+from . import _loom, layers, sequence
+from ._graph import (classification_error, combine, constant, cross_entropy_with_softmax, dropout,
+                     future_value, input_variable, load_model, log_softmax, one_hot, parameter, past_value,
+                     placeholder, placeholder_variable, reduce_log_sum_exp, reduce_max, reduce_mean,
+                     reduce_min, reduce_sum, reshape, slice, softmax, splice, times, transpose)
+from ._loom import (DataError, Initializer, Parameter, SequenceAxis, UserError, Value, Variable, abs, alias,
+                    binary_cross_entropy, clip, constant_initializer, cos, cosine_distance, element_divide,
+                    element_max, element_min, element_select, element_times, embedding, equal, exp, gelu,
+                    glorot_normal, glorot_uniform, greater, greater_equal, layer_norm, less, less_equal, log,
+                    log_add_exp, minus, negate, normal, not_equal, plus, reciprocal, relu, set_seed, sigmoid, sin,
+                    softplus, sqrt, square, squared_error, stop_gradient, tanh, times_transpose, uniform, zeros)
+
+from ._version import __version__  # noqa: E402  (the same as _loom.__version__)
+
+#: CNTK's name for a graph's result: in loom the same class as Variable (an op's result is a
+#: Variable that is its own single output).
+Function = Variable
+
+
+def to_precision(parameters, dtype) -> None:
+    """Converts each parameter's storage to dtype (numpy.float32 or numpy.float64) in place, as
+    PyTorch's module.double(): float to double is exact, double to float rounds. loom's."""
+    from ._graph import _f64
+    _loom._to_precision(list(parameters), _f64(dtype, "to_precision"))
+
+
+class Axis:
+    """CNTK's axis helpers, as far as loom has them."""
+
+    @staticmethod
+    def new_unique_dynamic_axis(name: str = "") -> SequenceAxis:
+        """A new sequence axis to share between sequence inputs (loom.SequenceAxis)."""
+        return SequenceAxis()
+
+
+__all__ = [
+    "Axis", "DataError", "Function", "Initializer", "Parameter", "SequenceAxis", "UserError", "Value", "Variable",
+    "abs", "alias", "binary_cross_entropy", "classification_error", "clip", "combine", "constant",
+    "constant_initializer", "cos", "cosine_distance", "cross_entropy_with_softmax", "dropout", "element_divide",
+    "element_max", "element_min", "element_select", "element_times", "embedding", "equal", "exp",
+    "future_value", "gelu", "glorot_normal", "glorot_uniform", "greater", "greater_equal", "input_variable",
+    "layer_norm", "less", "less_equal", "load_model", "log", "log_add_exp", "log_softmax", "minus", "negate",
+    "normal", "not_equal", "one_hot", "parameter", "past_value", "placeholder", "placeholder_variable", "plus",
+    "reciprocal", "reduce_log_sum_exp", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "relu",
+    "reshape", "layers", "sequence", "set_seed", "to_precision", "sigmoid", "sin", "slice", "softmax", "softplus", "splice", "sqrt",
+    "square", "squared_error", "stop_gradient", "tanh", "times", "times_transpose", "transpose", "uniform",
+    "zeros",
+]

@@ -1,0 +1,336 @@
+"""The makers of a graph's leaves and the ops whose CNTK signature needs more than a name."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _loom
+from ._loom import Initializer, Parameter, SequenceAxis, Variable
+
+ShapeLike = Union[int, Sequence[int]]
+VariableLike = Union[Variable, float, int, np.ndarray, list]
+
+
+def _shape(shape: ShapeLike, what: str) -> tuple:
+    """`shape` (an int or a sequence of ints) as a tuple of positive ints, else loom.UserError."""
+    if isinstance(shape, numbers.Integral):
+        shape = (int(shape),)
+    try:
+        if isinstance(shape, (str, bytes)):
+            raise TypeError
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise _loom.UserError(f"{what}: a shape is an int or a tuple of ints; got {shape!r}") from None
+    if any(d < 1 for d in dims):
+        raise _loom.UserError(f"{what}: every dimension must be at least 1; got shape {dims}")
+    return dims
+
+
+def _numbers(value: Any, what: str) -> np.ndarray:
+    """`value` (a number, a list, an array) as a float64 array, else loom.UserError naming `what`."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _loom.UserError(f"{what}: takes numbers (an array, a list or a number); got {value!r:.100}") from None
+
+
+def _variable(x: VariableLike) -> Variable:
+    """`x` as a Variable: numbers, lists and arrays become constants (CNTK's sanitize_input)."""
+    if isinstance(x, Variable):
+        return x
+    return _loom._constant(_numbers(x, "an op's operand"), "")
+
+
+def _f64(dtype: Any, what: str) -> bool:
+    """Whether `dtype` is float64 (True) or float32 (False); anything else is a loom.UserError."""
+    if dtype is None:
+        return False
+    d = np.dtype(dtype)
+    if d == np.float64:
+        return True
+    if d == np.float32:
+        return False
+    raise _loom.UserError(f"{what}: dtype is numpy.float32 or numpy.float64; got {d}")
+
+
+def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bool = False,
+                   is_sparse: bool = False, dynamic_axes: Optional[Sequence] = None,
+                   name: str = "") -> Variable:
+    """An input with a batch axis: each eval is given an array [N, *shape].
+
+    dynamic_axes=[] makes an input with no dynamic axis (one tensor of `shape` per eval, read
+    as a parameter is). loom differs from CNTK: an input has no dtype of its own (eval computes
+    in float64 when any data or parameter is float64, else float32; `dtype` is only checked to be
+    one of the two); every input can be differentiated (needs_gradient is accepted and ignored);
+    there are no sparse inputs (ids go to `embedding`).
+    """
+    _f64(dtype, "input_variable")
+    if is_sparse:
+        raise _loom.UserError("input_variable: loom has no sparse inputs; give integer ids of shape (1,) "
+                              "to embedding(ids, table) instead of one-hot vectors")
+    axes = 1
+    if dynamic_axes is not None:
+        if len(dynamic_axes) != 0:
+            raise _loom.UserError("input_variable: dynamic_axes is [] (no dynamic axis) or left out (a batch "
+                                  "axis); a sequence input is sequence.input_variable")
+        axes = 0
+    return _loom._input_variable(list(_shape(shape, "input_variable")), name, axes)
+
+
+def parameter(shape: Optional[ShapeLike] = None, init: Any = None, dtype: Any = None,
+              device: Any = None, name: str = "") -> Parameter:
+    """A learnable tensor of `shape`, its values drawn by `init`.
+
+    init: an Initializer (glorot_uniform(), glorot_normal(), uniform(s), normal(s), ...), a
+    number (every element that number), or an array (the value itself; then shape may be left out).
+    None draws glorot_uniform() (loom differs from CNTK, whose default is 0). dtype: float32 (the
+    default) or float64. device is accepted and ignored (loom runs on the CPU).
+    """
+    f64 = _f64(dtype, "parameter")
+    if isinstance(init, (np.ndarray, list, tuple)):
+        value = _numbers(init, "parameter")
+        if shape is not None and _shape(shape, "parameter") != value.shape:
+            raise _loom.UserError(f"parameter: shape {tuple(shape)} differs from the shape of init, {value.shape}")
+        return _loom._parameter_from(value, name, f64)
+    if shape is None:
+        raise _loom.UserError("parameter: give a shape (or an array as init)")
+    dims = list(_shape(shape, "parameter"))
+    if init is None:
+        init = _loom.glorot_uniform()
+    elif isinstance(init, numbers.Number):
+        init = _loom.constant_initializer(float(init))
+    elif not isinstance(init, Initializer):
+        raise _loom.UserError(f"parameter: init is an Initializer, a number or an array; got {init!r}")
+    return _loom._parameter(dims, init, name, f64)
+
+
+def constant(value: Any = None, shape: Optional[ShapeLike] = None, dtype: Any = None,
+             device: Any = None, name: str = "") -> Variable:
+    """A constant: a number, or an array's values (copied). With `shape`, a number fills that shape.
+
+    Held in double; computed in the graph's element type. dtype is checked, device ignored.
+    """
+    _f64(dtype, "constant")
+    if value is None:
+        value = 0.0
+    value = _numbers(value, "constant")
+    if shape is not None:
+        dims = _shape(shape, "constant")
+        if value.ndim != 0 and value.shape != dims:
+            raise _loom.UserError(f"constant: shape {dims} differs from the value's shape, {value.shape}")
+        value = np.full(dims, value, dtype=np.float64) if value.ndim == 0 else value
+    return _loom._constant(value, name)
+
+
+def placeholder(shape: Optional[ShapeLike] = None, dynamic_axes: Any = None, name: str = "") -> Variable:
+    """A placeholder, on any dynamic axis until replace_placeholders binds it: how a loop is closed.
+
+    Without a shape, the shape is inferred from the loop it closes (and `name` is not kept: loom
+    names only placeholders of a known shape). dynamic_axes is accepted and ignored.
+    """
+    dims = None if shape is None else list(_shape(shape, "placeholder"))
+    return _loom._placeholder(dims, name)
+
+
+def placeholder_variable(shape: Optional[ShapeLike] = None, dynamic_axes: Any = None, name: str = "") -> Variable:
+    """The same as placeholder (CNTK's older name)."""
+    return placeholder(shape, dynamic_axes, name)
+
+
+def _axis(axis: Any, what: str) -> int:
+    if isinstance(axis, numbers.Integral):
+        return int(axis)
+    raise _loom.UserError(f"{what}: axis is an int (a static axis, negative from the last) or None; got {axis!r}")
+
+
+def _reduce(op, x: VariableLike, axis: Any, keepdims: bool, name: str, what: str) -> Variable:
+    x = _variable(x)
+    if axis is None:
+        axes = [_loom._all_static_axes]
+    elif isinstance(axis, (list, tuple)):
+        axes = [_axis(a, what) % max(len(x.shape), 1) for a in axis]
+    else:
+        axes = [_axis(axis, what)]
+    out = x
+    for i, a in enumerate(axes):
+        out = op(out, a, name if i + 1 == len(axes) and keepdims else "")
+    if not keepdims:
+        rank = len(x.shape)
+        dropped = set(range(rank)) if axis is None else {a % rank for a in axes}
+        kept = [d for i, d in enumerate(x.shape) if i not in dropped]
+        out = _loom._reshape(out, kept if kept else [1], name)
+    return out
+
+
+def reduce_sum(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The sum over static `axis` (an int, a list of ints, or None for every static axis).
+
+    The reduced axes stay with size 1 unless keepdims=False (then they go; a result of no axis left
+    has shape (1,): loom differs from CNTK, which gives shape ()). Over the sequence axis:
+    sequence.reduce_sum.
+    """
+    return _reduce(_loom._reduce_sum, x, axis, keepdims, name, "reduce_sum")
+
+
+def reduce_mean(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The mean over static `axis`; as reduce_sum for axis and keepdims."""
+    return _reduce(_loom._reduce_mean, x, axis, keepdims, name, "reduce_mean")
+
+
+def reduce_max(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The maximum over static `axis`; as reduce_sum for axis and keepdims."""
+    return _reduce(_loom._reduce_max, x, axis, keepdims, name, "reduce_max")
+
+
+def reduce_min(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The minimum over static `axis`; as reduce_sum for axis and keepdims."""
+    return _reduce(_loom._reduce_min, x, axis, keepdims, name, "reduce_min")
+
+
+def reduce_log_sum_exp(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """log(sum(exp(x))) over static `axis`, without overflow; as reduce_sum for axis and keepdims."""
+    return _reduce(_loom._reduce_log_sum_exp, x, axis, keepdims, name, "reduce_log_sum_exp")
+
+
+def _over_axis(op, x: VariableLike, axis: Any, name: str, what: str) -> Variable:
+    x = _variable(x)
+    if axis is not None:
+        return op(x, _axis(axis, what), name)
+    if len(x.shape) <= 1:
+        return op(x, -1, name)
+    # CNTK: without an axis, over every static axis at once.
+    flat = _loom._reshape(x, [int(np.prod(x.shape))], "")
+    return _loom._reshape(op(flat, -1, ""), list(x.shape), name)
+
+
+def softmax(x: VariableLike, axis: Any = None, name: str = "") -> Variable:
+    """exp(x) / sum(exp(x)) along static `axis`; None: over every static axis at once (as CNTK)."""
+    return _over_axis(_loom._softmax, x, axis, name, "softmax")
+
+
+def log_softmax(x: VariableLike, axis: Any = None, name: str = "") -> Variable:
+    """log(softmax(x)) along `axis`, without overflow; None: over every static axis at once."""
+    return _over_axis(_loom._log_softmax, x, axis, name, "log_softmax")
+
+
+def times(left: VariableLike, right: VariableLike, output_rank: Optional[int] = None,
+          infer_input_rank_to_map: Any = None, name: str = "") -> Variable:
+    """The matrix product: left [..., k] with right [k, m...] gives [..., m...] on left's dynamic axes.
+
+    loom contracts one axis, left's last with right's first, and keeps all of right's others:
+    output_rank, when given, must be right's rank - 1 (loom.UserError otherwise, where CNTK would
+    contract more of left's axes). infer_input_rank_to_map is not supported.
+    """
+    left, right = _variable(left), _variable(right)
+    if infer_input_rank_to_map is not None:
+        raise _loom.UserError("times: loom does not infer input ranks (infer_input_rank_to_map)")
+    if output_rank is not None and output_rank != len(right.shape) - 1:
+        raise _loom.UserError(f"times: loom contracts one axis and keeps right's other {len(right.shape) - 1}; "
+                              f"output_rank={output_rank} asks for another split of right, shape {right.shape}")
+    return _loom._times(left, right, name)
+
+
+def cross_entropy_with_softmax(output_vector: VariableLike, target_vector: VariableLike, axis: int = -1,
+                               name: str = "") -> Variable:
+    """-sum_j t_j log softmax(z)_j over the last axis, shape (1,) (CNTK's: lse(z) - t.z)."""
+    if axis != -1:
+        raise _loom.UserError("cross_entropy_with_softmax: loom takes the softmax over the last axis (axis=-1)")
+    return _loom._cross_entropy_with_softmax(_variable(output_vector), _variable(target_vector), name)
+
+
+def classification_error(output_vector: VariableLike, target_vector: VariableLike, axis: int = -1,
+                         topN: int = 1, name: str = "") -> Variable:
+    """1 where argmax of output differs from argmax of target (the first maximum wins), else 0."""
+    if axis != -1 or topN != 1:
+        raise _loom.UserError("classification_error: loom compares the top 1 over the last axis")
+    return _loom._classification_error(_variable(output_vector), _variable(target_vector), name)
+
+
+def splice(*inputs: VariableLike, axis: int = -1, name: str = "") -> Variable:
+    """The inputs concatenated along static `axis` (the last by default)."""
+    return _loom._splice([_variable(x) for x in inputs], axis, name)
+
+
+def slice(x: VariableLike, axis: int, begin_index: int, end_index: int, strides: Any = None,
+          name: str = "") -> Variable:
+    """Elements [begin_index, end_index) of static `axis`; negative indices count from the end,
+    end_index 0 means to the end. strides are not supported."""
+    if strides not in (None, 1):
+        raise _loom.UserError("slice: loom slices with stride 1")
+    return _loom._slice(_variable(x), _axis(axis, "slice"), begin_index, end_index, name)
+
+
+def reshape(x: VariableLike, shape: ShapeLike, begin_axis: Any = None, end_axis: Any = None,
+            name: str = "") -> Variable:
+    """The same elements in a sample of `shape` (the counts must be equal); begin_axis and
+    end_axis are not supported."""
+    if begin_axis is not None or end_axis is not None:
+        raise _loom.UserError("reshape: loom reshapes the whole sample (no begin_axis / end_axis)")
+    return _loom._reshape(_variable(x), list(_shape(shape, "reshape")), name)
+
+
+def transpose(x: VariableLike, perm: Optional[Sequence[int]] = None, name: str = "") -> Variable:
+    """The sample's axes permuted: output axis i is input axis perm[i]; None reverses them."""
+    x = _variable(x)
+    if perm is None:
+        perm = list(reversed(range(len(x.shape))))
+    return _loom._transpose(x, [int(p) for p in perm], name)
+
+
+def one_hot(x: VariableLike, num_classes: int, sparse_output: bool = False, axis: int = -1,
+            name: str = "") -> Variable:
+    """ids of sample shape (1,) as vectors (num_classes,) with a single 1 (dense; axis -1 only)."""
+    if sparse_output or axis != -1:
+        raise _loom.UserError("one_hot: loom makes dense vectors on the last axis")
+    return _loom._one_hot(_variable(x), int(num_classes), name)
+
+
+def dropout(x: VariableLike, dropout_rate: float = 0.0, keep_prob: Any = None, seed: int = 0,
+            name: str = "") -> Variable:
+    """In training x * a fresh Bernoulli mask / (1 - rate); the identity when evaluating.
+
+    loom's eval runs in inference mode, so eval and grad see the identity. seed 0 draws one.
+    """
+    if keep_prob is not None:
+        dropout_rate = 1.0 - keep_prob
+    return _loom._dropout(_variable(x), float(dropout_rate), int(seed), name)
+
+
+def _delay(op, x: VariableLike, initial_state: Any, time_step: int, name: str) -> Variable:
+    if time_step < 1:
+        raise _loom.UserError(f"past_value / future_value: time_step is at least 1; got {time_step}")
+    init = _variable(0.0 if initial_state is None else initial_state)
+    return op(_variable(x), init, int(time_step), name)
+
+
+def past_value(x: VariableLike, initial_state: Any = None, time_step: int = 1, name: str = "") -> Variable:
+    """x at step t - time_step of the same sequence, or initial_state (0 by default) before its start.
+
+    x may be a placeholder: bound later by replace_placeholders, it closes a loop. initial_state
+    may be a number, an array of the sample's shape, a parameter or a per-sequence value.
+    """
+    return _delay(_loom._past_value, x, initial_state, time_step, name)
+
+
+def future_value(x: VariableLike, initial_state: Any = None, time_step: int = 1, name: str = "") -> Variable:
+    """x at step t + time_step of the same sequence, or initial_state (0 by default) past its end."""
+    return _delay(_loom._future_value, x, initial_state, time_step, name)
+
+
+def combine(*operands: Any, name: str = "") -> list:
+    """CNTK combines outputs into one Function; loom's eval takes outputs=[...] instead: this
+    returns the list of operands, to pass as f.eval(data, outputs=...)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return [_variable(x) for x in operands]
+
+
+def load_model(filename: str, *args: Any, **kwargs: Any):
+    """Not in loom: a loom model file holds parameters by name, not a graph. Build the graph in
+    code, then f.restore(filename). Raises NotImplementedError saying so."""
+    raise NotImplementedError(
+        "loom.load_model: a loom model file holds parameters by name, not a graph; build the graph in code "
+        "and call f.restore(" + repr(filename) + ")")

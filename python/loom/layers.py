@@ -1,0 +1,153 @@
+"""Layers, as CNTK's ``C.layers``: each factory returns a callable that owns its parameters.
+
+A layer's parameters are made at its first call (their shapes follow the input, as CNTK infers
+them) and shared by later calls; ``layer.parameters`` lists them. Recurrent cells (LSTM, GRU,
+RNNStep) are steps that Recurrence, Fold and BiRecurrence run over a sequence.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Optional, Sequence
+
+from . import _loom
+from ._graph import ShapeLike, _shape, _variable
+from ._loom import Initializer
+
+Cell = _loom.layers.Cell
+Layer = _loom.layers.Layer
+
+__all__ = ["BiRecurrence", "Cell", "Dense", "Dropout", "Embedding", "Fold", "GRU", "LSTM", "Layer",
+           "LayerNormalization", "RNNStep", "Recurrence", "Sequential"]
+
+
+def _init(init: Any, what: str) -> Initializer:
+    if init is None:
+        return _loom.glorot_uniform()
+    if isinstance(init, numbers.Number):
+        return _loom.constant_initializer(float(init))
+    if not isinstance(init, Initializer):
+        raise _loom.UserError(f"{what}: init is an Initializer or a number; got {init!r}")
+    return init
+
+
+def _unsupported(what: str, **given: Any) -> None:
+    for name, value in given.items():
+        if value:
+            raise _loom.UserError(f"{what}: loom's layer has no {name}")
+
+
+def Dense(shape: ShapeLike, activation: Optional[Callable] = None, init: Any = None, input_rank: Any = None,
+          map_rank: Any = None, bias: bool = True, init_bias: float = 0, name: str = "Dense") -> Layer:
+    """y = activation(x W + b), W [x's last axis, *shape]: only x's last axis is mapped.
+
+    activation: a function of a Variable (C.tanh, C.relu, ...) or None (the identity, CNTK's
+    default). The bias starts at 0; input_rank, map_rank and another init_bias are not supported.
+    """
+    _unsupported("Dense", input_rank=input_rank is not None, map_rank=map_rank is not None, init_bias=init_bias != 0)
+    return _loom.layers._Dense(list(_shape(shape, "Dense")), activation, bias, _init(init, "Dense"), name)
+
+
+def Embedding(shape: int, init: Any = None, weights: Any = None, vocabulary: int = 0,
+              name: str = "Embedding") -> Layer:
+    """A table E [vocabulary, shape]: ids of sample shape (1,) read rows of it; any other input
+    [..., V] is multiplied by it (x E, as CNTK's Embedding over one-hot input; then V is the
+    vocabulary).
+
+    loom differs from CNTK: for ids, say the vocabulary size (vocabulary=...), which a one-hot input
+    would give. weights (a fixed table) is not supported.
+    """
+    _unsupported("Embedding", weights=weights is not None)
+    dims = _shape(shape, "Embedding")
+    if len(dims) != 1:
+        raise _loom.UserError(f"Embedding: the embedding is a vector; got shape {dims}")
+    return _loom.layers._Embedding(dims[0], int(vocabulary), _init(init, "Embedding"), name)
+
+
+def Sequential(layers: Sequence[Any], name: str = "Sequential") -> Layer:
+    """The layers applied in order (a list of Layers; nested lists are flattened)."""
+    flat = []
+
+    def add(items):
+        for item in items:
+            if isinstance(item, (list, tuple)):
+                add(item)
+            elif isinstance(item, Layer):
+                flat.append(item)
+            else:
+                raise _loom.UserError(f"Sequential: takes loom layers; got {item!r}")
+
+    add(layers)
+    return _loom.layers._Sequential(flat, name)
+
+
+def Dropout(dropout_rate: float = 0.0, keep_prob: Any = None, seed: int = 0, name: str = "Dropout") -> Layer:
+    """dropout(x, rate): active in training only, the identity in eval."""
+    if keep_prob is not None:
+        dropout_rate = 1.0 - keep_prob
+    return _loom.layers._Dropout(float(dropout_rate), int(seed), name)
+
+
+def LayerNormalization(initial_scale: float = 1, initial_bias: float = 0, epsilon: float = 1e-5,
+                       name: str = "LayerNormalization") -> Layer:
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis; scale starts at 1, bias at 0."""
+    _unsupported("LayerNormalization", initial_scale=initial_scale != 1, initial_bias=initial_bias != 0)
+    return _loom.layers._LayerNormalization(float(epsilon), name)
+
+
+def LSTM(shape: int, activation: Any = None, use_peepholes: bool = False, init: Any = None, init_bias: float = 0,
+         enable_self_stabilization: bool = False, name: str = "LSTM") -> Cell:
+    """An LSTM step of `shape` units (states h and c): gates from one affine map of [x, h] in the order
+    input, forget, output, candidate; peepholes as CNTK's. Run it with Recurrence / Fold.
+
+    tanh is its activation (another is not supported), its bias starts at 0, and there is no
+    self-stabilization.
+    """
+    _unsupported("LSTM", activation=activation is not None and activation is not _loom.tanh,
+                 init_bias=init_bias != 0, enable_self_stabilization=enable_self_stabilization)
+    return _loom.layers._LSTM(int(shape), bool(use_peepholes), _init(init, "LSTM"), name)
+
+
+def GRU(shape: int, activation: Any = None, init: Any = None, init_bias: float = 0,
+        enable_self_stabilization: bool = False, name: str = "GRU") -> Cell:
+    """A GRU step of `shape` units, as CNTK's. Run it with Recurrence / Fold."""
+    _unsupported("GRU", activation=activation is not None and activation is not _loom.tanh,
+                 init_bias=init_bias != 0, enable_self_stabilization=enable_self_stabilization)
+    return _loom.layers._GRU(int(shape), _init(init, "GRU"), name)
+
+
+def RNNStep(shape: int, activation: Optional[Callable] = _loom.sigmoid, init: Any = None, init_bias: float = 0,
+            enable_self_stabilization: bool = False, name: str = "RNNStep") -> Cell:
+    """h' = activation(x W + b + h U); CNTK's default activation is sigmoid."""
+    _unsupported("RNNStep", init_bias=init_bias != 0, enable_self_stabilization=enable_self_stabilization)
+    return _loom.layers._RNNStep(int(shape), activation, _init(init, "RNNStep"), name)
+
+
+def _check_cell(cell: Any, what: str) -> Cell:
+    if not isinstance(cell, Cell):
+        raise _loom.UserError(f"{what}: takes a cell (LSTM, GRU, RNNStep); got {cell!r} (loom differs from CNTK: "
+                              "a step function written in Python is not a cell yet)")
+    return cell
+
+
+def Recurrence(step_function: Cell, go_backwards: bool = False, initial_state: Any = 0,
+               return_full_state: bool = False, name: str = "Recurrence") -> Layer:
+    """The cell run over each sequence (backwards from its end with go_backwards); the output
+    state's sequence. initial_state (a number, an array, a Variable) starts every state."""
+    _unsupported("Recurrence", return_full_state=return_full_state)
+    return _loom.layers._Recurrence(_check_cell(step_function, "Recurrence"), bool(go_backwards),
+                                    _variable(initial_state), name)
+
+
+def Fold(folder_function: Cell, go_backwards: bool = False, initial_state: Any = 0,
+         return_full_state: bool = False, name: str = "Fold") -> Layer:
+    """The cell's final output state over each sequence (a batch value)."""
+    _unsupported("Fold", return_full_state=return_full_state)
+    return _loom.layers._Fold(_check_cell(folder_function, "Fold"), bool(go_backwards), _variable(initial_state), name)
+
+
+def BiRecurrence(forward: Cell, backward: Cell, name: str = "BiRecurrence") -> Layer:
+    """A forward and a backward recurrence over the same input, spliced along the last axis (the
+    convenience function of CNTK's tutorial, which the seed program uses)."""
+    return _loom.layers._BiRecurrence(_check_cell(forward, "BiRecurrence"), _check_cell(backward, "BiRecurrence"),
+                                      name)

@@ -1,0 +1,131 @@
+"""Ops over a sequence axis, as CNTK's ``C.sequence``.
+
+Each sequence input has a sequence axis of its own unless it is given a shared one
+(``SequenceAxis``): loom differs from CNTK, whose sequence inputs share one default axis. Ops
+that combine two sequences need them on one axis; otherwise loom.UserError names both.
+Reductions over time skip the padding of shorter sequences.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _loom
+from ._graph import ShapeLike, VariableLike, _f64, _shape, _variable, future_value, past_value
+from ._loom import SequenceAxis, Variable
+
+__all__ = ["input_variable", "past_value", "future_value", "is_first", "is_last", "first", "last", "slice",
+           "broadcast_as", "reduce_sum", "reduce_max", "reduce_mean", "softmax", "length", "gather",
+           "scatter", "where", "unpack"]
+
+
+def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bool = False,
+                   is_sparse: bool = False, sequence_axis: Optional[SequenceAxis] = None,
+                   name: str = "") -> Variable:
+    """A sequence input: each eval is given a list of arrays [T_i, *shape] (a ragged batch).
+
+    It gets a sequence axis of its own, or the SequenceAxis given (shared with other inputs
+    whose sequences have the same lengths). loom differs from CNTK: see the module's docstring
+    for the default axis, and loom.input_variable for dtype, needs_gradient and is_sparse.
+    """
+    _f64(dtype, "sequence.input_variable")
+    if is_sparse:
+        raise _loom.UserError("sequence.input_variable: loom has no sparse inputs; give integer ids of shape (1,) "
+                              "to embedding(ids, table)")
+    if sequence_axis is not None and not isinstance(sequence_axis, SequenceAxis):
+        raise _loom.UserError(f"sequence.input_variable: sequence_axis is a loom.SequenceAxis; got {sequence_axis!r}")
+    return _loom._input_variable(list(_shape(shape, "sequence.input_variable")), name, 2, sequence_axis)
+
+
+
+
+def is_first(seq: VariableLike, name: str = "") -> Variable:
+    """1 on the first step of each sequence, else 0: shape (1,) on seq's sequence axis."""
+    return _loom.sequence.is_first(_variable(seq), name)
+
+
+def is_last(seq: VariableLike, name: str = "") -> Variable:
+    """1 on the last step of each sequence, else 0: shape (1,) on seq's sequence axis."""
+    return _loom.sequence.is_last(_variable(seq), name)
+
+
+def first(seq: VariableLike, name: str = "") -> Variable:
+    """The first step of each sequence, as a batch value (one per sequence)."""
+    return _loom.sequence.first(_variable(seq), name)
+
+
+def last(seq: VariableLike, name: str = "") -> Variable:
+    """The last step of each sequence, as a batch value (one per sequence)."""
+    return _loom.sequence.last(_variable(seq), name)
+
+
+def slice(seq: VariableLike, begin_index: int, end_index: int, name: str = "") -> Variable:
+    """Steps [begin_index, end_index) of each sequence; negative indices count from each
+    sequence's end; end_index 0 means to the end. A sequence left empty is a loom.UserError."""
+    return _loom.sequence.slice(_variable(seq), int(begin_index), int(end_index), name)
+
+
+def broadcast_as(operand: VariableLike, broadcast_as_operand: VariableLike, name: str = "") -> Variable:
+    """A per-sequence (batch) value repeated along every step of the other's sequences."""
+    return _loom.sequence.broadcast_as(_variable(operand), _variable(broadcast_as_operand), name)
+
+
+def reduce_sum(seq: VariableLike, name: str = "") -> Variable:
+    """The sum over the steps of each sequence, as a batch value."""
+    return _loom.sequence.reduce_sum(_variable(seq), name)
+
+
+def reduce_max(seq: VariableLike, name: str = "") -> Variable:
+    """The maximum over the steps of each sequence, as a batch value."""
+    return _loom.sequence.reduce_max(_variable(seq), name)
+
+
+def reduce_mean(seq: VariableLike, name: str = "") -> Variable:
+    """The mean over the steps of each sequence, as a batch value (loom's; CNTK has none)."""
+    return _loom.sequence.reduce_mean(_variable(seq), name)
+
+
+def softmax(seq: VariableLike, name: str = "") -> Variable:
+    """Softmax over the steps of each sequence, element by element; on seq's axis."""
+    return _loom.sequence.softmax(_variable(seq), name)
+
+
+def length(seq: VariableLike, name: str = "") -> Variable:
+    """The length of each sequence, as a batch value of shape (1,) (loom's; CNTK has none)."""
+    return _loom.sequence.length(_variable(seq), name)
+
+
+def gather(seq: VariableLike, condition: VariableLike, new_sequence_axis_typeinfo: Any = None,
+           name: str = "") -> Variable:
+    """The steps of seq where condition (shape (1,) on seq's axis) is non-zero, on a new sequence
+    axis. new_sequence_axis_typeinfo is not supported. An empty result is a loom.UserError."""
+    if new_sequence_axis_typeinfo is not None:
+        raise _loom.UserError("sequence.gather: loom takes no new_sequence_axis_typeinfo")
+    return _loom.sequence.gather(_variable(seq), _variable(condition), name)
+
+
+def scatter(seq: VariableLike, condition: VariableLike, new_sequence_axis_typeinfo: Any = None,
+            name: str = "") -> Variable:
+    """The inverse of gather: seq's steps placed in order where condition is non-zero, zeros
+    elsewhere; on condition's axis."""
+    if new_sequence_axis_typeinfo is not None:
+        raise _loom.UserError("sequence.scatter: loom takes no new_sequence_axis_typeinfo")
+    return _loom.sequence.scatter(_variable(seq), _variable(condition), name)
+
+
+def where(condition: VariableLike, name: str = "") -> Variable:
+    """The positions t (as numbers, shape (1,)) where condition is non-zero, on a new sequence
+    axis; a whole count c > 1 repeats t c times."""
+    return _loom.sequence.where(_variable(condition), name)
+
+
+def unpack(x: VariableLike, padding_value: float, no_mask_output: bool = False, name: str = ""):
+    """Each sequence as a padded batch value [T_max, *sample] and its mask [T_max].
+
+    loom differs from CNTK: it returns the tuple (data, mask) of two Variables rather than one
+    Function of two outputs; with no_mask_output=True, data alone.
+    """
+    data, mask = _loom.sequence._unpack(_variable(x), float(padding_value), name)
+    return data if no_mask_output else (data, mask)

@@ -1,0 +1,53 @@
+#pragma once
+// The extension's parts: each binds one piece of loom.hpp under CNTK's Python names. Names and
+// conversions only: what a Python user needs that the library lacks belongs in the library.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include <loom.hpp>
+
+namespace loom_python {
+
+namespace py = pybind11;
+
+/// The Python exception classes loom's errors become: loom.UserError (a ValueError) and
+/// loom.DataError (a UserError and an OSError); the translator is registered by bind_errors.
+void bind_errors(py::module_& m);
+/// Variable (CNTK's Function and Variable in one), Parameter, SequenceAxis, Initializer and the
+/// makers of leaves: input_variable, parameter, constant, placeholder.
+void bind_graph(py::module_& m);
+/// The ops of graph/ops.hpp, with CNTK's argument names.
+void bind_ops(py::module_& m);
+/// Running a graph from Python: eval, grad, save and restore (numpy in, numpy out).
+void bind_run(py::module_& m);
+/// loom::layers under CNTK's names (the submodule layers): Layer, Cell and their factories.
+void bind_layers(py::module_& m);
+
+/// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
+/// starting with `what` when it holds no numbers.
+template <class T>
+py::array_t<T, py::array::c_style | py::array::forcecast> numbers_of(py::handle obj, const std::string& what) {
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
+    if (!a) throw loom::UserError(what + ": takes numbers (an array, a list or a number); got " +
+                                  std::string(py::str(py::repr(obj))).substr(0, 100));
+    return a;
+}
+
+/// A shape as a Python tuple.
+py::tuple shape_tuple(const loom::Shape& shape);
+/// A Variable as Python sees it: a Parameter's node as a loom.Parameter, anything else as a Variable.
+py::object wrap(const loom::Variable& v);
+
+/// The data given for `input` (a numpy array, a list of them, or a loom.Value) as a Value, checked
+/// against the input's shape and dynamic axes before anything runs: a UserError starting with
+/// `caller` names the input, its shape and what was given.
+loom::Value to_value(const loom::Variable& input, py::handle data, const char* caller);
+/// A Value as numpy, sharing its storage (no copy): a static tensor as one array, a batch as one
+/// array [N, sample...], sequences as a list of arrays [T_i, sample...] (strided views into one
+/// padded time-major buffer, which the arrays keep alive).
+py::object to_numpy(loom::Value value);
+
+}  // namespace loom_python

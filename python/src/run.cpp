@@ -1,0 +1,214 @@
+// Running a graph from Python: eval, grad, save and restore. The data is converted and checked with
+// the GIL held; the engine runs with it released, so other Python threads (another graph's eval)
+// run meanwhile.
+#include "bindings.hpp"
+
+namespace loom_python {
+
+using namespace loom;
+
+namespace {
+
+std::vector<Variable> arguments_of(const std::vector<Variable>& outputs) {
+    std::vector<Variable> out;
+    for (const Variable& leaf : leaves_of(outputs))
+        if (leaf.is_input()) out.push_back(leaf);
+    return out;
+}
+
+std::string label_of(const Variable& v) { return v.name().empty() ? v.label() : "'" + v.name() + "'"; }
+
+/// The data of `arguments` (a dict by Variable, or the data of the one argument) as Bindings, every
+/// argument given and no other key, each checked and converted before anything runs.
+Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arguments, const char* caller) {
+    const std::vector<Variable> needed = arguments_of(outputs);
+    Bindings bindings;
+    if (arguments.is_none()) {
+        if (!needed.empty())
+            throw UserError(std::string(caller) + ": no data given; the graph needs data for " +
+                            std::to_string(needed.size()) + " input(s), the first " + label_of(needed[0]));
+        return bindings;
+    }
+    if (!py::isinstance<py::dict>(arguments)) {
+        if (needed.size() != 1)
+            throw UserError(std::string(caller) + ": data without a dict is for a graph of one input; this one has " +
+                            std::to_string(needed.size()) + ": give {input: data, ...}");
+        bindings.emplace(needed[0], to_value(needed[0], arguments, caller));
+        return bindings;
+    }
+    for (auto [key, data] : py::reinterpret_borrow<py::dict>(arguments)) {
+        if (!py::isinstance<Variable>(key))
+            throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables); got " +
+                            std::string(py::str(py::repr(key))));
+        const Variable input = key.cast<Variable>();
+        if (std::find(needed.begin(), needed.end(), input) == needed.end())
+            throw UserError(std::string(caller) + ": " + input.label() + " is not an input of this graph");
+        bindings.emplace(input, to_value(input, data, caller));
+    }
+    for (const Variable& input : needed)
+        if (!bindings.count(input))
+            throw UserError(std::string(caller) + ": no data for input " + label_of(input) + " of sample shape " +
+                            input.shape().str());
+    return bindings;
+}
+
+std::vector<Variable> variables_of(const py::object& list, const char* caller, const char* what) {
+    std::vector<Variable> out;
+    for (py::handle item : list) {
+        if (!py::isinstance<Variable>(item))
+            throw UserError(std::string(caller) + ": " + what + " holds Variables; got " + std::string(py::str(py::repr(item))));
+        out.push_back(item.cast<Variable>());
+    }
+    return out;
+}
+
+py::object eval(const Variable& self, const py::object& arguments, const py::object& outputs) {
+    const bool many = !outputs.is_none();
+    const std::vector<Variable> wanted = many ? variables_of(outputs, "eval", "outputs") : std::vector<Variable>{self};
+    const Bindings bindings = bindings_of(wanted, arguments, "eval");
+    ValueMap results;
+    {
+        py::gil_scoped_release released;
+        results = evaluate(wanted, bindings);
+    }
+    if (!many) return to_numpy(results[self]);
+    py::dict out;
+    for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
+    return out;
+}
+
+py::object grad(const Variable& self, const py::object& at, const py::object& wrt) {
+    std::vector<Variable> wanted = wrt.is_none() ? arguments_of({self}) : variables_of(wrt, "grad", "wrt");
+    if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
+    const Bindings bindings = bindings_of({self}, at, "grad");
+    ValueMap results;
+    {
+        py::gil_scoped_release released;
+        results = gradients(self, bindings, wanted);
+    }
+    if (wanted.size() == 1) return to_numpy(results[wanted[0]]);
+    py::dict out;
+    for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
+    return out;
+}
+
+/// `data` as a numpy array of numbers, refused (a UserError starting with `what`) when its dtype is not
+/// one of numbers (objects, strings), which numpy would convert to NaN or fail on.
+py::array numeric_array(py::handle data, const std::string& what) {
+    const py::array a = py::module_::import("numpy").attr("asarray")(data);
+    const char kind = a.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
+        throw UserError(what + ": takes float or integer numbers; got dtype " + std::string(py::str(py::object(a.dtype()))));
+    return a;
+}
+
+}  // namespace
+
+void bind_run(py::module_& m) {
+    py::class_<Value> value(m, "Value", R"doc(Data bound to a graph's input, in loom's own layout (what eval and grad take besides numpy).
+
+Value.sequences(list of arrays [T_i, sample...]) and Value.item_major_sequences(array [N, T,
+sample...], lengths) make a batch of sequences; whatever is in the padding of the latter (NaN
+included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copies the data once.)doc");
+    value
+        .def_static(
+            "sequences",
+            [](const py::list& seqs) {
+                std::vector<xt::xarray<double>> out;
+                bool f64 = false;
+                for (py::handle s : seqs) {
+                    const py::array a = numeric_array(s, "Value.sequences");
+                    f64 = f64 || (a.dtype().kind() == 'f' && a.dtype().itemsize() == 8);
+                    auto d = numbers_of<double>(a, "Value.sequences");
+                    std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
+                    xt::xarray<double> x = xt::zeros<double>(shape);
+                    std::copy_n(d.data(), d.size(), x.data());
+                    out.push_back(std::move(x));
+                }
+                if (f64) return Value::sequences(out);
+                std::vector<xt::xarray<float>> floats;
+                for (auto& x : out) floats.push_back(xt::cast<float>(x));
+                return Value::sequences(floats);
+            },
+            py::arg("sequences"), "A batch of sequences from a list of arrays [T_i, sample...] (float64 stays float64).")
+        .def_static(
+            "item_major_sequences",
+            [](const py::object& given, const std::vector<std::size_t>& lengths) {
+                const py::array data = numeric_array(given, "Value.item_major_sequences");
+                const bool f64 = data.dtype().kind() == 'f' && data.dtype().itemsize() == 8;
+                auto d = numbers_of<double>(data, "Value.item_major_sequences");
+                std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
+                xt::xarray<double> x = xt::zeros<double>(shape);
+                std::copy_n(d.data(), d.size(), x.data());
+                if (f64) return Value::item_major_sequences(x, lengths);
+                return Value::item_major_sequences(xt::xarray<float>(xt::cast<float>(x)), lengths);
+            },
+            py::arg("data"), py::arg("lengths"),
+            "Sequences from padded item-major data [N, T, sample...]: item n's first lengths[n] steps\n"
+            "(the padding, NaN included, is ignored). A length of 0 or above T is a loom.UserError.")
+        .def_static(
+            "batch",
+            [](const py::object& given) {
+                const py::array rows = numeric_array(given, "Value.batch");
+                const bool f64 = rows.dtype().kind() == 'f' && rows.dtype().itemsize() == 8;
+                auto d = numbers_of<double>(rows, "Value.batch");
+                std::vector<std::size_t> shape(d.shape(), d.shape() + d.ndim());
+                xt::xarray<double> x = xt::zeros<double>(shape);
+                std::copy_n(d.data(), d.size(), x.data());
+                if (f64) return Value::batch(std::move(x));
+                return Value::batch(xt::xarray<float>(xt::cast<float>(x)));
+            },
+            py::arg("rows"), "A batch [N, sample...].")
+        .def("to_numpy", [](const Value& v) { return to_numpy(v); },
+             "The data as numpy: sequences as a list of arrays [T_i, sample...], a batch as [N, sample...].")
+        .def("__repr__", [](const Value& v) { return "<loom.Value " + v.describe() + ">"; });
+    value.attr("__module__") = "loom";
+
+    py::class_<Variable> v = py::reinterpret_borrow<py::class_<Variable>>(m.attr("Variable"));
+    v.def("eval", &eval, py::arg("arguments") = py::none(), py::arg("outputs") = py::none(),
+          R"doc(Runs the graph forward and returns its value as numpy.
+
+arguments: {input: data, ...}, or the data alone when the graph has one input (None when it has
+none). A sequence input's data is a list of arrays [T_i, sample...] (or one array [N, T,
+sample...]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
+as float32, exact up to 2^24); for sample shape (1,) the trailing 1 may be left out. Data of the
+wrong dtype, rank or shape raises loom.UserError naming the input, its shape and what was given,
+before anything runs. The data is copied once into loom's padded layout.
+
+Returns, for a sequence output, a list of arrays [T_i, sample...]: views into one padded buffer
+that they keep alive (no copy; np.ascontiguousarray makes one contiguous); for a batch output an
+array [N, sample...]; for a static one an array of its shape. The element type is float64 when
+any input's data or any parameter is float64, else float32 (loom differs from CNTK: an input has
+no dtype of its own). With outputs=[...], a dict of each output's value instead.
+The GIL is released while the engine runs.)doc")
+        .def("grad", &grad, py::arg("at"), py::arg("wrt") = py::none(),
+             R"doc(The gradient of the sum of this Variable's value (over every sequence, step and element) with respect to wrt.
+
+at: the data, as eval's arguments. wrt: a list of parameters and inputs; None means every input
+(loom differs from CNTK: inputs have no needs_gradient flag). Returns one array (or a list of
+per-sequence arrays for a sequence input) when wrt has one entry, else a dict by Variable.
+The GIL is released while the engine runs.)doc")
+        .def(
+            "save",
+            [](const Variable& self, const std::string& path) {
+                save_model_file(path, "python", parameters_of({self}));
+            },
+            py::arg("filename"),
+            R"doc(Writes the graph's parameters to a loom model file, by name (written atomically).
+
+loom differs from CNTK: the file holds the parameters, not the graph; rebuild the graph in code
+and call restore(filename). Every parameter needs a name of its own (else loom.UserError).)doc")
+        .def(
+            "restore",
+            [](const Variable& self, const std::string& path) {
+                assign_parameters(read_model_file(path), parameters_of({self}));
+            },
+            py::arg("filename"),
+            R"doc(Sets the graph's parameters from a loom model file, by name (any kind of loom model file).
+
+A missing, truncated or foreign file raises loom.DataError; a parameter missing from the file,
+one the graph lacks, or a shape that differs raises loom.UserError listing them, and nothing is
+changed.)doc");
+}
+
+}  // namespace loom_python
