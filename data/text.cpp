@@ -49,10 +49,15 @@ void fail(const std::string& path, std::size_t line, const std::string& reason) 
 
 std::ifstream open_for_reading(const std::string& path) {
     // A directory opens as a stream on Linux and reads as empty, which would give a misleading
-    // "empty" or "not a ... file" further on.
+    // "empty" or "not a ... file" further on; a FIFO without a writer blocks the open forever, a
+    // device may never end (/dev/zero).
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         throw DataError("'" + path + "' is a directory; give the path of a data file");
+    if (const std::string kind = irregular_kind(path); !kind.empty())
+        throw DataError("'" + path + "' is " + kind +
+                        ", not a regular file; give the path of a data file (to read from a pipe, copy it to a "
+                        "file first)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw DataError("cannot open data file '" + path + "': " + std::strerror(errno));
     return in;

@@ -17,7 +17,8 @@ namespace loom::data_text {
 /// Throws DataError("path:line: reason").
 [[noreturn]] void fail(const std::string& path, std::size_t line, const std::string& reason);
 
-/// Opens a file for reading or throws DataError naming it (and saying so when it is a directory).
+/// Opens a file for reading or throws DataError naming it (and saying so when it is a directory, or
+/// a FIFO, a device or a socket: irregular_kind, asked before opening).
 std::ifstream open_for_reading(const std::string& path);
 
 /// What a reader of whole files must not open: "a FIFO (named pipe)", "a character device", "a

@@ -2,14 +2,25 @@
 // reason they are refused, and lines with the byte-order mark dropped and bad bytes located.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/errors.hpp"
+#include "data/ctf.hpp"
 #include "data/text.hpp"
+#include "qa/qa_data.hpp"
+#include "test_support.hpp"
+#include "text/vocabulary.hpp"
 
 using namespace loom;
 using namespace loom::data_text;
@@ -162,4 +173,33 @@ TEST_CASE("data text: UTF-16 with or without its byte-order mark is named, with 
     CHECK(line_error("ok\n\xC0\xAF\n").starts_with("mem.txt:2: byte 0xc0 at column 1 is not valid UTF-8"));
     CHECK(line_error("x \xE0\x80\xAF\n").starts_with("mem.txt:1: byte 0xe0 at column 3 is not valid UTF-8"));
     CHECK(line_error("say \x93hi\x94\n").starts_with("mem.txt:1: byte 0x93 at column 5 is not valid UTF-8"));
+}
+
+// Every reader that opens its file through open_for_reading (CTF, vocabularies, QA files; the
+// pronunciation and text readers ask first with their own words) refuses a FIFO, a device or a
+// socket by name before opening it: a FIFO without a writer blocked the open forever, /dev/zero
+// was read forever.
+TEST_CASE("data text: the readers refuse a FIFO or a device by name before opening") {
+    testing::TempDir dir("open_irregular");
+    const std::string fifo = dir.file("pipe.txt");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers{
+        {"read_ctf", [](const std::string& p) { read_ctf(p, {{"x", 1, false}}); }},
+        {"Vocabulary::load", [](const std::string& p) { Vocabulary::load(p); }},
+        {"read_qa_tsv", [](const std::string& p) { read_qa_tsv(p); }},
+        {"read_qa_text", [](const std::string& p) { read_qa_text(p, true); }},
+    };
+    for (const auto& [name, read] : readers) {
+        CAPTURE(name);
+        CHECK_THROWS_WITH_AS(read("/dev/zero"),
+                             doctest::Contains("'/dev/zero' is a character device, not a regular file"), DataError);
+        // A writer that waits for a reader: were the FIFO opened, the read would go on, so the
+        // check fails instead of the test hanging.
+        std::thread writer([&] { std::ofstream(fifo) << "|x 1\n"; });
+        CHECK_THROWS_WITH_AS(read(fifo), doctest::Contains(("'" + fifo + "' is a FIFO (named pipe)").c_str()),
+                             DataError);
+        const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // lets the writer go
+        writer.join();
+        if (fd >= 0) ::close(fd);
+    }
 }
