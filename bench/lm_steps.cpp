@@ -40,8 +40,7 @@ int main(int argc, char** argv) {
     std::string train_file, weights, save, precision = "highest";
     lm::Settings sizes{.layers = 4, .heads = 4, .width = 128, .block = 64, .dropout = 0.0};
     std::size_t batch = 12, iterations = 200, warmup = 100;
-    double holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1, beta2 = 0.99,
-           clip = 1.0;
+    double holdout = 0.05, learning_rate = 1e-3, min_learning_rate = 1e-4, weight_decay = 0.1, beta2 = 0.99, clip = 1.0;
     std::uint64_t seed = 1;
     CLI::App app{"The lm sample's GPT trained step by step on torch_lm.py --trace's windows"};
     app.add_option("--train", train_file, "UTF-8 text")->required()->check(CLI::ExistingFile);

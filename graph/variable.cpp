@@ -240,8 +240,10 @@ std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
         stack.pop_back();
         if (!n || !seen.insert(n).second) continue;
         if (n->kind == NodeKind::Placeholder) {
-            if (n->is_bound) stack.push_back(n->bound.lock().get());
-            else found.push_back(n->shared_from_this());
+            if (n->is_bound)
+                stack.push_back(n->bound.lock().get());
+            else
+                found.push_back(n->shared_from_this());
             continue;
         }
         if (n->kind != NodeKind::Op) found.push_back(n->shared_from_this());

@@ -31,8 +31,9 @@ void bind_layers(py::module_& m);
 template <class T>
 py::array_t<T, py::array::c_style | py::array::forcecast> numbers_of(py::handle obj, const std::string& what) {
     auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
-    if (!a) throw loom::UserError(what + ": takes numbers (an array, a list or a number); got " +
-                                  std::string(py::str(py::repr(obj))).substr(0, 100));
+    if (!a)
+        throw loom::UserError(what + ": takes numbers (an array, a list or a number); got " +
+                              std::string(py::str(py::repr(obj))).substr(0, 100));
     return a;
 }
 

@@ -35,7 +35,9 @@ std::string array_text(const py::array& a) {
 
 /// What an input takes, for messages: "sequence input 'q' of sample shape (2,)".
 std::string input_text(const Variable& input) {
-    const char* kind = input.axis().is_sequence() ? "sequence input" : input.axis().is_dynamic() ? "input" : "static input";
+    const char* kind = input.axis().is_sequence()  ? "sequence input"
+                       : input.axis().is_dynamic() ? "input"
+                                                   : "static input";
     std::string text = std::string(kind) + (input.name().empty() ? "" : " '" + input.name() + "'");
     return text + " of sample shape " + tuple_text(input.shape().dims());
 }
@@ -69,7 +71,8 @@ DType dtype_for(const py::array& a, const std::string& where) {
         }
         return DType::f32;
     }
-    throw UserError(where + ": takes float32 or float64 data (or integer ids); got dtype " + std::string(py::str(py::object(dt))));
+    throw UserError(where + ": takes float32 or float64 data (or integer ids); got dtype " +
+                    std::string(py::str(py::object(dt))));
 }
 
 py::array as_array(py::handle data, const std::string& where) {
@@ -121,8 +124,7 @@ Value sequences_value(const Variable& input, py::handle data, const std::string&
         const py::array a = as_array(data, where);
         if (a.ndim() < 2 || !sample_fits(dims_of(a), 2, sample))
             throw UserError(where + " takes a list of arrays " + layout_text("T_i", sample) + " (or one array " +
-                            layout_text("N, T", sample) + "); got " +
-                            array_text(a));
+                            layout_text("N, T", sample) + "); got " + array_text(a));
         for (py::ssize_t i = 0; i < a.shape(0); ++i) seqs.push_back(py::array(a.attr("__getitem__")(i)));
     }
     if (seqs.empty()) throw UserError(where + ": a batch needs at least one sequence; got none");
@@ -130,8 +132,7 @@ Value sequences_value(const Variable& input, py::handle data, const std::string&
     for (std::size_t i = 0; i < seqs.size(); ++i) {
         const std::string which = where + ", sequence " + std::to_string(i);
         if (seqs[i].ndim() < 1 || !sample_fits(dims_of(seqs[i]), 1, sample))
-            throw UserError(which + ": takes an array " + layout_text("T", sample) + "; got " +
-                            array_text(seqs[i]));
+            throw UserError(which + ": takes an array " + layout_text("T", sample) + "; got " + array_text(seqs[i]));
         if (seqs[i].shape(0) == 0) throw UserError(which + " is empty; every sequence needs at least one step");
         f64 = dtype_for(seqs[i], which) == DType::f64 || f64;
     }
@@ -142,13 +143,16 @@ Value batch_or_tensor_value(const Variable& input, py::handle data, const std::s
     const Shape& sample = input.shape();
     const py::array a = as_array(data, where);
     if (!sample_fits(dims_of(a), batch ? 1 : 0, sample) || (batch && a.ndim() >= 1 && a.shape(0) == 0))
-        throw UserError(where + (batch ? " takes an array " + layout_text("N", sample) + " (N >= 1); got "
-                                       : std::string(" takes an array of its shape; got ")) +
+        throw UserError(where +
+                        (batch ? " takes an array " + layout_text("N", sample) + " (N >= 1); got "
+                               : std::string(" takes an array of its shape; got ")) +
                         array_text(a));
     std::vector<std::size_t> shape;
     if (batch) shape.push_back(static_cast<std::size_t>(a.shape(0)));
     for (std::size_t i = 0; i < sample.rank(); ++i)
-        shape.push_back(sample[i] != 0 ? sample[i] : static_cast<std::size_t>(a.shape(static_cast<py::ssize_t>(i + (batch ? 1 : 0)))));
+        shape.push_back(sample[i] != 0
+                            ? sample[i]
+                            : static_cast<std::size_t>(a.shape(static_cast<py::ssize_t>(i + (batch ? 1 : 0)))));
     if (dtype_for(a, where) == DType::f64) {
         auto v = owned<double>(a, shape);
         return batch ? Value::batch(std::move(v)) : Value::tensor(std::move(v));
@@ -172,7 +176,8 @@ template <class T>
 py::object numpy_of(const std::shared_ptr<Value>& kept) {
     const Value& v = *kept;
     const xt::xarray<T>& data = v.data<T>();
-    py::capsule owner(new std::shared_ptr<Value>(kept), [](void* p) { delete static_cast<std::shared_ptr<Value>*>(p); });
+    py::capsule owner(new std::shared_ptr<Value>(kept),
+                      [](void* p) { delete static_cast<std::shared_ptr<Value>*>(p); });
     std::vector<std::size_t> shape(data.shape().begin(), data.shape().end());
     if (v.kind() != Value::Kind::Sequence) return view<T>(owner, data.data(), shape);
     // Sequence n is rows [0, L_n) of column n of [T_max, N, sample...]: a strided view.

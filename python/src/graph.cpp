@@ -41,10 +41,14 @@ NodeKind kind_of(const Variable& v) {
 
 std::string axes_text(const Axis& axis) {
     switch (axis.kind) {
-        case Axis::Kind::None: return "static";
-        case Axis::Kind::Batch: return "batch";
-        case Axis::Kind::Sequence: return "sequence";
-        case Axis::Kind::Any: return "any axis";
+        case Axis::Kind::None:
+            return "static";
+        case Axis::Kind::Batch:
+            return "batch";
+        case Axis::Kind::Sequence:
+            return "sequence";
+        case Axis::Kind::Any:
+            return "any axis";
     }
     return "?";
 }
@@ -124,17 +128,23 @@ void bind_graph(py::module_& m) {
                             "How a parameter's values are drawn (glorot_uniform(), normal(0.1), ...): pass it as\n"
                             "parameter(shape, init=...). Draws from loom's global generator (set_seed) unless\n"
                             "it was made with a seed.");
-    m.def("glorot_uniform", [](double scale) { return glorot_uniform(scale); }, py::arg("scale") = 1.0,
-          "U(-limit, limit), limit = scale * sqrt(6 / (fan_in + fan_out)); fan_in is the product of all\n"
-          "but the last dimension, fan_out the last one (a weight [in, out] used as times(x, W)).");
-    m.def("glorot_normal", [](double scale) { return glorot_normal(scale); }, py::arg("scale") = 1.0,
-          "N(0, scale^2 * 2 / (fan_in + fan_out)), the fans as for glorot_uniform.");
-    m.def("uniform", [](double scale) { return uniform(scale); }, py::arg("scale"), "U(-scale, scale).");
-    m.def("normal", [](double scale, double mean) { return normal(scale, mean); }, py::arg("scale"),
-          py::arg("mean") = 0.0, "N(mean, scale^2): scale is the standard deviation.");
-    m.def("zeros", [] { return zeros(); }, "All zeros.");
-    m.def("constant_initializer", [](double value) { return constant_initializer(value); }, py::arg("value"),
-          "Every element `value`.");
+    m.def(
+        "glorot_uniform", [](double scale) { return glorot_uniform(scale); }, py::arg("scale") = 1.0,
+        "U(-limit, limit), limit = scale * sqrt(6 / (fan_in + fan_out)); fan_in is the product of all\n"
+        "but the last dimension, fan_out the last one (a weight [in, out] used as times(x, W)).");
+    m.def(
+        "glorot_normal", [](double scale) { return glorot_normal(scale); }, py::arg("scale") = 1.0,
+        "N(0, scale^2 * 2 / (fan_in + fan_out)), the fans as for glorot_uniform.");
+    m.def(
+        "uniform", [](double scale) { return uniform(scale); }, py::arg("scale"), "U(-scale, scale).");
+    m.def(
+        "normal", [](double scale, double mean) { return normal(scale, mean); }, py::arg("scale"),
+        py::arg("mean") = 0.0, "N(mean, scale^2): scale is the standard deviation.");
+    m.def(
+        "zeros", [] { return zeros(); }, "All zeros.");
+    m.def(
+        "constant_initializer", [](double value) { return constant_initializer(value); }, py::arg("value"),
+        "Every element `value`.");
     m.def("_seeded", &seeded, py::arg("init"), py::arg("seed"));
     m.def("set_seed", &set_seed, py::arg("seed"),
           "Reseeds loom's global generator, which initializers and dropout draw from: a seeded\n"
@@ -146,7 +156,8 @@ void bind_graph(py::module_& m) {
         .def(py::init<>())
         .def("__repr__", [](const SequenceAxis& a) { return "<loom.SequenceAxis " + std::to_string(a.id()) + ">"; });
 
-    py::class_<Variable> variable(m, "Variable", R"doc(A node of loom's graph: an input, a parameter, a constant, a placeholder or an op's result.
+    py::class_<Variable> variable(
+        m, "Variable", R"doc(A node of loom's graph: an input, a parameter, a constant, a placeholder or an op's result.
 
 loom has one class where CNTK has two: every op's result is a Variable that is its own (single)
 output, so ``f.output`` is ``f`` and ``f.outputs`` is ``[f]``; ``Function`` is another name for it.
@@ -161,42 +172,52 @@ A graph lives as long as a Variable on it does: its outputs keep everything they
              "A constant holding a copy of the array's values.")
         .def(py::init([](const py::list& a) { return constant_of(a, ""); }), py::arg("value"),
              "A constant holding the list's values.")
-        .def_property_readonly("shape", [](const Variable& v) { return shape_tuple(v.shape()); },
-                               "The sample shape, as a tuple (without the batch and sequence axes).")
+        .def_property_readonly(
+            "shape", [](const Variable& v) { return shape_tuple(v.shape()); },
+            "The sample shape, as a tuple (without the batch and sequence axes).")
         .def_property_readonly("name", &Variable::name, "The name given when the node was made ('' if none).")
-        .def_property_readonly("output", [](const Variable& v) { return wrap(v); },
-                               "The Variable itself (a loom op has a single output).")
-        .def_property_readonly("outputs", [](const Variable& v) { return py::make_tuple(wrap(v)); },
-                               "A tuple holding the Variable itself.")
-        .def_property_readonly("inputs", [](const Variable& v) { return wrap_all(leaves_of({v})); },
-                               "Every leaf the graph depends on (inputs, parameters, constants, open\n"
-                               "placeholders), in creation order, as CNTK's composite Function.inputs.")
-        .def_property_readonly("arguments",
-                               [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Input)); },
-                               "The inputs the graph must be given data for, in creation order.")
-        .def_property_readonly("parameters", [](const Variable& v) { return parameters_of({v}); },
-                               "Every parameter the graph depends on, in creation order.")
-        .def_property_readonly("constants",
-                               [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Constant)); },
-                               "Every constant the graph depends on, in creation order.")
+        .def_property_readonly(
+            "output", [](const Variable& v) { return wrap(v); }, "The Variable itself (a loom op has a single output).")
+        .def_property_readonly(
+            "outputs", [](const Variable& v) { return py::make_tuple(wrap(v)); },
+            "A tuple holding the Variable itself.")
+        .def_property_readonly(
+            "inputs", [](const Variable& v) { return wrap_all(leaves_of({v})); },
+            "Every leaf the graph depends on (inputs, parameters, constants, open\n"
+            "placeholders), in creation order, as CNTK's composite Function.inputs.")
+        .def_property_readonly(
+            "arguments", [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Input)); },
+            "The inputs the graph must be given data for, in creation order.")
+        .def_property_readonly(
+            "parameters", [](const Variable& v) { return parameters_of({v}); },
+            "Every parameter the graph depends on, in creation order.")
+        .def_property_readonly(
+            "constants", [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Constant)); },
+            "Every constant the graph depends on, in creation order.")
         .def_property_readonly(
             "placeholders", [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Placeholder)); },
             "The placeholders not bound yet (replace_placeholders binds them), in creation order.")
-        .def_property_readonly("is_input", [](const Variable& v) { return kind_of(v) == NodeKind::Input; },
-                               "Whether this is an input (input_variable).")
-        .def_property_readonly("is_parameter", [](const Variable& v) { return kind_of(v) == NodeKind::Parameter; },
-                               "Whether this is a parameter.")
-        .def_property_readonly("is_constant", [](const Variable& v) { return kind_of(v) == NodeKind::Constant; },
-                               "Whether this is a constant.")
-        .def_property_readonly("is_placeholder",
-                               [](const Variable& v) { return kind_of(v) == NodeKind::Placeholder; },
-                               "Whether this is a placeholder.")
-        .def_property_readonly("is_output", [](const Variable& v) { return kind_of(v) == NodeKind::Op; },
-                               "Whether this is an op's result.")
-        .def_property_readonly("is_sequence", [](const Variable& v) { return v.axis().is_sequence(); },
-                               "Whether the Variable has a sequence axis (its data is a batch of sequences).")
-        .def_property_readonly("has_batch_axis", [](const Variable& v) { return v.axis().is_dynamic(); },
-                               "Whether the Variable has a batch axis (False for parameters and constants).")
+        .def_property_readonly(
+            "is_input", [](const Variable& v) { return kind_of(v) == NodeKind::Input; },
+            "Whether this is an input (input_variable).")
+        .def_property_readonly(
+            "is_parameter", [](const Variable& v) { return kind_of(v) == NodeKind::Parameter; },
+            "Whether this is a parameter.")
+        .def_property_readonly(
+            "is_constant", [](const Variable& v) { return kind_of(v) == NodeKind::Constant; },
+            "Whether this is a constant.")
+        .def_property_readonly(
+            "is_placeholder", [](const Variable& v) { return kind_of(v) == NodeKind::Placeholder; },
+            "Whether this is a placeholder.")
+        .def_property_readonly(
+            "is_output", [](const Variable& v) { return kind_of(v) == NodeKind::Op; },
+            "Whether this is an op's result.")
+        .def_property_readonly(
+            "is_sequence", [](const Variable& v) { return v.axis().is_sequence(); },
+            "Whether the Variable has a sequence axis (its data is a batch of sequences).")
+        .def_property_readonly(
+            "has_batch_axis", [](const Variable& v) { return v.axis().is_dynamic(); },
+            "Whether the Variable has a batch axis (False for parameters and constants).")
         .def(
             "replace_placeholders",
             [](const Variable& self, const py::dict& substitutions) {
@@ -212,12 +233,10 @@ Raises loom.UserError for a key that is no placeholder or is bound already, a bi
 into a cycle of placeholders, or a shape or sequence axis other than the placeholder's.)doc")
         .def("__repr__", &repr)
         .def("__hash__", [](const Variable& v) { return VariableHash()(v); })
-        .def("__eq__", [](const Variable& a, const py::object& b) {
-            return py::isinstance<Variable>(b) && a == b.cast<Variable>();
-        })
-        .def("__ne__", [](const Variable& a, const py::object& b) {
-            return !(py::isinstance<Variable>(b) && a == b.cast<Variable>());
-        })
+        .def("__eq__", [](const Variable& a,
+                          const py::object& b) { return py::isinstance<Variable>(b) && a == b.cast<Variable>(); })
+        .def("__ne__", [](const Variable& a,
+                          const py::object& b) { return !(py::isinstance<Variable>(b) && a == b.cast<Variable>()); })
         .def("__bool__", [](const Variable&) {
             throw UserError(
                 "a loom Variable has no truth value: it is a node of a graph, not a number (use eval() for its value, "
@@ -230,7 +249,8 @@ into a cycle of placeholders, or a shape or sequence axis other than the placeho
     py::implicitly_convertible<py::array, Variable>();
     py::implicitly_convertible<py::list, Variable>();
 
-    py::class_<Parameter, Variable> parameter_class(m, "Parameter", R"doc(A learnable tensor: its value lives with the node, shared by every handle on it.
+    py::class_<Parameter, Variable> parameter_class(
+        m, "Parameter", R"doc(A learnable tensor: its value lives with the node, shared by every handle on it.
 
 ``p.value`` is a copy of the value as numpy (in the parameter's dtype); ``p.value = array`` sets
 it (the same shape, else loom.UserError). Not on any dynamic axis.)doc");
@@ -248,8 +268,9 @@ it (the same shape, else loom.UserError). Not on any dynamic axis.)doc");
     m.def(
         "_input_variable",
         [](const std::vector<std::size_t>& shape, const std::string& name, int axes, const SequenceAxis* axis) {
-            if (axes == 2) return axis ? sequence::input_variable(Shape(shape), name, *axis)
-                                       : sequence::input_variable(Shape(shape), name);
+            if (axes == 2)
+                return axis ? sequence::input_variable(Shape(shape), name, *axis)
+                            : sequence::input_variable(Shape(shape), name);
             if (axes == 1) return input_variable(Shape(shape), name);
             return static_input_variable(Shape(shape), name);
         },
@@ -265,7 +286,8 @@ it (the same shape, else loom.UserError). Not on any dynamic axis.)doc");
         [](const py::handle& value, const std::string& name, bool f64) {
             const xt::xarray<double> v = doubles_of(value);
             const Shape shape(std::vector<std::size_t>(v.shape().begin(), v.shape().end()));
-            return parameter(shape, [v](const Shape&, Rng&) { return v; }, name, f64 ? DType::f64 : DType::f32);
+            return parameter(
+                shape, [v](const Shape&, Rng&) { return v; }, name, f64 ? DType::f64 : DType::f32);
         },
         py::arg("value"), py::arg("name"), py::arg("f64"));
     m.def("_constant", &constant_of, py::arg("value"), py::arg("name"));

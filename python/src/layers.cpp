@@ -25,18 +25,23 @@ layers::Activation activation_of(const py::object& f) {
 }  // namespace
 
 void bind_layers(py::module_& m) {
-    py::module_ l = m.def_submodule("layers", "loom::layers: layer factories that own their parameters (CNTK's C.layers).");
+    py::module_ l =
+        m.def_submodule("layers", "loom::layers: layer factories that own their parameters (CNTK's C.layers).");
     py::class_<layers::Layer> layer(l, "Layer", R"doc(A function of a Variable that owns its parameters.
 
 Parameters whose shape depends on the input (Dense's input dimension, an LSTM's input projection)
 are made at the first call, as CNTK infers them; calling the layer again reuses them (shared
 weights). layer.parameters lists those made so far.)doc");
-    layer.def("__call__", [](const layers::Layer& self, const Variable& x) { return self(x); }, py::arg("x"))
+    layer
+        .def(
+            "__call__", [](const layers::Layer& self, const Variable& x) { return self(x); }, py::arg("x"))
         .def_property_readonly("parameters", &layers::Layer::parameters, "The parameters made so far.")
         .def_property_readonly("name", &layers::Layer::name, "The layer's name.")
         .def("__repr__", [](const layers::Layer& self) { return "<loom.layers.Layer " + self.name() + ">"; });
     layer.attr("__module__") = "loom.layers";
-    py::class_<layers::Cell> cell(l, "Cell", R"doc(A recurrent step (LSTM, GRU, RNNStep): Recurrence, Fold or BiRecurrence runs it over a sequence.)doc");
+    py::class_<layers::Cell> cell(
+        l, "Cell",
+        R"doc(A recurrent step (LSTM, GRU, RNNStep): Recurrence, Fold or BiRecurrence runs it over a sequence.)doc");
     cell.def_property_readonly("parameters", &layers::Cell::parameters, "The parameters made so far.")
         .def_property_readonly("name", &layers::Cell::name, "The cell's name.")
         .def("__repr__", [](const layers::Cell& self) { return "<loom.layers.Cell " + self.name() + ">"; });
@@ -45,7 +50,9 @@ weights). layer.parameters lists those made so far.)doc");
     l.def(
         "_Dense",
         [](const std::vector<std::size_t>& shape, const py::object& activation, bool bias, const Initializer& init,
-           const std::string& name) { return layers::Dense(Shape(shape), activation_of(activation), bias, init, name); },
+           const std::string& name) {
+            return layers::Dense(Shape(shape), activation_of(activation), bias, init, name);
+        },
         py::arg("shape"), py::arg("activation"), py::arg("bias"), py::arg("init"), py::arg("name"));
     l.def("_Embedding", &layers::Embedding, py::arg("dim"), py::arg("vocabulary"), py::arg("init"), py::arg("name"));
     l.def("_Sequential", &layers::Sequential, py::arg("layers"), py::arg("name"));
@@ -66,7 +73,9 @@ weights). layer.parameters lists those made so far.)doc");
 
     m.def(
         "_to_precision",
-        [](const std::vector<Parameter>& parameters, bool f64) { to_precision(parameters, f64 ? DType::f64 : DType::f32); },
+        [](const std::vector<Parameter>& parameters, bool f64) {
+            to_precision(parameters, f64 ? DType::f64 : DType::f32);
+        },
         py::arg("parameters"), py::arg("f64"));
 }
 

@@ -41,7 +41,8 @@ void bind_elementwise(py::module_& m) {
     binary(m, "plus", &loom::plus, "left + right, broadcasting numpy-style (the + operator).");
     binary(m, "minus", &loom::minus, "left - right, broadcasting (the - operator).");
     binary(m, "element_times", &loom::element_times, "left * right element by element, broadcasting (the * operator).");
-    binary(m, "element_divide", &loom::element_divide, "left / right element by element, broadcasting (the / operator).");
+    binary(m, "element_divide", &loom::element_divide,
+           "left / right element by element, broadcasting (the / operator).");
     binary(m, "log_add_exp", &loom::log_add_exp, "log(e^left + e^right), without overflow.");
     binary(m, "greater", &loom::greater, "1 where left > right, else 0; no gradient.");
     binary(m, "less", &loom::less, "1 where left < right, else 0; no gradient.");
@@ -51,8 +52,8 @@ void bind_elementwise(py::module_& m) {
     binary(m, "not_equal", &loom::not_equal, "1 where left != right, else 0; no gradient.");
     binary(m, "element_max", &loom::element_max, "max(left, right); at a tie the gradient goes to left.");
     binary(m, "element_min", &loom::element_min, "min(left, right); at a tie the gradient goes to left.");
-    m.def("element_select", &loom::element_select, py::arg("flag"), py::arg("value_if_true"),
-          py::arg("value_if_false"), py::arg("name") = "",
+    m.def("element_select", &loom::element_select, py::arg("flag"), py::arg("value_if_true"), py::arg("value_if_false"),
+          py::arg("name") = "",
           "value_if_true where flag != 0, else value_if_false; the gradient goes to the one chosen.");
     m.def("clip", &loom::clip, py::arg("x"), py::arg("min_value"), py::arg("max_value"), py::arg("name") = "",
           "x limited to [min_value, max_value]; the gradient passes where x is inside.");
@@ -72,8 +73,8 @@ void bind_products_and_losses(py::module_& m) {
           "-sum_j (t_j log p_j + (1 - t_j) log(1 - p_j)), p = output (a probability), shape (1,).");
     m.def("_cross_entropy_with_softmax", &loom::cross_entropy_with_softmax, py::arg("output_vector"),
           py::arg("target_vector"), py::arg("name") = "");
-    m.def("_classification_error", &loom::classification_error, py::arg("output_vector"),
-          py::arg("target_vector"), py::arg("name") = "");
+    m.def("_classification_error", &loom::classification_error, py::arg("output_vector"), py::arg("target_vector"),
+          py::arg("name") = "");
 }
 
 void bind_reductions_and_shapes(py::module_& m) {
@@ -100,8 +101,8 @@ void bind_reductions_and_shapes(py::module_& m) {
     m.def("embedding", &loom::embedding, py::arg("ids"), py::arg("table"), py::arg("name") = "",
           "Row ids[i] of table [V, D] for each id (sample shape (1,), whole numbers 0..V-1) -> [D]; an\n"
           "id out of range is a loom.UserError. loom's (CNTK multiplies a one-hot input instead).");
-    m.def("layer_norm", &loom::layer_norm, py::arg("x"), py::arg("scale"), py::arg("bias"),
-          py::arg("epsilon") = 1e-5, py::arg("name") = "",
+    m.def("layer_norm", &loom::layer_norm, py::arg("x"), py::arg("scale"), py::arg("bias"), py::arg("epsilon") = 1e-5,
+          py::arg("name") = "",
           "(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis (biased variance).\n"
           "loom's op; CNTK has the layer LayerNormalization.");
 }
@@ -120,8 +121,7 @@ void bind_delays_and_sequences(py::module_& m) {
           "The first step of each sequence, as a batch value (one per sequence).");
     s.def("last", &sequence::last, py::arg("seq"), py::arg("name") = "",
           "The last step of each sequence, as a batch value (one per sequence).");
-    s.def("slice", &sequence::slice, py::arg("seq"), py::arg("begin_index"), py::arg("end_index"),
-          py::arg("name") = "",
+    s.def("slice", &sequence::slice, py::arg("seq"), py::arg("begin_index"), py::arg("end_index"), py::arg("name") = "",
           "Steps [begin_index, end_index) of each sequence; negative indices count from each\n"
           "sequence's end, end_index 0 means to the end.");
     s.def("broadcast_as", &sequence::broadcast_as, py::arg("operand"), py::arg("broadcast_as_operand"),
@@ -165,16 +165,26 @@ void bind_ops(py::module_& m) {
     // Operators on Variable; a number or an array on either side becomes a constant.
     py::class_<Variable> v = py::reinterpret_borrow<py::class_<Variable>>(m.attr("Variable"));
     const auto op = py::is_operator();
-    v.def("__add__", [](const Variable& a, const Variable& b) { return a + b; }, op)
-        .def("__radd__", [](const Variable& a, const Variable& b) { return b + a; }, op)
-        .def("__sub__", [](const Variable& a, const Variable& b) { return a - b; }, op)
-        .def("__rsub__", [](const Variable& a, const Variable& b) { return b - a; }, op)
-        .def("__mul__", [](const Variable& a, const Variable& b) { return a * b; }, op)
-        .def("__rmul__", [](const Variable& a, const Variable& b) { return b * a; }, op)
-        .def("__truediv__", [](const Variable& a, const Variable& b) { return a / b; }, op)
-        .def("__rtruediv__", [](const Variable& a, const Variable& b) { return b / a; }, op)
-        .def("__matmul__", [](const Variable& a, const Variable& b) { return times(a, b); }, op)
-        .def("__rmatmul__", [](const Variable& a, const Variable& b) { return times(b, a); }, op)
+    v.def(
+         "__add__", [](const Variable& a, const Variable& b) { return a + b; }, op)
+        .def(
+            "__radd__", [](const Variable& a, const Variable& b) { return b + a; }, op)
+        .def(
+            "__sub__", [](const Variable& a, const Variable& b) { return a - b; }, op)
+        .def(
+            "__rsub__", [](const Variable& a, const Variable& b) { return b - a; }, op)
+        .def(
+            "__mul__", [](const Variable& a, const Variable& b) { return a * b; }, op)
+        .def(
+            "__rmul__", [](const Variable& a, const Variable& b) { return b * a; }, op)
+        .def(
+            "__truediv__", [](const Variable& a, const Variable& b) { return a / b; }, op)
+        .def(
+            "__rtruediv__", [](const Variable& a, const Variable& b) { return b / a; }, op)
+        .def(
+            "__matmul__", [](const Variable& a, const Variable& b) { return times(a, b); }, op)
+        .def(
+            "__rmatmul__", [](const Variable& a, const Variable& b) { return times(b, a); }, op)
         .def("__neg__", [](const Variable& a) { return -a; })
         .def("__abs__", [](const Variable& a) { return loom::abs(a); });
 }

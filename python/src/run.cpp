@@ -56,7 +56,8 @@ std::vector<Variable> variables_of(const py::object& list, const char* caller, c
     std::vector<Variable> out;
     for (py::handle item : list) {
         if (!py::isinstance<Variable>(item))
-            throw UserError(std::string(caller) + ": " + what + " holds Variables; got " + std::string(py::str(py::repr(item))));
+            throw UserError(std::string(caller) + ": " + what + " holds Variables; got " +
+                            std::string(py::str(py::repr(item))));
         out.push_back(item.cast<Variable>());
     }
     return out;
@@ -98,14 +99,16 @@ py::array numeric_array(py::handle data, const std::string& what) {
     const py::array a = py::module_::import("numpy").attr("asarray")(data);
     const char kind = a.dtype().kind();
     if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
-        throw UserError(what + ": takes float or integer numbers; got dtype " + std::string(py::str(py::object(a.dtype()))));
+        throw UserError(what + ": takes float or integer numbers; got dtype " +
+                        std::string(py::str(py::object(a.dtype()))));
     return a;
 }
 
 }  // namespace
 
 void bind_run(py::module_& m) {
-    py::class_<Value> value(m, "Value", R"doc(Data bound to a graph's input, in loom's own layout (what eval and grad take besides numpy).
+    py::class_<Value> value(
+        m, "Value", R"doc(Data bound to a graph's input, in loom's own layout (what eval and grad take besides numpy).
 
 Value.sequences(list of arrays [T_i, sample...]) and Value.item_major_sequences(array [N, T,
 sample...], lengths) make a batch of sequences; whatever is in the padding of the latter (NaN
@@ -130,7 +133,8 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
                 for (auto& x : out) floats.push_back(xt::cast<float>(x));
                 return Value::sequences(floats);
             },
-            py::arg("sequences"), "A batch of sequences from a list of arrays [T_i, sample...] (float64 stays float64).")
+            py::arg("sequences"),
+            "A batch of sequences from a list of arrays [T_i, sample...] (float64 stays float64).")
         .def_static(
             "item_major_sequences",
             [](const py::object& given, const std::vector<std::size_t>& lengths) {
@@ -159,8 +163,9 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
                 return Value::batch(xt::xarray<float>(xt::cast<float>(x)));
             },
             py::arg("rows"), "A batch [N, sample...].")
-        .def("to_numpy", [](const Value& v) { return to_numpy(v); },
-             "The data as numpy: sequences as a list of arrays [T_i, sample...], a batch as [N, sample...].")
+        .def(
+            "to_numpy", [](const Value& v) { return to_numpy(v); },
+            "The data as numpy: sequences as a list of arrays [T_i, sample...], a batch as [N, sample...].")
         .def("__repr__", [](const Value& v) { return "<loom.Value " + v.describe() + ">"; });
     value.attr("__module__") = "loom";
 
@@ -181,8 +186,9 @@ array [N, sample...]; for a static one an array of its shape. The element type i
 any input's data or any parameter is float64, else float32 (loom differs from CNTK: an input has
 no dtype of its own). With outputs=[...], a dict of each output's value instead.
 The GIL is released while the engine runs.)doc")
-        .def("grad", &grad, py::arg("at"), py::arg("wrt") = py::none(),
-             R"doc(The gradient of the sum of this Variable's value (over every sequence, step and element) with respect to wrt.
+        .def(
+            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(),
+            R"doc(The gradient of the sum of this Variable's value (over every sequence, step and element) with respect to wrt.
 
 at: the data, as eval's arguments. wrt: a list of parameters and inputs; None means every input
 (loom differs from CNTK: inputs have no needs_gradient flag). Returns one array (or a list of

@@ -184,7 +184,10 @@ TEST_CASE("data text: the readers refuse a FIFO or a device by name before openi
     const std::string fifo = dir.file("pipe.txt");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers{
-        {"read_ctf", [](const std::string& p) { read_ctf(p, {{"x", 1, false}}); }},
+        {"read_ctf",
+         [](const std::string& p) {
+             read_ctf(p, {{"x", 1, false}});
+         }},
         {"Vocabulary::load", [](const std::string& p) { Vocabulary::load(p); }},
         {"read_qa_tsv", [](const std::string& p) { read_qa_tsv(p); }},
         {"read_qa_text", [](const std::string& p) { read_qa_text(p, true); }},
