@@ -15,6 +15,12 @@ import numpy as np
 from . import _loom
 from ._graph import ShapeLike, VariableLike, _f64, _shape, _variable, future_value, past_value
 from ._loom import SequenceAxis, Variable
+# The ops that take Variables (numbers and arrays become constants on the way in) are the
+# extension's own, docstrings and all.
+_ops = _loom.sequence
+(broadcast_as, first, is_first, is_last, last, length, reduce_max, reduce_mean, reduce_sum, slice, softmax,
+ where) = (_ops.broadcast_as, _ops.first, _ops.is_first, _ops.is_last, _ops.last, _ops.length, _ops.reduce_max,
+           _ops.reduce_mean, _ops.reduce_sum, _ops.slice, _ops.softmax, _ops.where)
 
 __all__ = ["input_variable", "past_value", "future_value", "is_first", "is_last", "first", "last", "slice",
            "broadcast_as", "reduce_sum", "reduce_max", "reduce_mean", "softmax", "length", "gather",
@@ -41,60 +47,26 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
 
 
 
-def is_first(seq: VariableLike, name: str = "") -> Variable:
-    """1 on the first step of each sequence, else 0: shape (1,) on seq's sequence axis."""
-    return _loom.sequence.is_first(_variable(seq), name)
 
 
-def is_last(seq: VariableLike, name: str = "") -> Variable:
-    """1 on the last step of each sequence, else 0: shape (1,) on seq's sequence axis."""
-    return _loom.sequence.is_last(_variable(seq), name)
 
 
-def first(seq: VariableLike, name: str = "") -> Variable:
-    """The first step of each sequence, as a batch value (one per sequence)."""
-    return _loom.sequence.first(_variable(seq), name)
 
 
-def last(seq: VariableLike, name: str = "") -> Variable:
-    """The last step of each sequence, as a batch value (one per sequence)."""
-    return _loom.sequence.last(_variable(seq), name)
 
 
-def slice(seq: VariableLike, begin_index: int, end_index: int, name: str = "") -> Variable:
-    """Steps [begin_index, end_index) of each sequence; negative indices count from each
-    sequence's end; end_index 0 means to the end. A sequence left empty is a loom.UserError."""
-    return _loom.sequence.slice(_variable(seq), int(begin_index), int(end_index), name)
 
 
-def broadcast_as(operand: VariableLike, broadcast_as_operand: VariableLike, name: str = "") -> Variable:
-    """A per-sequence (batch) value repeated along every step of the other's sequences."""
-    return _loom.sequence.broadcast_as(_variable(operand), _variable(broadcast_as_operand), name)
 
 
-def reduce_sum(seq: VariableLike, name: str = "") -> Variable:
-    """The sum over the steps of each sequence, as a batch value."""
-    return _loom.sequence.reduce_sum(_variable(seq), name)
 
 
-def reduce_max(seq: VariableLike, name: str = "") -> Variable:
-    """The maximum over the steps of each sequence, as a batch value."""
-    return _loom.sequence.reduce_max(_variable(seq), name)
 
 
-def reduce_mean(seq: VariableLike, name: str = "") -> Variable:
-    """The mean over the steps of each sequence, as a batch value (loom's; CNTK has none)."""
-    return _loom.sequence.reduce_mean(_variable(seq), name)
 
 
-def softmax(seq: VariableLike, name: str = "") -> Variable:
-    """Softmax over the steps of each sequence, element by element; on seq's axis."""
-    return _loom.sequence.softmax(_variable(seq), name)
 
 
-def length(seq: VariableLike, name: str = "") -> Variable:
-    """The length of each sequence, as a batch value of shape (1,) (loom's; CNTK has none)."""
-    return _loom.sequence.length(_variable(seq), name)
 
 
 def gather(seq: VariableLike, condition: VariableLike, new_sequence_axis_typeinfo: Any = None,
@@ -115,10 +87,6 @@ def scatter(seq: VariableLike, condition: VariableLike, new_sequence_axis_typein
     return _loom.sequence.scatter(_variable(seq), _variable(condition), name)
 
 
-def where(condition: VariableLike, name: str = "") -> Variable:
-    """The positions t (as numbers, shape (1,)) where condition is non-zero, on a new sequence
-    axis; a whole count c > 1 repeats t c times."""
-    return _loom.sequence.where(_variable(condition), name)
 
 
 def unpack(x: VariableLike, padding_value: float, no_mask_output: bool = False, name: str = ""):

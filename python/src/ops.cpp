@@ -123,7 +123,7 @@ void bind_delays_and_sequences(py::module_& m) {
           "The last step of each sequence, as a batch value (one per sequence).");
     s.def("slice", &sequence::slice, py::arg("seq"), py::arg("begin_index"), py::arg("end_index"), py::arg("name") = "",
           "Steps [begin_index, end_index) of each sequence; negative indices count from each\n"
-          "sequence's end, end_index 0 means to the end.");
+          "sequence's end, end_index 0 means to the end. A sequence left empty is a loom.UserError.");
     s.def("broadcast_as", &sequence::broadcast_as, py::arg("operand"), py::arg("broadcast_as_operand"),
           py::arg("name") = "", "A per-sequence (batch) value repeated along every step of the other's sequences.");
     s.def("reduce_sum", &sequence::reduce_sum, py::arg("seq"), py::arg("name") = "",
