@@ -131,14 +131,55 @@ std::string quoted_field(std::string_view text) {
     return "'" + shown + (text.size() > max_shown ? "...' (" + std::to_string(text.size()) + " bytes)" : "'");
 }
 
-std::string not_replaceable(const std::string& path) {
+namespace {
+PathKind kind_of(const struct stat& st) {
+    if (S_ISREG(st.st_mode)) return PathKind::regular;
+    if (S_ISDIR(st.st_mode)) return PathKind::directory;
+    if (S_ISFIFO(st.st_mode)) return PathKind::fifo;
+    if (S_ISCHR(st.st_mode)) return PathKind::character_device;
+    if (S_ISBLK(st.st_mode)) return PathKind::block_device;
+    if (S_ISSOCK(st.st_mode)) return PathKind::socket;
+    return PathKind::other;
+}
+}  // namespace
+
+PathKind path_kind(const std::string& path) {
     struct stat st = {};
-    if (::stat(path.c_str(), &st) != 0) return "";  // nothing there (or a dangling link): a file is made
-    if (S_ISDIR(st.st_mode)) return "is a directory";
-    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device";
-    if (S_ISFIFO(st.st_mode)) return "is a FIFO";
-    if (S_ISSOCK(st.st_mode)) return "is a socket";
-    return "";
+    if (::stat(path.c_str(), &st) != 0) return PathKind::missing;  // nothing there, or a dangling link
+    return kind_of(st);
+}
+
+std::string path_kind_name(PathKind kind) {
+    switch (kind) {
+        case PathKind::directory:
+            return "a directory";
+        case PathKind::fifo:
+            return "a FIFO (named pipe)";
+        case PathKind::character_device:
+            return "a character device";
+        case PathKind::block_device:
+            return "a block device";
+        case PathKind::socket:
+            return "a socket";
+        default:
+            return "";
+    }
+}
+
+std::uint64_t require_regular_file(const std::string& path, const std::string& hint) {
+    struct stat st = {};
+    if (::stat(path.c_str(), &st) != 0) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
+    const PathKind kind = kind_of(st);
+    if (kind == PathKind::regular) return static_cast<std::uint64_t>(st.st_size);
+    if (kind == PathKind::directory) throw DataError("'" + path + "' is a directory; " + hint);
+    const std::string name = path_kind_name(kind);
+    throw DataError("'" + path + "' is " +
+                    (name.empty() ? std::string("not a regular file") : name + ", not a regular file") + "; " + hint);
+}
+
+std::string not_replaceable(const std::string& path) {
+    const std::string name = path_kind_name(path_kind(path));
+    return name.empty() ? "" : "is " + name;
 }
 
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts) {
@@ -215,17 +256,9 @@ std::string unpack_checked_bytes(const std::string& all, const std::string& path
 }
 
 std::string read_checked_file(const std::string& path) {
-    // Asked by name before opening: opening a FIFO blocks until a writer comes, and a device
-    // (/dev/zero) never ends.
-    struct stat st = {};
-    if (::stat(path.c_str(), &st) != 0) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) throw DataError("'" + path + "' is a directory; give the path of a file loom saved");
-    if (!S_ISREG(st.st_mode))
-        throw DataError("'" + path +
-                        "' is not a regular file (a device, FIFO or socket); give the path of a file loom saved");
+    const std::uint64_t total = require_regular_file(path, "give the path of a file loom saved");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
-    const auto total = static_cast<std::uint64_t>(st.st_size);
     std::string all(std::min<std::uint64_t>(total, header_size), '\0');
     in.read(all.data(), static_cast<std::streamsize>(all.size()));
     if (in.gcount() != static_cast<std::streamsize>(all.size())) throw DataError("error while reading '" + path + "'");

@@ -34,9 +34,25 @@ std::string unpack_checked_bytes(const std::string& bytes, const std::string& so
 /// comes here.
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts);
 
-/// What `path` is when a save must not replace it: "is a directory", "is a device", "is a FIFO" or
-/// "is a socket" (a symbolic link is judged by what it leads to); empty when nothing is there or a
-/// regular file is. Renaming a new file over /dev/null or a FIFO would put a regular file in its
+/// What a path names, a symbolic link judged by what it leads to: the one classifier every reader
+/// and writer of a user's files asks before opening.
+enum class PathKind { missing, regular, directory, fifo, character_device, block_device, socket, other };
+/// \return what `path` names (missing also when it cannot be examined: the open then says why).
+PathKind path_kind(const std::string& path);
+/// \return "a directory", "a FIFO (named pipe)", "a character device", "a block device", "a socket";
+/// "" for a missing path, a regular file and anything else.
+std::string path_kind_name(PathKind kind);
+
+/// Throws DataError unless `path` is a regular file: "cannot open 'p': <the system's reason>" when
+/// it cannot be examined, "'p' is a directory; <hint>", "'p' is a FIFO (named pipe), not a regular
+/// file; <hint>" (a device, a socket alike). Asked by name before opening: opening a FIFO blocks
+/// until a writer comes, and a device (/dev/zero) never ends.
+/// \return the file's size in bytes.
+std::uint64_t require_regular_file(const std::string& path, const std::string& hint);
+
+/// What `path` is when a save must not replace it: "is a directory", "is a character device", "is a
+/// block device", "is a FIFO (named pipe)" or "is a socket" (path_kind); empty when nothing is there
+/// or a regular file is. Renaming a new file over /dev/null or a FIFO would put a regular file in its
 /// place, so write_file_atomically and data/output_files.hpp's check_outputs refuse these.
 std::string not_replaceable(const std::string& path);
 

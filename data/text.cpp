@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 
 #include "core/errors.hpp"
+#include "core/serialization.hpp"
 
 namespace loom::data_text {
 
@@ -51,11 +51,10 @@ std::ifstream open_for_reading(const std::string& path) {
     // A directory opens as a stream on Linux and reads as empty, which would give a misleading
     // "empty" or "not a ... file" further on; a FIFO without a writer blocks the open forever, a
     // device may never end (/dev/zero).
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw DataError("'" + path + "' is a directory; give the path of a data file");
-    if (const std::string kind = irregular_kind(path); !kind.empty())
-        throw DataError("'" + path + "' is " + kind +
+    const PathKind kind = path_kind(path);
+    if (kind == PathKind::directory) throw DataError("'" + path + "' is a directory; give the path of a data file");
+    if (kind != PathKind::missing && kind != PathKind::regular)
+        throw DataError("'" + path + "' is " + path_kind_name(kind) +
                         ", not a regular file; give the path of a data file (to read from a pipe, copy it to a "
                         "file first)");
     std::ifstream in(path, std::ios::binary);
@@ -64,19 +63,8 @@ std::ifstream open_for_reading(const std::string& path) {
 }
 
 std::string irregular_kind(const std::string& path) {
-    std::error_code ec;
-    switch (std::filesystem::status(path, ec).type()) {
-        case std::filesystem::file_type::fifo:
-            return "a FIFO (named pipe)";
-        case std::filesystem::file_type::character:
-            return "a character device";
-        case std::filesystem::file_type::block:
-            return "a block device";
-        case std::filesystem::file_type::socket:
-            return "a socket";
-        default:
-            return "";
-    }
+    const PathKind kind = path_kind(path);
+    return kind == PathKind::directory ? "" : path_kind_name(kind);
 }
 
 bool read_line(std::istream& in, std::string& line) {

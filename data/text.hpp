@@ -24,7 +24,8 @@ std::ifstream open_for_reading(const std::string& path);
 /// What a reader of whole files must not open: "a FIFO (named pipe)", "a character device", "a
 /// block device" or "a socket" (a FIFO without a writer blocks the open, a device may never end:
 /// /dev/zero); "" for anything else (a missing file or a directory is then named by
-/// open_for_reading). Asked by name, before opening.
+/// open_for_reading). Asked by name, before opening, of core/serialization.hpp's path_kind, the
+/// classifier the writers' not_replaceable asks too.
 std::string irregular_kind(const std::string& path);
 
 /// std::getline that also drops a trailing carriage return, so files written on Windows read the same.

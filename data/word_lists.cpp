@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "core/errors.hpp"
@@ -24,12 +23,9 @@ constexpr std::size_t longest_line = 1 << 20;
 
 // A device or a socket is no list (/dev/zero would be read forever); a FIFO is, read as it comes.
 const std::string& readable_list(const std::string& path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::file_type type = fs::status(path, ec).type();
-    if (type == fs::file_type::character || type == fs::file_type::block || type == fs::file_type::socket)
-        throw DataError("'" + path + "' is a " +
-                        (type == fs::file_type::socket ? std::string("socket") : std::string("device")) +
+    const PathKind kind = path_kind(path);
+    if (kind == PathKind::character_device || kind == PathKind::block_device || kind == PathKind::socket)
+        throw DataError("'" + path + "' is " + path_kind_name(kind) +
                         ", not a word list; give a file of words, one a line, or '-' for standard input");
     return path;
 }

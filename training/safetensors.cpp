@@ -454,16 +454,9 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-    // Asked by name before opening: opening a FIFO blocks until a writer comes, and a device
-    // (/dev/zero) never ends.
-    struct stat st = {};
-    if (::stat(path.c_str(), &st) != 0) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) throw DataError("'" + path + "' is a directory; give the path of a safetensors file");
-    if (!S_ISREG(st.st_mode))
-        throw DataError("'" + path + "' is not a regular file (a device, FIFO or socket); give a safetensors file");
+    const std::uint64_t total = require_regular_file(path, "give the path of a safetensors file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw DataError("cannot open '" + path + "': " + std::strerror(errno));
-    const auto total = static_cast<std::uint64_t>(st.st_size);
     // Read in the order of the file, each tensor's bytes once and only once the header has shown
     // they are there: nothing is allocated for sizes a damaged header claims.
     auto read = [&](std::string& into, std::uint64_t size) {

@@ -7,13 +7,17 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include <csignal>
 
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,9 +101,11 @@ TEST_CASE("serialization: a FIFO or a device is refused by name, and the size is
     const std::string fifo = dir.file("fifo");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     // Opening the FIFO would block until a writer came (checkpoints share this reader).
-    CHECK_THROWS_WITH_AS(read_checked_file(fifo), doctest::Contains(("'" + fifo + "' is not a regular file").c_str()),
+    CHECK_THROWS_WITH_AS(read_checked_file(fifo),
+                         doctest::Contains(("'" + fifo + "' is a FIFO (named pipe), not a regular file").c_str()),
                          DataError);
-    CHECK_THROWS_WITH_AS(read_checked_file("/dev/zero"), doctest::Contains("is not a regular file"), DataError);
+    CHECK_THROWS_WITH_AS(read_checked_file("/dev/zero"),
+                         doctest::Contains("'/dev/zero' is a character device, not a regular file"), DataError);
     // A header claiming more than the file has: named from the header and the file's size.
     const std::string path = dir.file("f");
     write_checked_file(path, "payload");
@@ -108,6 +114,52 @@ TEST_CASE("serialization: a FIFO or a device is refused by name, and the size is
                          DataError);
     write_bytes(path, "short");
     CHECK_THROWS_WITH_AS(read_checked_file(path), doctest::Contains("not a loom file"), DataError);
+}
+
+TEST_CASE("serialization: one classifier names a path alike for readers and writers") {
+    TempDir dir("kinds");
+    const std::string fifo = dir.file("fifo"), socket_path = dir.file("socket"), file = dir.file("file");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(s >= 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    REQUIRE(socket_path.size() < sizeof address.sun_path);
+    std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
+    REQUIRE(::bind(s, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    write_bytes(file, "bytes");
+    std::filesystem::create_symlink(fifo, dir.file("to_fifo"));
+    std::filesystem::create_symlink(dir.file("nowhere"), dir.file("dangling"));
+    const std::vector<std::tuple<std::string, PathKind, std::string>> cases = {
+        {file, PathKind::regular, ""},
+        {dir.path.string(), PathKind::directory, "a directory"},
+        {fifo, PathKind::fifo, "a FIFO (named pipe)"},
+        {dir.file("to_fifo"), PathKind::fifo, "a FIFO (named pipe)"},  // a link judged by what it leads to
+        {"/dev/null", PathKind::character_device, "a character device"},
+        {socket_path, PathKind::socket, "a socket"},
+        {dir.file("missing"), PathKind::missing, ""},
+        {dir.file("dangling"), PathKind::missing, ""},
+    };
+    for (const auto& c : cases) {
+        const std::string& path = std::get<0>(c);
+        const std::string& name = std::get<2>(c);
+        CAPTURE(path);
+        CHECK(path_kind(path) == std::get<1>(c));
+        CHECK(path_kind_name(path_kind(path)) == name);
+        // The writers' refusal and the readers' use the same words.
+        CHECK(not_replaceable(path) == (name.empty() ? "" : "is " + name));
+        if (std::get<1>(c) == PathKind::regular)
+            CHECK(require_regular_file(path, "hint") == 5);
+        else if (std::get<1>(c) == PathKind::missing)
+            CHECK_THROWS_WITH_AS(require_regular_file(path, "hint"), doctest::Contains("No such file"), DataError);
+        else if (std::get<1>(c) == PathKind::directory)
+            CHECK_THROWS_WITH_AS(require_regular_file(path, "hint"), ("'" + path + "' is a directory; hint").c_str(),
+                                 DataError);
+        else
+            CHECK_THROWS_WITH_AS(require_regular_file(path, "hint"),
+                                 ("'" + path + "' is " + name + ", not a regular file; hint").c_str(), DataError);
+    }
+    ::close(s);
 }
 
 TEST_CASE("serialization: fields from a file are quoted short and without control bytes") {

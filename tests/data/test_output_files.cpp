@@ -79,10 +79,10 @@ TEST_CASE("output files: check_outputs refuses inputs, twice-written paths, dire
           "--save " + dir.path.string() + ": is a directory; refusing to write it");
     CHECK(refusal({{plots + "/training.svg", "--plot", true}})
               .starts_with("--plot " + plots + "/training.svg: is a directory"));
-    CHECK(refusal({{"/dev/null", "--graph"}}) == "--graph /dev/null: is a device; refusing to write it");
+    CHECK(refusal({{"/dev/null", "--graph"}}) == "--graph /dev/null: is a character device; refusing to write it");
     const std::string fifo = dir.file("fifo");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    CHECK(refusal({{fifo, "--save"}}) == "--save " + fifo + ": is a FIFO; refusing to write it");
+    CHECK(refusal({{fifo, "--save"}}) == "--save " + fifo + ": is a FIFO (named pipe); refusing to write it");
     // A missing directory: refused, unless the program makes it (--plot); above a file, refused.
     CHECK(refusal({{dir.file("new/m.loom"), "--save"}}).find("cannot write there") != std::string::npos);
     CHECK(refusal({{dir.file("new/deeper/a.svg"), "--plot", true}}) == "accepted");

@@ -77,7 +77,7 @@ file(SHA256 ${dir}/d.dict sum)
 if(NOT sum STREQUAL data_sum)
   message(FATAL_ERROR "--save over the training data changed it")
 endif()
-expect_failure("a device as --save" "--save /dev/null: is a device" ${tiny} --save /dev/null)
+expect_failure("a device as --save" "--save /dev/null: is a character device" ${tiny} --save /dev/null)
 expect_failure("--save into the --plot directory" "--save .*/X: is the directory --plot writes"
   ${tiny} --save ${dir}/X --plot ${dir}/X)
 file(MAKE_DIRECTORY ${dir}/PD/alignment_1.svg)

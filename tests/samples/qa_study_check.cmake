@@ -24,11 +24,11 @@ expect_refusal("--save over the training data" "--save .*d.tsv: is also the inpu
   ${small} --train ${dir}/d.tsv --eval ${dir}/d.tsv --save ${dir}/d.tsv)
 expect_refusal("--save's vocabulary over the training data" "--save .*d.tsv.vocab: is also the input of --train"
   ${small} --train ${dir}/d.tsv.vocab --save ${dir}/d.tsv)
-expect_refusal("--save on a device" "--save /dev/null: is a device" ${small} --save /dev/null)
+expect_refusal("--save on a device" "--save /dev/null: is a character device" ${small} --save /dev/null)
 expect_refusal("--save on a directory" "--save .*/D: is a directory" ${small} --save ${dir}/D)
 expect_refusal("--dump-scores over the training data" "--dump-scores .*d.tsv: is also the input of --train"
   ${small} --folds 2 --train ${dir}/d.tsv --eval ${dir}/d.tsv --dump-scores ${dir}/d.tsv)
-expect_refusal("--dump-scores on a device" "--dump-scores /dev/full: is a device"
+expect_refusal("--dump-scores on a device" "--dump-scores /dev/full: is a character device"
   ${small} --folds 2 --train ${dir}/d.tsv --eval ${dir}/d.tsv --dump-scores /dev/full)
 foreach(name d.tsv d.tsv.vocab)
   file(SHA256 ${dir}/${name} sum)

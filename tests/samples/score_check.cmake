@@ -93,7 +93,7 @@ if(NOT sum STREQUAL data_sum)
 endif()
 expect_failure("--save and --graph on one path" "--graph .*/P: is also the output of --save"
   ${tiny} --save ${dir}/P --graph ${dir}/P)
-expect_failure("a device as --graph" "--graph /dev/null: is a device" ${tiny} --graph /dev/null)
+expect_failure("a device as --graph" "--graph /dev/null: is a character device" ${tiny} --graph /dev/null)
 file(MAKE_DIRECTORY ${dir}/D ${dir}/PD/training.svg)
 expect_failure("a directory as --save" "--save .*/D: is a directory" ${tiny} --save ${dir}/D)
 expect_failure("--plot where training.svg is a directory" "--plot .*PD/training.svg: is a directory"
@@ -111,11 +111,11 @@ execute_process(COMMAND mkfifo ${dir}/fifo RESULT_VARIABLE rc)
 if(rc EQUAL 0)  # opening a FIFO would block until a writer came: a hang, cut by the timeout
   execute_process(COMMAND ${SAMPLE} --model ${dir}/fifo --score ${dir}/pairs.tsv TIMEOUT 30
     RESULT_VARIABLE rc ERROR_VARIABLE err)
-  if(rc EQUAL 0 OR NOT err MATCHES "fifo' is not a regular file")
+  if(rc EQUAL 0 OR NOT err MATCHES "fifo' is a FIFO \\(named pipe\\), not a regular file")
     message(FATAL_ERROR "a FIFO as --model: expected a refusal, got ${rc}: '${err}'")
   endif()
 endif()
-expect_failure("/dev/zero as --model" "'/dev/zero' is not a regular file" --model /dev/zero --score ${dir}/pairs.tsv)
+expect_failure("/dev/zero as --model" "'/dev/zero' is a character device, not a regular file" --model /dev/zero --score ${dir}/pairs.tsv)
 # --plot draws the --eval pairs: with --train and no --eval it is refused, before training.
 expect_failure("--plot without --eval" "--plot .*/P0: the plots are drawn for the pairs of --eval"
   ${small} --train ${dir}/d.tsv --plot ${dir}/P0)
