@@ -146,7 +146,9 @@ class Learner:
     def __init__(self, impl, rate, average: bool):
         self._impl = impl
         self._rate = rate  # a Schedule (indexed by samples) or None (a LearningRate inside impl)
+        self._schedule = rate  # the schedule as given (rate may become it times unit gain's factor)
         self._average = average
+        self._trainer = None  # the Trainer it was given to
 
     @property
     def parameters(self) -> list:
@@ -154,7 +156,12 @@ class Learner:
         return self._impl.parameters
 
     def learning_rate(self) -> float:
-        """The rate the next update uses (loom's per-update rate; see the module's units)."""
+        """The rate of the next update: the schedule's value at the samples seen so far, as CNTK gives
+        it (before unit gain's 1 - momentum or a minibatch_size's division); for a loom LearningRate,
+        its value at the next update."""
+        if self._schedule is not None:
+            seen = self._trainer.total_number_of_samples_seen if self._trainer is not None else 0
+            return self._schedule[seen]
         return self._impl.learning_rate()
 
     def reset_learning_rate(self, learning_rate) -> None:
@@ -163,7 +170,7 @@ class Learner:
         if average != self._average:
             raise UserError("reset_learning_rate: the new schedule's unit (per sample or per minibatch) differs from "
                             "the learner's; loom's Trainer fixed it when it was made")
-        self._rate = rate
+        self._rate = self._schedule = rate
         self._impl.set_learning_rate(start)
 
     def _before_minibatch(self, samples_seen: int) -> None:

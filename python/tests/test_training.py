@@ -76,6 +76,7 @@ def test_momentum_sgd_two_steps_with_cntk_unit_gain():
         ww, bb = ww - 0.1 * v_w, bb - 0.1 * v_b
     np.testing.assert_allclose(w.value, ww, rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(b.value, bb, rtol=1e-11, atol=1e-12)
+    assert trainer.parameter_learners[0].learning_rate() == 0.1  # CNTK's value, before the unit gain
 
 
 def test_adam_steps_by_its_formula():
@@ -140,6 +141,7 @@ def test_a_schedule_by_samples_changes_the_rate_between_minibatches():
         trainer.train_minibatch(data)
         gw, _ = _numpy_gradients(w_before, b_before, data, x, y)
         rates.append(np.mean((w_before - w.value) / gw))
+        assert learner.learning_rate() == (0.1 if trainer.total_number_of_samples_seen < 8 else 0.02)
     np.testing.assert_allclose(rates, [0.1, 0.1, 0.02], rtol=1e-9)  # 0, 4, 8 samples seen before each
 
 
@@ -202,6 +204,25 @@ def test_fit_trains_its_epochs_and_resumes_from_its_checkpoint(tmp_path):
     assert rest["resumed"] and rest["steps"] == 6
     assert rest["epoch_losses"] == whole["epoch_losses"]
     assert np.array_equal(w_rest, w_whole)
+
+
+def test_fit_evaluates_keeps_the_best_and_prints(capsys):
+    x, y, w, b, z, loss, data = _linear_regression(12, n=8)
+    trainer = C.Trainer(z, loss, C.sgd(z.parameters, 0.05))
+    scores, kept = [1.0, 3.0, 2.0], []
+
+    def evaluate():
+        kept.append(w.value.copy())
+        return scores[len(kept) - 1]
+
+    result = C.fit(trainer, lambda epoch, index: data, epochs=3, minibatches_per_epoch=2, evaluate=evaluate,
+                   progress_printer=C.logging.ProgressPrinter(tag="fit", num_epochs=3))
+    assert [e["score"] for e in result["evaluations"]] == scores
+    assert [e["step"] for e in result["evaluations"]] == [2, 4, 6]
+    assert result["best"] == 1
+    assert np.array_equal(w.value, kept[1]) and not np.array_equal(kept[1], kept[2])  # the best restored
+    out = capsys.readouterr().out
+    assert out.count("[fit] epoch") == 3 and "epoch 3 of 3" in out and out.count("evaluation at step") == 3, out
 
 
 def test_ctrl_c_during_fit_raises_keyboard_interrupt_and_leaves_the_checkpoint_whole(tmp_path):
