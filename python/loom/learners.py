@@ -53,6 +53,7 @@ class Schedule:
         return self.entries[-1][1]
 
     def is_constant(self) -> bool:
+        """Whether the schedule has one value."""
         return len(self.entries) == 1
 
     @property

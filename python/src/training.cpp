@@ -48,8 +48,8 @@ LearnerOptions options_of(double l2, double clip) {
 /// l2, clip); `Make` receives the checked parameters and options.
 template <class Make>
 auto factory(const char* rule, Make make) {
-    return [rule, make](const py::object& parameters, const LearningRate& lr, const py::args& constants,
-                        double l2, double clip) {
+    return [rule, make](const py::object& parameters, const LearningRate& lr, const py::args& constants, double l2,
+                        double clip) {
         std::vector<Parameter> params = parameters_of(parameters, rule);
         return std::make_shared<PyLearner>(make(std::move(params), lr, constants, options_of(l2, clip)));
     };
@@ -104,11 +104,16 @@ CheckpointExtras extras_from(const py::dict& given) {
 
 const char* stop_name(FitStop s) {
     switch (s) {
-        case FitStop::epochs: return "epochs";
-        case FitStop::early: return "early";
-        case FitStop::max_steps: return "max_steps";
-        case FitStop::max_seconds: return "max_seconds";
-        case FitStop::interrupted: return "interrupted";
+        case FitStop::epochs:
+            return "epochs";
+        case FitStop::early:
+            return "early";
+        case FitStop::max_steps:
+            return "max_steps";
+        case FitStop::max_seconds:
+            return "max_seconds";
+        case FitStop::interrupted:
+            return "interrupted";
     }
     return "epochs";
 }
@@ -153,13 +158,11 @@ py::dict fit_from_python(Trainer& t, const py::object& minibatch, std::size_t pe
     if (pending) throw std::move(*pending);
     py::list evaluations;
     for (const FitEvaluation& e : r.evaluations)
-        evaluations.append(py::dict(py::arg("step") = e.step, py::arg("epoch") = e.epoch,
-                                    py::arg("score") = e.score, py::arg("train_loss") = e.train_loss,
-                                    py::arg("improved") = e.improved));
-    return py::dict(py::arg("steps") = r.steps, py::arg("epochs") = r.epochs,
-                    py::arg("epoch_losses") = r.epoch_losses, py::arg("evaluations") = evaluations,
-                    py::arg("best") = r.best, py::arg("stopped") = stop_name(r.stopped),
-                    py::arg("resumed") = r.resumed);
+        evaluations.append(py::dict(py::arg("step") = e.step, py::arg("epoch") = e.epoch, py::arg("score") = e.score,
+                                    py::arg("train_loss") = e.train_loss, py::arg("improved") = e.improved));
+    return py::dict(py::arg("steps") = r.steps, py::arg("epochs") = r.epochs, py::arg("epoch_losses") = r.epoch_losses,
+                    py::arg("evaluations") = evaluations, py::arg("best") = r.best,
+                    py::arg("stopped") = stop_name(r.stopped), py::arg("resumed") = r.resumed);
 }
 
 }  // namespace
@@ -185,12 +188,12 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
     m.def("step_decay", &step_decay, py::arg("lr"), py::arg("step_size"), py::arg("gamma"),
           "lr * gamma ** (step // step_size).");
     m.def("exponential_decay", &exponential_decay, py::arg("lr"), py::arg("gamma"), "lr * gamma ** step.");
-    m.def("warmup_linear_decay", &warmup_linear_decay, py::arg("peak"), py::arg("warmup_steps"),
-          py::arg("total_steps"), py::arg("final_lr") = 0.0,
+    m.def("warmup_linear_decay", &warmup_linear_decay, py::arg("peak"), py::arg("warmup_steps"), py::arg("total_steps"),
+          py::arg("final_lr") = 0.0,
           "Linear warm-up to peak over warmup_steps updates (peak * (s + 1) / warmup_steps), then linear decay to "
           "final_lr at total_steps, final_lr after.");
-    m.def("warmup_cosine_decay", &warmup_cosine_decay, py::arg("peak"), py::arg("warmup_steps"),
-          py::arg("total_steps"), py::arg("final_lr") = 0.0,
+    m.def("warmup_cosine_decay", &warmup_cosine_decay, py::arg("peak"), py::arg("warmup_steps"), py::arg("total_steps"),
+          py::arg("final_lr") = 0.0,
           "Linear warm-up as warmup_linear_decay's, then a half cosine from peak to final_lr at total_steps "
           "(final_lr + (peak - final_lr) * (1 + cos(pi f)) / 2, f = (s - warmup) / (total - warmup)).");
 
@@ -204,9 +207,11 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
                                })
         .def_property_readonly("step_count", [](const PyLearner& l) { return l.learner->step_count(); })
         .def("learning_rate", [](const PyLearner& l) { return l.learner->learning_rate(); })
-        .def("set_learning_rate", [](PyLearner& l, const LearningRate& lr) { l.learner->set_learning_rate(lr); },
-             py::arg("lr"))
-        .def_property_readonly("last_gradient_norm", [](const PyLearner& l) { return l.learner->last_gradient_norm(); });
+        .def(
+            "set_learning_rate", [](PyLearner& l, const LearningRate& lr) { l.learner->set_learning_rate(lr); },
+            py::arg("lr"))
+        .def_property_readonly("last_gradient_norm",
+                               [](const PyLearner& l) { return l.learner->last_gradient_norm(); });
 
     const auto bind_rule = [&m](const char* name, auto make) {
         m.def(name, factory(name, make), py::arg("parameters"), py::arg("lr"), py::arg("l2") = 0.0,
@@ -236,8 +241,7 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
     bind_rule("_adadelta", [](std::vector<Parameter> p, const LearningRate& lr, const py::args& a, LearnerOptions o) {
         return adadelta(std::move(p), lr, arg(a, 0), arg(a, 1), o);
     });
-    bind_rule("_fsadagrad", [](std::vector<Parameter> p, const LearningRate& lr, const py::args& a,
-                               LearnerOptions o) {
+    bind_rule("_fsadagrad", [](std::vector<Parameter> p, const LearningRate& lr, const py::args& a, LearnerOptions o) {
         return fsadagrad(std::move(p), lr, arg(a, 0), arg(a, 1), a[2].cast<bool>(), o);
     });
 
@@ -318,8 +322,8 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
         .def(
             "fit",
             [](Trainer& t, const py::object& minibatch, std::size_t per_epoch, std::uint64_t samples,
-               std::size_t epochs, const std::string& checkpoint, std::size_t checkpoint_every,
-               std::size_t max_steps, const py::object& evaluate, std::size_t evaluate_every, std::size_t patience,
+               std::size_t epochs, const std::string& checkpoint, std::size_t checkpoint_every, std::size_t max_steps,
+               const py::object& evaluate, std::size_t evaluate_every, std::size_t patience,
                PyProgressPrinter* printer) {
                 FitOptions o;
                 o.max_epochs = epochs, o.checkpoint_path = checkpoint, o.checkpoint_every = checkpoint_every;

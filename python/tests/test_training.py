@@ -145,6 +145,20 @@ def test_a_schedule_by_samples_changes_the_rate_between_minibatches():
     np.testing.assert_allclose(rates, [0.1, 0.1, 0.02], rtol=1e-9)  # 0, 4, 8 samples seen before each
 
 
+def test_loom_rates_by_update_number_and_python_functions():
+    for lr, expected in ((C.warmup_cosine_decay(0.2, 2, 10), [0.1, 0.2, 0.2, 0.2 * (1 + np.cos(np.pi / 8)) / 2]),
+                         (lambda step: 0.3 / (step + 1), [0.3, 0.15, 0.1, 0.075])):
+        x, y, w, b, z, loss, data = _linear_regression(13)
+        trainer = C.Trainer(z, loss, C.sgd(z.parameters, lr))
+        rates = []
+        for _ in range(4):
+            w_before, b_before = w.value.copy(), b.value.copy()
+            trainer.train_minibatch(data)
+            gw, _ = _numpy_gradients(w_before, b_before, data, x, y)
+            rates.append(np.mean((w_before - w.value) / gw))
+        np.testing.assert_allclose(rates, expected, rtol=1e-9)
+
+
 def test_progress_printer_prints_each_n_minibatches_and_epochs(capsys):
     x, y, w, b, z, loss, data = _linear_regression(6)
     printer = C.logging.ProgressPrinter(freq=2, tag="lin", num_epochs=3)
