@@ -270,6 +270,31 @@ def test_ctrl_c_during_fit_raises_keyboard_interrupt_and_leaves_the_checkpoint_w
     assert other.total_number_of_samples_seen == trainer.total_number_of_samples_seen > 0
 
 
+def test_ctrl_c_during_train_minibatch_calls_raises_keyboard_interrupt_between_whole_minibatches():
+    x, y, w, b, z, loss, data = _linear_regression(14, n=2000)
+    trainer = C.Trainer(z, loss, C.sgd(z.parameters, 0.001))
+    done = []
+
+    def interrupt():
+        while len(done) < 3:
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt)
+    sender.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(10 ** 6):
+            trainer.train_minibatch(data)
+            done.append(trainer.previous_minibatch_loss_average)
+    sender.join()
+    assert len(done) < 10 ** 6
+    # Each minibatch was trained whole: the samples seen are whole minibatches.
+    assert trainer.total_number_of_samples_seen % 2000 == 0 and trainer.total_number_of_samples_seen >= 3 * 2000
+    w_now = w.value.copy()
+    trainer.test_minibatch(data)  # inference only: nothing changes
+    assert np.array_equal(w.value, w_now)
+
+
 def test_bad_input_is_a_user_error_naming_what_was_given():
     x, y, w, b, z, loss, data = _linear_regression(11)
     with pytest.raises(C.UserError, match="sgd: no parameters to learn"):
