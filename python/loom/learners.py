@@ -147,9 +147,9 @@ class Learner:
     def __init__(self, impl, rate, average: bool):
         self._impl = impl
         self._rate = rate  # a Schedule (indexed by samples) or None (a LearningRate inside impl)
-        self._schedule = rate  # the schedule as given (rate may become it times unit gain's factor)
         self._average = average
         self._trainer = None  # the Trainer it was given to
+        self._factor = 1.0  # unit gain's 1 - momentum: loom's rule runs with rate * factor
 
     @property
     def parameters(self) -> list:
@@ -160,9 +160,9 @@ class Learner:
         """The rate of the next update: the schedule's value at the samples seen so far, as CNTK gives
         it (before unit gain's 1 - momentum or a minibatch_size's division); for a loom LearningRate,
         its value at the next update."""
-        if self._schedule is not None:
+        if self._rate is not None:
             seen = self._trainer.total_number_of_samples_seen if self._trainer is not None else 0
-            return self._schedule[seen]
+            return self._rate[seen]
         return self._impl.learning_rate()
 
     def reset_learning_rate(self, learning_rate) -> None:
@@ -171,12 +171,24 @@ class Learner:
         if average != self._average:
             raise UserError("reset_learning_rate: the new schedule's unit (per sample or per minibatch) differs from "
                             "the learner's; loom's Trainer fixed it when it was made")
-        self._rate = self._schedule = rate
-        self._impl.set_learning_rate(start)
+        self._rate = rate
+        self._given_rate = start
+        self._set_rate(rate if rate is not None else start)
+
+    def _set_rate(self, rate) -> None:
+        """Gives loom's learner `rate` (a Schedule: its value now; a LearningRate) times the factor."""
+        if isinstance(rate, Schedule):
+            seen = self._trainer.total_number_of_samples_seen if self._trainer is not None else 0
+            self._impl.set_learning_rate(rate.rate_at(seen) * self._factor)
+        elif self._factor == 1.0:
+            self._impl.set_learning_rate(rate)
+        else:  # a function of the step, scaled in Python (called once per update)
+            factor = self._factor
+            self._impl.set_learning_rate(LearningRate(lambda step: rate(step) * factor))
 
     def _before_minibatch(self, samples_seen: int) -> None:
         if self._rate is not None:
-            self._impl.set_learning_rate(self._rate.rate_at(samples_seen))
+            self._impl.set_learning_rate(self._rate.rate_at(samples_seen) * self._factor)
 
     def __repr__(self) -> str:
         return f"<loom.Learner {self._impl.name} over {len(self.parameters)} parameters>"
@@ -256,23 +268,9 @@ def nesterov(parameters, lr, momentum, unit_gain=True, l1_regularization_weight=
     return _unit_gain(learner, m) if unit_gain else learner
 
 
-class _Scaled:
-    """A schedule times a constant (unit gain's 1 - momentum)."""
-
-    def __init__(self, schedule, factor):
-        self.schedule, self.factor = schedule, factor
-
-    def rate_at(self, samples):
-        return self.schedule.rate_at(samples) * self.factor
-
-
 def _unit_gain(learner: Learner, m: float) -> Learner:
-    if learner._rate is not None:
-        learner._rate = _Scaled(learner._rate, 1.0 - m)
-        learner._before_minibatch(0)
-    else:  # a loom LearningRate of the step: scaled by a Python function, called once per update
-        given = learner._given_rate
-        learner._impl.set_learning_rate(LearningRate(lambda step: given(step) * (1.0 - m)))
+    learner._factor = 1.0 - m
+    learner._set_rate(learner._rate if learner._rate is not None else learner._given_rate)
     return learner
 
 

@@ -79,6 +79,20 @@ def test_momentum_sgd_two_steps_with_cntk_unit_gain():
     assert trainer.parameter_learners[0].learning_rate() == 0.1  # CNTK's value, before the unit gain
 
 
+def test_reset_learning_rate_keeps_the_unit_gain():
+    x, y, w, b, z, loss, data = _linear_regression(15)
+    w0, b0 = w.value.copy(), b.value.copy()
+    learner = C.momentum_sgd(z.parameters, 0.1, 0.5)
+    trainer = C.Trainer(z, loss, learner)
+    learner.reset_learning_rate(C.learning_parameter_schedule(0.2))
+    assert learner.learning_rate() == 0.2
+    trainer.train_minibatch(data)
+    gw, _ = _numpy_gradients(w0, b0, data, x, y)
+    np.testing.assert_allclose(w.value, w0 - 0.2 * 0.5 * gw, rtol=1e-12, atol=1e-13)  # v = (1 - m) g
+    with pytest.raises(C.UserError, match="unit"):
+        learner.reset_learning_rate(C.learning_rate_schedule(0.1, C.UnitType.sample))
+
+
 def test_adam_steps_by_its_formula():
     x, y, w, b, z, loss, data = _linear_regression(3)
     learner = C.adam(z.parameters, lr=0.05, momentum=0.8, variance_momentum=0.99, epsilon=1e-8)
