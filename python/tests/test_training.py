@@ -79,6 +79,19 @@ def test_momentum_sgd_two_steps_with_cntk_unit_gain():
     assert trainer.parameter_learners[0].learning_rate() == 0.1  # CNTK's value, before the unit gain
 
 
+def test_l2_regularization_and_gradient_clipping_by_the_global_norm():
+    x, y, w, b, z, loss, data = _linear_regression(16)
+    w0, b0 = w.value.copy(), b.value.copy()
+    gw, gb = _numpy_gradients(w0, b0, data, x, y)
+    norm = np.sqrt(np.sum(gw ** 2) + np.sum(gb ** 2))
+    assert norm > 0.5
+    C.Trainer(z, loss, C.sgd(z.parameters, 0.1, l2_regularization_weight=0.3,
+                             gradient_clipping_threshold_per_sample=0.5)).train_minibatch(data)
+    scale = 0.5 / norm  # the global norm over both parameters, before the decay is added
+    np.testing.assert_allclose(w.value, w0 - 0.1 * (gw * scale + 0.3 * w0), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(b.value, b0 - 0.1 * (gb * scale + 0.3 * b0), rtol=1e-12, atol=1e-13)
+
+
 def test_reset_learning_rate_keeps_the_unit_gain():
     x, y, w, b, z, loss, data = _linear_regression(15)
     w0, b0 = w.value.copy(), b.value.copy()
