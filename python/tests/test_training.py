@@ -336,6 +336,7 @@ def test_bad_input_is_a_user_error_naming_what_was_given():
         C.momentum_sgd(z.parameters, 0.1, C.momentum_schedule([0.9, 0.8], epoch_size=10))
     learner = C.sgd(z.parameters, 0.1)
     trainer = C.Trainer(z, loss, learner)
+    w0 = w.value.copy()
     with pytest.raises(C.UserError, match="already trains another Trainer"):
         C.Trainer(z, loss, learner)
     with pytest.raises(C.UserError, match="one learner"):
@@ -344,4 +345,8 @@ def test_bad_input_is_a_user_error_naming_what_was_given():
         trainer.train_minibatch({x: data[x]})  # no data for y
     with pytest.raises(C.UserError, match="train_minibatch"):
         trainer.train_minibatch({x: np.ones((6, 4)), y: data[y]})  # x's samples are of 3
-    assert np.array_equal(w.value, w.value) and trainer.total_number_of_samples_seen == 0
+    assert np.array_equal(w.value, w0) and trainer.total_number_of_samples_seen == 0  # refused before any work
+    with pytest.raises(C.UserError, match="evaluate returns a number"):
+        C.fit(trainer, [data], evaluate=lambda: "good")
+    with pytest.raises(C.UserError, match="minibatches_per_epoch"):
+        C.fit(trainer, lambda epoch, index: data)
