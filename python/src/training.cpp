@@ -148,8 +148,7 @@ py::dict fit_from_python(Trainer& t, const py::object& minibatch, std::size_t pe
         score = [&evaluate] {
             py::gil_scoped_acquire held;
             const py::object score_given = evaluate();
-            if (!py::isinstance<py::float_>(score_given) && !py::isinstance<py::int_>(score_given) &&
-                !py::hasattr(score_given, "__float__"))
+            if (!py::hasattr(score_given, "__float__"))
                 throw UserError("fit: evaluate returns a number (higher is better); got " +
                                 std::string(py::str(py::repr(score_given))).substr(0, 100));
             return Evaluation(py::float_(score_given).cast<double>());

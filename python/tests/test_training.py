@@ -350,3 +350,9 @@ def test_bad_input_is_a_user_error_naming_what_was_given():
         C.fit(trainer, [data], evaluate=lambda: "good")
     with pytest.raises(C.UserError, match="minibatches_per_epoch"):
         C.fit(trainer, lambda epoch, index: data)
+
+    def broken(epoch, index):
+        raise LookupError(f"no minibatch {index}")
+
+    with pytest.raises(LookupError, match="no minibatch 0"):  # the source's own error, as it raised it
+        C.fit(trainer, broken, minibatches_per_epoch=2)
