@@ -129,6 +129,14 @@ def momentum_schedule(momentum, epoch_size: Optional[int] = None, minibatch_size
     return s
 
 
+def momentum_as_time_constant_schedule(momentum, epoch_size: Optional[int] = None):
+    """CNTK's momentum as a time constant in samples (per-sample momentum exp(-1 / tc)). Not in loom,
+    whose momentum is one constant per update: a UserError that gives the per-update value to pass
+    instead, momentum_schedule(exp(-minibatch_size / time_constant))."""
+    raise UserError(f"momentum_as_time_constant_schedule({momentum!r}): loom's momentum is one constant per update; "
+                    "pass momentum_schedule(math.exp(-minibatch_size / time_constant)) for your minibatch size")
+
+
 def _constant(value, what: str) -> float:
     if isinstance(value, Schedule):
         if not value.is_constant():
@@ -347,6 +355,7 @@ for _f in (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adadelta, fsadag
 
 __all__ = [
     "Learner", "LearningRate", "Schedule", "UnitType", "adadelta", "adagrad", "adam", "adamw", "constant_rate",
-    "exponential_decay", "fsadagrad", "learning_parameter_schedule", "learning_rate_schedule", "momentum_schedule",
-    "momentum_sgd", "nesterov", "rmsprop", "sgd", "step_decay", "warmup_cosine_decay", "warmup_linear_decay",
+    "exponential_decay", "fsadagrad", "learning_parameter_schedule", "learning_rate_schedule",
+    "momentum_as_time_constant_schedule", "momentum_schedule", "momentum_sgd", "nesterov", "rmsprop", "sgd",
+    "step_decay", "warmup_cosine_decay", "warmup_linear_decay",
 ]

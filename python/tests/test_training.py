@@ -334,6 +334,8 @@ def test_bad_input_is_a_user_error_naming_what_was_given():
         C.learning_parameter_schedule([0.1, 0.2])
     with pytest.raises(C.UserError, match="momentum"):
         C.momentum_sgd(z.parameters, 0.1, C.momentum_schedule([0.9, 0.8], epoch_size=10))
+    with pytest.raises(C.UserError, match="momentum_schedule"):
+        C.momentum_sgd(z.parameters, 0.1, C.momentum_as_time_constant_schedule(1100))
     learner = C.sgd(z.parameters, 0.1)
     trainer = C.Trainer(z, loss, learner)
     w0 = w.value.copy()
