@@ -109,6 +109,12 @@ def learning_parameter_schedule(schedule, minibatch_size: Optional[int] = None,
     return _schedule(schedule, epoch_size, UnitType.minibatch, minibatch_size, "learning_parameter_schedule")
 
 
+def learning_parameter_schedule_per_sample(schedule, epoch_size: Optional[int] = None) -> Schedule:
+    """CNTK's per-sample rate: learning_parameter_schedule(schedule, minibatch_size=1), the value applied
+    to the minibatch's summed gradient."""
+    return _schedule(schedule, epoch_size, UnitType.minibatch, 1, "learning_parameter_schedule_per_sample")
+
+
 def learning_rate_schedule(lr, unit: str, epoch_size: Optional[int] = None) -> Schedule:
     """CNTK's older rate schedule with an explicit unit: UnitType.sample (a per-sample rate, applied to
     the summed gradient) or UnitType.minibatch (applied to the mean gradient)."""
@@ -355,7 +361,7 @@ for _f in (sgd, momentum_sgd, nesterov, adagrad, rmsprop, adam, adadelta, fsadag
 
 __all__ = [
     "Learner", "LearningRate", "Schedule", "UnitType", "adadelta", "adagrad", "adam", "adamw", "constant_rate",
-    "exponential_decay", "fsadagrad", "learning_parameter_schedule", "learning_rate_schedule",
-    "momentum_as_time_constant_schedule", "momentum_schedule", "momentum_sgd", "nesterov", "rmsprop", "sgd",
-    "step_decay", "warmup_cosine_decay", "warmup_linear_decay",
+    "exponential_decay", "fsadagrad", "learning_parameter_schedule", "learning_parameter_schedule_per_sample",
+    "learning_rate_schedule", "momentum_as_time_constant_schedule", "momentum_schedule", "momentum_sgd", "nesterov",
+    "rmsprop", "sgd", "step_decay", "warmup_cosine_decay", "warmup_linear_decay",
 ]

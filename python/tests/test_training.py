@@ -62,6 +62,9 @@ def test_a_per_sample_rate_applies_to_the_summed_gradient():
     x, y, w, b, z, loss, data = _linear_regression(1)
     C.Trainer(z, loss, C.sgd(z.parameters, C.learning_parameter_schedule(0.3, minibatch_size=3))).train_minibatch(data)
     np.testing.assert_allclose(w.value, w0 - 0.3 / 3 * 6 * gw, rtol=1e-12, atol=1e-13)
+    x, y, w, b, z, loss, data = _linear_regression(1)
+    C.Trainer(z, loss, C.sgd(z.parameters, C.learning_parameter_schedule_per_sample(0.01))).train_minibatch(data)
+    np.testing.assert_allclose(w.value, w0 - 0.01 * 6 * gw, rtol=1e-12, atol=1e-13)
 
 
 def test_momentum_sgd_two_steps_with_cntk_unit_gain():
