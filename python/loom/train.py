@@ -127,7 +127,8 @@ def fit(trainer: Trainer, source, epochs: int = 1, minibatches_per_epoch: Option
     resumes from it when it exists (bit for bit, mid-epoch included; the source must give the same
     minibatch for the same (epoch, index)). max_steps stops after that many steps in all.
 
-    Ctrl-C stops fit between steps with KeyboardInterrupt after saving the checkpoint.
+    Progress goes to progress_printer, else to the trainer's first one. Ctrl-C stops fit between steps
+    with KeyboardInterrupt after saving the checkpoint.
     Returns {steps, epochs, epoch_losses, evaluations, best, stopped, resumed}. Not in CNTK (its
     Function.train and TrainingSession play this part)."""
     if not isinstance(trainer, Trainer):
@@ -149,6 +150,8 @@ def fit(trainer: Trainer, source, epochs: int = 1, minibatches_per_epoch: Option
         return get(epoch, index)
 
     from .logging import ProgressPrinter
+    if progress_printer is None and trainer._printers:
+        progress_printer = trainer._printers[0]
     if progress_printer is not None and not isinstance(progress_printer, ProgressPrinter):
         raise UserError(f"fit: progress_printer is a loom.logging.ProgressPrinter; got {progress_printer!r}")
     return trainer._impl.fit(minibatch, minibatches_per_epoch, samples_per_epoch, epochs, str(checkpoint or ""),

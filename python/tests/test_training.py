@@ -252,15 +252,14 @@ def test_fit_trains_its_epochs_and_resumes_from_its_checkpoint(tmp_path):
 
 def test_fit_evaluates_keeps_the_best_and_prints(capsys):
     x, y, w, b, z, loss, data = _linear_regression(12, n=8)
-    trainer = C.Trainer(z, loss, C.sgd(z.parameters, 0.05))
     scores, kept = [1.0, 3.0, 2.0], []
 
     def evaluate():
         kept.append(w.value.copy())
         return scores[len(kept) - 1]
 
-    result = C.fit(trainer, lambda epoch, index: data, epochs=3, minibatches_per_epoch=2, evaluate=evaluate,
-                   progress_printer=C.logging.ProgressPrinter(tag="fit", num_epochs=3))
+    trainer = C.Trainer(z, loss, C.sgd(z.parameters, 0.05), [C.logging.ProgressPrinter(tag="fit", num_epochs=3)])
+    result = C.fit(trainer, lambda epoch, index: data, epochs=3, minibatches_per_epoch=2, evaluate=evaluate)
     assert [e["score"] for e in result["evaluations"]] == scores
     assert [e["step"] for e in result["evaluations"]] == [2, 4, 6]
     assert result["best"] == 1
