@@ -168,13 +168,18 @@ void FitRun::train(ProgressPrinter& printer) {
             s_.result.stopped = FitStop::max_seconds;
             break;
         }
+        if (o_.stop_requested && o_.stop_requested()) {
+            s_.result.stopped = FitStop::interrupted;
+            break;
+        }
         train_step(printer);
     }
     if (s_.stopped_early) s_.result.stopped = FitStop::early;
     // An early stop follows an evaluation of its last step, so it needs no test of its own here.
     const auto& evaluations = s_.result.evaluations;
     const bool last_evaluated = !evaluations.empty() && evaluations.back().step == s_.result.steps;
-    if (evaluate_ && o_.evaluate_at_end && s_.result.stopped != FitStop::max_steps && !last_evaluated)
+    const bool interrupted = s_.result.stopped == FitStop::max_steps || s_.result.stopped == FitStop::interrupted;
+    if (evaluate_ && o_.evaluate_at_end && !interrupted && !last_evaluated)
         run_evaluation(index_ == 0 && epoch_ > 0 ? epoch_ - 1 : epoch_, printer);
 }
 

@@ -73,7 +73,7 @@ struct FitOptions {
     /// evaluations included; checked before each step. 0: no limit. A time budget (a resumed run
     /// counts its own time only).
     double max_seconds = 0;
-    /// When fit stops for good (its epochs done or max_seconds reached, not max_steps: an
+    /// When fit stops for good (its epochs done or max_seconds reached, not max_steps or stop_requested: an
     /// interruption), evaluate once more unless the last step was just evaluated, so that the best
     /// parameters kept are chosen among the last ones too.
     bool evaluate_at_end = false;
@@ -82,10 +82,15 @@ struct FitOptions {
     ProgressOptions progress{};  ///< how the bar is drawn on progress_stream
     /// Called after every training step with the step number (from 1) and what it gave.
     std::function<void(std::size_t step, const MinibatchResult&)> on_step{};
+    /// Asked before each step: true stops the run as max_steps does (the checkpoint saved, no
+    /// evaluation at the end, FitStop::interrupted). How a caller stops a run from outside: a
+    /// signal handler's flag (Ctrl-C), a stop button, the Python binding's pending KeyboardInterrupt.
+    std::function<bool()> stop_requested{};
 };
 
-/// Why fit returned: max_epochs done, patience ran out, max_steps or max_seconds reached.
-enum class FitStop { epochs, early, max_steps, max_seconds };
+/// Why fit returned: max_epochs done, patience ran out, max_steps or max_seconds reached, or
+/// FitOptions::stop_requested said stop.
+enum class FitStop { epochs, early, max_steps, max_seconds, interrupted };
 
 /// What fit did.
 struct FitResult {

@@ -69,3 +69,20 @@ __all__ = [
     "square", "squared_error", "stop_gradient", "tanh", "times", "times_transpose", "transpose", "uniform",
     "zeros",
 ]
+
+# Training under CNTK's names (loom.learners, loom.train, loom.logging): learners, schedules, Trainer, fit.
+from . import learners, logging, train  # noqa: E402
+from .learners import (Learner, LearningRate, UnitType, adadelta, adagrad, adam, adamw, constant_rate,  # noqa: E402
+                       exponential_decay, fsadagrad, learning_parameter_schedule,
+                       learning_parameter_schedule_per_sample, learning_rate_schedule,
+                       momentum_as_time_constant_schedule, momentum_schedule, momentum_sgd, nesterov, rmsprop, sgd,
+                       step_decay, warmup_cosine_decay, warmup_linear_decay)
+from .train import Trainer, fit  # noqa: E402
+
+__all__ += [
+    "Learner", "LearningRate", "Trainer", "UnitType", "adadelta", "adagrad", "adam", "adamw", "constant_rate",
+    "exponential_decay", "fit", "fsadagrad", "learners", "learning_parameter_schedule",
+    "learning_parameter_schedule_per_sample", "learning_rate_schedule",
+    "logging", "momentum_as_time_constant_schedule", "momentum_schedule", "momentum_sgd", "nesterov", "rmsprop",
+    "sgd", "step_decay", "train", "warmup_cosine_decay", "warmup_linear_decay",
+]

@@ -25,6 +25,9 @@ void bind_ops(py::module_& m);
 void bind_run(py::module_& m);
 /// loom::layers under CNTK's names (the submodule layers): Layer, Cell and their factories.
 void bind_layers(py::module_& m);
+/// loom's training/ under CNTK's names: learners and rates, Trainer, fit, ProgressPrinter (the
+/// package's learners.py, train.py and logging.py give CNTK's signatures).
+void bind_training(py::module_& m);
 
 /// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
 /// starting with `what` when it holds no numbers.
@@ -46,6 +49,10 @@ py::object wrap(const loom::Variable& v);
 /// against the input's shape and dynamic axes before anything runs: a UserError starting with
 /// `caller` names the input, its shape and what was given.
 loom::Value to_value(const loom::Variable& input, py::handle data, const char* caller);
+/// The data of `arguments` (a dict by Variable, or the data of the one argument) as Bindings for
+/// the inputs of `outputs`, every one given and no other key, each checked and converted before
+/// anything runs (a UserError starting with `caller`).
+loom::Bindings bindings_of(const std::vector<loom::Variable>& outputs, const py::object& arguments, const char* caller);
 /// A Value as numpy, sharing its storage (no copy): a static tensor as one array, a batch as one
 /// array [N, sample...], sequences as a list of arrays [T_i, sample...] (strided views into one
 /// padded time-major buffer, which the arrays keep alive).

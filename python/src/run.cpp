@@ -18,8 +18,8 @@ std::vector<Variable> arguments_of(const std::vector<Variable>& outputs) {
 
 std::string label_of(const Variable& v) { return v.name().empty() ? v.label() : "'" + v.name() + "'"; }
 
-/// The data of `arguments` (a dict by Variable, or the data of the one argument) as Bindings, every
-/// argument given and no other key, each checked and converted before anything runs.
+}  // namespace
+
 Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arguments, const char* caller) {
     const std::vector<Variable> needed = arguments_of(outputs);
     Bindings bindings;
@@ -51,6 +51,8 @@ Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arg
                             input.shape().str());
     return bindings;
 }
+
+namespace {
 
 std::vector<Variable> variables_of(const py::object& list, const char* caller, const char* what) {
     std::vector<Variable> out;

@@ -362,3 +362,37 @@ TEST_CASE("fit with max_seconds stops on time, and evaluate_at_end scores the la
     CHECK(ri.stopped == FitStop::max_steps);
     CHECK(ri.evaluations.empty());
 }
+
+TEST_CASE("fit stops before the step at which stop_requested says so, saves its checkpoint and resumes from it") {
+    TempDir dir("fit_stop");
+    FitOptions o;
+    o.max_epochs = 2;  // 4 minibatches per epoch
+    o.checkpoint_path = dir.file("fit.ckpt");
+    std::vector<double> whole, parts;
+    {
+        Model a(1);
+        auto ta = make_trainer(a);
+        FitOptions plain = o;
+        plain.checkpoint_path.clear();
+        plain.on_step = [&](std::size_t, const MinibatchResult& r) { whole.push_back(r.loss_sum); };
+        fit(*ta, a.source(4), plain);
+    }
+    std::size_t asked = 0;
+    o.on_step = [&](std::size_t, const MinibatchResult& r) { parts.push_back(r.loss_sum); };
+    o.stop_requested = [&] { return ++asked == 6; };  // asked before steps 1..6: stops after 5
+    {
+        Model b(1);
+        auto tb = make_trainer(b);
+        const FitResult rb = fit(*tb, b.source(4), o);
+        CHECK(rb.stopped == FitStop::interrupted);
+        CHECK(rb.steps == 5);
+        CHECK(asked == 6);
+    }
+    o.stop_requested = {};
+    Model c(2);
+    auto tc = make_trainer(c);
+    const FitResult rc = fit(*tc, c.source(4), o);
+    CHECK(rc.resumed);
+    CHECK(rc.stopped == FitStop::epochs);
+    CHECK(parts == whole);  // the interrupted run's checkpoint goes on bit for bit
+}
