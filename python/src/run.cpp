@@ -104,6 +104,118 @@ py::array numeric_array(py::handle data, const std::string& what) {
     return a;
 }
 
+
+/// What f.forward keeps for f.backward (CNTK's BackPropState): the Session that ran the forward
+/// pass, holding its values, and the data it was given. free() (or the end of a with-block) gives
+/// the session back; a freed state used again is a UserError.
+struct ForwardState {
+    Variable function;             ///< the Function whose forward made it
+    std::vector<Variable> outputs;  ///< what the forward computed; outputs[0] is the session's loss
+    std::vector<Variable> kept;     ///< keep_for_backward: the outputs backward may start from
+    Bindings bindings;              ///< the data the forward was given
+    std::unique_ptr<Session> session;
+};
+
+Session& live_session(ForwardState& state, const Variable& function, const char* caller) {
+    if (!state.session)
+        throw UserError(std::string(caller) +
+                        ": the state was freed (its with-block ended or free() was called); run forward again");
+    if (!(state.function == function))
+        throw UserError(std::string(caller) + ": the state comes from the forward of another Function (" +
+                        label_of(state.function) + "), not of " + label_of(function));
+    return *state.session;
+}
+
+bool all_ones(py::handle data, const std::string& what) {
+    if (py::isinstance<py::list>(data) || py::isinstance<py::tuple>(data)) {
+        for (py::handle item : data)
+            if (!all_ones(item, what)) return false;
+        return true;
+    }
+    const py::array a = numeric_array(data, what);
+    return py::module_::import("numpy").attr("all")(a.attr("__eq__")(1)).cast<bool>();
+}
+
+template <class T>
+py::array dense_gradient(const Session& session, std::size_t i) {
+    const Parameter& p = session.parameters()[i];
+    const std::vector<T> flat = session.gradient<T>(i).to_dense();
+    py::array_t<T> out(std::vector<py::ssize_t>(p.shape().dims().begin(), p.shape().dims().end()));
+    std::copy(flat.begin(), flat.end(), out.mutable_data());
+    return std::move(out);
+}
+
+py::tuple forward(const Variable& self, const py::object& arguments, const py::object& outputs,
+                  const py::object& keep_for_backward) {
+    auto state = std::make_shared<ForwardState>();
+    state->function = self;
+    state->outputs = outputs.is_none() ? std::vector<Variable>{self} : variables_of(outputs, "forward", "outputs");
+    if (state->outputs.empty()) throw UserError("forward: outputs is empty; give the Variables to compute");
+    state->kept = keep_for_backward.is_none() ? std::vector<Variable>{}
+                                              : variables_of(keep_for_backward, "forward", "keep_for_backward");
+    for (const Variable& k : state->kept)
+        if (std::find(state->outputs.begin(), state->outputs.end(), k) == state->outputs.end())
+            throw UserError("forward: keep_for_backward holds " + label_of(k) + ", which is not one of the outputs");
+    state->bindings = bindings_of(state->outputs, arguments, "forward");
+    const std::vector<Parameter> parameters =
+        state->kept.empty() ? std::vector<Parameter>{} : parameters_of({state->outputs[0]});
+    {
+        py::gil_scoped_release released;
+        state->session = std::make_unique<Session>(state->outputs, parameters);
+        state->session->forward(state->bindings, "forward");
+    }
+    py::dict values;
+    for (const Variable& v : state->outputs) values[wrap(v)] = to_numpy(state->session->value(v));
+    return py::make_tuple(py::cast(state), values);
+}
+
+py::dict backward(const Variable& self, ForwardState& state, const py::dict& root_gradients,
+                  const py::object& variables, bool as_numpy) {
+    if (!as_numpy) throw UserError("backward: loom returns numpy arrays (as_numpy=False is not supported)");
+    Session& session = live_session(state, self, "backward");
+    if (root_gradients.size() != 1)
+        throw UserError("backward: root_gradients holds one output and its gradient; got " +
+                        std::to_string(root_gradients.size()) + " entries");
+    const auto [key, data] = *root_gradients.begin();
+    if (!py::isinstance<Variable>(key))
+        throw UserError("backward: the key of root_gradients is an output (a Variable); got " +
+                        std::string(py::str(py::repr(key))));
+    const Variable root = key.cast<Variable>();
+    if (std::find(state.kept.begin(), state.kept.end(), root) == state.kept.end())
+        throw UserError("backward: " + label_of(root) + " was not kept; pass it in forward's keep_for_backward");
+    if (!all_ones(data, "backward: root_gradients"))
+        throw UserError("backward: loom takes root gradients of ones (the gradient of the sum of " + label_of(root) +
+                        "); scale the output in the graph for other weights");
+    const std::vector<Variable> wanted = variables_of(variables, "backward", "variables");
+    if (wanted.empty()) throw UserError("backward: variables is empty; give the parameters or inputs to differentiate for");
+    // The kept session differentiates its first output for its parameters; anything else (an input,
+    // another output) takes one more forward and backward pass.
+    std::vector<std::size_t> indices;
+    for (const Variable& v : wanted) {
+        const auto& ps = session.parameters();
+        const auto at = std::find(ps.begin(), ps.end(), v);
+        if (at == ps.end()) break;
+        indices.push_back(static_cast<std::size_t>(at - ps.begin()));
+    }
+    py::dict out;
+    if (root == state.outputs[0] && indices.size() == wanted.size()) {
+        {
+            py::gil_scoped_release released;
+            session.backward();
+        }
+        for (std::size_t k = 0; k < wanted.size(); ++k)
+            out[wrap(wanted[k])] = session.dtype() == DType::f64 ? dense_gradient<double>(session, indices[k])
+                                                                 : dense_gradient<float>(session, indices[k]);
+        return out;
+    }
+    ValueMap results;
+    {
+        py::gil_scoped_release released;
+        results = gradients(root, state.bindings, wanted);
+    }
+    for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
+    return out;
+}
 }  // namespace
 
 void bind_run(py::module_& m) {
@@ -215,6 +327,52 @@ and call restore(filename). Every parameter needs a name of its own (else loom.U
 A missing, truncated or foreign file raises loom.DataError; a parameter missing from the file,
 one the graph lacks, or a shape that differs raises loom.UserError listing them, and nothing is
 changed.)doc");
+
+    py::class_<ForwardState, std::shared_ptr<ForwardState>> state(
+        m, "BackPropState", R"doc(What Function.forward keeps for Function.backward: the session that ran the forward pass.
+
+free() gives its memory back; as a context manager (``with f.forward(...)[0] as state:``) it is freed
+at the end of the block. A freed state passed to backward raises loom.UserError.)doc");
+    state
+        .def(
+            "free",
+            [](ForwardState& s) {
+                s.session.reset();
+                s.bindings.clear();
+            },
+            "Gives the session back.")
+        .def_property_readonly(
+            "is_freed", [](const ForwardState& s) { return !s.session; }, "Whether free() was called.")
+        .def_property_readonly(
+            "function", [](const ForwardState& s) { return wrap(s.function); }, "The Function whose forward made it.")
+        .def("__enter__", [](py::object s) { return s; })
+        .def(
+            "__exit__",
+            [](ForwardState& s, const py::object&, const py::object&, const py::object&) {
+                s.session.reset();
+                s.bindings.clear();
+                return false;
+            },
+            py::arg("type"), py::arg("value"), py::arg("traceback"));
+    state.attr("__module__") = "loom";
+    v.def("forward", &forward, py::arg("arguments") = py::none(), py::arg("outputs") = py::none(),
+          py::arg("keep_for_backward") = py::none(),
+          R"doc(Runs the graph forward, keeping the session for backward: returns (state, {output: value}).
+
+arguments as eval's; outputs: the Variables to compute (this one by default); keep_for_backward: the
+outputs backward may start from (a set; empty: the state only holds the values). The state holds
+the session until it is freed (state.free(), or a with-block). The GIL is released while the
+engine runs.)doc");
+    v.def("backward", &backward, py::arg("state"), py::arg("root_gradients"), py::arg("variables"),
+          py::arg("as_numpy") = true,
+          R"doc(Runs the backward pass from a forward's state: returns {variable: gradient}.
+
+root_gradients: {output: gradient}, one output that forward kept. loom differs from CNTK: the
+gradient is ones (np.ones_like(value)), the gradient of the output's sum; for other weights,
+multiply the output by them in the graph. variables: the parameters and inputs to differentiate
+for. The first output's parameter gradients come from the kept session; an input's, or another
+output's, take one more pass. A freed state, or one of another Function, is a loom.UserError.
+The GIL is released while the engine runs.)doc");
 }
 
 }  // namespace loom_python

@@ -1,0 +1,60 @@
+"""Function.forward / Function.backward over a kept session, as CNTK's."""
+
+import numpy as np
+import pytest
+
+import loom as C
+from support import rng
+
+
+def rnn_graph(seed=0):
+    r = rng(seed)
+    x = C.sequence.input_variable(2)
+    W = C.parameter(init=r.normal(size=(2, 3)), dtype=np.float64)
+    U = C.parameter(init=r.normal(size=(3, 3)) * 0.5, dtype=np.float64)
+    y = C.layers.Recurrence(lambda h, x: C.tanh(C.times(x, W) + C.times(h, U)))(x)
+    xs = [r.normal(size=(n, 2)) for n in (3, 1, 5)]
+    return x, W, U, y, xs
+
+
+def test_backward_gradient_equals_grad():
+    x, W, U, y, xs = rnn_graph()
+    state, out = y.forward({x: xs}, keep_for_backward={y})
+    expected = y.eval({x: xs})
+    for a, e in zip(out[y], expected):
+        np.testing.assert_allclose(a, e, rtol=1e-12)
+    grads = y.backward(state, {y: [np.ones_like(o) for o in out[y]]}, {W, U})
+    want = y.grad({x: xs}, wrt=[W, U])
+    np.testing.assert_allclose(grads[W], want[W], rtol=1e-10)
+    np.testing.assert_allclose(grads[U], want[U], rtol=1e-10)
+    gx = y.backward(state, {y: [np.ones_like(o) for o in out[y]]}, [x])[x]
+    for a, e in zip(gx, y.grad({x: xs}, wrt=[x])):
+        np.testing.assert_allclose(a, e, rtol=1e-10)
+
+
+def test_freed_and_foreign_states_are_user_errors():
+    x, W, U, y, xs = rnn_graph(1)
+    with y.forward({x: xs}, keep_for_backward={y})[0] as state:
+        assert not state.is_freed
+    assert state.is_freed
+    with pytest.raises(C.UserError, match="freed"):
+        y.backward(state, {y: [np.ones((n, 3)) for n in (3, 1, 5)]}, {W})
+    z = C.sequence.reduce_sum(y)
+    other, _ = z.forward({x: xs}, keep_for_backward={z})
+    with pytest.raises(C.UserError, match="another Function"):
+        y.backward(other, {y: [np.ones((n, 3)) for n in (3, 1, 5)]}, {W})
+    other.free()
+    with pytest.raises(C.UserError, match="freed"):
+        z.backward(other, {z: np.ones((3, 3))}, {W})
+
+
+def test_backward_refusals():
+    x, W, U, y, xs = rnn_graph(2)
+    state, out = y.forward({x: xs})
+    with pytest.raises(C.UserError, match="keep_for_backward"):
+        y.backward(state, {y: [np.ones_like(o) for o in out[y]]}, {W})
+    state, out = y.forward({x: xs}, keep_for_backward={y})
+    with pytest.raises(C.UserError, match="ones"):
+        y.backward(state, {y: [2 * np.ones_like(o) for o in out[y]]}, {W})
+    with pytest.raises(C.UserError, match="not one of the outputs"):
+        y.forward({x: xs}, keep_for_backward={W})
