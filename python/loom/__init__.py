@@ -69,3 +69,8 @@ __all__ = [
     "square", "squared_error", "stop_gradient", "tanh", "times", "times_transpose", "transpose", "uniform",
     "zeros",
 ]
+
+# Function.forward / Function.backward: the state forward returns (CNTK's BackPropState).
+from ._loom import BackPropState  # noqa: E402
+
+__all__ += ["BackPropState"]

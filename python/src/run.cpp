@@ -104,12 +104,11 @@ py::array numeric_array(py::handle data, const std::string& what) {
     return a;
 }
 
-
 /// What f.forward keeps for f.backward (CNTK's BackPropState): the Session that ran the forward
 /// pass, holding its values, and the data it was given. free() (or the end of a with-block) gives
 /// the session back; a freed state used again is a UserError.
 struct ForwardState {
-    Variable function;             ///< the Function whose forward made it
+    Variable function;              ///< the Function whose forward made it
     std::vector<Variable> outputs;  ///< what the forward computed; outputs[0] is the session's loss
     std::vector<Variable> kept;     ///< keep_for_backward: the outputs backward may start from
     Bindings bindings;              ///< the data the forward was given
@@ -142,7 +141,7 @@ py::array dense_gradient(const Session& session, std::size_t i) {
     const std::vector<T> flat = session.gradient<T>(i).to_dense();
     py::array_t<T> out(std::vector<py::ssize_t>(p.shape().dims().begin(), p.shape().dims().end()));
     std::copy(flat.begin(), flat.end(), out.mutable_data());
-    return std::move(out);
+    return out;
 }
 
 py::tuple forward(const Variable& self, const py::object& arguments, const py::object& outputs,
@@ -187,7 +186,8 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
         throw UserError("backward: loom takes root gradients of ones (the gradient of the sum of " + label_of(root) +
                         "); scale the output in the graph for other weights");
     const std::vector<Variable> wanted = variables_of(variables, "backward", "variables");
-    if (wanted.empty()) throw UserError("backward: variables is empty; give the parameters or inputs to differentiate for");
+    if (wanted.empty())
+        throw UserError("backward: variables is empty; give the parameters or inputs to differentiate for");
     // The kept session differentiates its first output for its parameters; anything else (an input,
     // another output) takes one more forward and backward pass.
     std::vector<std::size_t> indices;
@@ -329,7 +329,8 @@ one the graph lacks, or a shape that differs raises loom.UserError listing them,
 changed.)doc");
 
     py::class_<ForwardState, std::shared_ptr<ForwardState>> state(
-        m, "BackPropState", R"doc(What Function.forward keeps for Function.backward: the session that ran the forward pass.
+        m, "BackPropState",
+        R"doc(What Function.forward keeps for Function.backward: the session that ran the forward pass.
 
 free() gives its memory back; as a context manager (``with f.forward(...)[0] as state:``) it is freed
 at the end of the block. A freed state passed to backward raises loom.UserError.)doc");
