@@ -58,3 +58,18 @@ def test_backward_refusals():
         y.backward(state, {y: [2 * np.ones_like(o) for o in out[y]]}, {W})
     with pytest.raises(C.UserError, match="not one of the outputs"):
         y.forward({x: xs}, keep_for_backward={W})
+
+
+def test_combine_runs_its_outputs_together():
+    x, W, U, y, xs = rnn_graph(3)
+    last = C.sequence.last(y)
+    both = C.combine([y, last])
+    assert both.outputs == (y, last) and both.arguments == [x]
+    assert set(both.parameters) == {W, U}
+    values = both.eval({x: xs})
+    np.testing.assert_allclose(values[last], np.stack([v[-1] for v in values[y]]), rtol=1e-12)
+    state, out = both.forward({x: xs}, keep_for_backward={y, last})
+    grads = both.backward(state, {last: np.ones_like(out[last])}, [W])
+    np.testing.assert_allclose(grads[W], last.grad({x: xs}, wrt=[W]), rtol=1e-10)
+    with pytest.raises(C.UserError, match="several|use outputs"):
+        both.output
