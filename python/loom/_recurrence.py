@@ -73,6 +73,11 @@ def _loop(step: Callable, x: Variable, go_backwards: bool, initial_states: List[
     try:
         result = step(*previous, x)
     except _loom.UserError as e:
+        if "no shape yet" in str(e) and not all(i.shape for i in initial_states):
+            raise _loom.UserError(
+                f"{what}: the step needs the shape of its states before the loop is closed (a layer in it makes "
+                "its parameters from its input, as Dense(n)(h) does): give initial_state an array of each state's "
+                f"shape, e.g. initial_state=np.zeros(n) (loom differs from CNTK here); the step said: {e}") from None
         known = ", ".join(_shape_str(i.shape) if i.shape else "inferred" for i in initial_states)
         raise _loom.UserError(f"{what}: the step fails on states of shape {known} and an input of shape "
                               f"{_shape_str(x.shape)}: {e}") from None

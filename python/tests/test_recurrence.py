@@ -22,12 +22,12 @@ def elman_numpy(xs, W, U, b, backwards=False, h0=None):
     return outs
 
 
-def lstm_numpy(xs, Wi, Wf, Wg, Ui, Uf, Ug):
+def lstm_numpy(xs, Wi, Wf, Wg, Ui, Uf, Ug, h0=None, c0=None):
     sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
     hs, cs = [], []
     for s in xs:
-        h = np.zeros(Ui.shape[0])
-        c = np.zeros(Ui.shape[0])
+        h = np.zeros(Ui.shape[0]) if h0 is None else h0
+        c = np.zeros(Ui.shape[0]) if c0 is None else c0
         ho, co = np.zeros((len(s), len(h))), np.zeros((len(s), len(h)))
         for t in range(len(s)):
             i, f, g = sig(s[t] @ Wi + h @ Ui), sig(s[t] @ Wf + h @ Uf), np.tanh(s[t] @ Wg + h @ Ug)
@@ -109,6 +109,11 @@ def test_two_state_lstm_like_step_equals_numpy():
     assert_sequences(c.eval({x: xs}), cs)
     last_h, last_c = C.layers.Fold(step, return_full_state=True)(x)
     np.testing.assert_allclose(last_c.eval({x: xs}), np.stack([s[-1] for s in cs]), rtol=1e-10)
+    h0, c0 = np.array([0.5, -1.0, 0.25]), np.array([1.0, 0.0, -0.5])
+    hs0, cs0 = lstm_numpy(xs, *arrays, h0=h0, c0=c0)
+    assert_sequences(C.layers.Recurrence(step, initial_state=(h0, c0))(x).eval({x: xs}), hs0)
+    _, c_from = C.layers.RecurrenceFrom(step, return_full_state=True)(C.constant(h0), C.constant(c0), x)
+    assert_sequences(c_from.eval({x: xs}), cs0)
 
 
 def test_fold_last_state_equals_the_loops_last():
@@ -136,6 +141,22 @@ def test_step_returning_the_wrong_shape_names_the_shapes():
         C.layers.Recurrence(lambda h, x: C.times(x, W) + h, initial_state=np.ones(2))(x)
     with pytest.raises(C.UserError, match=r"Fold: the step returns states of other shapes .*\(2,\)"):
         C.layers.Fold(lambda h, x: C.times(x, W), initial_state=np.ones(2))(x)
+
+
+def test_a_layer_on_the_state_takes_the_shape_from_initial_state():
+    x = C.sequence.input_variable(2)
+    dx, dh = C.layers.Dense(4), C.layers.Dense(4, bias=False)
+
+    def step(h, x):
+        return C.tanh(dx(x) + dh(h))
+
+    with pytest.raises(C.UserError, match="Recurrence: the step needs the shape of its states.*initial_state"):
+        C.layers.Recurrence(step)(x)
+    y = C.layers.Recurrence(step, initial_state=np.zeros(4))(x)
+    data = [np.ones((3, 2)), np.ones((1, 2))]
+    W, b, U = dx.parameters[0].value, dx.parameters[1].value, dh.parameters[0].value
+    W, b = (W, b) if W.ndim == 2 else (b, W)
+    assert_sequences(y.eval({x: data}), elman_numpy(data, W, U, b))
 
 
 def test_step_errors():
