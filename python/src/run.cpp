@@ -2,6 +2,7 @@
 // the GIL held; the engine runs with it released, so other Python threads (another graph's eval)
 // run meanwhile.
 #include "bindings.hpp"
+#include "graph/weighted_gradients.hpp"
 
 namespace loom_python {
 
@@ -135,6 +136,15 @@ bool all_ones(py::handle data, const std::string& what) {
     return py::module_::import("numpy").attr("all")(a.attr("__eq__")(1)).cast<bool>();
 }
 
+/// A UserError starting with `what` unless `given` has the items (and sequence lengths) of `wanted`.
+void same_layout(const Value& given, const Value& wanted, const std::string& what) {
+    bool same = given.kind() == wanted.kind() && given.num_items() == wanted.num_items();
+    if (same && given.kind() == Value::Kind::Sequence)
+        for (std::size_t n = 0; n < given.num_items(); ++n)
+            same = same && given.layout().length(n) == wanted.layout().length(n);
+    if (!same) throw UserError(what + ": got " + given.describe() + "; the output is a " + wanted.describe());
+}
+
 template <class T>
 py::array dense_gradient(const Session& session, std::size_t i) {
     const Parameter& p = session.parameters()[i];
@@ -182,14 +192,15 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
     const Variable root = key.cast<Variable>();
     if (std::find(state.kept.begin(), state.kept.end(), root) == state.kept.end())
         throw UserError("backward: " + label_of(root) + " was not kept; pass it in forward's keep_for_backward");
-    if (!all_ones(data, "backward: root_gradients"))
-        throw UserError("backward: loom takes root gradients of ones (the gradient of the sum of " + label_of(root) +
-                        "); scale the output in the graph for other weights");
+    const Value weights = to_value(root, data, "backward: root_gradients");  // checked against the output
+    const bool ones = all_ones(data, "backward: root_gradients");
+    if (ones) same_layout(weights, session.value(root), "backward: root_gradients for " + label_of(root));
     const std::vector<Variable> wanted = variables_of(variables, "backward", "variables");
     if (wanted.empty())
         throw UserError("backward: variables is empty; give the parameters or inputs to differentiate for");
-    // The kept session differentiates its first output for its parameters; anything else (an input,
-    // another output) takes one more forward and backward pass.
+    // The kept session differentiates the sum of its first output for its parameters; anything else
+    // (an input, another output, root gradients other than ones) takes one more forward and backward
+    // pass.
     std::vector<std::size_t> indices;
     for (const Variable& v : wanted) {
         const auto& ps = session.parameters();
@@ -198,7 +209,7 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
         indices.push_back(static_cast<std::size_t>(at - ps.begin()));
     }
     py::dict out;
-    if (root == state.outputs[0] && indices.size() == wanted.size()) {
+    if (ones && root == state.outputs[0] && indices.size() == wanted.size()) {
         {
             py::gil_scoped_release released;
             session.backward();
@@ -211,7 +222,8 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
     ValueMap results;
     {
         py::gil_scoped_release released;
-        results = gradients(root, state.bindings, wanted);
+        results =
+            ones ? gradients(root, state.bindings, wanted) : weighted_gradients(root, weights, state.bindings, wanted);
     }
     for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
     return out;
@@ -368,11 +380,11 @@ engine runs.)doc");
           py::arg("as_numpy") = true,
           R"doc(Runs the backward pass from a forward's state: returns {variable: gradient}.
 
-root_gradients: {output: gradient}, one output that forward kept. loom differs from CNTK: the
-gradient is ones (np.ones_like(value)), the gradient of the output's sum; for other weights,
-multiply the output by them in the graph. variables: the parameters and inputs to differentiate
-for. The first output's parameter gradients come from the kept session; an input's, or another
-output's, take one more pass. A freed state, or one of another Function, is a loom.UserError.
+root_gradients: {output: gradient}, one output that forward kept, its gradient in the output's
+layout (a list of arrays [T_i, ...] for a sequence output). variables: the parameters and inputs
+to differentiate for. With root gradients of ones, the first output's parameter gradients come
+from the kept session; an input's, another output's, or other root gradients take one more
+forward and backward pass (loom differs from CNTK there). A freed state, or one of another Function, is a loom.UserError.
 The GIL is released while the engine runs.)doc");
 }
 

@@ -54,8 +54,10 @@ def test_backward_refusals():
     with pytest.raises(C.UserError, match="keep_for_backward"):
         y.backward(state, {y: [np.ones_like(o) for o in out[y]]}, {W})
     state, out = y.forward({x: xs}, keep_for_backward={y})
-    with pytest.raises(C.UserError, match="ones"):
-        y.backward(state, {y: [2 * np.ones_like(o) for o in out[y]]}, {W})
+    with pytest.raises(C.UserError, match="backward: root_gradients"):
+        y.backward(state, {y: [np.ones((n, 4)) for n in (3, 1, 5)]}, {W})
+    with pytest.raises(C.UserError, match=r"lengths \[3, 1, 4\].*lengths \[3, 1, 5\]"):
+        y.backward(state, {y: [np.ones((n, 3)) for n in (3, 1, 4)]}, {W})
     with pytest.raises(C.UserError, match="not one of the outputs"):
         y.forward({x: xs}, keep_for_backward={W})
 
@@ -73,3 +75,18 @@ def test_combine_runs_its_outputs_together():
     np.testing.assert_allclose(grads[W], last.grad({x: xs}, wrt=[W]), rtol=1e-10)
     with pytest.raises(C.UserError, match="several|use outputs"):
         both.output
+
+
+def test_root_gradients_weight_the_outputs():
+    # d sum(y * G) / dW for y = x W, by hand: sum over every step of x_t^T g_t.
+    r = rng(4)
+    x = C.sequence.input_variable(2)
+    W = C.parameter(init=r.normal(size=(2, 3)), dtype=np.float64)
+    y = C.times(x, W)
+    xs = [r.normal(size=(n, 2)) for n in (3, 1, 5)]
+    gs = [r.normal(size=(n, 3)) for n in (3, 1, 5)]
+    with y.forward({x: xs}, keep_for_backward={y})[0] as state:
+        grads = y.backward(state, {y: gs}, [W, x])
+    np.testing.assert_allclose(grads[W], sum(a.T @ g for a, g in zip(xs, gs)), rtol=1e-10)
+    for dx, g in zip(grads[x], gs):
+        np.testing.assert_allclose(dx, g @ W.value.T, rtol=1e-10)
