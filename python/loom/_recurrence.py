@@ -92,8 +92,11 @@ def _loop(step: Callable, x: Variable, go_backwards: bool, initial_states: List[
             out.shape
         except _loom.UserError as e:
             raise _loom.UserError(
-                f"{what}: the step does not return its state {k} in the shape it takes it (input x of shape "
-                f"{_shape_str(x.shape)}): {e}") from None
+                f"{what}: the loop cannot be built from the step's state {k}: each new state has the shape of the "
+                f"state it replaces and is a sequence over the input x (of shape {_shape_str(x.shape)}): {e}") from None
+        if not out.is_sequence:
+            raise _loom.UserError(f"{what}: the step's state {k} does not depend on the input x (of shape "
+                                  f"{_shape_str(x.shape)}): a recurrence's states are sequences over it")
     return outs
 
 

@@ -135,7 +135,7 @@ def test_step_returning_the_wrong_shape_names_the_shapes():
     x = C.sequence.input_variable(2)
     W = C.parameter((2, 3))
     U = C.parameter((4, 3))
-    with pytest.raises(C.UserError, match=r"Recurrence: the step does not return its state 0 .*\[3\].*\[4, 3\]"):
+    with pytest.raises(C.UserError, match=r"Recurrence: the loop cannot be built from the step's state 0: .*\[3\].*\[4, 3\]"):
         C.layers.Recurrence(lambda h, x: C.times(x, W) + C.times(h, U))(x)
     with pytest.raises(C.UserError, match=r"Recurrence: the step fails on states of shape \(2,\).*\[3\].*\[2\]"):
         C.layers.Recurrence(lambda h, x: C.times(x, W) + h, initial_state=np.ones(2))(x)
@@ -167,5 +167,9 @@ def test_step_errors():
         C.layers.Recurrence(lambda h, c, x: h + x)(x)
     with pytest.raises(C.UserError, match="Python function"):
         C.layers.Recurrence(42)
+    with pytest.raises(C.UserError, match="state 0 does not depend on the input x"):
+        C.layers.Recurrence(lambda h, x: C.constant(np.ones(2)))(x)
+    with pytest.raises(C.UserError, match="loop cannot be built from the step's state 0"):
+        C.layers.Recurrence(lambda h, x: h)(x)
     with pytest.raises(C.UserError, match="sequence axis"):
         C.layers.Recurrence(lambda h, x: h + x)(C.input_variable(2))
