@@ -1,6 +1,8 @@
-// Running a graph from Python: eval, grad, save and restore. The data is converted and checked with
-// the GIL held; the engine runs with it released, so other Python threads (another graph's eval)
-// run meanwhile.
+// Running a graph from Python: eval, grad, forward and backward, save and restore. The data is converted
+// and checked with the GIL held; the engine runs with it released, so other Python threads (another
+// graph's eval) run meanwhile.
+#include <mutex>
+
 #include "bindings.hpp"
 #include "graph/weighted_gradients.hpp"
 
@@ -107,23 +109,33 @@ py::array numeric_array(py::handle data, const std::string& what) {
 
 /// What f.forward keeps for f.backward (CNTK's BackPropState): the Session that ran the forward
 /// pass, holding its values, and the data it was given. free() (or the end of a with-block) gives
-/// the session back; a freed state used again is a UserError.
+/// the session back; a freed state used again is a UserError. A pass running meanwhile (the GIL is
+/// released) holds its own references, and passes on one session take turns (`busy`).
 struct ForwardState {
-    Variable function;              ///< the Function whose forward made it
-    std::vector<Variable> outputs;  ///< what the forward computed; outputs[0] is the session's loss
-    std::vector<Variable> kept;     ///< keep_for_backward: the outputs backward may start from
-    Bindings bindings;              ///< the data the forward was given
-    std::unique_ptr<Session> session;
+    Variable function;                         ///< the Function whose forward made it
+    std::vector<Variable> outputs;             ///< what the forward computed; outputs[0] is the session's loss
+    std::vector<Variable> kept;                ///< keep_for_backward: the outputs backward may start from
+    std::shared_ptr<const Bindings> bindings;  ///< the data the forward was given
+    std::shared_ptr<Session> session;          ///< null once freed
+    std::shared_ptr<std::mutex> busy = std::make_shared<std::mutex>();  ///< held by a pass on the session
+    /// Whether the session's backward ran since its forward (guarded by busy): a Session's backward
+    /// frees what its forward kept, so another backward runs the forward again first.
+    std::shared_ptr<bool> backward_ran = std::make_shared<bool>(false);
+
+    void free() {
+        session.reset();
+        bindings.reset();
+    }
 };
 
-Session& live_session(ForwardState& state, const Variable& function, const char* caller) {
+std::shared_ptr<Session> live_session(const ForwardState& state, const Variable& function, const char* caller) {
     if (!state.session)
         throw UserError(std::string(caller) +
                         ": the state was freed (its with-block ended or free() was called); run forward again");
     if (!(state.function == function))
         throw UserError(std::string(caller) + ": the state comes from the forward of another Function (" +
                         label_of(state.function) + "), not of " + label_of(function));
-    return *state.session;
+    return state.session;
 }
 
 bool all_ones(py::handle data, const std::string& what) {
@@ -145,13 +157,14 @@ void same_layout(const Value& given, const Value& wanted, const std::string& wha
     if (!same) throw UserError(what + ": got " + given.describe() + "; the output is a " + wanted.describe());
 }
 
+/// Parameter i's gradient from the session's last backward, dense, as a static Value of its shape.
 template <class T>
-py::array dense_gradient(const Session& session, std::size_t i) {
-    const Parameter& p = session.parameters()[i];
+Value dense_gradient(const Session& session, std::size_t i) {
     const std::vector<T> flat = session.gradient<T>(i).to_dense();
-    py::array_t<T> out(std::vector<py::ssize_t>(p.shape().dims().begin(), p.shape().dims().end()));
-    std::copy(flat.begin(), flat.end(), out.mutable_data());
-    return out;
+    const auto& dims = session.parameters()[i].shape().dims();
+    xt::xarray<T> out = xt::zeros<T>(std::vector<std::size_t>(dims.begin(), dims.end()));
+    std::copy(flat.begin(), flat.end(), out.data());
+    return Value::tensor(std::move(out));
 }
 
 py::tuple forward(const Variable& self, const py::object& arguments, const py::object& outputs,
@@ -165,13 +178,13 @@ py::tuple forward(const Variable& self, const py::object& arguments, const py::o
     for (const Variable& k : state->kept)
         if (std::find(state->outputs.begin(), state->outputs.end(), k) == state->outputs.end())
             throw UserError("forward: keep_for_backward holds " + label_of(k) + ", which is not one of the outputs");
-    state->bindings = bindings_of(state->outputs, arguments, "forward");
+    state->bindings = std::make_shared<const Bindings>(bindings_of(state->outputs, arguments, "forward"));
     const std::vector<Parameter> parameters =
         state->kept.empty() ? std::vector<Parameter>{} : parameters_of({state->outputs[0]});
     {
         py::gil_scoped_release released;
-        state->session = std::make_unique<Session>(state->outputs, parameters);
-        state->session->forward(state->bindings, "forward");
+        state->session = std::make_shared<Session>(state->outputs, parameters);
+        state->session->forward(*state->bindings, "forward");
     }
     py::dict values;
     for (const Variable& v : state->outputs) values[wrap(v)] = to_numpy(state->session->value(v));
@@ -181,7 +194,10 @@ py::tuple forward(const Variable& self, const py::object& arguments, const py::o
 py::dict backward(const Variable& self, ForwardState& state, const py::dict& root_gradients,
                   const py::object& variables, bool as_numpy) {
     if (!as_numpy) throw UserError("backward: loom returns numpy arrays (as_numpy=False is not supported)");
-    Session& session = live_session(state, self, "backward");
+    const std::shared_ptr<Session> session = live_session(state, self, "backward");
+    const std::shared_ptr<const Bindings> bindings = state.bindings;
+    const std::shared_ptr<std::mutex> busy = state.busy;
+    const std::shared_ptr<bool> backward_ran = state.backward_ran;
     if (root_gradients.size() != 1)
         throw UserError("backward: root_gradients holds one output and its gradient; got " +
                         std::to_string(root_gradients.size()) + " entries");
@@ -194,7 +210,6 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
         throw UserError("backward: " + label_of(root) + " was not kept; pass it in forward's keep_for_backward");
     const Value weights = to_value(root, data, "backward: root_gradients");  // checked against the output
     const bool ones = all_ones(data, "backward: root_gradients");
-    if (ones) same_layout(weights, session.value(root), "backward: root_gradients for " + label_of(root));
     const std::vector<Variable> wanted = variables_of(variables, "backward", "variables");
     if (wanted.empty())
         throw UserError("backward: variables is empty; give the parameters or inputs to differentiate for");
@@ -203,28 +218,29 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
     // pass.
     std::vector<std::size_t> indices;
     for (const Variable& v : wanted) {
-        const auto& ps = session.parameters();
+        const auto& ps = session->parameters();
         const auto at = std::find(ps.begin(), ps.end(), v);
         if (at == ps.end()) break;
         indices.push_back(static_cast<std::size_t>(at - ps.begin()));
     }
-    py::dict out;
-    if (ones && root == state.outputs[0] && indices.size() == wanted.size()) {
-        {
-            py::gil_scoped_release released;
-            session.backward();
-        }
-        for (std::size_t k = 0; k < wanted.size(); ++k)
-            out[wrap(wanted[k])] = session.dtype() == DType::f64 ? dense_gradient<double>(session, indices[k])
-                                                                 : dense_gradient<float>(session, indices[k]);
-        return out;
-    }
+    const bool kept_session = ones && root == state.outputs[0] && indices.size() == wanted.size();
     ValueMap results;
     {
         py::gil_scoped_release released;
-        results =
-            ones ? gradients(root, state.bindings, wanted) : weighted_gradients(root, weights, state.bindings, wanted);
+        const std::lock_guard<std::mutex> turn(*busy);
+        if (ones) same_layout(weights, session->value(root), "backward: root_gradients for " + label_of(root));
+        if (kept_session) {
+            if (*backward_ran) session->forward(*bindings, "backward");
+            *backward_ran = true;
+            session->backward();
+            for (std::size_t k = 0; k < wanted.size(); ++k)
+                results.insert(wanted[k], session->dtype() == DType::f64 ? dense_gradient<double>(*session, indices[k])
+                                                                         : dense_gradient<float>(*session, indices[k]));
+        } else {
+            results = ones ? gradients(root, *bindings, wanted) : weighted_gradients(root, weights, *bindings, wanted);
+        }
     }
+    py::dict out;
     for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
     return out;
 }
@@ -348,12 +364,7 @@ free() gives its memory back; as a context manager (``with f.forward(...)[0] as 
 at the end of the block. A freed state passed to backward raises loom.UserError.)doc");
     state
         .def(
-            "free",
-            [](ForwardState& s) {
-                s.session.reset();
-                s.bindings.clear();
-            },
-            "Gives the session back.")
+            "free", [](ForwardState& s) { s.free(); }, "Gives the session back.")
         .def_property_readonly(
             "is_freed", [](const ForwardState& s) { return !s.session; }, "Whether free() was called.")
         .def_property_readonly(
@@ -362,8 +373,7 @@ at the end of the block. A freed state passed to backward raises loom.UserError.
         .def(
             "__exit__",
             [](ForwardState& s, const py::object&, const py::object&, const py::object&) {
-                s.session.reset();
-                s.bindings.clear();
+                s.free();
                 return false;
             },
             py::arg("type"), py::arg("value"), py::arg("traceback"));

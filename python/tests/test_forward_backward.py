@@ -27,6 +27,8 @@ def test_backward_gradient_equals_grad():
     want = y.grad({x: xs}, wrt=[W, U])
     np.testing.assert_allclose(grads[W], want[W], rtol=1e-10)
     np.testing.assert_allclose(grads[U], want[U], rtol=1e-10)
+    again = y.backward(state, {y: [np.ones_like(o) for o in out[y]]}, {W})  # a second backward on the session
+    np.testing.assert_allclose(again[W], want[W], rtol=1e-10)
     gx = y.backward(state, {y: [np.ones_like(o) for o in out[y]]}, [x])[x]
     for a, e in zip(gx, y.grad({x: xs}, wrt=[x])):
         np.testing.assert_allclose(a, e, rtol=1e-10)
@@ -90,3 +92,30 @@ def test_root_gradients_weight_the_outputs():
     np.testing.assert_allclose(grads[W], sum(a.T @ g for a, g in zip(xs, gs)), rtol=1e-10)
     for dx, g in zip(grads[x], gs):
         np.testing.assert_allclose(dx, g @ W.value.T, rtol=1e-10)
+
+
+def test_threads_share_a_state_and_one_frees_it():
+    import threading
+    x, W, U, y, xs = rnn_graph(5)
+    want = y.grad({x: xs}, wrt=[W])
+    state, out = y.forward({x: xs}, keep_for_backward={y})
+    ones = {y: [np.ones_like(o) for o in out[y]]}
+    results, errors = [], []
+
+    def run():
+        for _ in range(5):
+            try:
+                results.append(y.backward(state, ones, [W])[W])
+            except C.UserError as e:
+                errors.append(str(e))
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    state.free()
+    for t in threads:
+        t.join()
+    assert len(results) + len(errors) == 15
+    for g in results:
+        np.testing.assert_allclose(g, want, rtol=1e-10)
+    assert all("freed" in e for e in errors)
