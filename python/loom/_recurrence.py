@@ -162,3 +162,52 @@ def _parameters(outs: List[Variable]) -> list:
                 seen.add(p)
                 found.append(p)
     return found
+
+
+class PythonUnfold:
+    """What UnfoldFrom returns: call it as unfold(initial_state, dynamic_axes_like)."""
+
+    def __init__(self, generator: Callable, name: str) -> None:
+        if not callable(generator):
+            raise _loom.UserError(f"{name}: the generator is a Python function of the previous output; got "
+                                  f"{generator!r}")
+        self._generator = generator
+        self._what = name
+        self._last: List[Variable] = []
+
+    @property
+    def name(self) -> str:
+        """The layer's name."""
+        return self._what
+
+    @property
+    def parameters(self) -> list:
+        """The parameters the generator used in the last call (empty before the first call)."""
+        return _parameters(self._last)
+
+    def __call__(self, initial_state: Any, dynamic_axes_like: Any) -> Variable:
+        like = _variable(dynamic_axes_like)
+        if not like.is_sequence:
+            raise _loom.UserError(f"{self._what}: dynamic_axes_like is a sequence (the output takes its lengths); got "
+                                  f"a Variable of shape {_shape_str(like.shape)} without a sequence axis")
+        init = _variable(initial_state)
+        holder = placeholder(tuple(init.shape)) if init.shape else placeholder()
+        # The previous output on like's sequence axis: is_first(like) * 0 is exactly 0 whatever like holds.
+        previous = past_value(holder, init) + _loom.sequence.is_first(like) * 0
+        try:
+            out = self._generator(previous)
+        except _loom.UserError as e:
+            raise _loom.UserError(f"{self._what}: the generator fails on a previous output of shape "
+                                  f"{_shape_str(init.shape) if init.shape else 'inferred'}: {e}") from None
+        out = _states_out(out, 1, self._what)[0]
+        try:
+            out.replace_placeholders({holder: out})
+            out.shape
+        except _loom.UserError as e:
+            raise _loom.UserError(f"{self._what}: the generator returns an output of another shape than it takes "
+                                  f"(initial_state of shape {_shape_str(init.shape)}): {e}") from None
+        self._last = [out]
+        return out
+
+    def __repr__(self) -> str:
+        return f"<loom.layers {self._what} over {getattr(self._generator, '__name__', 'a generator')}>"

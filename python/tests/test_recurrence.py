@@ -173,3 +173,26 @@ def test_step_errors():
         C.layers.Recurrence(lambda h, x: h)(x)
     with pytest.raises(C.UserError, match="sequence axis"):
         C.layers.Recurrence(lambda h, x: h + x)(C.input_variable(2))
+
+
+def test_unfold_from_feeds_each_output_back_for_as_long_as_the_like_sequence():
+    r = rng(6)
+    W, b = r.normal(size=(3, 3)) * 0.7, r.normal(size=3)
+    Wp, bp = C.parameter(init=W, dtype=np.float64), C.parameter(init=b, dtype=np.float64)
+    like = C.sequence.input_variable(5)
+    start = C.input_variable(3)
+    y = C.layers.UnfoldFrom(lambda prev: C.tanh(C.times(prev, Wp) + bp))(start, like)
+    starts = r.normal(size=(3, 3))
+    likes = [np.full((n, 5), np.nan) for n in LENGTHS]  # its values play no part, NaN included
+    expected = []
+    for s0, n in zip(starts, LENGTHS):
+        prev, rows = s0, []
+        for _ in range(n):
+            prev = np.tanh(prev @ W + b)
+            rows.append(prev)
+        expected.append(np.array(rows))
+    assert_sequences(y.eval({start: starts, like: likes}), expected)
+    with pytest.raises(C.UserError, match="until_predicate"):
+        C.layers.UnfoldFrom(lambda prev: prev, until_predicate=lambda y: y)
+    with pytest.raises(C.UserError, match="dynamic_axes_like is a sequence"):
+        C.layers.UnfoldFrom(lambda prev: prev)(start, start)
