@@ -196,3 +196,17 @@ def test_unfold_from_feeds_each_output_back_for_as_long_as_the_like_sequence():
         C.layers.UnfoldFrom(lambda prev: prev, until_predicate=lambda y: y)
     with pytest.raises(C.UserError, match="dynamic_axes_like is a sequence"):
         C.layers.UnfoldFrom(lambda prev: prev)(start, start)
+
+
+def test_the_step_is_called_once_not_per_time_step():
+    x, xs, step, (W, U, b), _ = elman_setup(7)
+    calls = []
+
+    def counted(h, x):
+        calls.append(1)
+        return step(h, x)
+
+    y = C.layers.Recurrence(counted)(x)
+    y.eval({x: xs})
+    y.grad({x: xs}, wrt=[x])
+    assert len(calls) == 1
