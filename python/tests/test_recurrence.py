@@ -78,6 +78,12 @@ def test_initial_state_and_recurrence_from_start_from_it():
     assert_sequences(y.eval({x: xs}), elman_numpy(xs, W, U, b, h0=h0))
     z = C.layers.RecurrenceFrom(step)(C.constant(h0), x)
     assert_sequences(z.eval({x: xs}), elman_numpy(xs, W, U, b, h0=h0))
+    # a per-sequence initial state (an encoder's final state, say), going backwards
+    starts = C.input_variable(4)
+    h0s = rng(8).normal(size=(3, 4))
+    z = C.layers.RecurrenceFrom(step, go_backwards=True)(starts, x)
+    expected = [elman_numpy([s], W, U, b, backwards=True, h0=h)[0] for s, h in zip(xs, h0s)]
+    assert_sequences(z.eval({x: xs, starts: h0s}), expected)
 
 
 def test_gradient_for_W_matches_central_differences():
