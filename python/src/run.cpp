@@ -244,6 +244,7 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
     for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
     return out;
 }
+
 }  // namespace
 
 void bind_run(py::module_& m) {
@@ -384,8 +385,9 @@ at the end of the block. A freed state passed to backward raises loom.UserError.
 
 arguments as eval's; outputs: the Variables to compute (this one by default); keep_for_backward: the
 outputs backward may start from (a set; empty: the state only holds the values). The state holds
-the session until it is freed (state.free(), or a with-block). The GIL is released while the
-engine runs.)doc");
+the session until it is freed (state.free(), or a with-block). loom differs from eval here: the
+session runs in its parameters' element type (float64 data with float32 parameters gives float32),
+as CNTK's Function does. The GIL is released while the engine runs.)doc");
     v.def("backward", &backward, py::arg("state"), py::arg("root_gradients"), py::arg("variables"),
           py::arg("as_numpy") = true,
           R"doc(Runs the backward pass from a forward's state: returns {variable: gradient}.
