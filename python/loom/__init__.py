@@ -86,3 +86,8 @@ __all__ += [
     "logging", "momentum_as_time_constant_schedule", "momentum_schedule", "momentum_sgd", "nesterov", "rmsprop",
     "sgd", "step_decay", "train", "warmup_cosine_decay", "warmup_linear_decay",
 ]
+
+# Function.forward / Function.backward: the state forward returns (CNTK's BackPropState).
+from ._loom import BackPropState  # noqa: E402
+
+__all__ += ["BackPropState"]

@@ -320,12 +320,63 @@ def future_value(x: VariableLike, initial_state: Any = None, time_step: int = 1,
     return _delay(_loom._future_value, x, initial_state, time_step, name)
 
 
-def combine(*operands: Any, name: str = "") -> list:
-    """CNTK combines outputs into one Function; loom's eval takes outputs=[...] instead: this
-    returns the list of operands, to pass as f.eval(data, outputs=...)."""
+class Combined(list):
+    """What combine returns: the list of its outputs, which also runs them together as CNTK's
+    combined Function does (one graph, one pass): eval returns {output: value}, forward and backward
+    are Function's over every output. loom differs from CNTK: it is a list (pass it as outputs=... too)."""
+
+    @property
+    def outputs(self) -> tuple:
+        """The combined Variables, in order."""
+        return tuple(self)
+
+    @property
+    def output(self) -> Variable:
+        """The one output; a loom.UserError when there are several."""
+        if len(self) != 1:
+            raise _loom.UserError(f"combine: output is for one output; this combines {len(self)}: use outputs")
+        return self[0]
+
+    def _leaves(self, what: str) -> list:
+        seen, found = set(), []
+        for v in self:
+            for leaf in getattr(v, what):
+                if leaf not in seen:
+                    seen.add(leaf)
+                    found.append(leaf)
+        return found
+
+    @property
+    def arguments(self) -> list:
+        """The inputs any output needs, each once, in the order the outputs list them."""
+        return self._leaves("arguments")
+
+    @property
+    def parameters(self) -> list:
+        """The parameters any output depends on, each once."""
+        return self._leaves("parameters")
+
+    def eval(self, arguments: Any = None, outputs: Any = None) -> dict:
+        """Every output (or those given) in one pass: {output: value}, as Variable.eval with outputs=."""
+        return self[0].eval(arguments, outputs=list(self) if outputs is None else list(outputs))
+
+    def forward(self, arguments: Any = None, outputs: Any = None, keep_for_backward: Any = None):
+        """Variable.forward over every output (or those given)."""
+        return self[0].forward(arguments, list(self) if outputs is None else list(outputs), keep_for_backward)
+
+    def backward(self, state: Any, root_gradients: dict, variables: Any, as_numpy: bool = True) -> dict:
+        """Variable.backward from a state this combine's forward returned."""
+        return self[0].backward(state, root_gradients, variables, as_numpy)
+
+
+def combine(*operands: Any, name: str = "") -> Combined:
+    """The operands as one result that runs them together (Combined: a list of them with eval,
+    forward, backward, outputs, arguments and parameters), as CNTK's combine."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return [_variable(x) for x in operands]
+    if not operands:
+        raise _loom.UserError("combine: give at least one Variable")
+    return Combined(_variable(x) for x in operands)
 
 
 def load_model(filename: str, *args: Any, **kwargs: Any):

@@ -8,17 +8,19 @@ RNNStep) are steps that Recurrence, Fold and BiRecurrence run over a sequence.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _loom
 from ._graph import ShapeLike, _shape, _variable
 from ._loom import Initializer
+from ._recurrence import PythonRecurrence, PythonUnfold
 
 Cell = _loom.layers.Cell
 Layer = _loom.layers.Layer
 
 __all__ = ["BiRecurrence", "Cell", "Dense", "Dropout", "Embedding", "Fold", "GRU", "LSTM", "Layer",
-           "LayerNormalization", "RNNStep", "Recurrence", "Sequential"]
+           "LayerNormalization", "PythonRecurrence", "PythonUnfold", "RNNStep", "Recurrence", "RecurrenceFrom",
+           "Sequential", "UnfoldFrom"]
 
 
 def _init(init: Any, what: str) -> Initializer:
@@ -125,25 +127,56 @@ def RNNStep(shape: int, activation: Optional[Callable] = _loom.sigmoid, init: An
 
 def _check_cell(cell: Any, what: str) -> Cell:
     if not isinstance(cell, Cell):
-        raise _loom.UserError(f"{what}: takes a cell (LSTM, GRU, RNNStep); got {cell!r} (loom differs from CNTK: "
-                              "a step function written in Python is not a cell yet)")
+        raise _loom.UserError(f"{what}: takes a cell (LSTM, GRU, RNNStep); got {cell!r}")
     return cell
 
 
-def Recurrence(step_function: Cell, go_backwards: bool = False, initial_state: Any = 0,
-               return_full_state: bool = False, name: str = "Recurrence") -> Layer:
-    """The cell run over each sequence (backwards from its end with go_backwards); the output
-    state's sequence. initial_state (a number, an array, a Variable) starts every state."""
-    _unsupported("Recurrence", return_full_state=return_full_state)
-    return _loom.layers._Recurrence(_check_cell(step_function, "Recurrence"), bool(go_backwards),
-                                    _variable(initial_state), name)
+def Recurrence(step_function: Union[Cell, Callable], go_backwards: bool = False, initial_state: Any = 0,
+               return_full_state: bool = False, name: str = "Recurrence") -> Union[Layer, PythonRecurrence]:
+    """The step run over each sequence (backwards from its end with go_backwards): the sequence of
+    its output state.
+
+    step_function: a cell (LSTM, GRU, RNNStep), or a Python function of loom ops taking the states
+    then the input, (h, x) -> h' or (h, c, x) -> (h', c') (CNTK's convention). A Python step is
+    called once, on placeholders of the previous states; the loop is closed in the graph
+    (past_value / future_value and replace_placeholders), so Python is not called per step.
+    initial_state (a number, an array, a Variable; for a Python step with several states, a tuple of
+    one per state) starts every state. return_full_state (Python steps): every state's sequence, a
+    tuple, instead of the first's. loom differs from CNTK: a cell's return_full_state is not
+    supported (its output is h alone).
+    """
+    if isinstance(step_function, Cell):
+        _unsupported("Recurrence", return_full_state=return_full_state)
+        return _loom.layers._Recurrence(step_function, bool(go_backwards), _variable(initial_state), name)
+    return PythonRecurrence(step_function, go_backwards, initial_state, return_full_state, False, False, name)
 
 
-def Fold(folder_function: Cell, go_backwards: bool = False, initial_state: Any = 0,
-         return_full_state: bool = False, name: str = "Fold") -> Layer:
-    """The cell's final output state over each sequence (a batch value)."""
-    _unsupported("Fold", return_full_state=return_full_state)
-    return _loom.layers._Fold(_check_cell(folder_function, "Fold"), bool(go_backwards), _variable(initial_state), name)
+def RecurrenceFrom(step_function: Callable, go_backwards: bool = False, return_full_state: bool = False,
+                   name: str = "RecurrenceFrom") -> PythonRecurrence:
+    """Recurrence whose initial states are arguments: layer(h0, x) or layer(h0, c0, x), each a number,
+    an array, a parameter or a per-sequence value (an encoder's final state). step_function is a
+    Python step as Recurrence's (loom differs from CNTK: not a cell)."""
+    return PythonRecurrence(step_function, go_backwards, None, return_full_state, False, True, name)
+
+
+def Fold(folder_function: Union[Cell, Callable], go_backwards: bool = False, initial_state: Any = 0,
+         return_full_state: bool = False, name: str = "Fold") -> Union[Layer, PythonRecurrence]:
+    """The step's final output state over each sequence (a batch value): a cell, or a Python step as
+    Recurrence's (then return_full_state gives every final state, a tuple)."""
+    if isinstance(folder_function, Cell):
+        _unsupported("Fold", return_full_state=return_full_state)
+        return _loom.layers._Fold(folder_function, bool(go_backwards), _variable(initial_state), name)
+    return PythonRecurrence(folder_function, go_backwards, initial_state, return_full_state, True, False, name)
+
+
+def UnfoldFrom(generator_function: Callable, until_predicate: Any = None, length_increase: int = 1,
+               name: str = "UnfoldFrom") -> PythonUnfold:
+    """A sequence generated by feeding each output back: unfold(initial_state, dynamic_axes_like)
+    gives y_t = generator_function(y_{t-1}) with y_{-1} = initial_state, as long as each sequence of
+    dynamic_axes_like (the loop is closed in the graph, as Recurrence's). loom differs from CNTK:
+    no until_predicate, and length_increase is 1."""
+    _unsupported("UnfoldFrom", until_predicate=until_predicate is not None, length_increase=length_increase != 1)
+    return PythonUnfold(generator_function, name)
 
 
 def BiRecurrence(forward: Cell, backward: Cell, name: str = "BiRecurrence") -> Layer:

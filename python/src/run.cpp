@@ -1,7 +1,10 @@
-// Running a graph from Python: eval, grad, save and restore. The data is converted and checked with
-// the GIL held; the engine runs with it released, so other Python threads (another graph's eval)
-// run meanwhile.
+// Running a graph from Python: eval, grad, forward and backward, save and restore. The data is converted
+// and checked with the GIL held; the engine runs with it released, so other Python threads (another
+// graph's eval) run meanwhile.
+#include <mutex>
+
 #include "bindings.hpp"
+#include "graph/weighted_gradients.hpp"
 
 namespace loom_python {
 
@@ -104,6 +107,144 @@ py::array numeric_array(py::handle data, const std::string& what) {
         throw UserError(what + ": takes float or integer numbers; got dtype " +
                         std::string(py::str(py::object(a.dtype()))));
     return a;
+}
+
+/// What f.forward keeps for f.backward (CNTK's BackPropState): the Session that ran the forward
+/// pass, holding its values, and the data it was given. free() (or the end of a with-block) gives
+/// the session back; a freed state used again is a UserError. A pass running meanwhile (the GIL is
+/// released) holds its own references, and passes on one session take turns (`busy`).
+struct ForwardState {
+    Variable function;                         ///< the Function whose forward made it
+    std::vector<Variable> outputs;             ///< what the forward computed; outputs[0] is the session's loss
+    std::vector<Variable> kept;                ///< keep_for_backward: the outputs backward may start from
+    std::shared_ptr<const Bindings> bindings;  ///< the data the forward was given
+    std::shared_ptr<Session> session;          ///< null once freed
+    std::shared_ptr<std::mutex> busy = std::make_shared<std::mutex>();  ///< held by a pass on the session
+    /// Whether the session's backward ran since its forward (guarded by busy): a Session's backward
+    /// frees what its forward kept, so another backward runs the forward again first.
+    std::shared_ptr<bool> backward_ran = std::make_shared<bool>(false);
+
+    void free() {
+        session.reset();
+        bindings.reset();
+    }
+};
+
+std::shared_ptr<Session> live_session(const ForwardState& state, const Variable& function, const char* caller) {
+    if (!state.session)
+        throw UserError(std::string(caller) +
+                        ": the state was freed (its with-block ended or free() was called); run forward again");
+    if (!(state.function == function))
+        throw UserError(std::string(caller) + ": the state comes from the forward of another Function (" +
+                        label_of(state.function) + "), not of " + label_of(function));
+    return state.session;
+}
+
+bool all_ones(py::handle data, const std::string& what) {
+    if (py::isinstance<py::list>(data) || py::isinstance<py::tuple>(data)) {
+        for (py::handle item : data)
+            if (!all_ones(item, what)) return false;
+        return true;
+    }
+    const py::array a = numeric_array(data, what);
+    return py::module_::import("numpy").attr("all")(a.attr("__eq__")(1)).cast<bool>();
+}
+
+/// A UserError starting with `what` unless `given` has the items (and sequence lengths) of `wanted`.
+void same_layout(const Value& given, const Value& wanted, const std::string& what) {
+    bool same = given.kind() == wanted.kind() && given.num_items() == wanted.num_items();
+    if (same && given.kind() == Value::Kind::Sequence)
+        for (std::size_t n = 0; n < given.num_items(); ++n)
+            same = same && given.layout().length(n) == wanted.layout().length(n);
+    if (!same) throw UserError(what + ": got " + given.describe() + "; the output is a " + wanted.describe());
+}
+
+/// Parameter i's gradient from the session's last backward, dense, as a static Value of its shape.
+template <class T>
+Value dense_gradient(const Session& session, std::size_t i) {
+    const std::vector<T> flat = session.gradient<T>(i).to_dense();
+    const auto& dims = session.parameters()[i].shape().dims();
+    xt::xarray<T> out = xt::zeros<T>(std::vector<std::size_t>(dims.begin(), dims.end()));
+    std::copy(flat.begin(), flat.end(), out.data());
+    return Value::tensor(std::move(out));
+}
+
+py::tuple forward(const Variable& self, const py::object& arguments, const py::object& outputs,
+                  const py::object& keep_for_backward) {
+    auto state = std::make_shared<ForwardState>();
+    state->function = self;
+    state->outputs = outputs.is_none() ? std::vector<Variable>{self} : variables_of(outputs, "forward", "outputs");
+    if (state->outputs.empty()) throw UserError("forward: outputs is empty; give the Variables to compute");
+    state->kept = keep_for_backward.is_none() ? std::vector<Variable>{}
+                                              : variables_of(keep_for_backward, "forward", "keep_for_backward");
+    for (const Variable& k : state->kept)
+        if (std::find(state->outputs.begin(), state->outputs.end(), k) == state->outputs.end())
+            throw UserError("forward: keep_for_backward holds " + label_of(k) + ", which is not one of the outputs");
+    state->bindings = std::make_shared<const Bindings>(bindings_of(state->outputs, arguments, "forward"));
+    const std::vector<Parameter> parameters =
+        state->kept.empty() ? std::vector<Parameter>{} : parameters_of({state->outputs[0]});
+    {
+        py::gil_scoped_release released;
+        state->session = std::make_shared<Session>(state->outputs, parameters);
+        state->session->forward(*state->bindings, "forward");
+    }
+    py::dict values;
+    for (const Variable& v : state->outputs) values[wrap(v)] = to_numpy(state->session->value(v));
+    return py::make_tuple(py::cast(state), values);
+}
+
+py::dict backward(const Variable& self, ForwardState& state, const py::dict& root_gradients,
+                  const py::object& variables, bool as_numpy) {
+    if (!as_numpy) throw UserError("backward: loom returns numpy arrays (as_numpy=False is not supported)");
+    const std::shared_ptr<Session> session = live_session(state, self, "backward");
+    const std::shared_ptr<const Bindings> bindings = state.bindings;
+    const std::shared_ptr<std::mutex> busy = state.busy;
+    const std::shared_ptr<bool> backward_ran = state.backward_ran;
+    if (root_gradients.size() != 1)
+        throw UserError("backward: root_gradients holds one output and its gradient; got " +
+                        std::to_string(root_gradients.size()) + " entries");
+    const auto [key, data] = *root_gradients.begin();
+    if (!py::isinstance<Variable>(key))
+        throw UserError("backward: the key of root_gradients is an output (a Variable); got " +
+                        std::string(py::str(py::repr(key))));
+    const Variable root = key.cast<Variable>();
+    if (std::find(state.kept.begin(), state.kept.end(), root) == state.kept.end())
+        throw UserError("backward: " + label_of(root) + " was not kept; pass it in forward's keep_for_backward");
+    const Value weights = to_value(root, data, "backward: root_gradients");  // checked against the output
+    const bool ones = all_ones(data, "backward: root_gradients");
+    const std::vector<Variable> wanted = variables_of(variables, "backward", "variables");
+    if (wanted.empty())
+        throw UserError("backward: variables is empty; give the parameters or inputs to differentiate for");
+    // The kept session differentiates the sum of its first output for its parameters; anything else
+    // (an input, another output, root gradients other than ones) takes one more forward and backward
+    // pass.
+    std::vector<std::size_t> indices;
+    for (const Variable& v : wanted) {
+        const auto& ps = session->parameters();
+        const auto at = std::find(ps.begin(), ps.end(), v);
+        if (at == ps.end()) break;
+        indices.push_back(static_cast<std::size_t>(at - ps.begin()));
+    }
+    const bool kept_session = ones && root == state.outputs[0] && indices.size() == wanted.size();
+    ValueMap results;
+    {
+        py::gil_scoped_release released;
+        const std::lock_guard<std::mutex> turn(*busy);
+        if (ones) same_layout(weights, session->value(root), "backward: root_gradients for " + label_of(root));
+        if (kept_session) {
+            if (*backward_ran) session->forward(*bindings, "backward");
+            *backward_ran = true;
+            session->backward();
+            for (std::size_t k = 0; k < wanted.size(); ++k)
+                results.insert(wanted[k], session->dtype() == DType::f64 ? dense_gradient<double>(*session, indices[k])
+                                                                         : dense_gradient<float>(*session, indices[k]));
+        } else {
+            results = ones ? gradients(root, *bindings, wanted) : weighted_gradients(root, weights, *bindings, wanted);
+        }
+    }
+    py::dict out;
+    for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
+    return out;
 }
 
 }  // namespace
@@ -217,6 +358,48 @@ and call restore(filename). Every parameter needs a name of its own (else loom.U
 A missing, truncated or foreign file raises loom.DataError; a parameter missing from the file,
 one the graph lacks, or a shape that differs raises loom.UserError listing them, and nothing is
 changed.)doc");
+
+    py::class_<ForwardState, std::shared_ptr<ForwardState>> state(
+        m, "BackPropState",
+        R"doc(What Function.forward keeps for Function.backward: the session that ran the forward pass.
+
+free() gives its memory back; as a context manager (``with f.forward(...)[0] as state:``) it is freed
+at the end of the block. A freed state passed to backward raises loom.UserError.)doc");
+    state
+        .def(
+            "free", [](ForwardState& s) { s.free(); }, "Gives the session back.")
+        .def_property_readonly(
+            "is_freed", [](const ForwardState& s) { return !s.session; }, "Whether free() was called.")
+        .def_property_readonly(
+            "function", [](const ForwardState& s) { return wrap(s.function); }, "The Function whose forward made it.")
+        .def("__enter__", [](py::object s) { return s; })
+        .def(
+            "__exit__",
+            [](ForwardState& s, const py::object&, const py::object&, const py::object&) {
+                s.free();
+                return false;
+            },
+            py::arg("type"), py::arg("value"), py::arg("traceback"));
+    state.attr("__module__") = "loom";
+    v.def("forward", &forward, py::arg("arguments") = py::none(), py::arg("outputs") = py::none(),
+          py::arg("keep_for_backward") = py::none(),
+          R"doc(Runs the graph forward, keeping the session for backward: returns (state, {output: value}).
+
+arguments as eval's; outputs: the Variables to compute (this one by default); keep_for_backward: the
+outputs backward may start from (a set; empty: the state only holds the values). The state holds
+the session until it is freed (state.free(), or a with-block). loom differs from eval here: the
+session runs in its parameters' element type (float64 data with float32 parameters gives float32),
+as CNTK's Function does. The GIL is released while the engine runs.)doc");
+    v.def("backward", &backward, py::arg("state"), py::arg("root_gradients"), py::arg("variables"),
+          py::arg("as_numpy") = true,
+          R"doc(Runs the backward pass from a forward's state: returns {variable: gradient}.
+
+root_gradients: {output: gradient}, one output that forward kept, its gradient in the output's
+layout (a list of arrays [T_i, ...] for a sequence output). variables: the parameters and inputs
+to differentiate for. With root gradients of ones, the first output's parameter gradients come
+from the kept session; an input's, another output's, or other root gradients take one more
+forward and backward pass (loom differs from CNTK there). A freed state, or one of another Function, is a loom.UserError.
+The GIL is released while the engine runs.)doc");
 }
 
 }  // namespace loom_python

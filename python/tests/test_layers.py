@@ -104,7 +104,7 @@ def test_layer_errors():
     with pytest.raises(C.UserError, match="activation"):
         C.layers.Dense(2, activation="tanh")
     with pytest.raises(C.UserError, match="cell"):
-        C.layers.Recurrence(lambda h, x: h + x)
+        C.layers.BiRecurrence(lambda h, x: h + x, C.layers.GRU(2))
     with pytest.raises(C.UserError, match="Sequential"):
         C.layers.Sequential([C.layers.Dense(2), 3])
     with pytest.raises(C.UserError, match="vocabulary"):
