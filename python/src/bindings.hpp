@@ -25,6 +25,9 @@ void bind_ops(py::module_& m);
 void bind_run(py::module_& m);
 /// loom::layers under CNTK's names (the submodule layers): Layer, Cell and their factories.
 void bind_layers(py::module_& m);
+/// The Transformer models, attention, generation (C.layers) and safetensors (C's top level):
+/// python/src/models.cpp; after bind_layers, whose submodule it adds to.
+void bind_transformer_models(py::module_& m);
 
 /// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
 /// starting with `what` when it holds no numbers.
