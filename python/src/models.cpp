@@ -36,11 +36,11 @@ std::string name_of(Enum value, const std::map<std::string, Enum>& names) {
 }
 
 const std::map<std::string, layers::FeedForwardActivation> activations{{"relu", layers::FeedForwardActivation::relu},
-                                                                      {"gelu", layers::FeedForwardActivation::gelu}};
+                                                                       {"gelu", layers::FeedForwardActivation::gelu}};
 const std::map<std::string, layers::PositionalEncoding> position_kinds{
     {"sinusoidal", layers::PositionalEncoding::sinusoidal}, {"learned", layers::PositionalEncoding::learned}};
 const std::map<std::string, layers::TransformerInit> inits{{"glorot", layers::TransformerInit::glorot},
-                                                          {"gpt", layers::TransformerInit::gpt}};
+                                                           {"gpt", layers::TransformerInit::gpt}};
 
 /// A symbol id from Python: None is no_symbol; a negative number is a UserError naming `what`.
 std::size_t symbol_of(const py::object& given, const std::string& what) {
@@ -161,7 +161,8 @@ std::vector<Parameter> parameters_of(const py::iterable& parameters) {
 
 void bind_options(py::module_& l) {
     using layers::TransformerOptions;
-    py::class_<TransformerOptions> options(l, "TransformerOptions", R"doc(Every setting of a Transformer (C++ loom::layers::TransformerOptions).
+    py::class_<TransformerOptions> options(l, "TransformerOptions",
+                                           R"doc(Every setting of a Transformer (C++ loom::layers::TransformerOptions).
 
 Keyword arguments, PyTorch's names in brackets: model_dim [d_model] 256, heads [nhead] 4,
 feedforward_dim [dim_feedforward] 1024, dropout 0.1, norm_first True (pre-norm; PyTorch's default is
@@ -200,12 +201,12 @@ Transformer.)doc");
              py::kw_only(), py::arg("model_dim") = 256, py::arg("heads") = 4, py::arg("feedforward_dim") = 1024,
              py::arg("dropout") = 0.1, py::arg("norm_first") = true, py::arg("epsilon") = 1e-5,
              py::arg("activation") = "relu", py::arg("attention_dropout") = 0.0,
-             py::arg("feedforward_dropout") = py::none(), py::arg("encoder_layers") = 6,
-             py::arg("decoder_layers") = 6, py::arg("positions") = "sinusoidal", py::arg("max_positions") = 512,
-             py::arg("tie_embeddings") = false, py::arg("scale_embedding") = true, py::arg("name") = "",
-             py::arg("init") = "glorot")
+             py::arg("feedforward_dropout") = py::none(), py::arg("encoder_layers") = 6, py::arg("decoder_layers") = 6,
+             py::arg("positions") = "sinusoidal", py::arg("max_positions") = 512, py::arg("tie_embeddings") = false,
+             py::arg("scale_embedding") = true, py::arg("name") = "", py::arg("init") = "glorot")
         .def_static("gpt", &TransformerOptions::gpt, py::arg("layers"), py::arg("heads"), py::arg("width"),
-                    py::arg("block"), py::arg("dropout") = 0.0, "nanoGPT's GPT (GPTConfig's n_layer, n_head, n_embd, block_size, dropout).")
+                    py::arg("block"), py::arg("dropout") = 0.0,
+                    "nanoGPT's GPT (GPTConfig's n_layer, n_head, n_embd, block_size, dropout).")
         .def_readwrite("model_dim", &TransformerOptions::model_dim)
         .def_readwrite("heads", &TransformerOptions::heads)
         .def_readwrite("feedforward_dim", &TransformerOptions::feedforward_dim)
@@ -230,22 +231,24 @@ Transformer.)doc");
             "init", [](const TransformerOptions& o) { return name_of(o.init, inits); },
             [](TransformerOptions& o, const std::string& v) { o.init = enum_of(v, inits, "init"); })
         .def("__repr__", [](const TransformerOptions& o) {
-            return "TransformerOptions(model_dim=" + std::to_string(o.model_dim) + ", heads=" + std::to_string(o.heads) +
-                   ", feedforward_dim=" + std::to_string(o.feedforward_dim) +
+            return "TransformerOptions(model_dim=" + std::to_string(o.model_dim) +
+                   ", heads=" + std::to_string(o.heads) + ", feedforward_dim=" + std::to_string(o.feedforward_dim) +
                    ", decoder_layers=" + std::to_string(o.decoder_layers) + ", ...)";
         });
     options.attr("__module__") = "loom.layers";
 }
 
 /// The generate arguments of both models, after their own first ones.
-#define LOOM_GENERATE_ARGS                                                                                      \
-    py::arg("max_length"), py::kw_only(), py::arg("beam_width") = 1, py::arg("sample") = false,                \
-        py::arg("temperature") = 1.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,     \
-        py::arg("start_symbol") = py::none(), py::arg("end_symbol") = py::none(), py::arg("context") = 0, \
-        py::arg("on_symbol") = py::none()
+#define LOOM_GENERATE_ARGS                                                                                        \
+    py::arg("max_length"), py::kw_only(),                                                                         \
+        py::arg("beam_width") = 1, py::arg("sample") = false, py::arg("temperature") = 1.0, py::arg("top_k") = 0, \
+        py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("start_symbol") = py::none(),                        \
+        py::arg("end_symbol") = py::none(), py::arg("context") = 0, py::arg("on_symbol") = py::none()
 
 void bind_models(py::module_& l) {
-    py::class_<LanguageModel> lm(l, "TransformerLM", R"doc(A decoder-only Transformer language model (GPT's shape; C++ loom::layers::TransformerLM).
+    py::class_<LanguageModel> lm(
+        l, "TransformerLM",
+        R"doc(A decoder-only Transformer language model (GPT's shape; C++ loom::layers::TransformerLM).
 
 TransformerLM(vocabulary, options): lm(symbols) over a C.sequence.input_variable(1) of ids gives the
 logits [vocabulary] at every step, each from the symbols up to its own. lm.parameters lists every
@@ -283,25 +286,27 @@ generate draws from it. loom's; CNTK has no Transformer.)doc");
                const py::object& start_symbol, const py::object& end_symbol, std::size_t context,
                const py::object& on_symbol, std::size_t items) {
                 const auto p = prompts_of(prompts, "TransformerLM.generate");
-                const layers::GenerateOptions o = generate_options(
-                    max_length, beam_width, sample, temperature, top_k, top_p, seed,
-                    symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"), context,
-                    p.empty() ? items : 0, on_symbol);
+                const layers::GenerateOptions o =
+                    generate_options(max_length, beam_width, sample, temperature, top_k, top_p, seed,
+                                     symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"),
+                                     context, p.empty() ? items : 0, on_symbol);
                 return generated_list(self.generate(o, p));
             },
             py::arg("prompts"), LOOM_GENERATE_ARGS, py::arg("items") = 0);
     lm.attr("__module__") = "loom.layers";
 
-    py::class_<EncoderDecoderModel> s2s(l, "Seq2SeqTransformer", R"doc(An encoder-decoder Transformer with its embeddings and output projection (the PyTorch tutorial's; C++ loom::layers::Seq2SeqTransformer).
+    py::class_<EncoderDecoderModel> s2s(
+        l, "Seq2SeqTransformer",
+        R"doc(An encoder-decoder Transformer with its embeddings and output projection (the PyTorch tutorial's; C++ loom::layers::Seq2SeqTransformer).
 
 Seq2SeqTransformer(source_vocabulary, target_vocabulary, options): model(source, previous_symbols)
 gives the logits at every target step (teacher forcing; previous_symbols are the start symbol then
 the targets but the last, on their own sequence axis); encode and decode apart; forward also returns
 the cross-attention weights. loom's; CNTK has no Transformer.)doc");
-    s2s.def(py::init([](std::size_t source_vocabulary, std::size_t target_vocabulary,
-                        const layers::TransformerOptions& o) {
-                return EncoderDecoderModel(layers::Seq2SeqTransformer(source_vocabulary, target_vocabulary, o));
-            }),
+    s2s.def(py::init(
+                [](std::size_t source_vocabulary, std::size_t target_vocabulary, const layers::TransformerOptions& o) {
+                    return EncoderDecoderModel(layers::Seq2SeqTransformer(source_vocabulary, target_vocabulary, o));
+                }),
             py::arg("source_vocabulary"), py::arg("target_vocabulary"), py::arg("options"))
         .def(
             "__call__",
@@ -344,8 +349,7 @@ the cross-attention weights. loom's; CNTK has no Transformer.)doc");
             py::arg("path"), py::arg("records") = std::map<std::string, std::string>{},
             "Writes the model file (kind 'seq2seq_transformer').")
         .def_static(
-            "load",
-            [](const std::string& path) { return EncoderDecoderModel(layers::Seq2SeqTransformer::load(path)); },
+            "load", [](const std::string& path) { return EncoderDecoderModel(layers::Seq2SeqTransformer::load(path)); },
             py::arg("path"), "The model a save wrote.")
         .def(
             "_generate",
@@ -353,10 +357,10 @@ the cross-attention weights. loom's; CNTK has no Transformer.)doc");
                bool sample, double temperature, std::size_t top_k, double top_p, std::uint64_t seed,
                const py::object& start_symbol, const py::object& end_symbol, std::size_t context,
                const py::object& on_symbol) {
-                const layers::GenerateOptions o = generate_options(
-                    max_length, beam_width, sample, temperature, top_k, top_p, seed,
-                    symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"), context, 0,
-                    on_symbol);
+                const layers::GenerateOptions o =
+                    generate_options(max_length, beam_width, sample, temperature, top_k, top_p, seed,
+                                     symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"),
+                                     context, 0, on_symbol);
                 {
                     py::gil_scoped_release released;
                     std::lock_guard<std::mutex> lock(*self.running);
@@ -376,7 +380,9 @@ the cross-attention weights. loom's; CNTK has no Transformer.)doc");
 }
 
 void bind_attention(py::module_& l) {
-    py::class_<layers::MultiHeadAttention> mha(l, "MultiHeadAttention", R"doc(Multi-head attention with its projections (torch.nn.MultiheadAttention; C++ loom::layers::MultiHeadAttention).
+    py::class_<layers::MultiHeadAttention> mha(
+        l, "MultiHeadAttention",
+        R"doc(Multi-head attention with its projections (torch.nn.MultiheadAttention; C++ loom::layers::MultiHeadAttention).
 
 MultiHeadAttention(model_dim, heads=1, key_dim=0, value_dim=0, dropout=0, bias=True, causal=False,
 name='MultiHeadAttention'): mha(x) is self-attention, mha(query, key, value) attends over another
@@ -424,7 +430,9 @@ its arguments in another order; loom's are PyTorch's.)doc");
     l.def(
         "dot_product_attention",
         [attention_tuple](const Variable& query, const Variable& keys, const Variable& values, bool scaled,
-                          bool causal) { return attention_tuple(layers::dot_product_attention(query, keys, values, scaled, causal)); },
+                          bool causal) {
+            return attention_tuple(layers::dot_product_attention(query, keys, values, scaled, causal));
+        },
         py::arg("query"), py::arg("keys"), py::arg("values"), py::arg("scaled") = false, py::arg("causal") = false,
         R"doc((context, weights): score_j = q . k_j (over sqrt(d) when scaled), softmax over each item's keys.
 
@@ -446,8 +454,9 @@ query: a batch value [d] or a sequence of queries; keys and values: sequences on
     py::class_<layers::AdditiveAttention> additive(l, "AdditiveAttention",
                                                    "Bahdanau's attention: score_j = v . tanh(k_j W_k + q W_q); "
                                                    "att(query, keys, values) gives (context, weights).");
-    additive.def(py::init<std::size_t, const std::string&>(), py::arg("attention_dim"),
-                 py::arg("name") = "AdditiveAttention")
+    additive
+        .def(py::init<std::size_t, const std::string&>(), py::arg("attention_dim"),
+             py::arg("name") = "AdditiveAttention")
         .def(
             "__call__",
             [attention_tuple](const layers::AdditiveAttention& self, const Variable& q, const Variable& k,
