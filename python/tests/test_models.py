@@ -332,3 +332,26 @@ def test_dot_product_attention_of_a_batch_query():
     e = np.exp(s - s.max())
     e /= e.sum()
     np.testing.assert_allclose(context.eval({q: query, k: keys}), (e @ keys[0])[None, :], rtol=1e-6)
+
+
+def test_parameters_are_trainable_the_gradient_against_finite_differences(lm):
+    assert all(isinstance(p, C.Parameter) for p in lm.parameters)
+    x = C.sequence.input_variable(1)
+    # An asymmetric scalar: each logit weighted differently, so that errors cannot cancel out.
+    weights = np.linspace(0.5, 1.5, V)
+    loss = C.sequence.reduce_sum(C.reduce_sum(C.log_softmax(lm(x)) * C.constant(weights)))
+    data = sequences([1, 4, 2], [7, 3])
+    for p in (lm.parameters[0], [q for q in lm.parameters if q.name == "lm.layers.1.linear1.b"][0]):
+        g = loss.grad({x: data}, wrt=[p])
+        assert g.shape == p.value.shape
+        original = p.value.copy()
+        index = tuple(np.argwhere(np.abs(g) == np.abs(g).max())[0])
+        step = np.zeros_like(original)
+        step[index] = 1e-6
+        values = []
+        for sign in (1, -1):
+            p.value = original + sign * step
+            values.append(sum(float(np.sum(v)) for v in [loss.eval({x: data})]))
+        p.value = original
+        assert g[index] == pytest.approx((values[0] - values[1]) / 2e-6, rel=1e-5)
+        assert g[index] != 0
