@@ -189,6 +189,24 @@ def test_ctrl_c_stops_a_long_generation_with_keyboard_interrupt(lm):
         timer.cancel()
 
 
+def test_ctrl_c_while_reading_a_stream_stops_its_generation(lm):
+    threads = threading.active_count()
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    read = 0
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in lm.stream([1], 10 ** 7):
+                read += 1
+    finally:
+        timer.cancel()
+    assert 0 < read < 10 ** 7
+    # The stream's thread has ended: the model generates again at once.
+    assert len(lm.generate([[1]], 3)[0]) == 3
+    timer.join()
+    assert threading.active_count() == threads
+
+
 @pytest.mark.parametrize("bad, words", [(dict(sample=True, top_p=0.0), ["top_p"]),
                                         (dict(sample=True, top_p=1.5), ["top_p"]),
                                         (dict(sample=True, temperature=-1.0), ["temperature"]),
