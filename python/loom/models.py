@@ -53,7 +53,7 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
                  top_p: float = 1.0, seed: int = 0, start_symbol: Optional[int] = None,
                  end_symbol: Optional[int] = None, context: Optional[int] = None,
                  on_symbol: Optional[Callable[[int, int], Any]] = None, items: int = 0,
-                 hypotheses: bool = False) -> list:
+                 hypotheses: bool = False, keep_symbols: bool = True) -> list:
     """Generates after each prompt (a list of id lists, one per item): greedy decoding (the default),
     beam search (beam_width > 1) or sampling (sample=True with temperature, top_k, top_p, seed: item i
     draws from the stream of seed + i). Returns each item's best symbols (a list of id lists), or with
@@ -67,6 +67,8 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
     chosen (greedy and sampling), with the GIL; an exception it raises stops the generation.
     Bad options (top_p outside (0, 1], a negative temperature, an id beyond the vocabulary) are a
     UserError before any step; Ctrl-C stops it with KeyboardInterrupt at the next step.
+    keep_symbols=False (with on_symbol, where the text goes): each text keeps only the symbols its
+    next steps read, so a long generation's memory does not grow; what it returns holds those only.
     """
     if context is None:
         o = self.options
@@ -77,7 +79,7 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
     got = self._generate(ids, int(max_length), beam_width=int(beam_width), sample=bool(sample),
                          temperature=float(temperature), top_k=int(top_k), top_p=float(top_p), seed=int(seed),
                          start_symbol=start_symbol, end_symbol=end_symbol, context=int(context), on_symbol=on_symbol,
-                         items=int(items))
+                         items=int(items), keep_symbols=bool(keep_symbols))
     return got if hypotheses else _best(got)
 
 
@@ -124,10 +126,11 @@ def _stream(generate: Callable[..., Any], arguments: tuple, keywords: Dict[str, 
 def _lm_stream(self, prompt: Sequence[int], max_length: int, **options: Any) -> Iterator[int]:
     """Yields the symbols generate would give for one prompt, each as it is chosen (greedy decoding or
     sampling; generate's keyword arguments). The engine runs in a thread of its own with the GIL
-    released; breaking out of the loop stops it at its next symbol."""
-    if "on_symbol" in options or "hypotheses" in options:
-        raise _loom.UserError("TransformerLM.stream: on_symbol and hypotheses are generate's")
-    return _stream(self.generate, ([list(prompt)], max_length), options)
+    released; breaking out of the loop stops it at its next symbol. The generator keeps only the
+    symbols its next steps read (keep_symbols=False), so a stream of any length runs in bounded memory."""
+    if "on_symbol" in options or "hypotheses" in options or "keep_symbols" in options:
+        raise _loom.UserError("TransformerLM.stream: on_symbol, hypotheses and keep_symbols are generate's")
+    return _stream(self.generate, ([list(prompt)], max_length), dict(options, keep_symbols=False))
 
 
 def _s2s_generate(self, sources: Any, max_length: int, *, beam_width: int = 1, sample: bool = False,

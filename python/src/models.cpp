@@ -74,7 +74,7 @@ std::vector<std::vector<std::size_t>> prompts_of(const py::object& given, const 
 layers::GenerateOptions generate_options(std::size_t max_length, std::size_t beam_width, bool sample,
                                          double temperature, std::size_t top_k, double top_p, std::uint64_t seed,
                                          std::size_t start_symbol, std::size_t end_symbol, std::size_t context,
-                                         std::size_t items, const py::object& on_symbol) {
+                                         std::size_t items, const py::object& on_symbol, bool keep_symbols = true) {
     layers::GenerateOptions o{.beam_width = beam_width,
                               .max_length = max_length,
                               .start_symbol = start_symbol,
@@ -86,6 +86,7 @@ layers::GenerateOptions generate_options(std::size_t max_length, std::size_t bea
                               .seed = seed};
     o.items = items;
     o.context = context;
+    o.keep_symbols = keep_symbols;
     if (!on_symbol.is_none()) {
         if (!PyCallable_Check(on_symbol.ptr()))
             throw UserError("generate: on_symbol is a function of (item, symbol) or None; got " +
@@ -284,15 +285,15 @@ generate draws from it. loom's; CNTK has no Transformer.)doc");
             [](LanguageModel& self, const py::object& prompts, std::size_t max_length, std::size_t beam_width,
                bool sample, double temperature, std::size_t top_k, double top_p, std::uint64_t seed,
                const py::object& start_symbol, const py::object& end_symbol, std::size_t context,
-               const py::object& on_symbol, std::size_t items) {
+               const py::object& on_symbol, std::size_t items, bool keep_symbols) {
                 const auto p = prompts_of(prompts, "TransformerLM.generate");
                 const layers::GenerateOptions o =
                     generate_options(max_length, beam_width, sample, temperature, top_k, top_p, seed,
                                      symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"),
-                                     context, p.empty() ? items : 0, on_symbol);
+                                     context, p.empty() ? items : 0, on_symbol, keep_symbols);
                 return generated_list(self.generate(o, p));
             },
-            py::arg("prompts"), LOOM_GENERATE_ARGS, py::arg("items") = 0);
+            py::arg("prompts"), LOOM_GENERATE_ARGS, py::arg("items") = 0, py::arg("keep_symbols") = true);
     lm.attr("__module__") = "loom.layers";
 
     py::class_<EncoderDecoderModel> s2s(

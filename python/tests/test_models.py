@@ -373,3 +373,52 @@ def test_parameters_are_trainable_the_gradient_against_finite_differences(lm):
         p.value = original
         assert g[index] == pytest.approx((values[0] - values[1]) / 2e-6, rel=1e-5)
         assert g[index] != 0
+
+
+def test_generation_from_a_start_symbol_and_a_bounded_text(lm):
+    # No prompts: items texts from the start symbol; item i samples from the stream of seed + i.
+    two = lm.generate(None, 6, start_symbol=3, items=2, sample=True, seed=5)
+    assert len(two) == 2 and all(len(t) == 6 for t in two)
+    assert lm.generate([[3]], 6, sample=True, seed=6) == [two[1]]
+    # keep_symbols=False: the callback sees every symbol, the result only the last context's.
+    seen = []
+    short = lm.generate([[1, 2]], 40, keep_symbols=False, on_symbol=lambda i, s: seen.append(s))
+    whole = lm.generate([[1, 2]], 40)[0]
+    assert seen == whole
+    assert 0 < len(short[0]) < 40 and short[0] == whole[-len(short[0]):]
+    with pytest.raises(C.UserError, match="keep_symbols"):
+        lm.generate([[1, 2]], 5, keep_symbols=False)
+
+
+def test_seq2seq_model_file_round_trip(tmp_path):
+    o = C.layers.TransformerOptions(model_dim=8, heads=2, feedforward_dim=16, encoder_layers=1, decoder_layers=2,
+                                    dropout=0.0, positions="learned", max_positions=12)
+    model = C.layers.Seq2SeqTransformer(7, 9, o)
+    path = str(tmp_path / "s2s.loom")
+    model.save(path)
+    loaded = C.layers.Seq2SeqTransformer.load(path)
+    assert (loaded.source_vocabulary, loaded.target_vocabulary, loaded.options.decoder_layers) == (7, 9, 2)
+    assert loaded.options.positions == "learned"
+    sources = sequences([1, 2, 3], [4, 5])
+    assert loaded.generate(sources, 5, beam_width=3) == model.generate(sources, 5, beam_width=3)
+    with pytest.raises(C.UserError, match="lm.loom.*transformer_lm"):
+        lm_path = str(tmp_path / "lm.loom")
+        C.layers.TransformerLM(V, options()).save(lm_path)
+        C.layers.Seq2SeqTransformer.load(lm_path)
+
+
+def test_additive_and_general_attention_weights_are_distributions():
+    q = C.input_variable(3)
+    k = C.sequence.input_variable(4)
+    data = {q: np.array([[1.0, -1.0, 0.5], [0.0, 2.0, 1.0]]),
+            k: [np.arange(12.0).reshape(3, 4) / 10, np.ones((1, 4))]}
+    for attention in (C.layers.AdditiveAttention(5), C.layers.GeneralAttention()):
+        context, weights = attention(q, k, k)
+        assert context.shape == (4,)
+        w = weights.eval(data)
+        assert [a.shape[0] for a in w] == [3, 1]
+        for a in w:
+            assert float(np.sum(a)) == pytest.approx(1.0, rel=1e-5)
+        assert attention.parameters
+    # One key: its weight is 1 and the context is that key.
+    np.testing.assert_allclose(context.eval(data)[1], np.ones(4), rtol=1e-6)
