@@ -89,24 +89,32 @@ class _Stop(Exception):
 
 def _stream(generate: Callable[..., Any], arguments: tuple, keywords: Dict[str, Any]) -> Iterator[int]:
     """Runs generate(*arguments, on_symbol=..., **keywords) in a thread and yields item 0's symbols as
-    they are chosen; leaving the loop early (break, an exception, Ctrl-C) stops the generation."""
-    symbols: "queue.Queue[Any]" = queue.Queue()
+    they are chosen; leaving the loop early (break, an exception, Ctrl-C) stops the generation. The
+    queue between them is bounded: a generation waits for a slow reader instead of filling memory."""
+    symbols: "queue.Queue[Any]" = queue.Queue(maxsize=1024)
     stop = threading.Event()
     done = object()
 
-    def on_symbol(item: int, symbol: int) -> None:
-        if stop.is_set():
-            raise _Stop()
-        symbols.put(symbol)
+    def hand_over(thing: Any) -> None:
+        while not stop.is_set():
+            try:
+                symbols.put(thing, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+        raise _Stop()
 
     def run() -> None:
         try:
-            generate(*arguments, on_symbol=on_symbol, **keywords)
+            generate(*arguments, on_symbol=lambda item, symbol: hand_over(symbol), **keywords)
+            hand_over(done)
         except _Stop:
             pass
         except BaseException as e:  # handed to the reader
-            symbols.put(e)
-        symbols.put(done)
+            try:
+                hand_over(e)
+            except _Stop:
+                pass
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()

@@ -123,8 +123,9 @@ py::list generated_list(const layers::Generated& g) {
     return items;
 }
 
-/// A language model and its generator, compiled at the first generate and kept; the mutex keeps
-/// two Python threads from running one generator at once.
+/// A language model and its generator, compiled at the first generate and kept. A generator runs
+/// one generation at a time: a call that finds it busy (another thread's, or a stream still open in
+/// this one) compiles one of its own for the call rather than wait, so nothing can deadlock.
 struct LanguageModel {
     explicit LanguageModel(layers::TransformerLM m) : model(std::move(m)) {}
     layers::TransformerLM model;
@@ -132,25 +133,49 @@ struct LanguageModel {
     std::unique_ptr<std::mutex> running = std::make_unique<std::mutex>();
 
     layers::Generated generate(const layers::GenerateOptions& o, const std::vector<std::vector<std::size_t>>& prompts) {
+        std::unique_lock<std::mutex> kept(*running, std::try_to_lock);
         py::gil_scoped_release released;
-        std::lock_guard<std::mutex> lock(*running);
-        if (!generator) generator = std::make_unique<layers::Generator>(model.decoder(), std::vector<Variable>{});
-        return generator->generate(o, {.prompts = prompts});
+        std::unique_ptr<layers::Generator> own;
+        if (!kept.owns_lock() || !generator) {
+            (kept.owns_lock() ? generator : own) =
+                std::make_unique<layers::Generator>(model.decoder(), std::vector<Variable>{});
+        }
+        return (kept.owns_lock() ? *generator : *own).generate(o, {.prompts = prompts});
     }
 };
 
-/// An encoder-decoder model and its generator over the encoder's output (made at the first generate).
+/// An encoder-decoder model and its generator over the encoder's output of a source input of its
+/// own, made at the first generate and kept (a busy one: as LanguageModel's).
 struct EncoderDecoderModel {
     explicit EncoderDecoderModel(layers::Seq2SeqTransformer m) : model(std::move(m)) {}
     layers::Seq2SeqTransformer model;
-    Variable source;  // the generator's source input, a sequence of ids [1]
-    std::unique_ptr<layers::Generator> generator;
+    struct Compiled {
+        Variable source;  // a sequence of ids [1]
+        layers::Generator generator;
+    };
+    std::unique_ptr<Compiled> kept_generator;
     std::unique_ptr<std::mutex> running = std::make_unique<std::mutex>();
 
-    void compile() {
-        if (generator) return;
-        source = sequence::input_variable(Shape{1}, "source");
-        generator = std::make_unique<layers::Generator>(model.decoder(), model.memory(model.encode(source)));
+    std::unique_ptr<Compiled> compile() const {
+        Variable source = sequence::input_variable(Shape{1}, "source");
+        return std::make_unique<Compiled>(
+            Compiled{source, layers::Generator(model.decoder(), model.memory(model.encode(source)))});
+    }
+
+    layers::Generated generate(const py::object& sources, const layers::GenerateOptions& o) {
+        std::unique_lock<std::mutex> kept(*running, std::try_to_lock);
+        std::unique_ptr<Compiled> own;
+        {
+            py::gil_scoped_release released;
+            if (!kept.owns_lock())
+                own = compile();
+            else if (!kept_generator)
+                kept_generator = compile();
+        }
+        Compiled& use = kept.owns_lock() ? *kept_generator : *own;
+        const Bindings source{{use.source, to_value(use.source, sources, "Seq2SeqTransformer.generate")}};
+        py::gil_scoped_release released;
+        return use.generator.generate_from(source, o);
     }
 };
 
@@ -362,19 +387,7 @@ the cross-attention weights. loom's; CNTK has no Transformer.)doc");
                     generate_options(max_length, beam_width, sample, temperature, top_k, top_p, seed,
                                      symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"),
                                      context, 0, on_symbol);
-                {
-                    py::gil_scoped_release released;
-                    std::lock_guard<std::mutex> lock(*self.running);
-                    self.compile();
-                }
-                Bindings source{{self.source, to_value(self.source, sources, "Seq2SeqTransformer.generate")}};
-                layers::Generated g;
-                {
-                    py::gil_scoped_release released;
-                    std::lock_guard<std::mutex> lock(*self.running);
-                    g = self.generator->generate_from(source, o);
-                }
-                return generated_list(g);
+                return generated_list(self.generate(sources, o));
             },
             py::arg("sources"), LOOM_GENERATE_ARGS);
     s2s.attr("__module__") = "loom.layers";

@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -422,3 +423,14 @@ def test_additive_and_general_attention_weights_are_distributions():
         assert attention.parameters
     # One key: its weight is 1 and the context is that key.
     np.testing.assert_allclose(context.eval(data)[1], np.ones(4), rtol=1e-6)
+
+
+def test_a_stream_read_slowly_and_left_early_ends_its_thread(lm):
+    threads = threading.active_count()
+    stream = lm.stream([1], 10 ** 6)
+    first = [next(stream) for _ in range(3)]
+    time.sleep(0.3)  # the generation runs ahead until the queue is full, then waits
+    first += [next(stream) for _ in range(2)]
+    assert first == lm.generate([[1]], 5)[0]
+    stream.close()
+    assert threading.active_count() == threads
