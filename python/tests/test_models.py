@@ -434,3 +434,18 @@ def test_a_stream_read_slowly_and_left_early_ends_its_thread(lm):
     assert first == lm.generate([[1]], 5)[0]
     stream.close()
     assert threading.active_count() == threads
+
+
+def test_two_threads_generate_with_one_model_at_once(lm):
+    expected = {seed: lm.generate([[1, 2]], 30, sample=True, seed=seed) for seed in (1, 2)}
+    got = {}
+
+    def run(seed):
+        got[seed] = lm.generate([[1, 2]], 30, sample=True, seed=seed)
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == expected
