@@ -149,6 +149,11 @@ struct GenerateOptions {
     /// seed, and log_probability and score still count every symbol. Needs on_symbol (it is where
     /// the text goes); a UserError otherwise.
     bool keep_symbols = true;
+    /// Called before each pass of the step over the batch (greedy decoding, beam search and sampling
+    /// alike, prompts' steps too), with the pass's number from 0 in its round: a program's hook to
+    /// stop a long generation (an interrupt, a deadline). An exception it throws stops the generation
+    /// before that pass and propagates; nothing is returned.
+    std::function<void(std::size_t pass)> on_step = {};
 };
 
 /// What a generation starts from, each part by name and each optional (Generator::generate):

@@ -621,6 +621,7 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     const std::vector<Value> memory_items = tensors_of<T>(memory_values);
 
     for (std::size_t t = 0; t < passes; ++t) {
+        if (o.on_step) o.on_step(t);
         std::vector<std::size_t> items_of_rows;
         const std::vector<std::size_t> parents = number_rows(beams, items_of_rows);
         if (parents.empty()) break;

@@ -33,6 +33,9 @@ from ._loom import (DataError, Initializer, Parameter, SequenceAxis, UserError, 
                     log_add_exp, minus, negate, normal, not_equal, plus, reciprocal, relu, set_seed, sigmoid, sin,
                     softplus, sqrt, square, squared_error, stop_gradient, tanh, times_transpose, uniform, zeros)
 
+# Parameters in and out as safetensors (python/src/models.cpp).
+from ._loom import load_safetensors, read_safetensors, save_safetensors  # noqa: E402
+
 from ._version import __version__  # noqa: E402  (the same as _loom.__version__)
 
 #: CNTK's name for a graph's result: in loom the same class as Variable (an op's result is a
@@ -91,3 +94,4 @@ __all__ += [
 from ._loom import BackPropState  # noqa: E402
 
 __all__ += ["BackPropState"]
+__all__ += ["load_safetensors", "read_safetensors", "save_safetensors"]

@@ -184,3 +184,12 @@ def BiRecurrence(forward: Cell, backward: Cell, name: str = "BiRecurrence") -> L
     convenience function of CNTK's tutorial, which the seed program uses)."""
     return _loom.layers._BiRecurrence(_check_cell(forward, "BiRecurrence"), _check_cell(backward, "BiRecurrence"),
                                       name)
+
+
+# The Transformer models, the attention family and generation: python/loom/models.py.
+from .models import (AdditiveAttention, GeneralAttention, MultiHeadAttention, Seq2SeqTransformer,  # noqa: E402
+                     TransformerLM, TransformerOptions, dot_product_attention, scaled_dot_product_attention,
+                     self_attention)
+from .models import __all__ as _models_all  # noqa: E402
+
+__all__ += _models_all

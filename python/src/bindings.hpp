@@ -28,6 +28,9 @@ void bind_layers(py::module_& m);
 /// loom's training/ under CNTK's names: learners and rates, Trainer, fit, ProgressPrinter (the
 /// package's learners.py, train.py and logging.py give CNTK's signatures).
 void bind_training(py::module_& m);
+/// The Transformer models, attention, generation (C.layers) and safetensors (C's top level):
+/// python/src/models.cpp; after bind_layers, whose submodule it adds to.
+void bind_transformer_models(py::module_& m);
 
 /// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
 /// starting with `what` when it holds no numbers.

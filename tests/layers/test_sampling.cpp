@@ -2,7 +2,8 @@
 // against softmax(logits / T) restricted to the top k and the nucleus p, computed here in double,
 // by a chi-square test; temperature 0 and top_k 1 are greedy decoding on a Transformer; seeds
 // reproduce; an item's draws do not depend on the batch around it; on_symbol streams exactly the
-// emitted symbols; no end symbol; items without prompts; and the errors of options, a NaN
+// emitted symbols and on_step every pass (an exception from it stops any search); no end symbol;
+// items without prompts; and the errors of options, a NaN
 // parameter and a memory of the wrong size.
 #include <doctest/doctest.h>
 
@@ -253,6 +254,38 @@ TEST_CASE("on_symbol receives every emitted symbol in order, the end symbol incl
     layers::GenerateOptions beam{2, 10, 0, 0};
     beam.on_symbol = [](std::size_t, std::size_t) {};
     expect_user_error([&] { gen.generate({}, beam, {}, prompts); }, {"on_symbol", "beam_width 2"});
+}
+
+TEST_CASE("on_step sees every pass, prompts' included, and an exception it throws stops any search") {
+    layers::TransformerLM d(6, tiny());
+    layers::Generator gen(d.decoder(), {});
+    // Without an end symbol every item runs its prompt then max_length symbols: the longest prompt
+    // (2 symbols after the start) and 10 symbols are 12 passes, numbered 0 to 11.
+    const std::vector<std::vector<std::size_t>> prompts{{2}, {3, 1}, {4}};
+    std::vector<layers::GenerateOptions> searches{layers::GenerateOptions{1, 10, 0, layers::no_symbol},
+                                                  layers::GenerateOptions{3, 10, 0, layers::no_symbol},
+                                                  sampling(10, 1.0, 0, 1.0, 3)};
+    searches[2].end_symbol = layers::no_symbol;
+    struct Stopped {};
+    for (layers::GenerateOptions& o : searches) {
+        INFO("beam_width " << o.beam_width << ", sample " << o.sample);
+        std::vector<std::size_t> passes;
+        o.on_step = [&](std::size_t pass) { passes.push_back(pass); };
+        const auto whole = gen.generate({}, o, {}, prompts);
+        std::vector<std::size_t> expected(12);
+        std::iota(expected.begin(), expected.end(), std::size_t{0});
+        CHECK(passes == expected);
+        passes.clear();
+        o.on_step = [&](std::size_t pass) {
+            passes.push_back(pass);
+            if (pass == 3) throw Stopped{};
+        };
+        CHECK_THROWS_AS(gen.generate({}, o, {}, prompts), Stopped);
+        CHECK(passes == std::vector<std::size_t>{0, 1, 2, 3});
+        // The generator runs again after a stop, as before it.
+        o.on_step = {};
+        CHECK(gen.generate({}, o, {}, prompts).items[1][0].symbols == whole.items[1][0].symbols);
+    }
 }
 
 TEST_CASE("no_symbol as the end symbol: every hypothesis runs max_length symbols, greedy, beam and sampled") {
