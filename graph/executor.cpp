@@ -157,6 +157,7 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
 
 template <class T>
 void Execution<T>::forward() {
+    has_forward_values_ = false;  // until this forward is whole
     const bool frees = pass_ && pass_->kind != PassSchedule::Kind::keep_all;
     if (frees) {
         readers_left_ = pass_->readers;
@@ -166,6 +167,7 @@ void Execution<T>::forward() {
         runner_.forward(static_cast<std::size_t>(s), work);
         if (frees) release_after(s);
     });
+    has_forward_values_ = true;
 }
 
 template <class T>
@@ -201,6 +203,9 @@ template <class T>
 void Execution<T>::backward(const std::vector<int>& wrt, const std::unordered_map<int, const std::vector<T>*>& weights,
                             const std::function<void(int)>& on_ready) {
     using Kind = PassSchedule::Kind;
+    if (!has_forward_values_)
+        throw InternalError("backward: no forward since the last backward (backward frees the forward's values)");
+    has_forward_values_ = false;  // this backward frees them as it goes
     if (pass_ && pass_->kind == Kind::forward_only)
         throw InternalError("backward: this execution was planned forward only (its values are freed)");
     if (!pass_ || pass_->wrt != wrt) {

@@ -45,6 +45,9 @@ public:
     /// mutable_value_buffer (a gradient check perturbs it).
     void copy_leaves() { copy_leaves_ = true; }
     void forward();
+    /// Whether the last forward's values are there for a backward: true after forward, false once
+    /// a backward ran (it frees them as it goes) and before the first forward.
+    bool has_forward_values() const { return has_forward_values_; }
     /// Declares that every forward will be followed by backward(wrt): values no backward step reads
     /// are then freed during forward, as soon as the steps using them are done (a Session that
     /// trains does this). backward() must then be given exactly these wrt.
@@ -115,6 +118,7 @@ private:
     StepRunner<T> runner_;
     std::unique_ptr<PassSchedule> pass_;  ///< planned, or made for the last wrt given (keep_all)
     bool has_batch_ = false;
+    bool has_forward_values_ = false;  ///< see has_forward_values
     bool copy_leaves_ = false;
     std::vector<Value> bound_;  ///< the input Values read in place, kept alive until the next bind
     /// A pass that frees during forward: per node, how many steps still have to read it, and

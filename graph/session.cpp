@@ -63,6 +63,10 @@ void Session::backward() { backward(std::function<void(std::size_t)>{}); }
 
 void Session::backward(const std::function<void(std::size_t)>& on_ready) {
     if (wrt_.empty()) return;  // nothing to differentiate (and a scoring session kept no values for it)
+    if (!visit([](const auto& ex) { return ex.has_forward_values(); }))
+        throw UserError(
+            "Session::backward: no forward since the last backward (or none yet): backward frees the values of "
+            "its forward as it goes, so each backward needs a forward of its own; run forward again first");
     std::function<void(int)> ready;
     if (on_ready)
         ready = [&](int node) {

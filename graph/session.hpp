@@ -75,7 +75,9 @@ public:
     /// Generator::generate): a binding error's message starts with `caller`, the call the user made,
     /// instead of "Session::forward".
     void forward(const Bindings& inputs, std::string_view caller);
-    /// Gradient of the sum of outputs[0] (over every item and step) for each parameter.
+    /// Gradient of the sum of outputs[0] (over every item and step) for each parameter. Each backward
+    /// needs a forward of its own (it frees that forward's values as it goes): a second backward, or
+    /// one before any forward, is a UserError.
     void backward();
     /// The same, calling on_ready(i) for parameter i as soon as its gradient is final, possibly on a
     /// worker thread while backward goes on (see Execution::backward).

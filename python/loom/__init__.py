@@ -95,3 +95,30 @@ from ._loom import BackPropState  # noqa: E402
 
 __all__ += ["BackPropState"]
 __all__ += ["load_safetensors", "read_safetensors", "save_safetensors"]
+
+# The engine's process-wide settings (python/src/engine.cpp): threads and the precision of products.
+from ._loom import (gemm_kernels, get_matmul_precision, inter_op_threads, set_blas_threads,  # noqa: E402
+                    set_inter_op_threads, set_matmul_precision)
+
+
+class matmul_precision:
+    """Sets the precision of float products ("highest" or "medium", as set_matmul_precision) for a
+    ``with`` block and puts back the one before when it ends, also by an exception: evaluation at
+    "highest" inside a program that trains at "medium". The setting is the process's, not the
+    thread's (loom's MatmulPrecisionScope)."""
+
+    def __init__(self, precision: str) -> None:
+        self._precision = precision
+        self._before: list = []
+
+    def __enter__(self) -> "matmul_precision":
+        self._before.append(get_matmul_precision())
+        set_matmul_precision(self._precision)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        set_matmul_precision(self._before.pop())
+
+
+__all__ += ["gemm_kernels", "get_matmul_precision", "inter_op_threads", "matmul_precision", "set_blas_threads",
+            "set_inter_op_threads", "set_matmul_precision"]

@@ -328,10 +328,13 @@ def adam(parameters, lr, momentum, unit_gain=True, variance_momentum=None, l1_re
 
 
 def adamw(parameters, lr, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01,
-          gradient_clipping_threshold_per_sample=math.inf, minibatch_size=None, epoch_size=None) -> Learner:
+          gradient_clipping_threshold_per_sample=math.inf, minibatch_size=None, epoch_size=None,
+          decay_matrices_only=False) -> Learner:
     """loom's: Adam with decoupled weight decay (torch.optim.AdamW): w *= 1 - lr weight_decay, then
-    Adam's step. Not in CNTK."""
-    return _make(_loom._adamw, "adamw", parameters, lr, (beta1, beta2, epsilon, weight_decay), 0.0, 0.0, 0.0,
+    Adam's step. decay_matrices_only: only parameters of rank 2 and more decay (weight matrices and
+    embedding tables; biases and norms' gains do not), as nanoGPT's two parameter groups. Not in CNTK."""
+    return _make(_loom._adamw, "adamw", parameters, lr,
+                 (beta1, beta2, epsilon, weight_decay, bool(decay_matrices_only)), 0.0, 0.0, 0.0,
                  gradient_clipping_threshold_per_sample, None, minibatch_size, epoch_size)
 
 

@@ -31,6 +31,9 @@ void bind_training(py::module_& m);
 /// The Transformer models, attention, generation (C.layers) and safetensors (C's top level):
 /// python/src/models.cpp; after bind_layers, whose submodule it adds to.
 void bind_transformer_models(py::module_& m);
+/// The engine's process-wide settings: threads and the precision of float products
+/// (python/src/engine.cpp).
+void bind_engine(py::module_& m);
 
 /// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
 /// starting with `what` when it holds no numbers.

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_loom, m) {
     loom_python::bind_layers(m);
     loom_python::bind_training(m);
     loom_python::bind_transformer_models(m);
+    loom_python::bind_engine(m);
 }

@@ -240,6 +240,7 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
         return adam(std::move(p), lr, arg(a, 0), arg(a, 1), arg(a, 2), o);
     });
     bind_rule("_adamw", [](std::vector<Parameter> p, const LearningRate& lr, const py::args& a, LearnerOptions o) {
+        o.decay_matrices_only = a.size() > 4 && a[4].cast<bool>();
         return adamw(std::move(p), lr, arg(a, 0), arg(a, 1), arg(a, 2), arg(a, 3), o);
     });
     bind_rule("_adadelta", [](std::vector<Parameter> p, const LearningRate& lr, const py::args& a, LearnerOptions o) {

@@ -360,3 +360,43 @@ def test_bad_input_is_a_user_error_naming_what_was_given():
 
     with pytest.raises(LookupError, match="no minibatch 0"):  # the source's own error, as it raised it
         C.fit(trainer, broken, minibatches_per_epoch=2)
+
+
+@pytest.mark.parametrize("matrices_only", [True, False])
+def test_adamw_decays_matrices_only_when_asked(matrices_only):
+    # Adam's step of the linear model, computed in numpy: with decay, each parameter that decays is
+    # first scaled by 1 - lr * weight_decay (torch.optim.AdamW); with decay_matrices_only the bias
+    # (one axis) is not.
+    x, y, w, b, z, loss, data = _linear_regression(3)
+    w0, b0 = w.value.copy(), b.value.copy()
+    lr, wd = 0.01, 0.5
+    learner = C.adamw(z.parameters, lr, beta1=0.9, beta2=0.99, epsilon=1e-8, weight_decay=wd,
+                      decay_matrices_only=matrices_only)
+    C.Trainer(z, loss, learner).train_minibatch(data)
+    gw, gb = _numpy_gradients(w0, b0, data, x, y)
+
+    def adam(p0, g, decays):
+        m, v = 0.1 * g, 0.01 * g * g  # (1 - beta) g and (1 - beta2) g^2 from zero moments
+        m_hat, v_hat = m / (1 - 0.9), v / (1 - 0.99)
+        return p0 * (1 - lr * wd if decays else 1.0) - lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+
+    np.testing.assert_allclose(w.value, adam(w0, gw, True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.value, adam(b0, gb, not matrices_only), rtol=1e-10, atol=1e-12)
+
+
+def test_matmul_precision_is_set_for_a_with_block_and_put_back():
+    assert C.get_matmul_precision() == "highest"
+    with C.matmul_precision("medium"):
+        assert C.get_matmul_precision() == "medium"
+        with pytest.raises(RuntimeError):
+            with C.matmul_precision("highest"):
+                assert C.get_matmul_precision() == "highest"
+                raise RuntimeError("left by an exception")
+        assert C.get_matmul_precision() == "medium"
+    assert C.get_matmul_precision() == "highest"
+    with pytest.raises(C.UserError, match="low"):
+        C.set_matmul_precision("low")
+    with pytest.raises(C.UserError, match="set_inter_op_threads: takes 1 or more threads; got 0"):
+        C.set_inter_op_threads(0)
+    assert C.inter_op_threads() >= 1
+    assert C.gemm_kernels()
