@@ -42,7 +42,7 @@ def arguments():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--matmul-precision", choices=["highest", "medium"], default="medium")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--save", help="write the trained weights here (safetensors)")
+    p.add_argument("--save", help="write the trained weights (the best-scoring) here, as safetensors")
     p.add_argument("--load", help="start from these weights (safetensors) instead of training")
     p.add_argument("--generate", type=int, default=300, help="characters to sample after the prompt")
     p.add_argument("--prompt", default="\n")
@@ -104,8 +104,8 @@ def main():
           f"{sum(p.value.size for p in model.parameters)} parameters")
 
     # nanoGPT's recipe: AdamW (decay on matrices only), linear warm-up, then a cosine to the minimum
-    # rate over the iterations or the time budget.
-    begin = time.monotonic()
+    # rate over the iterations or the time budget (counted from the first iteration, as lm's).
+    begin = math.nan
 
     def rate(step):
         if step < a.warmup:
@@ -119,12 +119,13 @@ def main():
                       gradient_clipping_threshold_per_sample=a.clip or math.inf, decay_matrices_only=True)
     trainer = C.Trainer(logits, loss, learner)
 
-    best = math.inf
+    best, best_weights = math.inf, []
     if a.load:
         C.load_safetensors(a.load, model.parameters)
     else:
         draw = np.random.default_rng(a.seed)
-        iteration, tokens = 0, 0
+        iteration, tokens, eval_seconds = 0, 0, 0.0
+        begin = time.monotonic()
         while (time.monotonic() - begin < 60 * a.minutes) if a.minutes else iteration < a.iterations:
             x, y = windows(train, draw.integers(0, len(train) - a.block - 1, a.batch), a.block)
             trainer.train_minibatch({symbols: x, targets: y})
@@ -134,17 +135,22 @@ def main():
                       f"{trainer.previous_minibatch_loss_average:.4f}, learning rate {learner.learning_rate():.2e}",
                       flush=True)
             if a.eval_every and iteration % a.eval_every == 0:
+                started = time.monotonic()
                 nats = held_out_nats(trainer, symbols, targets, valid, a.block, a.eval_windows)
                 print(f"iteration {iteration}: held-out {nats:.4f} nats per character", flush=True)
-                if nats < best and a.save:  # nanoGPT's train.py keeps the best-scoring weights
-                    best = nats
-                    C.save_safetensors(a.save, model.parameters)
-        seconds = time.monotonic() - begin
+                if nats < best:  # nanoGPT's train.py keeps the best-scoring weights, as lm does
+                    best, best_weights = nats, [p.value.copy() for p in model.parameters]
+                eval_seconds += time.monotonic() - started
+        seconds = time.monotonic() - begin - eval_seconds  # training's own time, as lm reports it
         print(f"trained: {iteration} iterations, {tokens} tokens in {seconds:.1f} s, "
               f"{tokens / seconds:.1f} tokens/s")
     nats = held_out_nats(trainer, symbols, targets, valid, a.block, a.eval_windows)
+    if nats > best:
+        for p, w in zip(model.parameters, best_weights):
+            p.value = w
+        nats = best
     print(f"held-out: {nats:.4f} nats per character ({nats / math.log(2):.4f} bits)")
-    if a.save and nats < best:
+    if a.save:
         C.save_safetensors(a.save, model.parameters)
 
     if a.generate:
