@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "core/errors.hpp"
@@ -57,6 +59,23 @@ struct TempFile {
     ~TempFile() { std::filesystem::remove(path); }
     TempFile(const TempFile&) = delete;
     TempFile& operator=(const TempFile&) = delete;
+};
+
+// A Unix socket bound at `path` (a path that is neither a file, a FIFO nor a device), closed at the
+// end of the test.
+struct BoundSocket {
+    int fd = -1;
+    explicit BoundSocket(const std::string& path) : fd(::socket(AF_UNIX, SOCK_STREAM, 0)) {
+        REQUIRE(fd >= 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        REQUIRE(path.size() < sizeof address.sun_path);
+        std::copy(path.begin(), path.end(), address.sun_path);
+        REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    }
+    ~BoundSocket() { ::close(fd); }
+    BoundSocket(const BoundSocket&) = delete;
+    BoundSocket& operator=(const BoundSocket&) = delete;
 };
 
 // A scratch directory, unique per process and name, removed at the end of the test.

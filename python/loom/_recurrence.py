@@ -100,7 +100,31 @@ def _loop(step: Callable, x: Variable, go_backwards: bool, initial_states: List[
     return outs
 
 
-class PythonRecurrence:
+class _PythonLayer:
+    """What the layers over a Python function share: a name, and the parameters the function used in
+    the last call (empty before the first call)."""
+
+    _what: str
+    _last: List[Variable]
+
+    @property
+    def name(self) -> str:
+        """The layer's name."""
+        return self._what
+
+    @property
+    def parameters(self) -> list:
+        """The parameters the function used in the last call (empty before the first call)."""
+        seen, found = set(), []
+        for out in self._last:
+            for p in out.parameters:
+                if p not in seen:
+                    seen.add(p)
+                    found.append(p)
+        return found
+
+
+class PythonRecurrence(_PythonLayer):
     """A recurrence over a step function written in Python (what Recurrence, Fold and RecurrenceFrom
     return for a Python step): call it on a sequence. Each call builds the loop anew around the
     step; the step's parameters are shared when the step closes over them (as CNTK's)."""
@@ -116,16 +140,6 @@ class PythonRecurrence:
         self._fold = fold
         self._from = from_states
         self._last: List[Variable] = []
-
-    @property
-    def name(self) -> str:
-        """The layer's name."""
-        return self._what
-
-    @property
-    def parameters(self) -> list:
-        """The parameters the step used in the last call (empty before the first call)."""
-        return _parameters(self._last)
 
     def __call__(self, *args: Any) -> Union[Variable, Tuple[Variable, ...]]:
         if self._from:
@@ -154,17 +168,7 @@ class PythonRecurrence:
         return f"<loom.layers {self._what} over {getattr(self._step, '__name__', 'a step')}>"
 
 
-def _parameters(outs: List[Variable]) -> list:
-    seen, found = set(), []
-    for out in outs:
-        for p in out.parameters:
-            if p not in seen:
-                seen.add(p)
-                found.append(p)
-    return found
-
-
-class PythonUnfold:
+class PythonUnfold(_PythonLayer):
     """What UnfoldFrom returns: call it as unfold(initial_state, dynamic_axes_like)."""
 
     def __init__(self, generator: Callable, name: str) -> None:
@@ -174,16 +178,6 @@ class PythonUnfold:
         self._generator = generator
         self._what = name
         self._last: List[Variable] = []
-
-    @property
-    def name(self) -> str:
-        """The layer's name."""
-        return self._what
-
-    @property
-    def parameters(self) -> list:
-        """The parameters the generator used in the last call (empty before the first call)."""
-        return _parameters(self._last)
 
     def __call__(self, initial_state: Any, dynamic_axes_like: Any) -> Variable:
         like = _variable(dynamic_axes_like)

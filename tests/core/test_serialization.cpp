@@ -15,9 +15,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +25,7 @@
 #include "text/vocabulary.hpp"
 
 using namespace loom;
+using loom::testing::BoundSocket;
 using loom::testing::TempDir;
 using loom::testing::write_bytes;
 namespace fs = std::filesystem;
@@ -120,13 +119,7 @@ TEST_CASE("serialization: one classifier names a path alike for readers and writ
     TempDir dir("kinds");
     const std::string fifo = dir.file("fifo"), socket_path = dir.file("socket"), file = dir.file("file");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    REQUIRE(s >= 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    REQUIRE(socket_path.size() < sizeof address.sun_path);
-    std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
-    REQUIRE(::bind(s, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    const BoundSocket socket_held(socket_path);
     write_bytes(file, "bytes");
     std::filesystem::create_symlink(fifo, dir.file("to_fifo"));
     std::filesystem::create_symlink(dir.file("nowhere"), dir.file("dangling"));
@@ -159,7 +152,6 @@ TEST_CASE("serialization: one classifier names a path alike for readers and writ
             CHECK_THROWS_WITH_AS(require_regular_file(path, "hint"),
                                  ("'" + path + "' is " + name + ", not a regular file; hint").c_str(), DataError);
     }
-    ::close(s);
 }
 
 TEST_CASE("serialization: fields from a file are quoted short and without control bytes") {

@@ -11,9 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,13 +226,7 @@ TEST_CASE("output files: every writer of the library refuses a FIFO, a socket or
     testing::TempDir dir("not_regular_outputs");
     const std::string fifo = dir.file("fifo"), socket_path = dir.file("socket"), taken = dir.file("taken");
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    REQUIRE(s >= 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    REQUIRE(socket_path.size() < sizeof address.sun_path);
-    std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
-    REQUIRE(::bind(s, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    const testing::BoundSocket socket_held(socket_path);
     std::filesystem::create_directory(taken);
     Parameter w = parameter(xt::xarray<float>{1, 2, 3}, "w");
     const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> writers = {
@@ -256,5 +248,4 @@ TEST_CASE("output files: every writer of the library refuses a FIFO, a socket or
         CHECK(std::filesystem::is_directory(taken));
         CHECK(dir.names() == std::vector<std::string>{"fifo", "socket", "taken"});  // no temporary either
     }
-    ::close(s);
 }

@@ -83,7 +83,8 @@ TEST_CASE("word lists: an endless line stops at a megabyte and a device is refus
     CHECK(all_words("cat\n" + std::string(100000, 'a') + "\n").at(1).word.size() == 100000);
     CHECK_THROWS_WITH_AS(all_words("cat\n" + std::string(2 << 20, 'b')),
                          doctest::Contains("list.txt:2: a line longer than 1048576 bytes"), DataError);
-    CHECK_THROWS_WITH_AS(WordListReader("/dev/zero"), doctest::Contains("'/dev/zero' is a character device, not a word list"), DataError);
+    CHECK_THROWS_WITH_AS(WordListReader("/dev/zero"),
+                         doctest::Contains("'/dev/zero' is a character device, not a word list"), DataError);
     CHECK(all_words("a\r\nb").size() == 2);  // the last line needs no line end
 }
 
