@@ -30,6 +30,7 @@ def arguments():
     p.add_argument("--batch", type=int, default=12, help="windows per iteration")
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--iterations", type=int, default=2000, help="training iterations (unless --minutes)")
+    p.add_argument("--untimed-iterations", type=int, default=0, help="first iterations left out of trained: (benches)")
     p.add_argument("--minutes", type=float, default=0, help="train for this long; the schedule spans the time")
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--min-learning-rate", type=float, default=1e-4)
@@ -124,12 +125,14 @@ def main():
         C.load_safetensors(a.load, model.parameters)
     else:
         draw = np.random.default_rng(a.seed)
-        iteration, tokens, eval_seconds = 0, 0, 0.0
-        begin = time.monotonic()
+        iteration, eval_seconds = 0, 0.0
+        begin = timed_from = time.monotonic()
         while (time.monotonic() - begin < 60 * a.minutes) if a.minutes else iteration < a.iterations:
             x, y = windows(train, draw.integers(0, len(train) - a.block - 1, a.batch), a.block)
             trainer.train_minibatch({symbols: x, targets: y})
-            iteration, tokens = iteration + 1, tokens + a.batch * a.block
+            iteration += 1
+            if iteration == a.untimed_iterations:
+                timed_from, eval_seconds = time.monotonic(), 0.0
             if iteration % 100 == 0:
                 print(f"iteration {iteration} ({(time.monotonic() - begin) / 60:.1f} min): loss "
                       f"{trainer.previous_minibatch_loss_average:.4f}, learning rate {learner.learning_rate():.2e}",
@@ -141,9 +144,11 @@ def main():
                 if nats < best:  # nanoGPT's train.py keeps the best-scoring weights, as lm does
                     best, best_weights = nats, [p.value.copy() for p in model.parameters]
                 eval_seconds += time.monotonic() - started
-        seconds = time.monotonic() - begin - eval_seconds  # training's own time, as lm reports it
-        print(f"trained: {iteration} iterations, {tokens} tokens in {seconds:.1f} s, "
-              f"{tokens / seconds:.1f} tokens/s")
+        seconds = time.monotonic() - timed_from - eval_seconds  # training's own time, as lm reports it
+        timed = max(0, iteration - a.untimed_iterations)
+        tokens = timed * a.batch * a.block
+        print(f"trained: {timed} iterations, {tokens} tokens in {seconds:.3f} s, "
+              f"{tokens / seconds if timed else 0.0:.1f} tokens/s")
     nats = held_out_nats(trainer, symbols, targets, valid, a.block, a.eval_windows)
     if nats > best:
         for p, w in zip(model.parameters, best_weights):
