@@ -49,3 +49,19 @@ def assert_close(actual, expected, rtol=1e-6, atol=1e-8):
             np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
     else:
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def lstm_reference(seq, W, U, b, n, backwards=False):
+    """An LSTM of n units over the rows of seq in numpy: gates from x W + h U + b in the order
+    input, forget, output, candidate (loom's and CNTK's layout); h of every step."""
+    h, c = np.zeros(n), np.zeros(n)
+    out = []
+    for x in (seq[::-1] if backwards else seq):
+        z = x @ W + b + h @ U
+        sigmoid = 1 / (1 + np.exp(-z[:3 * n]))
+        i, f, o, g = sigmoid[:n], sigmoid[n:2 * n], sigmoid[2 * n:], np.tanh(z[3 * n:])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        out.append(h)
+    out = np.array(out)
+    return out[::-1] if backwards else out

@@ -5,11 +5,8 @@ import numpy as np
 import pytest
 
 import loom as C
-from support import assert_close, numeric_gradient, parameter_numeric_gradient, rng, total
+from support import assert_close, lstm_reference, numeric_gradient, parameter_numeric_gradient, rng, total
 
-
-def _sigmoid(a):
-    return 1 / (1 + np.exp(-a))
 
 
 def _by_name(layer):
@@ -47,20 +44,6 @@ def test_embedding_of_ids_and_of_one_hot_rows():
     assert_close(e2(rows).eval(one_hot), one_hot @ e2.parameters[0].value, rtol=1e-6)
 
 
-def _lstm_reference(seq, W, U, b, n, backwards=False):
-    h, c = np.zeros(n), np.zeros(n)
-    out = []
-    steps = seq[::-1] if backwards else seq
-    for x in steps:
-        z = x @ W + b + h @ U
-        i, f, o, g = _sigmoid(z[:n]), _sigmoid(z[n:2 * n]), _sigmoid(z[2 * n:3 * n]), np.tanh(z[3 * n:])
-        c = f * c + i * g
-        h = o * np.tanh(c)
-        out.append(h)
-    out = np.array(out)
-    return out[::-1] if backwards else out
-
-
 def test_lstm_recurrence_fold_and_birecurrence_against_numpy_and_by_finite_differences():
     C.set_seed(4)
     x = C.sequence.input_variable(3, name="x")
@@ -71,8 +54,8 @@ def test_lstm_recurrence_fold_and_birecurrence_against_numpy_and_by_finite_diffe
     C.to_precision(y.parameters, np.float64)
     f, b = _by_name(fwd_cell), _by_name(bwd_cell)
     seqs = [rng(21).normal(size=(n, 3)) for n in (3, 1, 5)]
-    expected = [np.hstack([_lstm_reference(s, f["W"].value, f["U"].value, f["b"].value, 2),
-                           _lstm_reference(s, b["W"].value, b["U"].value, b["b"].value, 2, backwards=True)])
+    expected = [np.hstack([lstm_reference(s, f["W"].value, f["U"].value, f["b"].value, 2),
+                           lstm_reference(s, b["W"].value, b["U"].value, b["b"].value, 2, backwards=True)])
                 for s in seqs]
     assert_close(y.eval({x: seqs}), expected, rtol=1e-9, atol=1e-12)
     last = C.layers.Fold(fwd_cell)(x)
