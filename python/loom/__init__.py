@@ -122,3 +122,8 @@ class matmul_precision:
 
 __all__ += ["gemm_kernels", "get_matmul_precision", "inter_op_threads", "matmul_precision", "set_blas_threads",
             "set_inter_op_threads", "set_matmul_precision"]
+
+# CNTK's submodules that programs import names from: cntk.losses, cntk.metrics, cntk.initializer, cntk.ops.
+from . import initializer, losses, metrics, ops  # noqa: E402
+
+__all__ += ["initializer", "losses", "metrics", "ops"]
