@@ -51,7 +51,27 @@ def to_precision(parameters, dtype) -> None:
 
 
 class Axis:
-    """CNTK's axis helpers, as far as loom has them."""
+    """CNTK's axis helpers, as far as loom has them: the named axes input_variable's dynamic_axes and
+    the reductions' axis take, and new sequence axes. loom has no Axis.all_axes() (a reduction over
+    the batch too): reduce the static axes, then sequence.reduce_sum over the steps."""
+
+    @staticmethod
+    def default_batch_axis():
+        """The batch axis: input_variable(dynamic_axes=[Axis.default_batch_axis()]) is a batch input."""
+        from ._graph import BATCH_AXIS
+        return BATCH_AXIS
+
+    @staticmethod
+    def default_dynamic_axis():
+        """The default sequence axis, after the batch axis in dynamic_axes: a sequence input."""
+        from ._graph import DYNAMIC_AXIS
+        return DYNAMIC_AXIS
+
+    @staticmethod
+    def all_static_axes():
+        """Every static axis, as a reduction's axis (the same as axis=None)."""
+        from ._graph import ALL_STATIC_AXES
+        return ALL_STATIC_AXES
 
     @staticmethod
     def new_unique_dynamic_axis(name: str = "") -> SequenceAxis:
@@ -127,3 +147,10 @@ __all__ += ["gemm_kernels", "get_matmul_precision", "inter_op_threads", "matmul_
 from . import initializer, losses, metrics, ops  # noqa: E402
 
 __all__ += ["initializer", "losses", "metrics", "ops"]
+
+# CNTK's activations and shape ops composed from loom's own (python/loom/_composite.py).
+from ._composite import (cosh, elu, expand_dims, leaky_relu, param_relu, reduce_l1, reduce_l2,  # noqa: E402
+                         reduce_sum_square, selu, sinh, softsign, squeeze, swapaxes, tan)
+
+__all__ += ["cosh", "elu", "expand_dims", "leaky_relu", "param_relu", "reduce_l1", "reduce_l2", "reduce_sum_square",
+            "selu", "sinh", "softsign", "squeeze", "swapaxes", "tan"]

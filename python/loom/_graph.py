@@ -56,13 +56,30 @@ def _f64(dtype: Any, what: str) -> bool:
     raise _loom.UserError(f"{what}: dtype is numpy.float32 or numpy.float64; got {d}")
 
 
+class NamedAxis:
+    """One of CNTK's named axes (Axis.default_batch_axis(), Axis.default_dynamic_axis(),
+    Axis.all_static_axes()): what input_variable's dynamic_axes and the reductions' axis take."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Axis.{self.name}()"
+
+
+BATCH_AXIS, DYNAMIC_AXIS, ALL_STATIC_AXES = (NamedAxis(n) for n in
+                                             ("default_batch_axis", "default_dynamic_axis", "all_static_axes"))
+
+
 def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bool = False,
                    is_sparse: bool = False, dynamic_axes: Optional[Sequence] = None,
                    name: str = "") -> Variable:
     """An input with a batch axis: each eval is given an array [N, *shape].
 
     dynamic_axes=[] makes an input with no dynamic axis (one tensor of `shape` per eval, read
-    as a parameter is). loom differs from CNTK: an input has no dtype of its own (eval computes
+    as a parameter is); [Axis.default_batch_axis()] is the default; [Axis.default_batch_axis(),
+    Axis.default_dynamic_axis()] makes a sequence input, as sequence.input_variable. loom differs
+    from CNTK: an input has no dtype of its own (eval computes
     in float64 when any data or parameter is float64, else float32; `dtype` is only checked to be
     one of the two); every input can be differentiated (needs_gradient is accepted and ignored);
     there are no sparse inputs (ids go to `embedding`).
@@ -73,10 +90,12 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
                               "to embedding(ids, table) instead of one-hot vectors")
     axes = 1
     if dynamic_axes is not None:
-        if len(dynamic_axes) != 0:
-            raise _loom.UserError("input_variable: dynamic_axes is [] (no dynamic axis) or left out (a batch "
-                                  "axis); a sequence input is sequence.input_variable")
-        axes = 0
+        given = list(dynamic_axes)
+        axes = {(): 0, (BATCH_AXIS,): 1, (BATCH_AXIS, DYNAMIC_AXIS): 2}.get(tuple(given))
+        if axes is None:
+            raise _loom.UserError(f"input_variable: dynamic_axes is [], [Axis.default_batch_axis()] or "
+                                  f"[Axis.default_batch_axis(), Axis.default_dynamic_axis()]; got {given!r} (a "
+                                  f"sequence input on an axis of its own: sequence.input_variable(sequence_axis=...))")
     return _loom._input_variable(list(_shape(shape, "input_variable")), name, axes)
 
 
@@ -148,6 +167,8 @@ def _axis(axis: Any, what: str) -> int:
 
 def _reduce(op, x: VariableLike, axis: Any, keepdims: bool, name: str, what: str) -> Variable:
     x = _variable(x)
+    if axis is ALL_STATIC_AXES:
+        axis = None
     if axis is None:
         axes = [_loom._all_static_axes]
     elif isinstance(axis, (list, tuple)):
@@ -265,11 +286,19 @@ def slice(x: VariableLike, axis: int, begin_index: int, end_index: int, strides:
 
 def reshape(x: VariableLike, shape: ShapeLike, begin_axis: Any = None, end_axis: Any = None,
             name: str = "") -> Variable:
-    """The same elements in a sample of `shape` (the counts must be equal); begin_axis and
-    end_axis are not supported."""
+    """The same elements in a sample of `shape` (the counts must be equal; one dimension may be -1,
+    inferred from the others, as in CNTK and numpy); begin_axis and end_axis are not supported."""
     if begin_axis is not None or end_axis is not None:
         raise _loom.UserError("reshape: loom reshapes the whole sample (no begin_axis / end_axis)")
-    return _loom._reshape(_variable(x), list(_shape(shape, "reshape")), name)
+    x = _variable(x)
+    dims = [int(d) for d in ((shape,) if isinstance(shape, numbers.Integral) else shape)]
+    if dims.count(-1) == 1:
+        known, count = int(np.prod([d for d in dims if d != -1])), int(np.prod(x.shape))
+        if known <= 0 or count % known:
+            raise _loom.UserError(f"reshape: a sample of shape {tuple(x.shape)} ({count} elements) cannot take "
+                                  f"shape {tuple(dims)}")
+        dims[dims.index(-1)] = count // known
+    return _loom._reshape(x, list(_shape(tuple(dims), "reshape")), name)
 
 
 def transpose(x: VariableLike, perm: Optional[Sequence[int]] = None, name: str = "") -> Variable:

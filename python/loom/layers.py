@@ -8,19 +8,19 @@ RNNStep) are steps that Recurrence, Fold and BiRecurrence run over a sequence.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 from . import _loom
 from ._graph import ShapeLike, _shape, _variable
-from ._loom import Initializer
+from ._loom import Initializer, Variable
 from ._recurrence import PythonRecurrence, PythonUnfold
 
 Cell = _loom.layers.Cell
 Layer = _loom.layers.Layer
 
-__all__ = ["BiRecurrence", "Cell", "Dense", "Dropout", "Embedding", "Fold", "GRU", "LSTM", "Layer",
-           "LayerNormalization", "PythonRecurrence", "PythonUnfold", "RNNStep", "Recurrence", "RecurrenceFrom",
-           "Sequential", "UnfoldFrom"]
+__all__ = ["BiRecurrence", "Cell", "Delay", "Dense", "Dropout", "Embedding", "Fold", "For", "GRU", "LSTM", "Label",
+           "Layer", "LayerNormalization", "PythonRecurrence", "PythonSequential", "PythonUnfold", "RNNStep",
+           "Recurrence", "RecurrenceFrom", "Sequential", "UnfoldFrom", "identity"]
 
 
 def _init(init: Any, what: str) -> Initializer:
@@ -66,21 +66,90 @@ def Embedding(shape: int, init: Any = None, weights: Any = None, vocabulary: int
     return _loom.layers._Embedding(dims[0], int(vocabulary), _init(init, "Embedding"), name)
 
 
-def Sequential(layers: Sequence[Any], name: str = "Sequential") -> Layer:
-    """The layers applied in order (a list of Layers; nested lists are flattened)."""
+class PythonSequential:
+    """What Sequential returns when some of its items are Python functions (C.relu, a lambda, Label,
+    a Python-step Recurrence): calls each item on the previous one's result, in order."""
+
+    def __init__(self, items: List[Any], name: str) -> None:
+        self._items, self._name = items, name
+
+    def __call__(self, x: Any) -> Variable:
+        for item in self._items:
+            x = item(x)
+        return x
+
+    @property
+    def name(self) -> str:
+        """The layer's name."""
+        return self._name
+
+    @property
+    def parameters(self) -> list:
+        """The parameters of its layers (those made so far), in order, each once."""
+        seen, found = set(), []
+        for item in self._items:
+            for p in getattr(item, "parameters", []):
+                if p not in seen:
+                    seen.add(p)
+                    found.append(p)
+        return found
+
+    def __repr__(self) -> str:
+        return f"<loom.layers.PythonSequential '{self._name}' of {len(self._items)} items>"
+
+
+def Sequential(layers: Sequence[Any], name: str = "Sequential") -> Any:
+    """The layers applied in order: a list of Layers and functions of a Variable (C.relu, a lambda,
+    Label('name'), ...); nested lists are flattened. Of Layers alone it is a Layer; with a function
+    among them, a PythonSequential."""
     flat = []
 
     def add(items):
         for item in items:
             if isinstance(item, (list, tuple)):
                 add(item)
-            elif isinstance(item, Layer):
+            elif isinstance(item, Layer) or callable(item):
                 flat.append(item)
             else:
-                raise _loom.UserError(f"Sequential: takes loom layers; got {item!r}")
+                raise _loom.UserError(f"Sequential: takes loom layers and functions of a Variable; got {item!r}")
 
     add(layers)
-    return _loom.layers._Sequential(flat, name)
+    if all(isinstance(item, Layer) for item in flat):
+        return _loom.layers._Sequential(flat, name)
+    return PythonSequential(flat, name)
+
+
+def For(what_range: Any, constructor: Callable, name: str = "For") -> Any:
+    """Sequential([constructor(i) for i in what_range]) (or constructor() when it takes no
+    argument), as CNTK's For: a stack of layers made in a loop."""
+    import inspect
+    try:
+        takes_index = len(inspect.signature(constructor).parameters) > 0
+    except (TypeError, ValueError):
+        takes_index = True
+    return Sequential([constructor(i) if takes_index else constructor() for i in what_range], name)
+
+
+def identity(x: Any) -> Variable:
+    """x itself (CNTK's layers.identity, e.g. as an activation)."""
+    return _variable(x)
+
+
+def Label(name: str) -> Callable:
+    """A function that names its input: Label('h')(x) is alias(x, 'h'), to find the Variable by name."""
+    return lambda x: _loom.alias(_variable(x), name)
+
+
+def Delay(T: int = 1, initial_state: Any = None, name: str = "") -> Callable:
+    """A function of a sequence: past_value(x, initial_state, T) for T > 0, future_value(x,
+    initial_state, -T) for T < 0, x itself for T == 0."""
+    from ._graph import future_value, past_value
+    steps = int(T)
+    if steps == 0:
+        return identity
+    if steps > 0:
+        return lambda x: past_value(x, initial_state, steps, name=name)
+    return lambda x: future_value(x, initial_state, -steps, name=name)
 
 
 def Dropout(dropout_rate: float = 0.0, keep_prob: Any = None, seed: int = 0, name: str = "Dropout") -> Layer:

@@ -68,7 +68,11 @@ std::vector<Variable> variables_of(const py::object& list, const char* caller, c
     return out;
 }
 
-py::object eval(const Variable& self, const py::object& arguments, const py::object& outputs) {
+// A result as numpy (as_numpy) or as the loom Value itself (CNTK's as_numpy=False).
+py::object result_of(const Value& value, bool as_numpy) { return as_numpy ? to_numpy(value) : py::cast(value); }
+
+py::object eval(const Variable& self, const py::object& arguments, const py::object& outputs, const py::object&,
+                bool as_numpy) {
     const bool many = !outputs.is_none();
     const std::vector<Variable> wanted = many ? variables_of(outputs, "eval", "outputs") : std::vector<Variable>{self};
     const Bindings bindings = bindings_of(wanted, arguments, "eval");
@@ -77,13 +81,14 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
         py::gil_scoped_release released;
         results = evaluate(wanted, bindings);
     }
-    if (!many) return to_numpy(results[self]);
+    if (!many) return result_of(results[self], as_numpy);
     py::dict out;
-    for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
+    for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
     return out;
 }
 
-py::object grad(const Variable& self, const py::object& at, const py::object& wrt) {
+py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object&,
+                bool as_numpy) {
     std::vector<Variable> wanted = wrt.is_none() ? arguments_of({self}) : variables_of(wrt, "grad", "wrt");
     if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
     const Bindings bindings = bindings_of({self}, at, "grad");
@@ -92,9 +97,9 @@ py::object grad(const Variable& self, const py::object& at, const py::object& wr
         py::gil_scoped_release released;
         results = gradients(self, bindings, wanted);
     }
-    if (wanted.size() == 1) return to_numpy(results[wanted[0]]);
+    if (wanted.size() == 1) return result_of(results[wanted[0]], as_numpy);
     py::dict out;
-    for (const Variable& v : wanted) out[wrap(v)] = to_numpy(results[v]);
+    for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
     return out;
 }
 
@@ -314,6 +319,7 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
 
     py::class_<Variable> v = py::reinterpret_borrow<py::class_<Variable>>(m.attr("Variable"));
     v.def("eval", &eval, py::arg("arguments") = py::none(), py::arg("outputs") = py::none(),
+          py::arg("device") = py::none(), py::arg("as_numpy") = true,
           R"doc(Runs the graph forward and returns its value as numpy.
 
 arguments: {input: data, ...}, or the data alone when the graph has one input (None when it has
@@ -327,16 +333,18 @@ Returns, for a sequence output, a list of arrays [T_i, sample...]: views into on
 that they keep alive (no copy; np.ascontiguousarray makes one contiguous); for a batch output an
 array [N, sample...]; for a static one an array of its shape. The element type is float64 when
 any input's data or any parameter is float64, else float32 (loom differs from CNTK: an input has
-no dtype of its own). With outputs=[...], a dict of each output's value instead.
-The GIL is released while the engine runs.)doc")
+no dtype of its own). With outputs=[...], a dict of each output's value instead. device is
+accepted and ignored (loom runs on the CPU); as_numpy=False returns loom.Value objects instead of
+arrays. The GIL is released while the engine runs.)doc")
         .def(
-            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(),
+            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(), py::arg("device") = py::none(),
+            py::arg("as_numpy") = true,
             R"doc(The gradient of the sum of this Variable's value (over every sequence, step and element) with respect to wrt.
 
 at: the data, as eval's arguments. wrt: a list of parameters and inputs; None means every input
 (loom differs from CNTK: inputs have no needs_gradient flag). Returns one array (or a list of
-per-sequence arrays for a sequence input) when wrt has one entry, else a dict by Variable.
-The GIL is released while the engine runs.)doc")
+per-sequence arrays for a sequence input) when wrt has one entry, else a dict by Variable;
+device and as_numpy as in eval. The GIL is released while the engine runs.)doc")
         .def(
             "save",
             [](const Variable& self, const std::string& path) {
