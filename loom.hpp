@@ -22,6 +22,7 @@
 #include "graph/compile.hpp"
 #include "graph/dot.hpp"
 #include "graph/evaluate.hpp"
+#include "graph/interrupt.hpp"
 #include "graph/ops.hpp"
 #include "graph/session.hpp"
 #include "graph/variable.hpp"

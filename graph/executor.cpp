@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "graph/interrupt.hpp"
 
 namespace loom {
 
@@ -140,11 +141,18 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
     const int threads = inter_op_threads();
     works_.resize(static_cast<std::size_t>(std::max(threads, 1)));
     if (threads <= 1) {
-        for (std::size_t s = 0; s < plan_->steps.size(); ++s) run(static_cast<int>(s), works_[0]);
+        for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
+            interruption_point();
+            run(static_cast<int>(s), works_[0]);
+        }
         return;
     }
     cost.resize(plan_->steps.size());
+    // Steps on other threads answer to the interrupt check of the thread that started the pass.
+    const InterruptCheckScope* interrupt = InterruptCheckScope::current();
     run_task_graph(tasks, threads, [&](int task, int worker) {
+        const InterruptCheckScope::Adopt adopted(interrupt);
+        interruption_point();
         const auto start = std::chrono::steady_clock::now();
         run(task, works_[static_cast<std::size_t>(worker)]);
         cost[static_cast<std::size_t>(task)] =

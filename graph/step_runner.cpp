@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "graph/interrupt.hpp"
 
 namespace loom {
 
@@ -163,6 +164,7 @@ void StepRunner<T>::run_loop(const PlanStep& step, Workspace<T>& work) {
     for (int m : step.members) calls_.loop_member(m, n_seq, false);
     std::vector<LoopCache<T>> caches = loop_caches(step.members.size(), buffers_.pool());
     for (std::size_t k = 0; k < steps; ++k) {
+        interruption_point();
         const std::size_t t = step.direction > 0 ? k : steps - 1 - k;
         for (std::size_t mi = 0; mi < step.members.size(); ++mi) {
             const int m = step.members[mi];
@@ -217,6 +219,7 @@ void StepRunner<T>::back_loop(std::size_t s, Workspace<T>& work) {
     {
         std::vector<LoopCache<T>> caches = loop_caches(step.members.size(), buffers_.pool());
         for (std::size_t k = 0; k < steps; ++k) {
+            interruption_point();
             const std::size_t t = step.direction > 0 ? steps - 1 - k : k;
             zero_ahead(k);
             for (std::size_t mi = step.members.size(); mi-- > 0;) {
