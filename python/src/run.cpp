@@ -375,9 +375,7 @@ at the end of the block. A freed state passed to backward raises loom.UserError.
             "function", [](const ForwardState& s) { return wrap(s.function); }, "The Function whose forward made it.")
         .def_property_readonly(
             "loop_bytes_peak",
-            [](const ForwardState& s) {
-                return live_session(s, s.function, "loop_bytes_peak")->loop_bytes_peak();
-            },
+            [](const ForwardState& s) { return live_session(s, s.function, "loop_bytes_peak")->loop_bytes_peak(); },
             "The most bytes one recurrence loop held for backward in this state's passes (loom's; see "
             "Function.forward's memory_budget).")
         .def("__enter__", [](py::object s) { return s; })
