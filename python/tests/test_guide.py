@@ -38,7 +38,8 @@ def test_the_python_block_runs(title, n, block):
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(block, f"docs/guide.md, section '{title}', python block {n}", "exec"), {"__name__": "__main__"})
+            code = compile(block, f"docs/guide.md, section '{title}', python block {n}", "exec")
+            exec(code, {"__name__": "__main__"})
     except Exception as e:
         raise AssertionError(f"docs/guide.md, section '{title}': python block {n} failed: {e!r}\n"
                              f"its output:\n{out.getvalue()}") from e
