@@ -262,3 +262,8 @@ from .models import (AdditiveAttention, GeneralAttention, MultiHeadAttention, Se
 from .models import __all__ as _models_all  # noqa: E402
 
 __all__ += _models_all
+
+# CNTK's AttentionModel (Bahdanau), callable inside a step function: python/loom/_attention_model.py.
+from ._attention_model import AttentionModel  # noqa: E402
+
+__all__ += ["AttentionModel"]

@@ -42,7 +42,25 @@ weights). layer.parameters lists those made so far.)doc");
     py::class_<layers::Cell> cell(
         l, "Cell",
         R"doc(A recurrent step (LSTM, GRU, RNNStep): Recurrence, Fold or BiRecurrence runs it over a sequence.)doc");
-    cell.def_property_readonly("parameters", &layers::Cell::parameters, "The parameters made so far.")
+    cell.def(
+            "__call__",
+            [](const layers::Cell& self, const py::args& args) -> py::object {
+                if (args.size() != self.num_states() + 1)
+                    throw UserError("the cell " + self.name() + " is called with its " +
+                                    std::to_string(self.num_states()) + " state(s), then the input; got " +
+                                    std::to_string(args.size()) + " argument(s)");
+                std::vector<Variable> states;
+                for (std::size_t k = 0; k + 1 < args.size(); ++k) states.push_back(args[k].cast<Variable>());
+                const std::vector<Variable> next = self(states, args[args.size() - 1].cast<Variable>());
+                if (next.size() == 1) return py::cast(next[0]);
+                return py::tuple(py::cast(next));
+            },
+            R"doc(One step, as CNTK's cells: lstm(h, c, x) -> (h', c'), gru(h, x) -> h', rnn(h, x) -> h'.
+
+Each state and the input is a Variable of one step (a placeholder's past_value inside a step
+function given to Recurrence, say); the parameters are made at the first call (or by a Recurrence
+over the cell) and shared by every call.)doc")
+        .def_property_readonly("parameters", &layers::Cell::parameters, "The parameters made so far.")
         .def_property_readonly("name", &layers::Cell::name, "The cell's name.")
         .def("__repr__", [](const layers::Cell& self) { return "<loom.layers.Cell " + self.name() + ">"; });
     cell.attr("__module__") = "loom.layers";

@@ -478,6 +478,14 @@ query: a batch value [d] or a sequence of queries; keys and values: sequences on
             py::arg("query"), py::arg("keys"), py::arg("values"))
         .def_property_readonly("parameters", &layers::AdditiveAttention::parameters);
     additive.attr("__module__") = "loom.layers";
+    // CNTK's AttentionModel (loom/_attention_model.py): the query on any axis, inside a loop too; the
+    // keys are unpacked once per item (layers::attention_memory) and are the values.
+    l.def(
+        "_additive_over_memory",
+        [attention_tuple](const layers::AdditiveAttention& attention, const Variable& keys, const Variable& query) {
+            return attention_tuple(attention(query, layers::attention_memory(keys)));
+        },
+        py::arg("attention"), py::arg("keys"), py::arg("query"));
     py::class_<layers::GeneralAttention> general(l, "GeneralAttention",
                                                  "Luong's general attention: score_j = q^T W k_j; att(query, keys, "
                                                  "values) gives (context, weights).");

@@ -175,7 +175,7 @@ Value dense_gradient(const Session& session, std::size_t i) {
 }
 
 py::tuple forward(const Variable& self, const py::object& arguments, const py::object& outputs,
-                  const py::object& keep_for_backward) {
+                  const py::object& keep_for_backward, std::size_t memory_budget) {
     auto state = std::make_shared<ForwardState>();
     state->function = self;
     state->outputs = outputs.is_none() ? std::vector<Variable>{self} : variables_of(outputs, "forward", "outputs");
@@ -191,6 +191,7 @@ py::tuple forward(const Variable& self, const py::object& arguments, const py::o
     {
         py::gil_scoped_release released;
         state->session = std::make_shared<Session>(state->outputs, parameters);
+        state->session->set_memory_budget(memory_budget);
         state->session->forward(*state->bindings, "forward");
     }
     py::dict values;
@@ -380,6 +381,11 @@ at the end of the block. A freed state passed to backward raises loom.UserError.
             "is_freed", [](const ForwardState& s) { return !s.session; }, "Whether free() was called.")
         .def_property_readonly(
             "function", [](const ForwardState& s) { return wrap(s.function); }, "The Function whose forward made it.")
+        .def_property_readonly(
+            "loop_bytes_peak",
+            [](const ForwardState& s) { return live_session(s, s.function, "loop_bytes_peak")->loop_bytes_peak(); },
+            "The most bytes one recurrence loop held for backward in this state's passes (loom's; see "
+            "Function.forward's memory_budget).")
         .def("__enter__", [](py::object s) { return s; })
         .def(
             "__exit__",
@@ -390,14 +396,18 @@ at the end of the block. A freed state passed to backward raises loom.UserError.
             py::arg("type"), py::arg("value"), py::arg("traceback"));
     state.attr("__module__") = "loom";
     v.def("forward", &forward, py::arg("arguments") = py::none(), py::arg("outputs") = py::none(),
-          py::arg("keep_for_backward") = py::none(),
+          py::arg("keep_for_backward") = py::none(), py::kw_only(), py::arg("memory_budget") = 0,
           R"doc(Runs the graph forward, keeping the session for backward: returns (state, {output: value}).
 
 arguments as eval's; outputs: the Variables to compute (this one by default); keep_for_backward: the
 outputs backward may start from (a set; empty: the state only holds the values). The state holds
 the session until it is freed (state.free(), or a with-block). loom differs from eval here: the
 session runs in its parameters' element type (float64 data with float32 parameters gives float32),
-as CNTK's Function does. The GIL is released while the engine runs.)doc");
+as CNTK's Function does. memory_budget (loom's, not CNTK's; bytes, 0: none) bounds what each
+recurrence loop keeps for backward: a loop that would hold more runs in segments and backward
+recomputes each one (square-root checkpointing), with the same gradients bit for bit; too small a
+budget is a loom.UserError giving the least one that works. state.loop_bytes_peak says what a loop
+held. The GIL is released while the engine runs.)doc");
     v.def("backward", &backward, py::arg("state"), py::arg("root_gradients"), py::arg("variables"),
           py::arg("as_numpy") = true,
           R"doc(Runs the backward pass from a forward's state: returns {variable: gradient}.
