@@ -2,6 +2,7 @@
 // and checked with the GIL held; the engine runs with it released, so other Python threads (another
 // graph's eval) run meanwhile.
 #include <mutex>
+#include <thread>
 
 #include "bindings.hpp"
 #include "graph/weighted_gradients.hpp"
@@ -11,6 +12,28 @@ namespace loom_python {
 using namespace loom;
 
 namespace {
+
+/// The engine runs a call with the GIL released, and Ctrl-C stops it: between the engine's steps
+/// (every 50 ms at most) the calling thread takes the GIL to run Python's signal handlers, and a
+/// KeyboardInterrupt they raise leaves the call (graph/interrupt.hpp). Signals reach Python's main
+/// thread only, so a call from another thread runs to its end.
+class EngineRun {
+public:
+    EngineRun()
+        : caller_(std::this_thread::get_id()),
+          interrupts_(
+              [caller = caller_] {
+                  if (std::this_thread::get_id() != caller) return;
+                  py::gil_scoped_acquire held;
+                  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+              },
+              0.05) {}
+
+private:
+    std::thread::id caller_;
+    py::gil_scoped_release released_;
+    InterruptCheckScope interrupts_;
+};
 
 std::vector<Variable> arguments_of(const std::vector<Variable>& outputs) {
     std::vector<Variable> out;
@@ -78,7 +101,7 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
     const Bindings bindings = bindings_of(wanted, arguments, "eval");
     ValueMap results;
     {
-        py::gil_scoped_release released;
+        const EngineRun released;
         results = evaluate(wanted, bindings);
     }
     if (!many) return result_of(results[self], as_numpy);
@@ -94,7 +117,7 @@ py::object grad(const Variable& self, const py::object& at, const py::object& wr
     const Bindings bindings = bindings_of({self}, at, "grad");
     ValueMap results;
     {
-        py::gil_scoped_release released;
+        const EngineRun released;
         results = gradients(self, bindings, wanted);
     }
     if (wanted.size() == 1) return result_of(results[wanted[0]], as_numpy);
@@ -189,7 +212,7 @@ py::tuple forward(const Variable& self, const py::object& arguments, const py::o
     const std::vector<Parameter> parameters =
         state->kept.empty() ? std::vector<Parameter>{} : parameters_of({state->outputs[0]});
     {
-        py::gil_scoped_release released;
+        const EngineRun released;
         state->session = std::make_shared<Session>(state->outputs, parameters);
         state->session->set_memory_budget(memory_budget);
         state->session->forward(*state->bindings, "forward");
@@ -234,7 +257,7 @@ py::dict backward(const Variable& self, ForwardState& state, const py::dict& roo
     const bool kept_session = ones && root == state.outputs[0] && indices.size() == wanted.size();
     ValueMap results;
     {
-        py::gil_scoped_release released;
+        const EngineRun released;
         const std::lock_guard<std::mutex> turn(*busy);
         if (ones) same_layout(weights, session->value(root), "backward: root_gradients for " + label_of(root));
         if (kept_session) {
