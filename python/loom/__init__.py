@@ -122,3 +122,10 @@ class matmul_precision:
 
 __all__ += ["gemm_kernels", "get_matmul_precision", "inter_op_threads", "matmul_precision", "set_blas_threads",
             "set_inter_op_threads", "set_matmul_precision"]
+
+# Question answering and text (loom.qa, loom.text), the Batcher (loom.io), ops across a batch
+# (loom.batch) and ParameterAverage: what samples/python/qa_similarity.py trains with.
+from . import batch, io, qa, text  # noqa: E402
+from .train import ParameterAverage  # noqa: E402
+
+__all__ += ["ParameterAverage", "batch", "io", "qa", "text"]
