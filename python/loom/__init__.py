@@ -124,8 +124,9 @@ __all__ += ["gemm_kernels", "get_matmul_precision", "inter_op_threads", "matmul_
             "set_inter_op_threads", "set_matmul_precision"]
 
 # Question answering and text (loom.qa, loom.text), the Batcher (loom.io), ops across a batch
-# (loom.batch) and ParameterAverage: what samples/python/qa_similarity.py trains with.
+# (loom.batch), ParameterAverage and Session: what samples/python/qa_similarity.py trains with.
 from . import batch, io, qa, text  # noqa: E402
+from ._loom import Session  # noqa: E402
 from .train import ParameterAverage  # noqa: E402
 
-__all__ += ["ParameterAverage", "batch", "io", "qa", "text"]
+__all__ += ["ParameterAverage", "Session", "batch", "io", "qa", "text"]

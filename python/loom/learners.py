@@ -163,6 +163,7 @@ class Learner:
         self._rate = rate  # a Schedule (indexed by samples) or None (a LearningRate inside impl)
         self._average = average
         self._trainer = None  # the Trainer it was given to
+        self._last_rate = None  # the rate _before_minibatch last gave impl (None: unknown, set it again)
         self._factor = 1.0  # unit gain's 1 - momentum: loom's rule runs with rate * factor
 
     @property
@@ -191,6 +192,7 @@ class Learner:
 
     def _set_rate(self, rate) -> None:
         """Gives loom's learner `rate` (a Schedule: its value now; a LearningRate) times the factor."""
+        self._last_rate = None
         if isinstance(rate, Schedule):
             seen = self._trainer.total_number_of_samples_seen if self._trainer is not None else 0
             self._impl.set_learning_rate(rate.rate_at(seen) * self._factor)
@@ -202,7 +204,11 @@ class Learner:
 
     def _before_minibatch(self, samples_seen: int) -> None:
         if self._rate is not None:
-            self._impl.set_learning_rate(self._rate.rate_at(samples_seen) * self._factor)
+            rate = self._rate.rate_at(samples_seen) * self._factor
+            # Set only when it changes: a new rate each step costs some 50 us (2 % of a small model's step).
+            if rate != self._last_rate:
+                self._impl.set_learning_rate(rate)
+                self._last_rate = rate
 
     def __repr__(self) -> str:
         return f"<loom.Learner {self._impl.name} over {len(self.parameters)} parameters>"

@@ -112,6 +112,7 @@ class Trainer:
         """Restores what save_checkpoint wrote (training then goes on bit for bit) and returns its
         external_state. A damaged file is a loom.DataError and changes nothing."""
         extras = self._impl.load_checkpoint(str(filename))
+        self._learner._last_rate = None  # the checkpoint's learner state may hold another rate
         return pickle.loads(extras[_EXTERNAL_STATE]) if _EXTERNAL_STATE in extras else {}
 
 
@@ -146,6 +147,7 @@ def fit(trainer: Trainer, source, epochs: int = 1, minibatches_per_epoch: Option
         minibatches_per_epoch = len(batches)
         get = lambda epoch, index: batches[index]  # noqa: E731
     learner = trainer._learner
+    learner._last_rate = None  # fit may resume a checkpoint: give the schedule's rate again
 
     def minibatch(epoch, index):
         learner._before_minibatch(trainer._impl.total_samples_seen)

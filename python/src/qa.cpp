@@ -1,7 +1,9 @@
 // Question answering and its text tools for Python (loom.qa, loom.text), the Batcher (loom.io), the
-// batch-axis ops (loom.batch) and ParameterAverage (loom.train): what the QA sample's recipe needs,
-// under the C++ names. Names and conversions only; the minibatch of a QA model's inputs is built in
+// batch-axis ops (loom.batch), ParameterAverage (loom.train) and Session (a forward compiled once and
+// run on many minibatches): what the QA sample's recipe needs, under the C++ names. Names and conversions only; the minibatch of a QA model's inputs is built in
 // C++ (make_qa_minibatch), so a Python training loop spends no time per token.
+#include <mutex>
+
 #include "bindings.hpp"
 
 namespace loom_python {
@@ -257,9 +259,68 @@ void bind_average(py::module_& m) {
              "Sets every parameter to the mean of the values added; nothing added is a loom.UserError.");
 }
 
+/// A Session for Python: its outputs (to check the data against) and one forward at a time.
+struct PySession {
+    std::vector<Variable> outputs;
+    std::unique_ptr<Session> session;
+    std::mutex running;
+};
+
+void bind_session(py::module_& m) {
+    py::class_<PySession>(m, "Session", R"doc(Session(outputs): the graph of outputs (a Variable or a list) compiled once; eval
+runs it forward on each minibatch, reusing its plan and buffers. Variable.eval compiles the graph at
+every call, which costs more than a small minibatch's forward: score many minibatches with one
+Session. It runs in inference mode (dropout is the identity), as eval. loom's; not in CNTK.)doc")
+        .def(py::init([](const py::object& outputs) {
+                 auto s = std::make_unique<PySession>();
+                 if (py::isinstance<Variable>(outputs)) {
+                     s->outputs.push_back(outputs.cast<Variable>());
+                 } else {
+                     for (py::handle item : outputs) {
+                         if (!py::isinstance<Variable>(item))
+                             throw UserError("Session: outputs is a Variable or a list of Variables; got " +
+                                             std::string(py::str(py::repr(item))).substr(0, 100));
+                         s->outputs.push_back(item.cast<Variable>());
+                     }
+                 }
+                 if (s->outputs.empty()) throw UserError("Session: no outputs given");
+                 s->session = std::make_unique<Session>(s->outputs);
+                 return s;
+             }),
+             py::arg("outputs"))
+        .def(
+            "eval",
+            [](PySession& s, const py::object& arguments) -> py::object {
+                const Bindings b = bindings_of(s.outputs, arguments, "Session.eval");
+                std::vector<Value> values;
+                {
+                    py::gil_scoped_release released;
+                    std::lock_guard<std::mutex> one_at_a_time(s.running);
+                    s.session->forward(b, "Session.eval");
+                    for (const Variable& v : s.outputs) values.push_back(s.session->value(v));
+                }
+                if (s.outputs.size() == 1) return to_numpy(std::move(values[0]));
+                py::dict out;
+                for (std::size_t i = 0; i < values.size(); ++i) out[wrap(s.outputs[i])] = to_numpy(std::move(values[i]));
+                return out;
+            },
+            py::arg("arguments"),
+            "The outputs' values on arguments ({input: data}, as Variable.eval): one array, or a dict by output "
+            "when the session has several.")
+        .def_property_readonly(
+            "outputs",
+            [](const PySession& s) {
+                py::list out;
+                for (const Variable& v : s.outputs) out.append(wrap(v));
+                return out;
+            },
+            "The outputs it computes.");
+}
+
 }  // namespace
 
 void bind_qa(py::module_& m) {
+    bind_session(m);
     bind_text(m);
     py::module_ q = m.def_submodule("qa", "loom's qa/: QA files, overlap baselines, ranking metrics, synthetic data.");
     bind_qa_data(q);
