@@ -1,7 +1,8 @@
 // Question answering and its text tools for Python (loom.qa, loom.text), the Batcher (loom.io), the
 // batch-axis ops (loom.batch), ParameterAverage (loom.train) and Session (a forward compiled once and
-// run on many minibatches): what the QA sample's recipe needs, under the C++ names. Names and conversions only; the minibatch of a QA model's inputs is built in
-// C++ (make_qa_minibatch), so a Python training loop spends no time per token.
+// run on many minibatches): what the QA sample's recipe needs, under the C++ names. Names and conversions only; the
+// minibatch of a QA model's inputs is built in C++ (make_qa_minibatch), so a Python training loop spends no time per
+// token.
 #include <mutex>
 
 #include "bindings.hpp"
@@ -36,7 +37,8 @@ py::array_t<float> rows_of(const std::vector<float>& numbers, std::size_t k) {
 
 void bind_text(py::module_& m) {
     py::module_ t = m.def_submodule("text", "loom's text/: Vocabulary, IdfTable, stopwords and the stemmer.");
-    py::class_<Vocabulary>(t, "Vocabulary", R"doc(Words and their ids: 0 is padding ("<pad>"), 1 the unknown word ("<unk>"),
+    py::class_<Vocabulary>(t, "Vocabulary",
+                           R"doc(Words and their ids: 0 is padding ("<pad>"), 1 the unknown word ("<unk>"),
 the rest words by decreasing count (ties in byte order), so the same data gives the same ids.)doc")
         .def(py::init<>(), "Only the two reserved entries.")
         .def_static(
@@ -78,7 +80,8 @@ the rest words by decreasing count (ties in byte order), so the same data gives 
 }
 
 void bind_qa_data(py::module_& q) {
-    py::class_<QaPair>(q, "QaPair", "One line of a QA file: a question, a candidate sentence and whether it answers it.")
+    py::class_<QaPair>(q, "QaPair",
+                       "One line of a QA file: a question, a candidate sentence and whether it answers it.")
         .def_readonly("question", &QaPair::question, "The question's tokens.")
         .def_readonly("answer", &QaPair::answer, "The candidate sentence's tokens.")
         .def_readonly("label", &QaPair::label, "1: the sentence answers the question.")
@@ -121,7 +124,8 @@ void bind_qa_data(py::module_& q) {
                    std::to_string(d.num_groups) + " questions>";
         });
     q.def(
-        "read_qa_tsv", [](const std::string& path, bool lowercase) { return read_qa_tsv(path, {.lowercase = lowercase}); },
+        "read_qa_tsv",
+        [](const std::string& path, bool lowercase) { return read_qa_tsv(path, {.lowercase = lowercase}); },
         py::arg("path"), py::arg("lowercase") = true,
         "A tokenised QA file (SelQA's: question<TAB>sentence<TAB>label, tokens separated by spaces). A missing "
         "file or a malformed row is a loom.DataError naming file:line.");
@@ -203,7 +207,8 @@ void bind_qa_scores(py::module_& q) {
 
 void bind_batcher(py::module_& m) {
     py::module_ io = m.def_submodule("io", "loom's data/batching.hpp: the Batcher.");
-    py::class_<Batcher>(io, "Batcher", R"doc(Serves every epoch's minibatches of item indices: shuffled with the seed and
+    py::class_<Batcher>(io, "Batcher",
+                        R"doc(Serves every epoch's minibatches of item indices: shuffled with the seed and
 the epoch's number, sorted by length within windows of sort_window batches (0: not sorted).)doc")
         .def(py::init([](const py::object& items, std::size_t batch_size, std::size_t sort_window, bool shuffle,
                          std::uint64_t seed, bool drop_last) {
@@ -233,7 +238,9 @@ the epoch's number, sorted by length within windows of sort_window batches (0: n
         .def("next", &Batcher::next, "The batch at the position, then advances (to the next epoch at the end).")
         .def(
             "set_position",
-            [](Batcher& b, std::size_t epoch, std::size_t batch) { b.set_position({epoch, batch}); },
+            [](Batcher& b, std::size_t epoch, std::size_t batch) {
+                b.set_position({epoch, batch});
+            },
             py::arg("epoch"), py::arg("batch"), "Where next() serves from.");
 }
 
@@ -241,8 +248,7 @@ void bind_batch_ops(py::module_& m) {
     py::module_ b = m.def_submodule("batch", "Ops across a batch's items (graph/ops.hpp's batch::).");
     b.def("reduce_sum", &batch::reduce_sum, py::arg("x"), py::arg("name") = "", "The sum over the items: static.");
     b.def("reduce_mean", &batch::reduce_mean, py::arg("x"), py::arg("name") = "", "The mean over the items: static.");
-    b.def("reduce_max", &batch::reduce_max, py::arg("x"), py::arg("name") = "",
-          "The maximum over the items: static.");
+    b.def("reduce_max", &batch::reduce_max, py::arg("x"), py::arg("name") = "", "The maximum over the items: static.");
     b.def("softmax", &batch::softmax, py::arg("x"), py::arg("name") = "",
           "Softmax across the items, element by element (a listwise loss's): a batch value like x.");
     b.def("broadcast_as", &batch::broadcast_as, py::arg("x"), py::arg("like"), py::arg("name") = "",
@@ -250,8 +256,9 @@ void bind_batch_ops(py::module_& m) {
 }
 
 void bind_average(py::module_& m) {
-    py::class_<ParameterAverage>(m, "ParameterAverage",
-                                 "The mean of parameters' values over points of a run: add() at each, assign() at the end.")
+    py::class_<ParameterAverage>(
+        m, "ParameterAverage",
+        "The mean of parameters' values over points of a run: add() at each, assign() at the end.")
         .def(py::init<std::vector<Parameter>>(), py::arg("parameters"))
         .def("add", &ParameterAverage::add, "Adds the parameters' current values.")
         .def_property_readonly("count", &ParameterAverage::count, "How many times add() was called.")
@@ -267,7 +274,8 @@ struct PySession {
 };
 
 void bind_session(py::module_& m) {
-    py::class_<PySession>(m, "Session", R"doc(Session(outputs): the graph of outputs (a Variable or a list) compiled once; eval
+    py::class_<PySession>(m, "Session",
+                          R"doc(Session(outputs): the graph of outputs (a Variable or a list) compiled once; eval
 runs it forward on each minibatch, reusing its plan and buffers. Variable.eval compiles the graph at
 every call, which costs more than a small minibatch's forward: score many minibatches with one
 Session. It runs in inference mode (dropout is the identity), as eval. loom's; not in CNTK.)doc")
@@ -301,7 +309,8 @@ Session. It runs in inference mode (dropout is the identity), as eval. loom's; n
                 }
                 if (s.outputs.size() == 1) return to_numpy(std::move(values[0]));
                 py::dict out;
-                for (std::size_t i = 0; i < values.size(); ++i) out[wrap(s.outputs[i])] = to_numpy(std::move(values[i]));
+                for (std::size_t i = 0; i < values.size(); ++i)
+                    out[wrap(s.outputs[i])] = to_numpy(std::move(values[i]));
                 return out;
             },
             py::arg("arguments"),

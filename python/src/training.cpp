@@ -335,8 +335,8 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
             "fit",
             [](Trainer& t, const py::object& minibatch, std::size_t per_epoch, std::uint64_t samples,
                std::size_t epochs, const std::string& checkpoint, std::size_t checkpoint_every, std::size_t max_steps,
-               const py::object& evaluate, std::size_t evaluate_every, std::size_t patience,
-               PyProgressPrinter* printer, bool restore_best) {
+               const py::object& evaluate, std::size_t evaluate_every, std::size_t patience, PyProgressPrinter* printer,
+               bool restore_best) {
                 FitOptions o;
                 o.max_epochs = epochs, o.checkpoint_path = checkpoint, o.checkpoint_every = checkpoint_every;
                 o.max_steps = max_steps, o.evaluate_every = evaluate_every, o.patience = patience;
