@@ -64,7 +64,7 @@ the rest words by decreasing count (ties in byte order), so the same data gives 
         .def("save", &Vocabulary::save, py::arg("path"), "Writes to_text() to path (a temporary file renamed).")
         .def_static("load", &Vocabulary::load, py::arg("path"), "Reads a file save() wrote (loom.DataError if not).");
     py::class_<IdfTable>(t, "IdfTable", "Document frequencies of a collection of token lists (each list a document).")
-        .def(py::init<>())
+        .def(py::init<>(), "An empty table (no documents).")
         .def_static("fit", &IdfTable::fit, py::arg("documents"),
                     "The table of documents (lists of tokens); a word counts once per document.")
         .def("__call__", &IdfTable::operator(), py::arg("word"), "log(N / df); an unseen word log(N + 1).")
@@ -99,7 +99,7 @@ void bind_qa_data(py::module_& q) {
         .def_readonly("average_precision", &RankingMetrics::average_precision,
                       "Per scored question, in order of first appearance.");
     py::class_<QaData>(q, "QaData", "A file of question/answer pairs, grouped by question.")
-        .def(py::init<>())
+        .def(py::init<>(), "No pairs (e.g. no evaluation file).")
         .def_readonly("source", &QaData::source, "The file's name, for messages.")
         .def_property_readonly(
             "pairs", [](const QaData& d) { return d.pairs; }, "The pairs in file order (a list: a copy).")
@@ -232,7 +232,8 @@ the epoch's number, sorted by length within windows of sort_window batches (0: n
              py::arg("items"), py::arg("batch_size") = 32, py::arg("sort_window") = 20, py::arg("shuffle") = true,
              py::arg("seed") = 1, py::arg("drop_last") = false,
              "items: a count, or each item's (question length, answer length).")
-        .def("batches_per_epoch", &Batcher::batches_per_epoch)
+        .def("batches_per_epoch", &Batcher::batches_per_epoch,
+             "The batches in an epoch: items / batch_size, rounded up (down with drop_last).")
         .def("epoch_batches", &Batcher::epoch_batches, py::arg("epoch"),
              "All batches of an epoch (lists of item indices), in the order they are served.")
         .def("next", &Batcher::next, "The batch at the position, then advances (to the next epoch at the end).")
@@ -259,7 +260,7 @@ void bind_average(py::module_& m) {
     py::class_<ParameterAverage>(
         m, "ParameterAverage",
         "The mean of parameters' values over points of a run: add() at each, assign() at the end.")
-        .def(py::init<std::vector<Parameter>>(), py::arg("parameters"))
+        .def(py::init<std::vector<Parameter>>(), py::arg("parameters"), "An average of parameters, nothing added yet.")
         .def("add", &ParameterAverage::add, "Adds the parameters' current values.")
         .def_property_readonly("count", &ParameterAverage::count, "How many times add() was called.")
         .def("assign", &ParameterAverage::assign,
