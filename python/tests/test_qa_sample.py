@@ -71,8 +71,8 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 def test_parameters_are_the_cpp_models():
     """Names, shapes and creation order of samples/qa_similarity/model.cpp's parameters, written out
-    here from that file: eager ones at construction (each LSTM's U, the backward one first as GCC
-    evaluates BiRecurrence's arguments; Dense's b; attention_w), question tower then answer tower;
+    here from that file: eager ones at construction (each LSTM's U, the backward one first; Dense's b;
+    attention_w), question tower then answer tower;
     then those made at the first call (embedding E, each LSTM's W and b, Dense's W)."""
     sys.path.insert(0, SAMPLES)
     try:
@@ -80,9 +80,14 @@ def test_parameters_are_the_cpp_models():
     finally:
         sys.path.remove(SAMPLES)
     m = sample.Model(100, 50, 64, 64)
-    eager = lambda s: [(f"{s}.backward.U", (64, 256)), (f"{s}.forward.U", (64, 256)), (f"{s}.dense.b", (64,)),
-                       (f"{s}.attention_w", (64, 1))]
-    lazy = lambda s: [(f"{s}.embedding.E", (100, 50)), (f"{s}.forward.W", (56, 256)), (f"{s}.forward.b", (256,)),
-                      (f"{s}.backward.W", (56, 256)), (f"{s}.backward.b", (256,)), (f"{s}.dense.W", (128, 64))]
+
+    def eager(s):
+        return [(f"{s}.backward.U", (64, 256)), (f"{s}.forward.U", (64, 256)), (f"{s}.dense.b", (64,)),
+                (f"{s}.attention_w", (64, 1))]
+
+    def lazy(s):  # W of [50 embedded + 6 features, 4 x 64]; dense W of [2 x 64, 64]
+        return [(f"{s}.embedding.E", (100, 50)), (f"{s}.forward.W", (56, 256)), (f"{s}.forward.b", (256,)),
+                (f"{s}.backward.W", (56, 256)), (f"{s}.backward.b", (256,)), (f"{s}.dense.W", (128, 64))]
+
     want = eager("question") + eager("answer") + lazy("question") + lazy("answer")
     assert [(p.name, tuple(p.shape)) for p in m.cosine.parameters] == want

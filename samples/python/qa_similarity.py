@@ -52,8 +52,7 @@ class Tower:
     def __init__(self, vocab: int, embed: int, hidden: int, dense: int, name: str):
         L = C.layers
         self.embedding = L.Embedding(embed, init=C.glorot_uniform(), vocabulary=vocab, name=name + ".embedding")
-        # The C++ sample builds BiRecurrence(LSTM(forward), LSTM(backward)) as one call, whose
-        # arguments GCC evaluates last to first: the backward LSTM's weights are drawn first.
+        # The backward LSTM draws its weights first, as in the C++ sample (model.cpp).
         backward = L.LSTM(hidden, init=C.glorot_uniform(), name=name + ".backward")
         forward = L.LSTM(hidden, init=C.glorot_uniform(), name=name + ".forward")
         self.encoder = L.Sequential([L.BiRecurrence(forward, backward),
