@@ -1,5 +1,6 @@
 #include "qa/qa_data.hpp"
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -7,6 +8,7 @@
 #include "core/errors.hpp"
 #include "core/serialization.hpp"
 #include "data/text.hpp"
+#include "qa/overlap.hpp"
 #include "text/tokenize.hpp"
 
 namespace loom {
@@ -237,6 +239,27 @@ QaMinibatch make_qa_minibatch(const QaData& data, const Vocabulary& vocab, const
     batch.questions = Value::index_sequences(questions);
     batch.answers = Value::index_sequences(answers);
     batch.labels = Value::batch(labels);
+    return batch;
+}
+
+QaMinibatch make_qa_minibatch(const QaData& data, const Vocabulary& vocab, const std::vector<std::size_t>& items,
+                              const IdfTable& idf) {
+    QaMinibatch batch = make_qa_minibatch(data, vocab, items);
+    std::vector<xt::xarray<float>> questions, answers;
+    questions.reserve(items.size());
+    answers.reserve(items.size());
+    const auto rows = [](std::vector<float> numbers, std::size_t tokens) {
+        xt::xarray<float> out = xt::zeros<float>({tokens, match_feature_count});
+        std::copy(numbers.begin(), numbers.end(), out.begin());
+        return out;
+    };
+    for (std::size_t item : items) {
+        const QaPair& pair = data.pairs[item];
+        questions.push_back(rows(match_features(pair.question, pair.answer, idf), pair.question.size()));
+        answers.push_back(rows(match_features(pair.answer, pair.question, idf), pair.answer.size()));
+    }
+    batch.question_features = Value::sequences(questions);
+    batch.answer_features = Value::sequences(answers);
     return batch;
 }
 

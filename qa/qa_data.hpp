@@ -20,6 +20,7 @@
 #include "data/batching.hpp"
 #include "qa/metrics.hpp"
 #include "text/vocabulary.hpp"
+#include "text/words.hpp"
 
 namespace loom {
 
@@ -89,11 +90,19 @@ struct QaMinibatch {
     Value questions;                 ///< index sequences, sample shape [1]
     Value answers;                   ///< index sequences, sample shape [1]
     Value labels;                    ///< batch [N, 1] of 0 / 1
+    /// With an IdfTable only (else empty): each question's match_features against its answer and
+    /// each answer's against its question, sequences of [match_feature_count] on the ids' lengths.
+    Value question_features, answer_features;
 };
 
 /// The minibatch of `items`: their questions and answers as token ids through `vocab` (unknown
 /// words as its unknown id), and their labels. Throws UserError for an empty batch or an item index
 /// out of range.
 QaMinibatch make_qa_minibatch(const QaData& data, const Vocabulary& vocab, const std::vector<std::size_t>& items);
+/// Same, with each side's match_features through `idf` (question_features, answer_features): all of a
+/// match-feature model's inputs in one call, e.g. for a Python training loop, which would be slow to
+/// build them token by token.
+QaMinibatch make_qa_minibatch(const QaData& data, const Vocabulary& vocab, const std::vector<std::size_t>& items,
+                              const IdfTable& idf);
 
 }  // namespace loom

@@ -154,3 +154,11 @@ from ._composite import (cosh, elu, expand_dims, leaky_relu, param_relu, reduce_
 
 __all__ += ["cosh", "elu", "expand_dims", "leaky_relu", "param_relu", "reduce_l1", "reduce_l2", "reduce_sum_square",
             "selu", "sinh", "softsign", "squeeze", "swapaxes", "tan"]
+
+# Question answering and text (loom.qa, loom.text), the Batcher (loom.io), ops across a batch
+# (loom.batch), ParameterAverage and Session: what samples/python/qa_similarity.py trains with.
+from . import batch, io, qa, text  # noqa: E402
+from ._loom import Session  # noqa: E402
+from .train import ParameterAverage  # noqa: E402
+
+__all__ += ["ParameterAverage", "Session", "batch", "io", "qa", "text"]

@@ -8,7 +8,7 @@ its checkpoint (written whole: a temporary file renamed) and raises KeyboardInte
 from __future__ import annotations
 
 import pickle
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from . import _loom
 from ._loom import UserError, Variable
@@ -112,17 +112,20 @@ class Trainer:
         """Restores what save_checkpoint wrote (training then goes on bit for bit) and returns its
         external_state. A damaged file is a loom.DataError and changes nothing."""
         extras = self._impl.load_checkpoint(str(filename))
+        self._learner._last_rate = None  # the checkpoint's learner state may hold another rate
         return pickle.loads(extras[_EXTERNAL_STATE]) if _EXTERNAL_STATE in extras else {}
 
 
 def fit(trainer: Trainer, source, epochs: int = 1, minibatches_per_epoch: Optional[int] = None,
         samples_per_epoch: int = 0, checkpoint: Optional[str] = None, checkpoint_every: int = 0,
-        max_steps: int = 0, evaluate: Optional[Callable[[], float]] = None, evaluate_every: int = 0,
-        patience: int = 0, progress_printer=None) -> dict:
+        max_steps: int = 0, evaluate: Optional[Callable[[], Any]] = None, evaluate_every: int = 0,
+        patience: int = 0, progress_printer=None, restore_best: bool = True) -> dict:
     """loom's fit: trains ``epochs`` epochs over ``source`` (a list of {input: data} minibatches, the
     same every epoch, or a function (epoch, index) -> {input: data} with minibatches_per_epoch).
-    evaluate() (higher is better) runs every evaluate_every steps (0: each epoch's end); the best
-    parameters are kept and restored, patience evaluations without improvement stop early. With a
+    evaluate() (a score, higher is better, or (score, text): fit prints the text for it) runs every
+    evaluate_every steps (0: each epoch's end); the best
+    parameters are kept and restored (restore_best=False: the last ones stay, e.g. to average them
+    with ParameterAverage), patience evaluations without improvement stop early. With a
     checkpoint path, fit saves there at evaluations, every checkpoint_every steps and at the end, and
     resumes from it when it exists (bit for bit, mid-epoch included; the source must give the same
     minibatch for the same (epoch, index)). max_steps stops after that many steps in all.
@@ -144,6 +147,7 @@ def fit(trainer: Trainer, source, epochs: int = 1, minibatches_per_epoch: Option
         minibatches_per_epoch = len(batches)
         get = lambda epoch, index: batches[index]  # noqa: E731
     learner = trainer._learner
+    learner._last_rate = None  # fit may resume a checkpoint: give the schedule's rate again
 
     def minibatch(epoch, index):
         learner._before_minibatch(trainer._impl.total_samples_seen)
@@ -156,7 +160,10 @@ def fit(trainer: Trainer, source, epochs: int = 1, minibatches_per_epoch: Option
         raise UserError(f"fit: progress_printer is a loom.logging.ProgressPrinter; got {progress_printer!r}")
     return trainer._impl.fit(minibatch, minibatches_per_epoch, samples_per_epoch, epochs, str(checkpoint or ""),
                              checkpoint_every, max_steps, evaluate, evaluate_every, patience,
-                             progress_printer._impl if progress_printer is not None else None)
+                             progress_printer._impl if progress_printer is not None else None, bool(restore_best))
 
 
-__all__ = ["Trainer", "fit"]
+# The mean of parameters over points of a run (training/averaging.hpp), bound in python/src/qa.cpp.
+ParameterAverage = _loom.ParameterAverage
+
+__all__ = ["ParameterAverage", "Trainer", "fit"]

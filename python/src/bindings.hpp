@@ -34,6 +34,9 @@ void bind_transformer_models(py::module_& m);
 /// The engine's process-wide settings: threads and the precision of float products
 /// (python/src/engine.cpp).
 void bind_engine(py::module_& m);
+/// QA and text tools (loom.qa, loom.text), the Batcher (loom.io), the batch-axis ops (loom.batch)
+/// and ParameterAverage: what the QA sample's recipe needs (python/src/qa.cpp).
+void bind_qa(py::module_& m);
 
 /// `obj` as a C-contiguous array of T, numbers converted (a list, an array, a number); a UserError
 /// starting with `what` when it holds no numbers.

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_loom, m) {
     loom_python::bind_training(m);
     loom_python::bind_transformer_models(m);
     loom_python::bind_engine(m);
+    loom_python::bind_qa(m);
 }

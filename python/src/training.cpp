@@ -37,10 +37,11 @@ std::vector<Parameter> parameters_of(const py::handle& list, const char* rule) {
     return out;
 }
 
-LearnerOptions options_of(double l2, double clip) {
+LearnerOptions options_of(double l2, double clip, bool lazy_sparse_rows) {
     LearnerOptions o;
     o.l2_weight_decay = l2;
     o.gradient_clipping_norm = clip;
+    o.lazy_sparse_rows = lazy_sparse_rows;
     return o;
 }
 
@@ -49,9 +50,10 @@ LearnerOptions options_of(double l2, double clip) {
 template <class Make>
 auto factory(const char* rule, Make make) {
     return [rule, make](const py::object& parameters, const LearningRate& lr, const py::args& constants, double l2,
-                        double clip) {
+                        double clip, bool lazy_sparse_rows) {
         std::vector<Parameter> params = parameters_of(parameters, rule);
-        return std::make_shared<PyLearner>(make(std::move(params), lr, constants, options_of(l2, clip)));
+        return std::make_shared<PyLearner>(
+            make(std::move(params), lr, constants, options_of(l2, clip, lazy_sparse_rows)));
     };
 }
 
@@ -147,11 +149,16 @@ py::dict fit_from_python(Trainer& t, const py::object& minibatch, std::size_t pe
     if (!evaluate.is_none())
         score = [&evaluate] {
             py::gil_scoped_acquire held;
-            const py::object score_given = evaluate();
+            const py::object given = evaluate();
+            // (score, text): the text is what fit prints for the evaluation.
+            const bool with_text = py::isinstance<py::tuple>(given) && py::len(given) == 2 &&
+                                   py::isinstance<py::str>(given.cast<py::tuple>()[1]);
+            const py::object score_given = with_text ? py::object(given.cast<py::tuple>()[0]) : given;
             if (!py::hasattr(score_given, "__float__"))
-                throw UserError("fit: evaluate returns a number (higher is better); got " +
-                                std::string(py::str(py::repr(score_given))).substr(0, 100));
-            return Evaluation(py::float_(score_given).cast<double>());
+                throw UserError("fit: evaluate returns a number (higher is better) or (number, text); got " +
+                                std::string(py::str(py::repr(given))).substr(0, 100));
+            return Evaluation(py::float_(score_given).cast<double>(),
+                              with_text ? given.cast<py::tuple>()[1].cast<std::string>() : std::string());
         };
     FitResult r;
     {
@@ -219,7 +226,7 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
 
     const auto bind_rule = [&m](const char* name, auto make) {
         m.def(name, factory(name, make), py::arg("parameters"), py::arg("lr"), py::arg("l2") = 0.0,
-              py::arg("clip") = 0.0);
+              py::arg("clip") = 0.0, py::arg("lazy_sparse_rows") = false);
     };
     // The rule's constants come positionally after lr (learners.py names them).
     bind_rule("_sgd", [](std::vector<Parameter> p, const LearningRate& lr, const py::args&, LearnerOptions o) {
@@ -328,16 +335,17 @@ are LearningRates; CNTK's learning_parameter_schedule is indexed by samples (loo
             "fit",
             [](Trainer& t, const py::object& minibatch, std::size_t per_epoch, std::uint64_t samples,
                std::size_t epochs, const std::string& checkpoint, std::size_t checkpoint_every, std::size_t max_steps,
-               const py::object& evaluate, std::size_t evaluate_every, std::size_t patience,
-               PyProgressPrinter* printer) {
+               const py::object& evaluate, std::size_t evaluate_every, std::size_t patience, PyProgressPrinter* printer,
+               bool restore_best) {
                 FitOptions o;
                 o.max_epochs = epochs, o.checkpoint_path = checkpoint, o.checkpoint_every = checkpoint_every;
                 o.max_steps = max_steps, o.evaluate_every = evaluate_every, o.patience = patience;
+                o.restore_best = restore_best;
                 return fit_from_python(t, minibatch, per_epoch, samples, o, evaluate, printer);
             },
             py::arg("minibatch"), py::arg("minibatches_per_epoch"), py::arg("samples_per_epoch"), py::arg("epochs"),
             py::arg("checkpoint"), py::arg("checkpoint_every"), py::arg("max_steps"), py::arg("evaluate"),
-            py::arg("evaluate_every"), py::arg("patience"), py::arg("printer"));
+            py::arg("evaluate_every"), py::arg("patience"), py::arg("printer"), py::arg("restore_best") = true);
 }
 
 }  // namespace loom_python

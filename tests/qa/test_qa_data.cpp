@@ -326,3 +326,37 @@ TEST_CASE("minibatch: QA pairs become id sequences of their own lengths / labels
     CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {}), UserError);
     CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {3}), UserError);
 }
+
+TEST_CASE("minibatch with an IdfTable: each side's match features, a row of 6 per token, beside the ids") {
+    std::istringstream in(
+        "who wrote hamlet ?\tshakespeare wrote hamlet in 1600 .\t1\n"
+        "where is paris ?\tin france .\t0\n");
+    const QaData data = parse_qa_tsv(in, "mem.tsv");
+    const Vocabulary vocab = Vocabulary::build(data.token_lists());
+    const IdfTable idf = IdfTable::fit(data.token_lists());
+    const QaMinibatch batch = make_qa_minibatch(data, vocab, {1, 0}, idf);
+    REQUIRE(batch.question_features.num_items() == 2);
+    CHECK(batch.question_features.layout().lengths() == std::vector<std::size_t>{4, 4});
+    CHECK(batch.answer_features.layout().lengths() == std::vector<std::size_t>{3, 6});
+    CHECK(batch.questions.layout().lengths() == batch.question_features.layout().lengths());
+    // Item 1 is "who wrote hamlet ?" against "shakespeare wrote hamlet in 1600 .": by hand, the shared
+    // content words are wrote and hamlet (columns 0 and 3: exact and stem match), side by side in the
+    // answer (column 2); "who" and "?" are stopwords; no digit in the question.
+    const xt::xarray<float> q = batch.question_features.sequence(1);
+    REQUIRE(q.shape() == std::vector<std::size_t>{4, 6});
+    for (std::size_t t = 0; t < 4; ++t) {
+        const float shared = (t == 1 || t == 2) ? 1.0f : 0.0f;
+        CHECK(q(t, 0) == shared);
+        CHECK(q(t, 2) == shared);
+        CHECK(q(t, 3) == shared);
+        CHECK(q(t, 5) == 0.0f);
+    }
+    const xt::xarray<float> a = batch.answer_features.sequence(1);
+    CHECK(a(4, 5) == 1.0f);  // "1600" holds a digit
+    CHECK(a(0, 0) == 0.0f);  // "shakespeare" is not in the question
+    // Nothing shared between "where is paris ?" and "in france .".
+    const xt::xarray<float> none = batch.question_features.sequence(0);
+    for (std::size_t t = 0; t < 4; ++t)
+        for (std::size_t k = 0; k < 5; ++k) CHECK(none(t, k) == 0.0f);
+    CHECK_THROWS_AS(make_qa_minibatch(data, vocab, {2}, idf), UserError);
+}
