@@ -88,4 +88,15 @@ template <class T>
 void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
                           const T* const* b_rows, T beta, T* c, std::size_t ldc);
 
+/// GFLOP/s of gemm_blocked's AVX-512 float kernels and of its bfloat16 ones on the calling thread.
+struct GemmRates {
+    double float_gflops = 0, bf16_gflops = 0;
+};
+/// Times the two on one product of the lm sample's training shapes ([240 x 384] x [384 x 256]:
+/// one block of rows, float's k split in two blocks as larger products' are), operands packed as
+/// they are in use, the best of three runs each after one untimed, in turns so that a busy moment
+/// slows both: about 3 ms at float's 100 GFLOP/s. For CPUs with AVX-512 BF16 only
+/// (cpu_supports_bf16()): what bf16_speedup() (core/gemm.hpp) measures.
+GemmRates gemm_blocked_rates();
+
 }  // namespace loom
