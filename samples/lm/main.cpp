@@ -427,7 +427,8 @@ int main(int argc, char** argv) {
     add_number<std::uint64_t>(app, "--seed", o.seed, "seed for the weights, the windows and the draws", 0,
                               std::numeric_limits<std::uint64_t>::max());
     add_number<std::size_t>(app, "--threads", o.threads, "threads", 1, 64);
-    app.add_option("--matmul-precision", o.matmul_precision, "medium: bfloat16 products where this CPU runs them faster (AVX-512 BF16; LOOM_BF16_PRODUCTS=on|off "
+    app.add_option("--matmul-precision", o.matmul_precision,
+                   "medium: bfloat16 products where this CPU runs them faster (AVX-512 BF16; LOOM_BF16_PRODUCTS=on|off "
                    "forces the choice)")
         ->capture_default_str()
         ->check(CLI::IsMember({"highest", "medium"}));

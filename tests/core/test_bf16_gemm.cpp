@@ -265,8 +265,8 @@ TEST_CASE("bfloat16 products: auto, on and off name the choices, anything else i
     CHECK(loom::parse_bf16_products("auto") == loom::Bf16Products::automatic);
     CHECK(loom::parse_bf16_products("on") == loom::Bf16Products::always);
     CHECK(loom::parse_bf16_products("off") == loom::Bf16Products::never);
-    for (loom::Bf16Products choice : {loom::Bf16Products::automatic, loom::Bf16Products::always,
-                                      loom::Bf16Products::never})
+    for (loom::Bf16Products choice :
+         {loom::Bf16Products::automatic, loom::Bf16Products::always, loom::Bf16Products::never})
         CHECK(loom::parse_bf16_products(loom::bf16_products_name(choice)) == choice);
     CHECK_THROWS_WITH_AS(loom::parse_bf16_products("yes"),
                          "unknown choice of bfloat16 products 'yes': expected auto, on or off", loom::UserError);
@@ -275,8 +275,8 @@ TEST_CASE("bfloat16 products: auto, on and off name the choices, anything else i
 
 TEST_CASE("bfloat16 products pay when they run at least 1.15 times float's rate") {
     CHECK(loom::kBf16MinSpeedup == 1.15);
-    CHECK_FALSE(loom::bf16_products_pay(104.5, 69.2));  // Intel Xeon, family 6 model 207 (peak_bench)
-    CHECK(loom::bf16_products_pay(239.0, 345.7));       // AMD Zen 5
+    CHECK_FALSE(loom::bf16_products_pay(104.5, 69.2));   // Intel Xeon, family 6 model 207 (peak_bench)
+    CHECK(loom::bf16_products_pay(239.0, 345.7));        // AMD Zen 5
     CHECK_FALSE(loom::bf16_products_pay(100.0, 100.0));  // alike: noise must not choose bfloat16
     CHECK_FALSE(loom::bf16_products_pay(100.0, 114.9));
     CHECK(loom::bf16_products_pay(100.0, 115.0));
