@@ -139,7 +139,7 @@ void blocked_bf16(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
 }
 #endif
 
-// The loops of blocked() for products in T, m, n and k not zero.
+// The loops of blocked() for products in T itself (no operands rounded), m, n and k not zero.
 template <class T, class ARow, class BRow, class CRow, class DRow>
 void blocked_unrounded(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
                        ARow a_row, BRow b_row, T beta, CRow c_row, DRow d_row) {

@@ -129,8 +129,8 @@ MatmulPrecision parse_matmul_precision(std::string_view name);
 
 /// Whether `medium` rounds products to bfloat16 on CPUs that have the instructions.
 enum class Bf16Products {
-    automatic,  ///< where this CPU's bfloat16 kernels are measured bf16_products_pay (the default)
-    always,     ///< wherever the CPU has them (what `medium` did before: tests that check the kernels)
+    automatic,  ///< where they measure kBf16MinSpeedup times float's rate or more (the default)
+    always,     ///< wherever the CPU has them (the tests of the kernels; LOOM_BF16_PRODUCTS=on)
     never,      ///< nowhere: `medium` computes as `highest`, bit for bit
 };
 
@@ -165,10 +165,12 @@ inline constexpr double kBf16MinSpeedup = 1.15;
 /// The decision of `automatic`, a pure function of the two measured rates (any unit, the same for
 /// both): true when bf16_rate >= kBf16MinSpeedup * float_rate, both positive.
 bool bf16_products_pay(double float_rate, double bf16_rate);
-/// The rate of loom's bfloat16 blocked kernels over the float ones on this CPU, measured once per
-/// process at its first call (one thread, the best of a few runs of one product of a language
-/// model's training shapes, a few milliseconds: gemm_blocked_rates, core/packed_gemm.hpp); 0 on a
-/// CPU without AVX-512 BF16. What `automatic` decides by; benchmarks print it.
+/// The rate of loom's bfloat16 blocked kernels over its float ones on this CPU, measured once per
+/// process at its first call (one thread, the best of three runs of one product of a language
+/// model's sizes, a few milliseconds: gemm_blocked_rates, core/packed_gemm.hpp); 0 on a CPU
+/// without AVX-512 BF16. What `automatic` decides by; benchmarks print it. Against loom's float
+/// kernels also where OpenBLAS's AVX-512 ones run float products (Zen 5: about 20 % faster than
+/// loom's at a model's shapes, which the bfloat16 kernels still pass by far more than the margin).
 double bf16_speedup();
 
 /// OpenBLAS's thread count, set once by the program (benchmarks, samples).
