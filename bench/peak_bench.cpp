@@ -3,7 +3,9 @@
 // to cover the latency on two ports), and the GEMM rate at a model's big shapes through OpenBLAS's
 // sgemm (with whatever OPENBLAS_CORETYPE says), through loom::gemm (whichever kernels it chooses)
 // and through loom's own blocked kernels of the active ISA (core/blocked_gemm.cpp), and through
-// loom::gemm with bfloat16 operands (MatmulPrecision::medium) where the CPU has them. The shapes:
+// loom::gemm with bfloat16 operands (MatmulPrecision::medium, Bf16Products::always) where the CPU
+// has them, with the speed-up of the bfloat16 kernels that medium's automatic choice measured
+// (bf16_speedup) and the kernels medium runs with the choice in force (LOOM_BF16_PRODUCTS). The shapes:
 // the QA model's four (LSTM input projection forward, its dX and dW, Dense forward), or a GPT's
 // five (the attention's input projection forward, its dX and dW, the feed-forward's two products)
 // at nanoGPT's CPU configuration (768 tokens a step, 128 wide) or the wide one (2,048 tokens,
@@ -171,24 +173,30 @@ int main(int argc, char** argv) {
                                   std::size_t lda, const float* b, std::size_t ldb, float* c) {
                                 gemm_blocked(isa, ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, 0.0f, c, nn);
                             });
-        // loom::gemm again at MatmulPrecision::medium: its operands rounded to bfloat16 (0 where
-        // the CPU has no AVX-512 BF16).
+        // loom::gemm again at MatmulPrecision::medium with the bfloat16 kernels forced: its operands
+        // rounded (0 where the CPU has no AVX-512 BF16). And what medium runs as chosen.
         double loom_bf16 = 0.0;
-        if (cpu_supports_bf16() && isa == Isa::avx512) {
-            set_matmul_precision(MatmulPrecision::medium);
-            loom_bf16 = gemm_rate(shapes, seconds, reps,
-                                  [](bool ta, bool tb, std::size_t m, std::size_t nn, std::size_t k, const float* a,
-                                     std::size_t lda, const float* b, std::size_t ldb,
-                                     float* c) { gemm(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, 0.0f, c, nn); });
-            set_matmul_precision(MatmulPrecision::highest);
+        std::string medium_kernels;
+        {
+            const MatmulPrecisionScope medium(MatmulPrecision::medium);
+            medium_kernels = gemm_kernels();  // automatic: measures bf16_speedup() here
+            if (cpu_supports_bf16() && isa == Isa::avx512) {
+                const Bf16ProductsScope always(Bf16Products::always);
+                loom_bf16 = gemm_rate(shapes, seconds, reps,
+                                      [](bool ta, bool tb, std::size_t m, std::size_t nn, std::size_t k, const float* a,
+                                         std::size_t lda, const float* b, std::size_t ldb,
+                                         float* c) { gemm(ta, tb, m, nn, k, 1.0f, a, lda, b, ldb, 0.0f, c, nn); });
+            }
         }
         std::printf(
             "{\"bench\": \"peak\", \"shapes\": \"%s\", \"fma512_gflops\": %.2f, \"fma256_gflops\": %.2f, "
             "\"fma_gflops\": %.2f, \"openblas_sgemm_gflops\": %.2f, \"openblas_core\": \"%s\", "
             "\"loom_gemm_gflops\": %.2f, \"loom_gemm_kernels\": \"%s\", \"loom_blocked_gflops\": %.2f, "
-            "\"loom_gemm_bf16_gflops\": %.2f, \"isa\": \"%s\"}\n",
+            "\"loom_gemm_bf16_gflops\": %.2f, \"bf16_speedup\": %.3f, \"bf16_products\": \"%s\", "
+            "\"medium_gemm_kernels\": \"%s\", \"isa\": \"%s\"}\n",
             which.c_str(), fma512, fma256, std::max(fma512, fma256), openblas, openblas_get_corename(), loom_gemm,
-            gemm_kernels().c_str(), loom_blocked, loom_bf16, isa_name(isa));
+            gemm_kernels().c_str(), loom_blocked, loom_bf16, bf16_speedup(),
+            bf16_products_name(bf16_products_setting()), medium_kernels.c_str(), isa_name(isa));
         return 0;
     });
 }

@@ -6,6 +6,7 @@
 // Haswell kernels and 12 % with the Prescott ones it falls back to on CPUs it does not know
 // (bench/README.md).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -138,24 +139,10 @@ void blocked_bf16(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
 }
 #endif
 
-// The loops of every entry point. Operands come by rows as stored: `a_row(r)` is row r of A (of
-// op(A), or of A [k, m] when trans_a), `b_row(r)` row r of B (B [k, n], or [n, k] when trans_b),
-// `c_row(i)` row i of C, `d_row(i)` the row beta multiplies (C's own, or an addend); rows may lie
-// anywhere.
+// The loops of blocked() for products in T itself (no operands rounded), m, n and k not zero.
 template <class T, class ARow, class BRow, class CRow, class DRow>
-void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, ARow a_row,
-             BRow b_row, T beta, CRow c_row, DRow d_row) {
-    if (m == 0 || n == 0) return;
-    if (k == 0 || alpha == T(0)) {
-        for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * d_row(i)[j];
-        return;
-    }
-#if defined(__x86_64__)
-    if constexpr (std::is_same_v<T, float>)
-        if (isa == Isa::avx512 && bf16_products())
-            return blocked_bf16(trans_a, trans_b, m, n, k, alpha, a_row, b_row, beta, c_row, d_row);
-#endif
+void blocked_unrounded(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                       ARow a_row, BRow b_row, T beta, CRow c_row, DRow d_row) {
     using B = Blocking<T>;
     Buffers<T>& buf = buffers<T>();
     const std::size_t nc_max = std::min(n, B::nc), kc_max = std::min(k, B::kc), mc_max = std::min(m, B::mc);
@@ -210,6 +197,27 @@ void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, 
     }
 }
 
+// The loops of every entry point. Operands come by rows as stored: `a_row(r)` is row r of A (of
+// op(A), or of A [k, m] when trans_a), `b_row(r)` row r of B (B [k, n], or [n, k] when trans_b),
+// `c_row(i)` row i of C, `d_row(i)` the row beta multiplies (C's own, or an addend); rows may lie
+// anywhere.
+template <class T, class ARow, class BRow, class CRow, class DRow>
+void blocked(Isa isa, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, ARow a_row,
+             BRow b_row, T beta, CRow c_row, DRow d_row) {
+    if (m == 0 || n == 0) return;
+    if (k == 0 || alpha == T(0)) {
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) c_row(i)[j] = beta == T(0) ? T(0) : beta * d_row(i)[j];
+        return;
+    }
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (isa == Isa::avx512 && bf16_products())
+            return blocked_bf16(trans_a, trans_b, m, n, k, alpha, a_row, b_row, beta, c_row, d_row);
+#endif
+    blocked_unrounded(isa, trans_a, trans_b, m, n, k, alpha, a_row, b_row, beta, c_row, d_row);
+}
+
 // Runs part(i0, i1, j0, j1) over C's rows [0, m) and columns [0, n), split among idle inter-op
 // threads as gemm() splits a product (core/gemm.cpp): along the longer of m and n, at multiples
 // of 12 rows or 32 columns, when each part has at least kSplitGemmWork multiply-adds. Each part
@@ -258,6 +266,40 @@ void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, 
             [&](std::size_t p) { return b_rows[p] + j0; }, beta, [&](std::size_t i) { return c + (i0 + i) * ldc + j0; },
             [&](std::size_t i) { return c + (i0 + i) * ldc + j0; });
     });
+}
+
+GemmRates gemm_blocked_rates() {
+    GemmRates rates;
+#if defined(__x86_64__)
+    constexpr std::size_t m = 240, n = 256, k = 384;
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 13) * 0.125f - 0.75f;
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+    const auto a_row = [&](std::size_t r) { return a.data() + r * k; };
+    const auto b_row = [&](std::size_t r) { return b.data() + r * n; };
+    const auto c_row = [&](std::size_t i) { return c.data() + i * n; };
+    // Runs `product`, keeping the shortest time in `shortest`.
+    const auto run_keeping_shortest = [](double& shortest, auto product) {
+        const auto t0 = std::chrono::steady_clock::now();
+        product();
+        shortest = std::min(shortest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    const auto float_product = [&] {
+        blocked_unrounded(Isa::avx512, false, false, m, n, k, 1.0f, a_row, b_row, 0.0f, c_row, c_row);
+    };
+    const auto bf16_product = [&] { blocked_bf16(false, false, m, n, k, 1.0f, a_row, b_row, 0.0f, c_row, c_row); };
+    // The first run of each untimed (buffers grown, pages touched), then three of each in turns.
+    double float_seconds = 1e9, bf16_seconds = 1e9, untimed = 1e9;
+    run_keeping_shortest(untimed, float_product);
+    run_keeping_shortest(untimed, bf16_product);
+    for (int run = 0; run < 3; ++run) {
+        run_keeping_shortest(float_seconds, float_product);
+        run_keeping_shortest(bf16_seconds, bf16_product);
+    }
+    const double gflop = 2e-9 * double(m * n * k);
+    rates = {gflop / float_seconds, gflop / bf16_seconds};
+#endif
+    return rates;
 }
 
 template void gemm_blocked(Isa, bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,

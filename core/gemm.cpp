@@ -153,12 +153,96 @@ MatmulPrecisionScope::MatmulPrecisionScope(MatmulPrecision p) : before_(matmul_p
 
 MatmulPrecisionScope::~MatmulPrecisionScope() { set_matmul_precision(before_); }
 
+namespace {
+// The choice set by set_bf16_products; -1 until then, when LOOM_BF16_PRODUCTS gives it.
+std::atomic<int> bf16_choice_set{-1};
+
+Bf16Products bf16_choice_of_environment() {
+    static const Bf16Products choice = [] {
+        const char* env = std::getenv("LOOM_BF16_PRODUCTS");
+        if (!env || !*env) return Bf16Products::automatic;
+        try {
+            return parse_bf16_products(env);
+        } catch (const UserError&) {
+            throw UserError(std::string("LOOM_BF16_PRODUCTS=") + env + ": expected auto, on or off");
+        }
+    }();
+    return choice;
+}
+
+// Measured once, by the first thread to ask (the others wait for it); the kernels are called
+// directly, never through bf16_products(), so the measurement cannot wait for itself.
+struct Bf16Measurement {
+    double speedup = 0;
+    bool pays = false;
+};
+
+const Bf16Measurement& bf16_measurement() {
+    static const Bf16Measurement measured = [] {
+        Bf16Measurement out;
+        if (!cpu_supports_bf16()) return out;
+        const GemmRates rates = gemm_blocked_rates();
+        out.speedup = rates.bf16_gflops / rates.float_gflops;
+        out.pays = bf16_products_pay(rates.float_gflops, rates.bf16_gflops);
+        return out;
+    }();
+    return measured;
+}
+}  // namespace
+
 bool bf16_products() {
     // Not where OpenBLAS is asked for (LOOM_GEMM=openblas) or runs several threads per product:
     // the bfloat16 kernels are loom's own, one thread per call as loom's float ones.
-    return matmul_precision() == MatmulPrecision::medium && active_isa() == Isa::avx512 && cpu_supports_bf16() &&
-           gemm_choice() != GemmChoice::openblas && blas_threads.load(std::memory_order_relaxed) <= 1;
+    if (matmul_precision() != MatmulPrecision::medium || active_isa() != Isa::avx512 || !cpu_supports_bf16() ||
+        gemm_choice() == GemmChoice::openblas || blas_threads.load(std::memory_order_relaxed) > 1)
+        return false;
+    switch (bf16_products_setting()) {
+        case Bf16Products::always:
+            return true;
+        case Bf16Products::never:
+            return false;
+        case Bf16Products::automatic:
+            break;
+    }
+    return bf16_measurement().pays;
 }
+
+void set_bf16_products(Bf16Products choice) { bf16_choice_set = static_cast<int>(choice); }
+
+Bf16Products bf16_products_setting() {
+    const int set = bf16_choice_set.load(std::memory_order_relaxed);
+    return set < 0 ? bf16_choice_of_environment() : static_cast<Bf16Products>(set);
+}
+
+Bf16ProductsScope::Bf16ProductsScope(Bf16Products choice) : before_(bf16_products_setting()) {
+    set_bf16_products(choice);
+}
+
+Bf16ProductsScope::~Bf16ProductsScope() { set_bf16_products(before_); }
+
+const char* bf16_products_name(Bf16Products choice) {
+    switch (choice) {
+        case Bf16Products::always:
+            return "on";
+        case Bf16Products::never:
+            return "off";
+        case Bf16Products::automatic:
+            break;
+    }
+    return "auto";
+}
+
+Bf16Products parse_bf16_products(std::string_view name) {
+    for (Bf16Products choice : {Bf16Products::automatic, Bf16Products::always, Bf16Products::never})
+        if (name == bf16_products_name(choice)) return choice;
+    throw UserError("unknown choice of bfloat16 products '" + std::string(name) + "': expected auto, on or off");
+}
+
+bool bf16_products_pay(double float_rate, double bf16_rate) {
+    return float_rate > 0 && bf16_rate >= kBf16MinSpeedup * float_rate;
+}
+
+double bf16_speedup() { return bf16_measurement().speedup; }
 
 const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::medium ? "medium" : "highest"; }
 

@@ -81,10 +81,15 @@ enum class MatmulPrecision {
     medium,   ///< the operands rounded to bfloat16 (8 significant bits), their products summed in float
 };
 
-/// Sets how float products are computed from now on, on every thread. `medium` takes effect on
-/// CPUs with AVX-512 BF16 (cpu_supports_bf16(), core/cpu.hpp) while the AVX-512 kernels are active,
-/// for the products gemm() and gemm_blocked_rows run through loom's blocked kernels (all but the
-/// smallest: n < 16 or m n k < 32,768); there one instruction does twice float's multiply-adds.
+/// Sets how float products are computed from now on, on every thread. `medium` means, as in
+/// PyTorch, "may use bfloat16 where faster": it takes effect on CPUs with AVX-512 BF16
+/// (cpu_supports_bf16(), core/cpu.hpp) while the AVX-512 kernels are active, where the bfloat16
+/// kernels are faster than float's (set_bf16_products below: by default measured once per
+/// process), for the products gemm() and gemm_blocked_rows run through loom's blocked kernels (all
+/// but the smallest: n < 16 or m n k < 32,768). On AMD's Zen 4 and Zen 5 one instruction does
+/// twice float's multiply-adds and the bfloat16 kernels run 1.4-1.5 times as fast; on Intel's Xeon
+/// (family 6 model 207) it runs on one port, does no more than two FMAs, and the kernels run at
+/// two thirds of float's rate, so there `medium` computes as `highest` unless told otherwise.
 /// Elsewhere, for double, for the per-step products of recurrences and cached decoders
 /// (gemm_rows), and where OpenBLAS is asked for (LOOM_GEMM=openblas) or runs several threads per
 /// product (set_blas_threads(n > 1)), products are computed as at `highest`. Values below 2^-126 in
@@ -113,17 +118,66 @@ private:
     MatmulPrecision before_;
 };
 /// True when float products are rounded to bfloat16 now: `medium`, on a CPU that has it, the
-/// AVX-512 kernels active (core/cpu.hpp: active_isa), loom's kernels not refused (above).
+/// AVX-512 kernels active (core/cpu.hpp: active_isa), loom's kernels not refused (above), and the
+/// bfloat16 kernels chosen (bf16_products_setting(): `always`, or `automatic` and measured faster).
+/// Under `automatic` its first call that gets this far measures (bf16_speedup()).
 bool bf16_products();
 /// "highest" or "medium".
 const char* matmul_precision_name(MatmulPrecision precision);
 /// The precision named "highest" or "medium"; UserError naming the choices for anything else.
 MatmulPrecision parse_matmul_precision(std::string_view name);
 
+/// Whether `medium` rounds products to bfloat16 on CPUs that have the instructions.
+enum class Bf16Products {
+    automatic,  ///< where they measure kBf16MinSpeedup times float's rate or more (the default)
+    always,     ///< wherever the CPU has them (the tests of the kernels; LOOM_BF16_PRODUCTS=on)
+    never,      ///< nowhere: `medium` computes as `highest`, bit for bit
+};
+
+/// Sets the choice from now on, for every thread; it overrides the environment variable
+/// LOOM_BF16_PRODUCTS=auto|on|off (automatic, always, never), which gives the choice until then.
+void set_bf16_products(Bf16Products choice);
+/// \return the choice: the one set, else LOOM_BF16_PRODUCTS's (read once; UserError naming the
+/// choices for anything but auto, on, off or empty), else automatic.
+Bf16Products bf16_products_setting();
+/// Sets the choice for the scope's life and puts back the one before when it ends (as
+/// MatmulPrecisionScope): tests and benchmarks that must run the bfloat16 kernels hold `always`.
+class Bf16ProductsScope {
+public:
+    /// Sets `choice`, remembering the choice before.
+    explicit Bf16ProductsScope(Bf16Products choice);
+    /// Sets the choice remembered back.
+    ~Bf16ProductsScope();
+    Bf16ProductsScope(const Bf16ProductsScope&) = delete;
+    Bf16ProductsScope& operator=(const Bf16ProductsScope&) = delete;
+
+private:
+    Bf16Products before_;
+};
+/// "auto", "on" or "off": the environment variable's names of the choices.
+const char* bf16_products_name(Bf16Products choice);
+/// The choice named "auto", "on" or "off"; UserError naming the choices for anything else.
+Bf16Products parse_bf16_products(std::string_view name);
+
+/// The smallest speed-up of the bfloat16 kernels over float's that makes `automatic` choose them:
+/// clear of timing noise on a machine where both run alike, well below AMD Zen 4/5's 1.4-1.5.
+inline constexpr double kBf16MinSpeedup = 1.15;
+/// The decision of `automatic`, a pure function of the two measured rates (any unit, the same for
+/// both): true when bf16_rate >= kBf16MinSpeedup * float_rate, both positive.
+bool bf16_products_pay(double float_rate, double bf16_rate);
+/// The rate of loom's bfloat16 blocked kernels over its float ones on this CPU, measured once per
+/// process at its first call (one thread, the best of three runs of one product of a language
+/// model's sizes, a few milliseconds: gemm_blocked_rates, core/packed_gemm.hpp); 0 on a CPU
+/// without AVX-512 BF16. What `automatic` decides by; benchmarks print it. Against loom's float
+/// kernels also where OpenBLAS's AVX-512 ones run float products (Zen 5: about 20 % faster than
+/// loom's at a model's shapes, which the bfloat16 kernels still pass by far more than the margin).
+double bf16_speedup();
+
 /// OpenBLAS's thread count, set once by the program (benchmarks, samples).
 void set_blas_threads(int n);
 
-/// Which kernels gemm() runs on large shapes now: "loom-avx512-bf16" (bf16_products()),
+/// Which kernels gemm() runs on large shapes now: "loom-avx512-bf16" (bf16_products(): at
+/// `medium` where the bfloat16 kernels are chosen),
 /// "loom-avx512", or "openblas-" and OpenBLAS's core name (e.g. "openblas-Haswell"), for
 /// benchmarks to report.
 std::string gemm_kernels();

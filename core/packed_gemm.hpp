@@ -88,4 +88,16 @@ template <class T>
 void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* const* a_rows,
                           const T* const* b_rows, T beta, T* c, std::size_t ldc);
 
+/// GFLOP/s of gemm_blocked's AVX-512 float kernels and of its bfloat16 ones on the calling thread.
+struct GemmRates {
+    double float_gflops = 0, bf16_gflops = 0;
+};
+/// Times the two on one product of a language model's sizes ([240 x 384] x [384 x 256]: one block
+/// of 240 rows as the kernels take them, k past float's block of 256 as the lm sample's products'
+/// k of 192 to 1,536 often are), operands packed and rounded as in use, the best of three runs
+/// each after one untimed, in turns so that a busy moment slows both: about 5 ms where float runs
+/// 100 GFLOP/s and bfloat16 70 (the Xeon). For CPUs with AVX-512 BF16 only (cpu_supports_bf16()):
+/// what bf16_speedup() (core/gemm.hpp) measures.
+GemmRates gemm_blocked_rates();
+
 }  // namespace loom

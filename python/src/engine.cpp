@@ -28,15 +28,17 @@ void bind_engine(py::module_& m) {
         [](const std::string& name) { loom::set_matmul_precision(loom::parse_matmul_precision(name)); },
         py::arg("precision"),
         "\"highest\" (the default): float products as they are; \"medium\": their operands rounded to bfloat16, "
-        "the products summed in float, where the CPU has AVX-512 BF16 (elsewhere as \"highest\"). For the "
-        "whole process, as torch.set_float32_matmul_precision; loom.matmul_precision(name) sets it for a "
+        "the products summed in float, where the CPU has AVX-512 BF16 and loom measures them faster than float "
+        "once per process (elsewhere as \"highest\"; the environment variable LOOM_BF16_PRODUCTS=on or off "
+        "forces the choice; gemm_kernels() says what runs). For the whole process, as "
+        "torch.set_float32_matmul_precision; loom.matmul_precision(name) sets it for a "
         "`with` block.");
     m.def(
         "get_matmul_precision", [] { return std::string(loom::matmul_precision_name(loom::matmul_precision())); },
         "The precision set_matmul_precision set: \"highest\" or \"medium\".");
     m.def("gemm_kernels", &loom::gemm_kernels,
-          "Which kernels large float products run on now: \"loom-avx512-bf16\", \"loom-avx512\", or \"openblas-\" "
-          "and OpenBLAS's core name.");
+          "Which kernels large float products run on now: \"loom-avx512-bf16\" (at \"medium\" where bfloat16 is "
+          "chosen), \"loom-avx512\", or \"openblas-\" and OpenBLAS's core name.");
 }
 
 }  // namespace loom_python

@@ -1,14 +1,18 @@
 // Float products at MatmulPrecision::medium (core/gemm.hpp): on CPUs with AVX-512 BF16 each
 // operand is rounded to bfloat16 and the exact products are summed in float. Checked against the
 // operands rounded here by their bits (to nearest, ties to even: an independent rounding) and
-// multiplied in long double; elsewhere, and for double, medium must give highest's bits.
+// multiplied in long double; elsewhere, and for double, medium must give highest's bits. The
+// kernels' cases hold Bf16Products::always, so they run on every CPU that has the instructions,
+// whether or not the automatic choice takes them there; the last cases check that choice.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu.hpp"
@@ -36,6 +40,7 @@ float to_bf16(float x) {
 }
 
 using Precision = loom::MatmulPrecisionScope;
+using Bf16Choice = loom::Bf16ProductsScope;
 
 struct Case {
     bool ta, tb;
@@ -122,6 +127,7 @@ TEST_CASE("medium matmul precision multiplies operands rounded to bfloat16 where
     CHECK(loom::parse_matmul_precision("medium") == loom::MatmulPrecision::medium);
     CHECK_THROWS_WITH(loom::parse_matmul_precision("low"), doctest::Contains("expected highest or medium"));
     const Precision medium(loom::MatmulPrecision::medium);
+    const Bf16Choice always(loom::Bf16Products::always);
     if (!loom::bf16_products()) {  // no AVX-512 BF16, other kernels asked for (LOOM_ISA, LOOM_GEMM)
         MESSAGE("medium does not round here: a case below checks medium == highest");
         return;
@@ -158,6 +164,7 @@ TEST_CASE(
     "medium matmul precision: a value between two bfloat16 values rounds to the nearer, subnormals are zero, NaN "
     "propagates") {
     const Precision medium(loom::MatmulPrecision::medium);
+    const Bf16Choice always(loom::Bf16Products::always);
     if (!loom::bf16_products()) return;
     // [24 x 64] x [64 x 32], every product 1 * x: C = 64 x the rounded x.
     const std::size_t m = 24, n = 32, k = 64;
@@ -188,6 +195,7 @@ TEST_CASE("medium matmul precision leaves double products, and CPUs without AVX-
     std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
     std::vector<float> high(m * n), med(m * n);
     std::vector<double> high_d(m * n), med_d(m * n);
+    const Bf16Choice always(loom::Bf16Products::always);
     const loom::Isa before = loom::active_isa();
     for (loom::Isa isa : loom::supported_isas()) {
         loom::set_active_isa(isa);
@@ -210,6 +218,7 @@ TEST_CASE("medium matmul precision leaves double products, and CPUs without AVX-
 
 TEST_CASE("medium matmul precision rounds the products over scattered rows too (gemm_blocked_rows, _tn)") {
     const Precision medium(loom::MatmulPrecision::medium);
+    const Bf16Choice always(loom::Bf16Products::always);
     if (!loom::bf16_products()) return;
     std::mt19937 rng(29);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -250,4 +259,118 @@ TEST_CASE("medium matmul precision rounds the products over scattered rows too (
             worst = std::max(worst, static_cast<double>(std::abs(d[i * n + j] - dot) / (size + 1)));
         }
     CHECK(worst < 2e-6);
+}
+
+TEST_CASE("bfloat16 products: auto, on and off name the choices, anything else is refused naming them") {
+    CHECK(loom::parse_bf16_products("auto") == loom::Bf16Products::automatic);
+    CHECK(loom::parse_bf16_products("on") == loom::Bf16Products::always);
+    CHECK(loom::parse_bf16_products("off") == loom::Bf16Products::never);
+    for (loom::Bf16Products choice :
+         {loom::Bf16Products::automatic, loom::Bf16Products::always, loom::Bf16Products::never})
+        CHECK(loom::parse_bf16_products(loom::bf16_products_name(choice)) == choice);
+    CHECK_THROWS_WITH_AS(loom::parse_bf16_products("yes"),
+                         "unknown choice of bfloat16 products 'yes': expected auto, on or off", loom::UserError);
+    CHECK_THROWS_AS(loom::parse_bf16_products("automatic"), loom::UserError);
+}
+
+TEST_CASE("bfloat16 products pay when they run at least 1.15 times float's rate") {
+    CHECK(loom::kBf16MinSpeedup == 1.15);
+    CHECK_FALSE(loom::bf16_products_pay(104.5, 69.2));   // Intel Xeon, family 6 model 207 (peak_bench)
+    CHECK(loom::bf16_products_pay(239.0, 345.7));        // AMD Zen 5
+    CHECK_FALSE(loom::bf16_products_pay(100.0, 100.0));  // alike: noise must not choose bfloat16
+    CHECK_FALSE(loom::bf16_products_pay(100.0, 114.9));
+    CHECK(loom::bf16_products_pay(100.0, 115.0));
+    CHECK(loom::bf16_products_pay(1e-3, 2e-3));  // any unit, the same for both
+    CHECK_FALSE(loom::bf16_products_pay(0.0, 50.0));
+}
+
+TEST_CASE("bfloat16 products: set_bf16_products chooses, a scope puts the choice before back") {
+    const loom::Bf16Products start = loom::bf16_products_setting();
+    {
+        const Bf16Choice never(loom::Bf16Products::never);
+        CHECK(loom::bf16_products_setting() == loom::Bf16Products::never);
+        {
+            const Bf16Choice always(loom::Bf16Products::always);
+            CHECK(loom::bf16_products_setting() == loom::Bf16Products::always);
+        }
+        CHECK(loom::bf16_products_setting() == loom::Bf16Products::never);
+    }
+    CHECK(loom::bf16_products_setting() == start);
+}
+
+TEST_CASE("bfloat16 products off: medium gives highest's bits, on every CPU") {
+    std::mt19937 rng(31);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const std::size_t m = 64, n = 96, k = 200;  // large enough for loom's kernels
+    std::vector<float> a(m * k), b(k * n), high(m * n), off(m * n), on(m * n);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    const auto multiply = [&](std::vector<float>& c) {
+        loom::gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
+    };
+    {
+        const Precision p(loom::MatmulPrecision::highest);
+        multiply(high);
+    }
+    const Precision medium(loom::MatmulPrecision::medium);
+    {
+        const Bf16Choice never(loom::Bf16Products::never);
+        CHECK_FALSE(loom::bf16_products());
+        CHECK(loom::gemm_kernels() != "loom-avx512-bf16");
+        multiply(off);
+    }
+    CHECK(off == high);
+    const Bf16Choice always(loom::Bf16Products::always);
+    multiply(on);
+    // The same product with bfloat16 operands differs, where the CPU rounds them.
+    CHECK((on == high) == !loom::bf16_products());
+}
+
+TEST_CASE("bfloat16 products automatic: chosen by the speed-up measured once, float where it is too small") {
+    const double speedup = loom::bf16_speedup();
+    INFO("bfloat16 kernels at " << speedup << " times float's rate; gemm kernels " << loom::gemm_kernels());
+    if (!loom::cpu_supports_bf16()) {
+        CHECK(speedup == 0);
+        return;
+    }
+    CHECK(speedup > 0.2);  // a rate, not a failed measurement
+    CHECK(speedup < 5.0);
+    CHECK(loom::bf16_speedup() == speedup);  // measured once: the same value again
+    const Bf16Choice automatic(loom::Bf16Products::automatic);
+    CHECK_FALSE(loom::bf16_products());  // highest: nothing rounds
+    const Precision medium(loom::MatmulPrecision::medium);
+    const loom::Isa before = loom::active_isa();
+    loom::set_active_isa(loom::Isa::avx512);
+    bool possible = false;  // not with LOOM_GEMM=openblas or several OpenBLAS threads per product
+    {
+        const Bf16Choice always(loom::Bf16Products::always);
+        possible = loom::bf16_products();
+    }
+    if (possible) {
+        CHECK(loom::bf16_products() == (speedup >= loom::kBf16MinSpeedup));
+        CHECK((loom::gemm_kernels() == "loom-avx512-bf16") == (speedup >= loom::kBf16MinSpeedup));
+    }
+    loom::set_active_isa(before);
+}
+
+// Run by CTest with LOOM_BF16_PRODUCTS set to "off" and to a wrong value (tests/CMakeLists.txt): the
+// variable is read once per process, so each is a process of its own.
+TEST_CASE("bfloat16 products: LOOM_BF16_PRODUCTS chooses until set_bf16_products, a wrong value is refused") {
+    const char* env = std::getenv("LOOM_BF16_PRODUCTS");
+    const std::string value = env ? env : "";
+    if (value.empty() || value == "auto") {
+        CHECK(loom::bf16_products_setting() == loom::Bf16Products::automatic);
+    } else if (value == "on" || value == "off") {
+        CHECK(loom::bf16_products_setting() == loom::parse_bf16_products(value));
+    } else {
+        CHECK_THROWS_WITH_AS(loom::bf16_products_setting(),
+                             ("LOOM_BF16_PRODUCTS=" + value + ": expected auto, on or off").c_str(), loom::UserError);
+        // The function overrides the variable, a wrong one too.
+        loom::set_bf16_products(loom::Bf16Products::automatic);
+    }
+    {
+        const Bf16Choice on(loom::Bf16Products::always);
+        CHECK(loom::bf16_products_setting() == loom::Bf16Products::always);
+    }
+    CHECK_NOTHROW(loom::bf16_products_setting());
 }
