@@ -59,12 +59,14 @@ std::vector<std::size_t> state_dims(std::size_t rows, const Shape& pattern, std:
 
 struct Generator::State {
     Variable previous;
-    std::vector<Variable> states;  // a paged state's: null (the step reads gather_rows(rows, pages))
+    std::vector<Variable> states;  // a paged state's: null (the step reads paged_rows(rows, pages))
     // Per state appended by rows [any_size, D] (a key/value cache): kept as pages, every row the
-    // step returned stored once in a static table `rows`, and each hypothesis's state the indices
-    // `pages` of its rows, in order (its ancestors', then its own): a step copies no cache.
+    // step returned stored once in a static table `rows`, and each hypothesis's state the list
+    // `pages` of its rows, in order (its ancestors', then its own): a step copies no cache. The
+    // lists are set before each pass (shared by the states that grow alike: made once a pass).
     struct Paged {
-        Variable rows, pages;
+        Variable rows;
+        std::shared_ptr<PageLists> pages;
     };
     std::vector<Paged> paged;  // per state; null Variables where the state is not paged
     // Per distinct memory input, every item's memory [N, sample...] as a static input; the step reads
@@ -193,8 +195,8 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
                             " has more than one any_size dimension; a growing state grows along one");
         const std::string name = "decoder_state_" + std::to_string(i);
         if (s.updates[i] == StateUpdate::append && shape.rank() == 2 && shape[0] == any_size) {
-            s.paged.push_back({static_input_variable({any_size, shape[1]}, name + ".rows"),
-                               input_variable({any_size}, name + ".pages")});
+            s.paged.push_back(
+                {static_input_variable({any_size, shape[1]}, name + ".rows"), std::make_shared<PageLists>()});
             s.states.emplace_back();
         } else {
             s.paged.emplace_back();
@@ -204,7 +206,8 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     std::vector<Variable> step_states = s.states;
     for (std::size_t i = 0; i < step_states.size(); ++i)
         if (s.paged[i].rows)
-            step_states[i] = gather_rows(s.paged[i].rows, s.paged[i].pages, "decoder_state_" + std::to_string(i));
+            step_states[i] =
+                paged_rows(s.paged[i].rows, s.paged[i].pages, s.previous, "decoder_state_" + std::to_string(i));
     DecoderOutput out = decoder.step()(s.previous, step_states, picks);
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
@@ -452,17 +455,17 @@ xt::xarray<T> state_rows(xt::xarray<T> reused, PassRows<T> kept, PassRows<T> pro
 }
 
 // The pages of the paged states (Generator::State::Paged) that start with as many rows and grow by
-// as many a step (a Transformer's keys and values of every layer: none, then one each), computed
-// once a pass for all of them: their tables are filled in lockstep, so a row's index is the same in
-// each. Each row's pages are its parent's followed by the rows its parent produced, stored once per
-// parent that any row keeps; `stored` says where each such parent's rows went this pass.
-template <class T>
+// as many a step (a Transformer's keys and values of every layer: none, then one each), made and
+// checked once a pass for all of them: their tables are filled in lockstep, so a row's number is the
+// same in each. Each row's list is its parent's followed by the rows its parent produced, stored
+// once per parent that any row keeps; `stored` says where each such parent's rows went this pass.
+// Beam search's reordering is this: new lists of row numbers, no row of a cache copied.
 class PageList {
 public:
-    // This pass's pages [rows, Tk] for rows whose parents (rows of the last pass) are `parents`, each
-    // of which produced `per_step` rows.
-    const Value& next(const std::vector<std::size_t>& parents, std::size_t per_step) {
-        const std::size_t rows = parents.size(), old_tk = last_tk_;
+    // This pass's lists for rows whose parents (rows of the last pass) are `parents`, each of which
+    // produced `per_step` rows.
+    const PageLists& next(const std::vector<std::size_t>& parents, std::size_t per_step) {
+        const std::size_t rows = parents.size(), old_tk = lists_.length();
         const std::size_t tk = old_tk + per_step;
         std::vector<std::size_t> stored_at(parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1,
                                            kNone);
@@ -476,28 +479,21 @@ public:
                 used += per_step;
             }
             std::size_t* to = ids.data() + r * tk;
-            if (old_tk) std::copy_n(last_.data() + p * old_tk, old_tk, to);
+            if (old_tk) std::copy_n(lists_.of(p).data(), old_tk, to);
             for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = stored_at[p] + j;
         }
-        // The graph's values are numbers of the model's type: the ids as T, exact (PageTable::reserve
-        // refuses a float table of more rows than float numbers exactly).
-        xt::xarray<T> pages = xt::xarray<T>::from_shape({rows, tk});
-        std::transform(ids.begin(), ids.end(), pages.data(), [](std::size_t id) { return static_cast<T>(id); });
-        last_ = std::move(ids), last_tk_ = tk;
-        value_ = Value::batch(std::move(pages));
-        return value_;
+        lists_ = PageLists(std::move(ids), rows, used);
+        return lists_;
     }
-    // The last pass's pages, bound to every state of the list (one array).
-    const Value& value() const { return value_; }
+    // The last pass's lists, set into every state of the group (a copy shares the numbers).
+    const PageLists& lists() const { return lists_; }
     std::vector<std::pair<std::size_t, std::size_t>> stored;  // this pass: (parent, its first row's index)
     std::size_t used = 0;                                     // rows stored so far, in every table
-    std::size_t pass = kNone;                                 // the pass `stored` and the pages are of
+    std::size_t pass = kNone;                                 // the pass `stored` and the lists are of
 
 private:
     static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
-    std::vector<std::size_t> last_;  // the last pass's page ids as integers, [rows, last_tk_] row-major
-    std::size_t last_tk_ = 0;
-    Value value_;
+    PageLists lists_;
 };
 
 // A paged state's table of every row stored, bound as a static input and written in place between
@@ -507,7 +503,7 @@ class PageTable {
 public:
     explicit PageTable(std::size_t width) : width_(width) {}
     // Stores the rows each parent of `list.stored` produced (`produced`, per row of the last pass).
-    void store(PassRows<T> produced, const PageList<T>& list) {
+    void store(PassRows<T> produced, const PageList& list) {
         reserve(std::max<std::size_t>(1, list.used));  // a table even before any row
         for (const auto& [parent, at] : list.stored)
             std::copy_n(produced.data + parent * produced.width, produced.width, table_ + at * width_);
@@ -519,12 +515,6 @@ private:
     // Room for `rows` rows: a table twice as large when it is full, the stored rows copied over.
     void reserve(std::size_t rows) {
         if (rows <= capacity_) return;
-        // Pages are numbers in T: float holds whole numbers exactly only up to 2^24.
-        if (std::is_same_v<T, float> && rows > Value::max_exact_float_id)
-            throw UserError("Generator::generate: a key/value cache of more than " +
-                            std::to_string(Value::max_exact_float_id) +
-                            " rows, more than float numbers its rows exactly; generate in double (to_precision) or "
-                            "with fewer items at once");
         const std::size_t capacity = std::max({rows, 2 * capacity_, std::size_t{64}});
         xt::xarray<T> grown = xt::zeros<T>({capacity, width_});
         if (capacity_) std::copy_n(table_, capacity_ * width_, grown.data());
@@ -608,8 +598,8 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     // Per paged state its table and its page list, one list for the states that start with as many
     // rows and grow by as many a step (the step's static row count; a varying one has its own).
     std::vector<std::unique_ptr<PageTable<T>>> pages(states.size());
-    std::vector<PageList<T>*> page_list(states.size(), nullptr);
-    std::map<std::pair<std::size_t, std::size_t>, PageList<T>> page_lists;  // map: the pointers stay
+    std::vector<PageList*> page_list(states.size(), nullptr);
+    std::map<std::pair<std::size_t, std::size_t>, PageList> page_lists;  // map: the pointers stay
     for (std::size_t i = 0; i < states.size(); ++i) {
         if (!paged[i].rows) continue;
         pages[i] = std::make_unique<PageTable<T>>(state_shapes[i][1]);
@@ -629,10 +619,10 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
         Bindings in{{previous, Value::batch(fed_symbols(beams, rows, t, starts, prompts))}};
         for (std::size_t i = 0; i < states.size(); ++i) {
             if (pages[i]) {
-                PageList<T>& list = *page_list[i];
+                PageList& list = *page_list[i];
                 if (list.pass != t) list.next(parents, produced[i].width / state_shapes[i][1]), list.pass = t;
                 pages[i]->store(produced[i], list);
-                in.emplace(paged[i].pages, list.value());
+                *paged[i].pages = list.lists();  // the numbers made once this pass, shared
                 in.emplace(paged[i].rows, pages[i]->table());
                 continue;
             }
