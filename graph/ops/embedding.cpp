@@ -235,8 +235,7 @@ public:
         }
         return {Shape(out), index.axis};
     }
-    // gather_rows: the number of indices, which may be known only now (and may be 0: a cache before
-    // its first row).
+    // gather_rows: the number of indices, which may be known only now (and may be 0).
     template <class T>
     void prep(const OpCall<T>& c, Prepared& p) const {
         if (!many_) return;
