@@ -99,8 +99,8 @@ public:
     }
 
     // Every row's keys and values are found first, here, where a bad index or mask, or page lists
-    // that do not fit their tables, throw; then the rows are computed, split among idle inter-op threads (each writes its own rows only,
-    // so the values do not depend on the threads).
+    // that do not fit their tables, throw; then the rows are computed, split among idle inter-op
+    // threads (each writes its own rows only, so the values do not depend on the threads).
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const std::size_t width = c.out.sample_size();
