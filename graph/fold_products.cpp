@@ -1,5 +1,5 @@
 // compile's folds over a finished plan (graph/fold_products.hpp): an embedding into the products that
-// read it, gathered rows into the attention that reads them.
+// read it, picked rows into the attention that reads them.
 #include "graph/fold_products.hpp"
 
 #include <vector>
@@ -114,7 +114,7 @@ void fold_attention_rows(Plan& plan) {
         AttentionInPlace in_place = attention_rows_in_place(plan, a);
         if (!in_place.op) continue;
         PlanNode& pn = plan.nodes[a];
-        bool one_step = true;  // the gathers run where the attention runs (one loop, or none)
+        bool one_step = true;  // the picks run where the attention runs (one loop, or none)
         for (int g : in_place.folded) one_step = one_step && plan.nodes[g].loop == pn.loop;
         if (!one_step) continue;
         // The op must find in its new inputs the type it gave before (else it stays as it is).
@@ -138,13 +138,13 @@ void fold_attention_rows(Plan& plan) {
         any = true;
     }
     if (!any) return;
-    // A gathering node no one reads any more leaves the plan (the attention reads its inputs now);
-    // gathers read by anything else still run for them.
+    // A picking node no one reads any more leaves the plan (the attention reads its inputs now);
+    // picks read by anything else still run for them.
     std::vector<bool> gone(count, false);
     for (int n = count - 1; n >= 0; --n) {
         const PlanNode& pn = plan.nodes[n];
         if (uses[n] > 0 || pn.node->kind != NodeKind::Op || !pn.node->op) continue;
-        if (!is_gather_rows(*pn.node->op) && !is_index_select(*pn.node->op)) continue;
+        if (!is_index_select(*pn.node->op)) continue;
         gone[n] = true;
         for (int i : pn.inputs) --uses[i];
     }

@@ -18,15 +18,15 @@ namespace loom {
 /// unchanged.
 void fold_embedding_products(Plan& plan);
 
-/// Rewrites every attention over a memory whose keys and values are gather_rows(table, indices) of
-/// matrices (no key mask; with or without the step's own key and value), or index_select(items,
-/// index) by one index (the key mask picked by it too), into the form of the op that reads the
-/// tables or the items through the indices (graph/ops/attention_memory.cpp): a generator's
-/// key/value cache kept as pages, or each hypothesis's encoder memory, is then never copied per
-/// row. The op's type must come out the same, and the gathers run in the attention's step. A
-/// gather no other node reads, and that is no output, leaves the plan; one read elsewhere still
-/// runs for its other readers. `plan.index` maps each attention's node to its new node. compile
-/// runs it after fold_embedding_products; a plan it leaves alone is unchanged.
+/// Rewrites every attention over a memory whose keys and values are index_select(items, index) by
+/// one index (the key mask picked by it too; no step's own key and value), into the form of the op
+/// that reads the items through the index (graph/ops/attention_memory.cpp): each hypothesis's
+/// encoder memory is then never copied per row. (A key/value cache kept as pages needs no pass:
+/// attention() over paged_rows reads the tables itself.) The op's type must come out the same, and
+/// the picks run in the attention's step. A pick no other node reads, and that is no output, leaves
+/// the plan; one read elsewhere still runs for its other readers. `plan.index` maps each
+/// attention's node to its new node. compile runs it after fold_embedding_products; a plan it
+/// leaves alone is unchanged.
 void fold_attention_rows(Plan& plan);
 
 }  // namespace loom

@@ -3,9 +3,11 @@
 /// The public ops: one line each, implemented in the family file named in the comment above each
 /// group. Names and semantics follow CNTK.
 #include <climits>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/page_lists.hpp"
 #include "graph/variable.hpp"
 
 namespace loom {
@@ -350,10 +352,19 @@ Variable index_select(const Variable& items, const Variable& index, const std::s
 /// graph/ops/embedding.cpp: rows indices[r][0..k) of a static table [R, sample...] for each row r
 /// (indices: sample shape [k], k fixed or any_size, whole numbers, on a dynamic axis) -> [k, sample...]
 /// on the indices' axis, as CNTK's gather or torch's table[indices]. The backward adds into the rows
-/// used; an index outside [0, R) is a UserError naming the index and R. attention() over keys and
-/// values gathered by gather_rows reads the rows through the indices once compiled (a key/value
-/// cache kept as pages: Generator's appended states), copying nothing per row.
+/// used; an index outside [0, R) is a UserError naming the index and R. (A key/value cache kept as
+/// pages is paged_rows below, which attention() reads in place.)
 Variable gather_rows(const Variable& table, const Variable& indices, const std::string& name = {});
+/// graph/ops/paged_rows.cpp: a key/value cache kept as pages (core/page_lists.hpp): row r, one per
+/// row of `like` (a batch value), is the rows pages->of(r) of a static table [R, sample...] ->
+/// [Tk, sample...] on like's axis, Tk = pages->length() known at run time. The page lists are no
+/// graph value: their owner (Generator) makes them between passes, checked once, and every node
+/// holding them reads them. attention() over keys and values of this form (no mask) reads them in
+/// the tables where they lie, for every head, copying nothing; only another reader runs this op's
+/// copy. The backward adds into the table rows read. A UserError when the lists are not one per row
+/// of `like` or name rows the table does not hold.
+Variable paged_rows(const Variable& table, std::shared_ptr<const PageLists> pages, const Variable& like,
+                    const std::string& name = {});
 
 /// graph/ops/random.cpp: in training mode (graph/mode.hpp) a * a fresh Bernoulli mask / (1 - rate)
 /// at every evaluation; the identity in inference mode. seed 0 takes a seed from global_rng().

@@ -48,8 +48,9 @@ enum class StateUpdate {
     /// Only the rows this step adds along the state's any_size dimension (a key/value cache's one
     /// new row): the state grows by them. Generation keeps a state [any_size, D] as pages: each row
     /// the step returns is stored once, and each hypothesis's state is the list of its ancestors'
-    /// rows, which the step receives as gather_rows(rows, pages) (attention reads it in place); a
-    /// step copies no cache. A state of another shape is kept whole, one copy per step.
+    /// rows, which the step receives as paged_rows(rows, pages) (graph/ops.hpp: attention reads it in
+    /// place; the page lists are whole numbers made once a step for every such state); a step
+    /// copies no cache. A state of another shape is kept whole, one copy per step.
     append
 };
 

@@ -282,8 +282,6 @@ Variable TransformerDecoderLayer::step(const Variable& x, KeyValueCache& cache, 
                                       {.heads = o.heads, .step_key = key, .step_value = value});
         cache.step_keys = reshape(key, row);
         cache.step_values = reshape(value, row);
-        cache.keys = splice({cache.keys, cache.step_keys}, 0);
-        cache.values = splice({cache.values, cache.step_values}, 0);
         return s.self->project_output(attended);
     };
     return s.chain(x, self, [&](const Variable& y) {

@@ -8,7 +8,7 @@
 ///   instead of a loop, so training runs in parallel over the steps;
 /// - one generating step (the models' decoder(), for Generator): it reads each layer's
 ///   key/value cache ([t, model_dim], the keys and values of the steps before, which the Generator
-///   keeps as pages and hands over as gather_rows of them), attends over it and this step's own key
+///   keeps as pages and hands over as paged_rows of them), attends over it and this step's own key
 ///   and value, and returns the logits and only this step's rows of each cache
 ///   (StateUpdate::append), which the Generator stores once: no step copies a cache. The
 ///   cross-attention's keys and values of the encoder's output are computed once per source
@@ -160,12 +160,13 @@ private:
 
 /// A layer's key/value cache: the keys and values of every step so far, batch values [t, model_dim].
 struct KeyValueCache {
-    Variable keys;    ///< [t, model_dim]
-    Variable values;  ///< [t, model_dim]
-    /// Set by TransformerDecoderLayer::step: this step's own key and value, [1, model_dim], the rows
-    /// `keys` and `values` end with on return. A decoder that returns these as its states, appended
-    /// (StateUpdate::append), never copies the cache in its graph: the step reads the cache where it
-    /// lies, and the Generator stores these rows once in its pages (no copy per step or hypothesis).
+    Variable keys;    ///< [t, model_dim], the steps' before this one (left as given by step())
+    Variable values;  ///< [t, model_dim], the steps' before this one (left as given by step())
+    /// Set by TransformerDecoderLayer::step: this step's own key and value, [1, model_dim], which the
+    /// cache of the next step ends with (splice({keys, step_keys}, 0) where a caller wants it whole).
+    /// A decoder that returns these as its states, appended (StateUpdate::append), never copies the
+    /// cache in its graph: the step reads the cache where it lies, and the Generator stores these rows
+    /// once in its pages (no copy per step or hypothesis).
     Variable step_keys{};
     Variable step_values{};  ///< see step_keys
 };
@@ -213,7 +214,8 @@ public:
                               bool average_weights = true) const;
     /// One generating step.
     /// \param x  this step's input, a batch value [model_dim]
-    /// \param cache  the keys and values of the steps before; on return, with this step's appended
+    /// \param cache  the keys and values of the steps before; on return, with this step's own key and
+    ///   value set (KeyValueCache::step_keys, step_values)
     /// \param cross  cross_memory()'s values as batch inputs (empty without cross-attention)
     /// \return this step's output, a batch value [model_dim]
     Variable step(const Variable& x, KeyValueCache& cache, const CrossMemory& cross = {}) const;
@@ -255,7 +257,7 @@ public:
     /// One generating step through every layer.
     /// \param x  this step's input, a batch value [model_dim]
     /// \param caches  one per layer: the keys and values of the steps before; on return, with this
-    ///   step's appended (KeyValueCache::step_keys, step_values)
+    ///   step's own set (KeyValueCache::step_keys, step_values)
     /// \param memory  memory_inputs()'s values (empty when decoder-only)
     /// \return this step's output, a batch value [model_dim] (after the final norm with pre-norm)
     Variable step(const Variable& x, std::vector<KeyValueCache>& caches,

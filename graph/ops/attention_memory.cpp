@@ -2,8 +2,9 @@
 // one query per item (a batch value, e.g. a generating decoder's step) reads keys and values that
 // are batch values [Tk, D] (a key/value cache, or an encoder's unpacked outputs with their mask), or
 // every item's static memory [N, Tk, D] through an index per row (attention over index_select's
-// picks: no copy per row), or rows of tables through indices (gather_rows' pages). The op decodes
-// its inputs into where each row's keys and values lie (core/row_view.hpp) and no more.
+// picks: no copy per row), or rows of tables through integer page lists (attention over paged_rows:
+// a generator's key/value cache). The op decodes its inputs into where each row's keys and values
+// lie (core/row_view.hpp) and no more.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -27,9 +28,10 @@ namespace {
 // - items: every item's static memory [N, Tk, D] and [N, Tk, Dv], read through an index [1] per
 //   row (attention over index_select's picks: no row's memory is copied, and rows sharing an item
 //   add into its gradients in turn);
-// - pages: static tables of rows [R, D] and [R', Dv], read through indices [Tk] per row into each
-//   (attention over gather_rows' rows: a key/value cache kept as pages, each hypothesis reading its
-//   ancestors' rows).
+// - pages: static tables of rows [R, D] and [R', Dv], read through page lists (core/page_lists.hpp:
+//   whole numbers, checked once when their owner made them) into each (attention over paged_rows:
+//   a key/value cache kept as pages, each hypothesis reading its ancestors' rows). attention() builds
+//   this form itself when given paged_rows; no compile pass is involved.
 enum class RowSource { given, items, pages };
 
 // One query per item (a batch value [D]) over keys and values where `source` says, with an
@@ -46,7 +48,12 @@ public:
         if (masked_) in_.mask = next++;
         if (stepped_) in_.step_key = next++, in_.step_value = next++;
         if (source_ == RowSource::items) in_.item = next++;
-        if (source_ == RowSource::pages) in_.key_pages = next++, in_.value_pages = next++;
+    }
+    // Over pages: the tables are inputs 1 and 2, read through these lists.
+    MemoryAttention(std::size_t heads, bool stepped, std::shared_ptr<const PageLists> key_pages,
+                    std::shared_ptr<const PageLists> value_pages)
+        : MemoryAttention(heads, RowSource::pages, false, stepped) {
+        key_pages_ = std::move(key_pages), value_pages_ = std::move(value_pages);
     }
     std::string name() const override { return "attention"; }
     RowSource source() const { return source_; }
@@ -79,25 +86,21 @@ public:
                 rows[i] = {Shape(std::vector<std::size_t>(rows[i].shape.begin() + 1, rows[i].shape.end())), index.axis};
             }
         } else if (source_ == RowSource::pages) {
-            const TypeInfo &keys = in[1], &values = in[2], &pages = in[in_.key_pages],
-                           &value_pages = in[in_.value_pages];
+            const TypeInfo &keys = in[1], &values = in[2];
             if (keys.axis.is_dynamic() || values.axis.is_dynamic() || keys.shape.rank() != 2 ||
                 values.shape.rank() != 2)
                 shape_error(name(), in, "over pages, the key and value rows must be static [R, D] and [R, Dv]");
-            for (const TypeInfo* t : {&pages, &value_pages})
-                if (t->axis.kind != Axis::Kind::Batch || t->shape.rank() != 1)
-                    shape_error(name(), in, "over pages, the indices must be batch values [Tk]");
-            if (pages.shape[0] != value_pages.shape[0] || pages.axis != value_pages.axis)
-                shape_error(name(), in, "over pages, the keys and values must have one number of steps Tk");
-            rows[1] = {Shape{pages.shape[0], keys.shape[1]}, pages.axis};
-            rows[2] = {Shape{pages.shape[0], values.shape[1]}, pages.axis};
+            if (in[0].axis.kind != Axis::Kind::Batch)
+                shape_error(name(), in, "over pages, the query must be a batch value (one per page list)");
+            rows[1] = {Shape{0, keys.shape[1]}, in[0].axis};  // 0: Tk known at run time
+            rows[2] = {Shape{0, values.shape[1]}, in[0].axis};
         }
         return infer_rows(rows);
     }
 
-    // Every row's keys and values are found first, here, where a bad index, page or mask throws;
-    // then the rows are computed, split among idle inter-op threads (each writes its own rows only,
-    // so the values do not depend on the threads).
+    // Every row's keys and values are found first, here, where a bad index or mask, or page lists
+    // that do not fit their tables, throw; then the rows are computed, split among idle inter-op
+    // threads (each writes its own rows only, so the values do not depend on the threads).
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const std::size_t width = c.out.sample_size();
@@ -174,7 +177,7 @@ public:
 private:
     // Which input is which after the query, keys and values (-1: not an input of this form).
     struct Inputs {
-        int mask = -1, step_key = -1, step_value = -1, item = -1, key_pages = -1, value_pages = -1;
+        int mask = -1, step_key = -1, step_value = -1, item = -1;
     };
     // One row's query [heads * dk] and where its keys and values lie.
     template <class T>
@@ -256,41 +259,30 @@ private:
         });
     }
 
-    // each_row's paged form: row r's keys and values are the rows of the tables its indices name,
-    // every index checked here (a whole number below the table's rows), before any row is computed.
+    // each_row's paged form: row r's keys and values are the table rows its page lists name. The
+    // lists were checked against their tables' rows when made (once a step for every layer); here
+    // only that they fit these tables and rows, once a call.
     template <class T, class F>
     void each_paged_row(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
-        const View<const T>&key_indices = c.in[in_.key_pages], &value_indices = c.in[in_.value_pages];
-        const std::size_t tk = key_indices.sample_size(), dq = q.sample_size(), dk = dq / heads_;
-        const std::size_t kw = k.dims[1], vw = v.dims[1], dv = vw / heads_;
-        if (value_indices.sample_size() != tk)
-            throw UserError("attention: over pages, " + std::to_string(tk) + " key indices and " +
-                            std::to_string(value_indices.sample_size()) + " value indices per row");
+        const PageLists &key_pages = *key_pages_, &value_pages = *value_pages_;
+        const std::size_t tk = key_pages.length(), dq = q.sample_size(), dk = dq / heads_;
+        const std::size_t kw = k.dims[1], vw = v.dims[1], dv = vw / heads_, rows = q.rows();
+        if (value_pages.length() != tk || key_pages.rows() != rows || value_pages.rows() != rows ||
+            key_pages.table_rows() > k.dims[0] || value_pages.table_rows() > v.dims[0])
+            throw UserError(
+                "attention: over pages, " + std::to_string(rows) + " queries read " + std::to_string(key_pages.rows()) +
+                " key lists of " + std::to_string(tk) + " rows of " + std::to_string(key_pages.table_rows()) +
+                " (the table holds " + std::to_string(k.dims[0]) + ") and " + std::to_string(value_pages.rows()) +
+                " value lists of " + std::to_string(value_pages.length()) + " rows of " +
+                std::to_string(value_pages.table_rows()) + " (the table holds " + std::to_string(v.dims[0]) + ")");
         if (tk == 0 && !stepped_) return;
-        thread_local std::vector<std::size_t> pages;
-        auto& page = pages;
-        page.resize(2 * key_indices.size());
         const T scale = T(1) / std::sqrt(static_cast<T>(dk));
-        // Row r's indices into a table of `count` rows, checked, into `to`.
-        auto read = [&](const View<const T>& indices, std::size_t count, const char* what, std::size_t r,
-                        std::size_t* to) {
-            for (std::size_t j = 0; j < tk; ++j) {
-                const double index = static_cast<double>(indices.data[r * tk + j]);
-                if (!is_index(index, count)) {
-                    std::ostringstream msg;
-                    msg << "attention: row " << r << " reads " << what << " row " << index << " of " << count
-                        << " (valid indices are [0, " << count << "))";
-                    throw UserError(msg.str());
-                }
-                to[j] = static_cast<std::size_t>(index);
-            }
-        };
         c.for_each_row([&](std::size_t r) {
-            std::size_t* at = page.data() + 2 * r * tk;
-            read(key_indices, k.dims[0], "key", r, at);
-            read(value_indices, v.dims[0], "value", r, at + tk);
-            Operands<T> x{r, q.data + (q.dyn ? r * dq : 0), {k.data, kw, tk, at}, {v.data, vw, tk, at + tk}};
+            Operands<T> x{r,
+                          q.data + r * dq,
+                          {k.data, kw, tk, key_pages.of(r).data()},
+                          {v.data, vw, tk, value_pages.of(r).data()}};
             if (stepped_) {
                 x.keys.last = c.in[in_.step_key].data + (c.in[in_.step_key].dyn ? r * kw : 0);
                 x.values.last = c.in[in_.step_value].data + (c.in[in_.step_value].dyn ? r * vw : 0);
@@ -303,6 +295,7 @@ private:
     RowSource source_;
     bool masked_, stepped_;
     Inputs in_;
+    std::shared_ptr<const PageLists> key_pages_, value_pages_;  // over pages
 };
 
 }  // namespace
@@ -322,14 +315,23 @@ Variable memory_attention(const Variable& queries, const Variable& keys, const V
         throw UserError("attention: give the step's own key and value together (step_key and step_value)");
     if (masked && options.step_key)
         throw UserError("attention: the step's own key and value follow a key/value cache, which has no key_mask");
-    // Keys and values as given; where they are rows gathered or picked, compile reads them in place
+    const bool stepped = static_cast<bool>(options.step_key);
+    // A key/value cache kept as pages: read in the tables through the page lists.
+    auto key_pages = paged_rows_pages(*keys.node()), value_pages = paged_rows_pages(*values.node());
+    if (key_pages && value_pages && !masked) {
+        std::vector<NodePtr> in{queries.node(), keys.node()->inputs[0], values.node()->inputs[0]};
+        if (stepped) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
+        return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, stepped, std::move(key_pages),
+                                                                         std::move(value_pages)),
+                                 in, name));
+    }
+    // Keys and values as given; where they are rows picked by one index, compile reads them in place
     // (rows_in_place below, through graph/fold_products.cpp).
     std::vector<NodePtr> in{queries.node(), keys.node(), values.node()};
     if (masked) in.push_back(options.key_mask.node());
     if (options.step_key) in.insert(in.end(), {options.step_key.node(), options.step_value.node()});
-    return Variable(apply_op(std::make_shared<const MemoryAttention>(options.heads, RowSource::given, masked,
-                                                                     static_cast<bool>(options.step_key)),
-                             in, name));
+    return Variable(
+        apply_op(std::make_shared<const MemoryAttention>(options.heads, RowSource::given, masked, stepped), in, name));
 }
 
 }  // namespace loom::attention_detail
@@ -341,35 +343,20 @@ AttentionInPlace attention_rows_in_place(const Plan& plan, int at) {
     const auto* op = pn.node->kind == NodeKind::Op
                          ? dynamic_cast<const attention_detail::MemoryAttention*>(pn.node->op.get())
                          : nullptr;
-    if (!op || op->source() != attention_detail::RowSource::given) return {};
-    // Input i's node when its op is one `is` answers for, else -1.
-    const auto source = [&](std::size_t i, bool (*is)(const Op&)) {
+    if (!op || op->source() != attention_detail::RowSource::given || op->stepped()) return {};
+    // Input i's node when it is index_select's, else -1.
+    const auto source = [&](std::size_t i) {
         const PlanNode& n = plan.nodes[static_cast<std::size_t>(pn.inputs[i])];
-        return n.node->kind == NodeKind::Op && n.node->op && is(*n.node->op) ? pn.inputs[i] : -1;
+        return n.node->kind == NodeKind::Op && n.node->op && is_index_select(*n.node->op) ? pn.inputs[i] : -1;
     };
     const auto inputs_of = [&](int n) -> const std::vector<int>& {
         return plan.nodes[static_cast<std::size_t>(n)].inputs;
     };
     const int q = pn.inputs[0];
     AttentionInPlace r;
-    // Keys and values gathered from tables of rows (matrices): read through the indices.
-    const int gk = source(1, is_gather_rows), gv = source(2, is_gather_rows);
-    const auto matrix = [&](int n) {
-        return plan.nodes[static_cast<std::size_t>(inputs_of(n)[0])].type.shape.rank() == 2;
-    };
-    if (!op->masked() && gk >= 0 && gv >= 0 && matrix(gk) && matrix(gv)) {
-        r.inputs = {q, inputs_of(gk)[0], inputs_of(gv)[0]};
-        if (op->stepped()) r.inputs.insert(r.inputs.end(), {pn.inputs[3], pn.inputs[4]});
-        r.inputs.insert(r.inputs.end(), {inputs_of(gk)[1], inputs_of(gv)[1]});
-        r.op = std::make_shared<const attention_detail::MemoryAttention>(
-            op->heads(), attention_detail::RowSource::pages, false, op->stepped());
-        r.folded = {gk, gv};
-        return r;
-    }
     // Keys, values and mask picked from every item's memory by one index: read through the index.
-    if (op->stepped()) return {};
-    const int k = source(1, is_index_select), v = source(2, is_index_select);
-    const int m = op->masked() ? source(3, is_index_select) : -1;
+    const int k = source(1), v = source(2);
+    const int m = op->masked() ? source(3) : -1;
     if (k < 0 || v < 0 || inputs_of(k)[1] != inputs_of(v)[1] ||
         (op->masked() && (m < 0 || inputs_of(m)[1] != inputs_of(k)[1])))
         return {};

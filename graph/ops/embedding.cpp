@@ -2,7 +2,7 @@
 // backward scatter-adds into the rows that were used only, so a step costs O(ids * D), not O(V * D).
 // index_select(items, index), its sibling of any rank: item index[r] of static items [N, ...] for
 // each row r (a generator's hypotheses reading their source's memory), backward a scatter-add.
-// gather_rows(table, indices): k rows of a static table per row (a paged key/value cache).
+// gather_rows(table, indices): k rows of a static table per row, by indices that are graph values.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -207,8 +207,7 @@ private:
 // Rows of a static table [N, sample...] picked per row by whole numbers on a dynamic axis, in two
 // forms. index_select(items, index): index [1], row r of the output items[index[r]] ([sample...]).
 // gather_rows(table, indices): indices [k] (k may be a run-time size, any_size), row r the table's
-// rows at its indices, [k, sample...]: a key/value cache kept as pages, each hypothesis's rows read
-// through the indices of its ancestors' rows. Backward adds each row's gradients into the rows it
+// rows at its indices, [k, sample...]. Backward adds each row's gradients into the rows it
 // picked, one row after another, so rows picking the same one accumulate without a race.
 class PickRows final : public OpBase<PickRows> {
 public:
@@ -236,8 +235,7 @@ public:
         }
         return {Shape(out), index.axis};
     }
-    // gather_rows: the number of indices, which may be known only now (and may be 0: a cache before
-    // its first row).
+    // gather_rows: the number of indices, which may be known only now (and may be 0).
     template <class T>
     void prep(const OpCall<T>& c, Prepared& p) const {
         if (!many_) return;
@@ -322,11 +320,6 @@ bool is_index_select(const Op& op) {
 Variable index_select(const Variable& items, const Variable& index, const std::string& name) {
     static const auto op = std::make_shared<const PickRows>(false);
     return Variable(apply_op(op, {items.node(), index.node()}, name));
-}
-
-bool is_gather_rows(const Op& op) {
-    const auto* pick = dynamic_cast<const PickRows*>(&op);
-    return pick && pick->many();
 }
 
 Variable gather_rows(const Variable& table, const Variable& indices, const std::string& name) {

@@ -43,16 +43,18 @@ std::shared_ptr<const Op> embedding_product(bool bias);
 // times(x, W) (0) or affine(x, W, b) (1) with W not transposed, else -1.
 int plain_product_addends(const Op& op);
 
-// embedding.cpp: whether `op` is index_select's (one row picked per row by an index) or
-// gather_rows's (rows of a table by indices), which attention over a memory reads in place.
+// embedding.cpp: whether `op` is index_select's (one row picked per row by an index), which
+// attention over a memory reads in place.
 bool is_index_select(const Op& op);
-bool is_gather_rows(const Op& op);
 
-// attention_memory.cpp: for plan node `at`, attention over a memory whose keys and values are
-// gather_rows' rows of matrices (no mask), or index_select's picks by one index (the mask's too): the
-// op that reads those rows where they lie, its inputs (plan indices: the tables or the items, and
-// the indices), and the gathering nodes it reads around. A null op where there is none
-// (graph/fold_products.hpp: fold_attention_rows).
+// paged_rows.cpp: the page lists of a paged_rows node (a key/value cache kept as pages), which
+// attention() reads with the node's table in place of the node; null for any other node.
+std::shared_ptr<const PageLists> paged_rows_pages(const Node& node);
+
+// attention_memory.cpp: for plan node `at`, attention over a memory whose keys, values and mask are
+// index_select's picks by one index: the op that reads those rows where they lie, its inputs (plan
+// indices: the items and the index), and the picking nodes it reads around. A null op where there
+// is none (graph/fold_products.hpp: fold_attention_rows).
 struct AttentionInPlace {
     std::shared_ptr<const Op> op;
     std::vector<int> inputs, folded;

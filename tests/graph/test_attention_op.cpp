@@ -232,73 +232,87 @@ TEST_CASE("attention over a memory with heads of 16 lanes and more: lane sums an
     }
 }
 
-TEST_CASE("attention over pages: each row's keys and values are the table rows its indices name, read in place") {
-    // Rows of a cache kept as pages (Generator's appended states): three hypotheses reading rows of
-    // one table, two of them sharing rows, one reading a row twice; keys and values through one
-    // indices input, then through two.
+TEST_CASE("attention over pages: the cache read in place equals the cache gathered, every head, a step's own row") {
+    // A key/value cache kept as pages (a Generator's appended states): three hypotheses reading rows
+    // of one table through integer page lists, two of them sharing rows, one reading a row twice
+    // (lists that cross from page to page); keys and values through one list, then through two. The
+    // same attention over the rows gathered by hand into batch values, and the formula in double,
+    // give each row's output; nothing is gathered for the attention.
     Variable key_rows = static_input_variable({any_size, 4}, "key_rows");
     Variable value_rows = static_input_variable({any_size, 2}, "value_rows");
-    Variable pages = input_variable({any_size}, "pages"), query = input_variable({4}, "query");
+    Variable query = input_variable({4}, "query");
     Variable step_key = input_variable({4}, "step_key"), step_value = input_variable({2}, "step_value");
+    Variable gathered_keys = input_variable({any_size, 4}, "gathered_keys");
+    Variable gathered_values = input_variable({any_size, 2}, "gathered_values");
     const Matrix kt = random_tensor({6, 4}, 31, -2, 2), vt = random_tensor({6, 2}, 32);
     const Matrix qv = random_rows({4}, 3, 33, -2, 2), sk = random_rows({4}, 3, 34, -2, 2), sv = random_rows({2}, 3, 35);
     for (const bool stepped : {false, true}) {
-        CAPTURE(stepped);
-        AttentionOptions o{.heads = 2};
-        if (stepped) o.step_key = step_key, o.step_value = step_value;
-        const Variable gathered_keys = gather_rows(key_rows, pages);
-        Variable out = attention(query, gathered_keys, gather_rows(value_rows, pages), o);
-        // Read through the indices: once compiled, the op's inputs are the tables themselves, and
-        // no row is gathered; where another node reads the gathered keys, they are gathered for it.
-        const Compiled alone = compiled({out});
-        CHECK(alone.inputs[1] == key_rows.node().get());
-        CHECK(alone.inputs[2] == value_rows.node().get());
-        CHECK_FALSE(alone.computes(gathered_keys));
-        const Variable other = reduce_sum(gathered_keys);
-        const Compiled shared = compiled({out, other});
-        CHECK(shared.inputs[1] == key_rows.node().get());
-        CHECK(shared.computes(gathered_keys));
-        for (const std::vector<std::vector<double>>& rows :
-             {std::vector<std::vector<double>>{{5, 0, 2}, {2, 2, 1}, {0, 3, 4}},
-              std::vector<std::vector<double>>{{}, {}, {}}}) {
+        for (const std::vector<std::vector<std::size_t>>& rows :
+             {std::vector<std::vector<std::size_t>>{{5, 0, 2}, {2, 2, 1}, {0, 3, 4}},
+              std::vector<std::vector<std::size_t>>{{}, {}, {}}}) {
             const std::size_t tk = rows[0].size();
             if (tk == 0 && !stepped) continue;
-            Matrix ids = xt::zeros<double>({std::size_t{3}, tk});
-            for (std::size_t r = 0; r < 3; ++r)
-                for (std::size_t j = 0; j < tk; ++j) ids(r, j) = rows[r][j];
+            CAPTURE(stepped);
+            CAPTURE(tk);
+            std::vector<std::size_t> ids;
+            for (const auto& r : rows) ids.insert(ids.end(), r.begin(), r.end());
+            const auto pages = std::make_shared<const PageLists>(ids, 3, 6);
+            AttentionOptions o{.heads = 2};
+            if (stepped) o.step_key = step_key, o.step_value = step_value;
+            const Variable paged_keys = paged_rows(key_rows, pages, query);
+            Variable out = attention(query, paged_keys, paged_rows(value_rows, pages, query), o);
+            Variable over_gathered = attention(query, gathered_keys, gathered_values, o);
+            // Read in place: the op's inputs are the tables themselves, and no row is gathered; where
+            // another node reads the paged keys, they are copied for it.
+            const Compiled alone = compiled({out});
+            CHECK(alone.inputs[1] == key_rows.node().get());
+            CHECK(alone.inputs[2] == value_rows.node().get());
+            CHECK_FALSE(alone.computes(paged_keys));
+            const Variable other = reduce_sum(paged_keys);
+            CHECK(compiled({out, other}).computes(paged_keys));
+            // Each row's keys and values copied out of the tables by hand (gathered), the step's own last.
+            const std::size_t count = tk + stepped;
+            Matrix kg = xt::zeros<double>({std::size_t{3}, tk, std::size_t{4}});
+            Matrix vg = xt::zeros<double>({std::size_t{3}, tk, std::size_t{2}});
+            for (std::size_t n = 0; n < 3; ++n)
+                for (std::size_t j = 0; j < tk; ++j) {
+                    for (std::size_t c = 0; c < 4; ++c) kg(n, j, c) = kt(rows[n][j], c);
+                    for (std::size_t c = 0; c < 2; ++c) vg(n, j, c) = vt(rows[n][j], c);
+                }
             Bindings in{{key_rows, Value::tensor(kt)},
                         {value_rows, Value::tensor(vt)},
-                        {pages, Value::batch(ids)},
-                        {query, Value::batch(qv)}};
+                        {query, Value::batch(qv)},
+                        {gathered_keys, Value::batch(kg)},
+                        {gathered_values, Value::batch(vg)}};
             if (stepped) in.insert({{step_key, Value::batch(sk)}, {step_value, Value::batch(sv)}});
-            const auto got = evaluate({out}, in, DType::f64)[out].data<double>();
-            CHECK(evaluate({out, other}, in, DType::f64)[out].data<double>() == got);  // the keys also gathered
+            auto values = evaluate({out, over_gathered, other}, in, DType::f64);
+            const Matrix got = values[out].data<double>(), from_gathered = values[over_gathered].data<double>();
+            CHECK(xt::sum(values[other].data<double>())() == doctest::Approx(xt::sum(kg)()).epsilon(1e-12));
             for (std::size_t n = 0; n < 3; ++n) {
-                // The row's keys and values copied out of the tables by hand, the step's own last.
-                const std::size_t count = tk + stepped;
                 Matrix kn = xt::zeros<double>({count, std::size_t{4}}), vn = xt::zeros<double>({count, std::size_t{2}});
                 for (std::size_t j = 0; j < count; ++j) {
                     const bool own = j == tk;
-                    const auto row = own ? 0 : static_cast<std::size_t>(rows[n][j]);
-                    for (std::size_t c = 0; c < 4; ++c) kn(j, c) = own ? sk(n, c) : kt(row, c);
-                    for (std::size_t c = 0; c < 2; ++c) vn(j, c) = own ? sv(n, c) : vt(row, c);
+                    for (std::size_t c = 0; c < 4; ++c) kn(j, c) = own ? sk(n, c) : kg(n, j, c);
+                    for (std::size_t c = 0; c < 2; ++c) vn(j, c) = own ? sv(n, c) : vg(n, j, c);
                 }
                 Matrix qn = xt::view(qv, xt::range(n, n + 1), xt::all());
                 const auto want = attend(qn, 0, kn, vn, count, 2);
-                for (std::size_t c = 0; c < 2; ++c) CHECK(got(n, c) == doctest::Approx(want[c]).epsilon(1e-12));
+                for (std::size_t c = 0; c < 2; ++c) {
+                    CHECK(got(n, c) == doctest::Approx(want[c]).epsilon(1e-12));
+                    CHECK(got(n, c) == doctest::Approx(from_gathered(n, c)).epsilon(1e-14));
+                }
             }
             if (tk == 0) continue;
-            ids(1, 2) = 6;  // past the 6 rows of the tables
-            in[pages] = Value::batch(ids);
-            CHECK_THROWS_WITH_AS(evaluate({out}, in), doctest::Contains("row 1 reads key row 6 of 6"), UserError);
-            // Keys and values may be read through indices of their own (a generator's two states).
-            Variable value_pages = input_variable({any_size}, "value_pages");
-            Variable own = attention(query, gather_rows(key_rows, pages), gather_rows(value_rows, value_pages), o);
+            // Keys and values through lists of their own (a generator's two states); lists made for
+            // a table of 6 rows read over one of 5 are refused before any row is computed.
+            std::vector<std::size_t> swapped = ids;
+            std::swap(swapped[0], swapped[1]);
+            const auto value_pages = std::make_shared<const PageLists>(swapped, 3, 6);
+            Variable own = attention(query, paged_keys, paged_rows(value_rows, value_pages, query), o);
             CHECK(compiled({own}).inputs[2] == value_rows.node().get());
-            in[value_pages] = Value::batch(ids);
-            ids(1, 2) = 1;
-            in[pages] = Value::batch(ids);
-            CHECK_THROWS_WITH_AS(evaluate({own}, in), doctest::Contains("row 1 reads value row 6 of 6"), UserError);
+            CHECK(evaluate({own}, in, DType::f64)[own].data<double>() != got);
+            in[value_rows] = Value::tensor(Matrix(xt::view(vt, xt::range(0, 5), xt::all())));
+            CHECK_THROWS_WITH_AS(evaluate({own}, in), doctest::Contains("(the table holds 5)"), UserError);
         }
     }
 }

@@ -192,18 +192,23 @@ const std::vector<Case>& table() {
              return attention(e.batch({4}), e.batch({3, 4}), e.batch({3, 6}),
                               {.heads = 2, .step_key = e.batch({4}), .step_value = e.batch({6})});
          }},
-        {"attention", "attention over pages: rows gathered by one indices input, shared between rows",
+        {"attention", "attention over pages: rows of tables read through one page list per row, rows shared",
          [](Env& e) {
-             Variable pages = e.row_indices({{4, 0, 4}, {1, 1, 2}, {3, 0, 2}});
-             return attention(e.batch({4}), gather_rows(e.items({5, 4}), pages), gather_rows(e.items({5, 6}), pages),
-                              {.heads = 2});
+             auto pages = std::make_shared<const PageLists>(std::vector<std::size_t>{4, 0, 4, 1, 1, 2, 3, 0, 2}, 3, 5);
+             Variable query = e.batch({4});
+             return attention(query, paged_rows(e.items({5, 4}), pages, query),
+                              paged_rows(e.items({5, 6}), pages, query), {.heads = 2});
          }},
         {"attention", "attention over pages of their own for keys and values and the step's own key and value",
          [](Env& e) {
-             Variable keys = gather_rows(e.items({3, 4}), e.row_indices({{2, 0}, {1, 1}, {0, 2}}));
-             Variable values = gather_rows(e.items({4, 6}), e.row_indices({{3, 0}, {1, 2}, {0, 0}}));
-             return attention(e.batch({4}), keys, values,
-                              {.heads = 2, .step_key = e.batch({4}), .step_value = e.batch({6})});
+             Variable query = e.batch({4});
+             Variable keys =
+                 paged_rows(e.items({3, 4}),
+                            std::make_shared<const PageLists>(std::vector<std::size_t>{2, 0, 1, 1, 0, 2}, 3, 3), query);
+             Variable values =
+                 paged_rows(e.items({4, 6}),
+                            std::make_shared<const PageLists>(std::vector<std::size_t>{3, 0, 1, 2, 0, 0}, 3, 4), query);
+             return attention(query, keys, values, {.heads = 2, .step_key = e.batch({4}), .step_value = e.batch({6})});
          }},
         {"elementwise", "sin", [](Env& e) { return sin(e.seq({3}, -4, 4)); }},
         {"elementwise", "cos", [](Env& e) { return cos(e.seq({3}, -4, 4)); }},
@@ -415,6 +420,11 @@ const std::vector<Case>& table() {
         {"shape", "index_select by a sequence index of lengths 1, 3 and 7",
          [](Env& e) {
              return index_select(e.items({3, 4}), e.ids(3)) * e.seq({4});
+         }},
+        {"shape", "paged_rows by page lists of 3 rows, rows shared and repeated",
+         [](Env& e) {
+             auto pages = std::make_shared<const PageLists>(std::vector<std::size_t>{4, 0, 4, 1, 1, 2, 3, 0, 2}, 3, 5);
+             return tanh(paged_rows(e.items({5, 2}), pages, e.batch({1})));
          }},
         {"shape", "gather_rows by batch indices [3], rows shared and repeated",
          [](Env& e) {

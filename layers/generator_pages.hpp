@@ -1,0 +1,99 @@
+#pragma once
+// Internal to the Generator: its key/value caches kept as pages. Every row a step returns for an
+// appended state [any_size, D] is stored once in a table (PageTable), and each hypothesis's state
+// is the list of its ancestors' rows (PageList: for the states that grow alike, made into the
+// integer PageLists of core/page_lists.hpp once a pass), which the step reads through paged_rows.
+// Beam search's reordering makes new lists; no row of a cache is copied.
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "core/page_lists.hpp"
+#include "core/value.hpp"
+
+namespace loom::layers::generation {
+
+// Rows of the last pass, `width` elements each, from `data`.
+template <class T>
+struct PassRows {
+    const T* data = nullptr;
+    std::size_t width = 0;
+};
+
+// The pages of the paged states (Generator::State::Paged) that start with as many rows and grow by
+// as many a step (a Transformer's keys and values of every layer: none, then one each), made and
+// checked once a pass for all of them: their tables are filled in lockstep, so a row's number is the
+// same in each. Each row's list is its parent's followed by the rows its parent produced, stored
+// once per parent that any row keeps; `stored` says where each such parent's rows went this pass.
+// Beam search's reordering is this: new lists of row numbers, no row of a cache copied.
+class PageList {
+public:
+    // This pass's lists for rows whose parents (rows of the last pass) are `parents`, each of which
+    // produced `per_step` rows.
+    const PageLists& next(const std::vector<std::size_t>& parents, std::size_t per_step) {
+        const std::size_t rows = parents.size(), old_tk = lists_.length();
+        const std::size_t tk = old_tk + per_step;
+        std::vector<std::size_t> stored_at(parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1,
+                                           kNone);
+        stored.clear();
+        std::vector<std::size_t> ids(rows * tk);
+        for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t p = parents[r];
+            if (stored_at[p] == kNone) {
+                stored_at[p] = used;
+                stored.push_back({p, used});
+                used += per_step;
+            }
+            std::size_t* to = ids.data() + r * tk;
+            if (old_tk) std::copy_n(lists_.of(p).data(), old_tk, to);
+            for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = stored_at[p] + j;
+        }
+        lists_ = PageLists(std::move(ids), rows, used);
+        return lists_;
+    }
+    // The last pass's lists, set into every state of the group (a copy shares the numbers).
+    const PageLists& lists() const { return lists_; }
+    std::vector<std::pair<std::size_t, std::size_t>> stored;  // this pass: (parent, its first row's index)
+    std::size_t used = 0;                                     // rows stored so far, in every table
+    std::size_t pass = kNone;                                 // the pass `stored` and the lists are of
+
+private:
+    static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    PageLists lists_;
+};
+
+// A paged state's table of every row stored, bound as a static input and written in place between
+// passes (the session reads it only during one).
+template <class T>
+class PageTable {
+public:
+    explicit PageTable(std::size_t width) : width_(width) {}
+    // Stores the rows each parent of `list.stored` produced (`produced`, per row of the last pass).
+    void store(PassRows<T> produced, const PageList& list) {
+        reserve(std::max<std::size_t>(1, list.used));  // a table even before any row
+        for (const auto& [parent, at] : list.stored)
+            std::copy_n(produced.data + parent * produced.width, produced.width, table_ + at * width_);
+    }
+    // The table, bound at every pass: the same storage, so that what store() writes reaches the session.
+    const Value& table() const { return value_; }
+
+private:
+    // Room for `rows` rows: a table twice as large when it is full, the stored rows copied over.
+    void reserve(std::size_t rows) {
+        if (rows <= capacity_) return;
+        const std::size_t capacity = std::max({rows, 2 * capacity_, std::size_t{64}});
+        xt::xarray<T> grown = xt::zeros<T>({capacity, width_});
+        if (capacity_) std::copy_n(table_, capacity_ * width_, grown.data());
+        value_ = Value::tensor(std::move(grown));
+        table_ = value_.data<T>().data();  // taken before any copy of value_: it reaches the bound copies
+        capacity_ = capacity;
+    }
+
+    std::size_t width_, capacity_ = 0;
+    Value value_;
+    T* table_ = nullptr;
+};
+
+}  // namespace loom::layers::generation
