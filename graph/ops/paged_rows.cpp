@@ -47,15 +47,17 @@ public:
     }
     template <class T>
     void fwd(const OpCall<T>& c) const {
-        each_row(c, c.out.data, [](const T* row, T* out, std::size_t width) { std::copy_n(row, width, out); });
+        const T* table = c.in[0].data;
+        each_row(c, c.out.data, [&](std::size_t row, T* out, std::size_t width) {
+            std::copy_n(table + row * width, width, out);
+        });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
         if (!c.in_grad[0]) return;
-        const T* table = c.in[0].data;
-        T* grad = c.in_grad[0].data;
-        each_row(c, c.out_grad.data, [&](const T* row, const T* out_grad, std::size_t width) {
-            T* dst = grad + (row - table);
+        T* grad = c.in_grad[0].data;  // the table's values are not kept for backward: rows by number
+        each_row(c, c.out_grad.data, [&](std::size_t row, const T* out_grad, std::size_t width) {
+            T* dst = grad + row * width;
             for (std::size_t j = 0; j < width; ++j) dst[j] += out_grad[j];
         });
     }
@@ -70,15 +72,16 @@ private:
                             std::to_string(pages_->table_rows()) + " rows, for " + std::to_string(c.in[1].rows()) +
                             " rows over a table of " + std::to_string(c.in[0].dims[0]) + " rows");
     }
-    // f(the table row, its place in `out` (the output or its gradient), a row's size) for each page
-    // of each row to compute, one row after another (rows sharing a page add into it in turn).
+    // f(the table row's number, its place in `out` (the output or its gradient), a row's size) for
+    // each page of each row to compute, one row after another (rows sharing a page add into it in
+    // turn). Only the table's dims are read: backward has no table values.
     template <class T, class Out, class F>
     void each_row(const OpCall<T>& c, Out* out, F&& f) const {
         const std::size_t count = c.in[0].dims[0], width = count ? c.in[0].size() / count : 0;
         const std::size_t tk = pages_->length();
         for (std::size_t r = 0, rows = pages_->rows(); r < rows; ++r) {
             const std::span<const std::size_t> list = pages_->of(r);
-            for (std::size_t j = 0; j < tk; ++j) f(c.in[0].data + list[j] * width, out + (r * tk + j) * width, width);
+            for (std::size_t j = 0; j < tk; ++j) f(list[j], out + (r * tk + j) * width, width);
         }
     }
 
