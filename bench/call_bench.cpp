@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
         set_blas_threads(threads);
         const Variable x = length ? sequence::input_variable({width}, "x") : input_variable({width}, "x");
         const Variable y = x * x + x;
-        const xt::xarray<float> data = xt::random::randn<float>(
-            length ? std::vector<std::size_t>{length, width} : std::vector<std::size_t>{1, width});
+        const xt::xarray<float> data = xt::random::randn<float>(length ? std::vector<std::size_t>{length, width}
+                                                                       : std::vector<std::size_t>{1, width});
         const auto bind = [&] { return Bindings{{x, length ? Value::sequences({data}) : Value::batch(data)}}; };
         double sink = 0;
         const auto per_call_us = [&](const std::function<double()>& call) {

@@ -15,7 +15,9 @@ FILE is what `bench/compare --dump-batches FILE` writes (the peer's batches); it
 bench/qa_batches.hpp.
 """
 import argparse
+import importlib.util
 import json
+import os
 import resource
 import sys
 import time
@@ -48,31 +50,15 @@ def read_batches(path, vocab):
     return batches
 
 
-def attended(embedded, w):
-    """sum_t weight_t embedded_t, weights exp(z_t - log sum_s exp(z_s)) of z = embedded w."""
-    z = C.times(embedded, w)
-    p = C.placeholder(z.shape)
-    log_cumsum_exp = C.log_add_exp(z, C.element_select(C.sequence.is_first(z), C.constant(-1e30), C.past_value(p)))
-    log_cumsum_exp.replace_placeholders({p: log_cumsum_exp})
-    weights = C.exp(z - C.sequence.broadcast_as(C.sequence.last(log_cumsum_exp), z))
-    return C.sequence.reduce_sum(weights * embedded)
-
-
-class Tower:
-    """One side, made as the C++ Tower is: its attention vector drawn when the tower is made, the
-    layers' parameters at their first call (the backward LSTM made before the forward one)."""
-
-    def __init__(self, vocab, embed, hidden, dense, name):
-        L = C.layers
-        self.embedding = L.Embedding(embed, init=C.glorot_uniform(), vocabulary=vocab, name=name + ".embedding")
-        backward = L.LSTM(hidden, init=C.glorot_uniform(), name=name + ".backward")
-        forward = L.LSTM(hidden, init=C.glorot_uniform(), name=name + ".forward")
-        self.encoder = L.Sequential([L.BiRecurrence(forward, backward),
-                                     L.Dense(dense, init=C.glorot_uniform(), name=name + ".dense")], name=name)
-        self.w = C.parameter((dense, 1), init=C.glorot_normal(), name=name + ".attention_w")
-
-    def __call__(self, ids):
-        return attended(self.encoder(self.embedding(ids)), self.w)
+def sample_model():
+    """samples/python/qa_similarity.py, whose Tower this bench trains (as qa_train_bench links the C++
+    sample's model)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "python",
+                        "qa_similarity.py")
+    spec = importlib.util.spec_from_file_location("qa_similarity_sample", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main():
@@ -102,8 +88,11 @@ def main():
 
     question, answer = C.sequence.input_variable(1, name="question"), C.sequence.input_variable(1, name="answer")
     label = C.input_variable(1, name="label")
-    towers = [Tower(a.vocab, a.embed, a.hidden, a.dense, side) for side in ("question", "answer")]
-    cosine = C.cosine_distance(towers[0](question), towers[1](answer), name="cosine")
+    # The C++ tower of qa::ModelOptions' defaults: no overlap features, no dropout.
+    Tower = sample_model().Tower
+    towers = [Tower(a.vocab, a.embed, a.hidden, a.dense, side, dropout=0, features=False)
+              for side in ("question", "answer")]
+    cosine = C.cosine_distance(towers[0](question)[0], towers[1](answer)[0], name="cosine")
     loss = C.square(cosine - label)
     learner = C.adam(cosine.parameters, lr=1e-3, momentum=0.9, variance_momentum=0.999, epsilon=1e-8,
                      lazy_sparse_rows=a.lazy_adam)

@@ -48,9 +48,8 @@ public:
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const T* table = c.in[0].data;
-        each_row(c, c.out.data, [&](std::size_t row, T* out, std::size_t width) {
-            std::copy_n(table + row * width, width, out);
-        });
+        each_row(c, c.out.data,
+                 [&](std::size_t row, T* out, std::size_t width) { std::copy_n(table + row * width, width, out); });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {

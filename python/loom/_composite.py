@@ -27,22 +27,21 @@ def param_relu(alpha: VariableLike, x: VariableLike, name: str = "") -> Variable
     return _named(_loom.element_select(_loom.greater(x, 0.0), x, _loom.element_times(alpha, x)), name)
 
 
-def _negative_part(x: Variable, alpha: float) -> Variable:
-    # alpha (exp(min(x, 0)) - 1): exp of at most 0, so a large positive x, whose branch is not
-    # chosen, cannot overflow to inf and turn the unchosen branch's zero gradient into nan.
-    return (_loom.exp(_loom.element_min(x, 0.0)) - 1.0) * float(alpha)
+def _elu(x: Variable, alpha: float) -> Variable:
+    # x where x > 0, else alpha (exp(min(x, 0)) - 1): exp of at most 0, so a large positive x, whose
+    # branch is not chosen, cannot overflow to inf and turn the unchosen branch's zero gradient into nan.
+    negative = (_loom.exp(_loom.element_min(x, 0.0)) - 1.0) * float(alpha)
+    return _loom.element_select(_loom.greater(x, 0.0), x, negative)
 
 
 def elu(x: VariableLike, alpha: float = 1.0, name: str = "") -> Variable:
     """x where x > 0, else alpha (exp(x) - 1)."""
-    x = _variable(x)
-    return _named(_loom.element_select(_loom.greater(x, 0.0), x, _negative_part(x, alpha)), name)
+    return _named(_elu(_variable(x), alpha), name)
 
 
 def selu(x: VariableLike, scale: float = _SELU_SCALE, alpha: float = _SELU_ALPHA, name: str = "") -> Variable:
     """scale * elu(x, alpha), with the self-normalizing constants of Klambauer et al. by default."""
-    x = _variable(x)
-    return _named(_loom.element_select(_loom.greater(x, 0.0), x, _negative_part(x, alpha)) * float(scale), name)
+    return _named(_elu(_variable(x), alpha) * float(scale), name)
 
 
 def softsign(x: VariableLike, steepness: float = 1.0, name: str = "") -> Variable:

@@ -67,4 +67,8 @@ loom::Bindings bindings_of(const std::vector<loom::Variable>& outputs, const py:
 /// padded time-major buffer, which the arrays keep alive).
 py::object to_numpy(loom::Value value);
 
+/// Called with the GIL released, from inside a long call: takes the GIL, runs Python's signal
+/// handlers and throws what they raise (KeyboardInterrupt on Ctrl-C) as py::error_already_set.
+void raise_pending_signals();
+
 }  // namespace loom_python

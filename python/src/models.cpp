@@ -96,10 +96,7 @@ layers::GenerateOptions generate_options(std::size_t max_length, std::size_t bea
             on_symbol(item, symbol);
         };
     }
-    o.on_step = [](std::size_t) {
-        py::gil_scoped_acquire held;
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    };
+    o.on_step = [](std::size_t) { raise_pending_signals(); };
     return o;
 }
 

@@ -11,6 +11,11 @@ namespace loom_python {
 
 using namespace loom;
 
+void raise_pending_signals() {
+    py::gil_scoped_acquire held;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 namespace {
 
 /// The engine runs a call with the GIL released, and Ctrl-C stops it: between the engine's steps
@@ -23,9 +28,7 @@ public:
         : caller_(std::this_thread::get_id()),
           interrupts_(
               [caller = caller_] {
-                  if (std::this_thread::get_id() != caller) return;
-                  py::gil_scoped_acquire held;
-                  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+                  if (std::this_thread::get_id() == caller) raise_pending_signals();
               },
               0.05) {}
 
@@ -110,8 +113,7 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
     return out;
 }
 
-py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object&,
-                bool as_numpy) {
+py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object&, bool as_numpy) {
     std::vector<Variable> wanted = wrt.is_none() ? arguments_of({self}) : variables_of(wrt, "grad", "wrt");
     if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
     const Bindings bindings = bindings_of({self}, at, "grad");

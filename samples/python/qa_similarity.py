@@ -47,9 +47,13 @@ def attention(embedded, w):
 
 
 class Tower:
-    """One side: ids and their match features (sequences on one axis) -> the attended [dense] vector."""
+    """One side: ids and their match features (sequences on one axis) -> the attended [dense] vector
+    and the attention weights. Without features and dropout (features=False, dropout=0) it is the
+    C++ tower of qa::ModelOptions' defaults, which bench/python_qa_train_bench.py trains."""
 
-    def __init__(self, vocab: int, embed: int, hidden: int, dense: int, name: str):
+    def __init__(self, vocab: int, embed: int, hidden: int, dense: int, name: str, dropout: float = 0.5,
+                 features: bool = True):
+        self.dropout, self.features = dropout, features
         L = C.layers
         self.embedding = L.Embedding(embed, init=C.glorot_uniform(), vocabulary=vocab, name=name + ".embedding")
         # The backward LSTM draws its weights first, as in the C++ sample (model.cpp).
@@ -59,9 +63,11 @@ class Tower:
                                      L.Dense(dense, init=C.glorot_uniform(), name=name + ".dense")], name=name)
         self.attention_w = C.parameter((dense, 1), init=C.glorot_normal(), name=name + ".attention_w")
 
-    def __call__(self, ids, flags):
-        x = C.dropout(self.embedding(ids), 0.5)  # before the splice: the features are always seen
-        return attention(self.encoder(C.splice(x, flags)), self.attention_w)
+    def __call__(self, ids, flags=None):
+        x = self.embedding(ids)
+        if self.dropout > 0:
+            x = C.dropout(x, self.dropout)  # before the splice: the features are always seen
+        return attention(self.encoder(C.splice(x, flags) if self.features else x), self.attention_w)
 
 
 class Model:
