@@ -90,7 +90,8 @@ void gemm_blocked_rows_tn(std::size_t m, std::size_t n, std::size_t k, T alpha, 
 
 /// GFLOP/s of gemm_blocked's AVX-512 float kernels and of its bfloat16 ones on the calling thread.
 struct GemmRates {
-    double float_gflops = 0, bf16_gflops = 0;
+    double float_gflops = 0;  ///< the float kernels' rate
+    double bf16_gflops = 0;   ///< the bfloat16 kernels' rate (operands rounded, sums in float)
 };
 /// Times the two on one product of a language model's sizes ([240 x 384] x [384 x 256]: one block
 /// of 240 rows as the kernels take them, k past float's block of 256 as the lm sample's products'

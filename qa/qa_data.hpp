@@ -90,9 +90,12 @@ struct QaMinibatch {
     Value questions;                 ///< index sequences, sample shape [1]
     Value answers;                   ///< index sequences, sample shape [1]
     Value labels;                    ///< batch [N, 1] of 0 / 1
-    /// With an IdfTable only (else empty): each question's match_features against its answer and
-    /// each answer's against its question, sequences of [match_feature_count] on the ids' lengths.
-    Value question_features, answer_features;
+    /// With an IdfTable only (else empty): each question's match_features against its answer, a
+    /// sequence of [match_feature_count] on the question's length.
+    Value question_features;
+    /// With an IdfTable only (else empty): each answer's match_features against its question, a
+    /// sequence of [match_feature_count] on the answer's length.
+    Value answer_features;
 };
 
 /// The minibatch of `items`: their questions and answers as token ids through `vocab` (unknown
