@@ -10,7 +10,11 @@
 #include <span>
 #include <vector>
 
+#include "core/weight_precision.hpp"
+
 namespace loom {
+
+struct QuantizedWeight;  // core/quantized_gemm.hpp
 
 // Large blocks are mapped from the kernel directly and unmapped when freed: malloc would serve
 // them from per-thread arenas after its adaptive mmap threshold rises, where freed blocks keep
@@ -193,12 +197,17 @@ struct Workspace {
 // Memory kept across the calls of one run of a recurrence loop (the executor gives each op in a
 // loop one), for what is derived from inputs without a dynamic axis, which do not change during
 // the run: a weight packed once for every step (pack_right_once). Not ready at the first call; the
-// buffer goes back to the pool when the run ends.
+// buffer goes back to the pool when the run ends. The executor also gives one, kept across passes,
+// to each product outside loops whose weight is fixed (Session::set_parameters_fixed): `weights`
+// then says the precision its weight is read in, and a float weight kept narrower is packed once
+// into `quantized` (core/quantized_gemm.hpp).
 template <class T>
 struct LoopCache {
     BufferPool<T>* pool = nullptr;
     Buffer<T> data;
     bool ready = false;
+    WeightPrecision weights = WeightPrecision::float32;
+    std::shared_ptr<const QuantizedWeight> quantized;
 
     LoopCache() = default;
     LoopCache(const LoopCache&) = delete;

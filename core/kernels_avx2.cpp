@@ -42,11 +42,37 @@ struct Vec<double> {
 
 constexpr std::size_t max_rows = 6;
 
-// R rows of C, columns [col, col + ncols) of one panel. The accumulators are named variables, not
-// an array: GCC kept an array of them in memory and stored all twelve at every k (half the speed).
-template <class T, std::size_t R>
-void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, const T* const* d, std::size_t col,
-            std::size_t ncols, T alpha, T beta) {
+// How a panel's row of B is read, `width` elements loaded as one vector of T (as the AVX-512
+// file's): T's own panels, or a weight kept in bfloat16 or int8 (core/quantized_gemm.hpp) widened
+// to float as it is loaded, an int8 column's sum then multiplied by its scale.
+template <class T>
+struct OwnPanel {
+    using E = T;
+    static typename Vec<T>::V load(const E* p) { return Vec<T>::load(p); }
+    static constexpr bool scaled = false;
+};
+struct Bf16Panel {
+    using E = unsigned short;
+    static __m256 load(const E* p) {  // bfloat16 bits are a float's upper half
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+    static constexpr bool scaled = false;
+};
+struct Int8Panel {
+    using E = signed char;
+    static __m256 load(const E* p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+    static constexpr bool scaled = true;
+};
+
+// R rows of C, columns [col, col + ncols) of one panel, read as P says (`scales`: the panel's
+// column scales where P is scaled). The accumulators are named variables, not an array: GCC kept
+// an array of them in memory and stored all twelve at every k (half the speed).
+template <class T, std::size_t R, class P = OwnPanel<T>>
+void kernel(std::size_t k, const T* const* a, const typename P::E* panel, T* const* c, const T* const* d,
+            std::size_t col, std::size_t ncols, T alpha, T beta, const float* scales = nullptr) {
     using W = Vec<T>;
     using V = typename W::V;
     constexpr std::size_t w = W::width;
@@ -66,7 +92,7 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, const
         __builtin_prefetch(c[r] + col + 2 * w - 1, 1);
     }
     for (std::size_t p = 0; p < k; ++p, panel += 2 * w) {
-        const V b0 = W::load(panel), b1 = W::load(panel + w);
+        const V b0 = P::load(panel), b1 = P::load(panel + w);
 // One row of the block: broadcast a[r][p], two FMAs. A macro, because the accumulators are
 // separate named variables.
 #define LOOM_ROW(r)                             \
@@ -103,6 +129,9 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, const
     for (std::size_t r = 0; r < R; ++r) {
         T* out = c[r] + col;
         const T* in = d[r] + col;  // may be out
+        if constexpr (P::scaled)   // the scales are padded with the panel: every lane has one
+            for (std::size_t h = 0; h < 2; ++h)
+                W::store(tile[r] + h * w, W::mul(W::load(tile[r] + h * w), W::load(scales + h * w)));
         if (ncols == 2 * w) {
             for (std::size_t h = 0; h < 2; ++h) {
                 V v = W::load(tile[r] + h * w);
@@ -122,27 +151,29 @@ void kernel(std::size_t k, const T* const* a, const T* panel, T* const* c, const
     }
 }
 
-template <class T>
-using Kernel = void (*)(std::size_t, const T* const*, const T*, T* const*, const T* const*, std::size_t, std::size_t, T,
-                        T);
-template <class T>
-constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,      kernel<T, 1>, kernel<T, 2>, kernel<T, 3>,
-                                             kernel<T, 4>, kernel<T, 5>, kernel<T, 6>};
+template <class T, class P>
+using Kernel = void (*)(std::size_t, const T* const*, const typename P::E*, T* const*, const T* const*, std::size_t,
+                        std::size_t, T, T, const float*);
+template <class T, class P = OwnPanel<T>>
+constexpr Kernel<T, P> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, P>, kernel<T, 2, P>, kernel<T, 3, P>,
+                                                kernel<T, 4, P>, kernel<T, 5, P>, kernel<T, 6, P>};
 
-template <class T>
-void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
-          const T* const* d, T alpha, T beta) {
+// `scales`: each column's, where P is scaled (padded with the panels), else null.
+template <class T, class P = OwnPanel<T>>
+void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const typename P::E* packed, T* const* c,
+          const T* const* d, T alpha, T beta, const float* scales = nullptr) {
     constexpr std::size_t nr = 2 * Vec<T>::width;
     // Rows in blocks of nearly equal size (32 = 6 + 6 + 5 + 5 + 5 + 5), so no block runs with
     // too few accumulators to hide the FMA latency. Each panel (k x nr) is read from memory once
     // and stays in L1/L2 while every block of rows passes over it.
     const std::size_t blocks = (m + max_rows - 1) / max_rows;
     for (std::size_t col = 0; col < n; col += nr) {
-        const T* panel = packed + col * k;
+        const typename P::E* panel = packed + col * k;
         const std::size_t nc = n - col < nr ? n - col : nr;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            by_rows<T>[r](k, a + start, panel, c + start, d + start, col, nc, alpha, beta);
+            by_rows<T, P>[r](k, a + start, panel, c + start, d + start, col, nc, alpha, beta,
+                             scales ? scales + col : nullptr);
             start += r;
         }
     }
@@ -157,6 +188,17 @@ void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* 
 void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
                double* const* c, const double* const* d, double alpha, double beta) {
     rows<double>(m, n, k, a, packed, c, d, alpha, beta);
+}
+
+void rows_bf16_weights_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
+                            const unsigned short* packed, float* const* c, const float* const* d, float alpha,
+                            float beta) {
+    rows<float, Bf16Panel>(m, n, k, a, packed, c, d, alpha, beta);
+}
+void rows_int8_weights_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
+                            const signed char* packed, const float* scales, float* const* c, const float* const* d,
+                            float alpha, float beta) {
+    rows<float, Int8Panel>(m, n, k, a, packed, c, d, alpha, beta, scales);
 }
 
 }  // namespace loom::kernels

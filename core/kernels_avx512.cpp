@@ -15,11 +15,42 @@ namespace loom::kernels {
 
 namespace {
 
-// R rows by V panels (1 or 2) of C at columns [col, col + ncols). The accumulators are named
+// How a panel's row of B is read: elements of type E, `w` of them loaded as one vector of T, and
+// each column's sum scaled before the epilogue or not. T's own panels (pack_right); a weight kept
+// in bfloat16 or int8 (core/quantized_gemm.hpp) is widened to float as it is loaded, and an int8
+// column's sum is multiplied by its scale.
+template <class T>
+struct OwnPanel {
+    using E = T;
+    static typename Vec<T>::V load(const E* p) { return Vec<T>::load(p); }
+    static constexpr bool scaled = false;
+};
+struct Bf16Panel {
+    using E = unsigned short;
+    // The masked forms with every lane selected (the unmasked ones: kernels_avx512_common.hpp).
+    static __m512 load(const E* p) {  // bfloat16 bits are a float's upper half
+        const __m512i wide =
+            _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, wide, 16));
+    }
+    static constexpr bool scaled = false;
+};
+struct Int8Panel {
+    using E = signed char;
+    static __m512 load(const E* p) {
+        const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm512_maskz_cvtepi32_ps(0xffff, wide);
+    }
+    static constexpr bool scaled = true;
+};
+
+// R rows by V panels (1 or 2) of C at columns [col, col + ncols), B's panels read as P says
+// (scale0, scale1: the panels' column scales where P is scaled). The accumulators are named
 // variables, not an array, so that GCC keeps them in registers.
-template <class T, std::size_t R, std::size_t V>
-void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, T* const* c, const T* const* d,
-            std::size_t col, std::size_t ncols, const Epilogue<T>& e) {
+template <class T, std::size_t R, std::size_t V, class P = OwnPanel<T>>
+void kernel(std::size_t k, const T* const* a, const typename P::E* panel0, const typename P::E* panel1, T* const* c,
+            const T* const* d, std::size_t col, std::size_t ncols, const Epilogue<T>& e, const float* scale0 = nullptr,
+            const float* scale1 = nullptr) {
     using W = Vec<T>;
     using Vr = typename W::V;
     constexpr std::size_t w = W::width;
@@ -52,8 +83,8 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
         if constexpr (V > 1) __builtin_prefetch(c[r] + col + w, 1);
     }
     for (std::size_t p = 0; p < k; ++p) {
-        const Vr b0 = W::load(panel0 + p * w);
-        const Vr b1 = V > 1 ? W::load(panel1 + p * w) : b0;
+        const Vr b0 = P::load(panel0 + p * w);
+        const Vr b1 = V > 1 ? P::load(panel1 + p * w) : b0;
 #define LOOM_ROW(r)                                              \
     if constexpr (R > r) {                                       \
         const Vr x = W::broadcast(a##r + p);                     \
@@ -75,6 +106,27 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
 #undef LOOM_ROW
     }
     const auto m0 = lanes<T>(ncols), m1 = lanes<T>(ncols > w ? ncols - w : 0);
+    if constexpr (P::scaled) {
+        const Vr s0 = W::load(scale0), s1 = V > 1 ? W::load(scale1) : s0;
+#define LOOM_SCALE(r)                                         \
+    if constexpr (R > r) {                                    \
+        c##r##_0 = W::mul(c##r##_0, s0);                      \
+        if constexpr (V > 1) c##r##_1 = W::mul(c##r##_1, s1); \
+    }
+        LOOM_SCALE(0)
+        LOOM_SCALE(1)
+        LOOM_SCALE(2)
+        LOOM_SCALE(3)
+        LOOM_SCALE(4)
+        LOOM_SCALE(5)
+        LOOM_SCALE(6)
+        LOOM_SCALE(7)
+        LOOM_SCALE(8)
+        LOOM_SCALE(9)
+        LOOM_SCALE(10)
+        LOOM_SCALE(11)
+#undef LOOM_SCALE
+    }
 #define LOOM_STORE(r)                                                               \
     if constexpr (R > r) {                                                          \
         e.store(c[r] + col, d[r] + col, m0, c##r##_0);                              \
@@ -95,19 +147,29 @@ void kernel(std::size_t k, const T* const* a, const T* panel0, const T* panel1, 
 #undef LOOM_STORE
 }
 
-template <class T>
-using Kernel = void (*)(std::size_t, const T* const*, const T*, const T*, T* const*, const T* const*, std::size_t,
-                        std::size_t, const Epilogue<T>&);
+template <class T, class P>
+using Kernel = void (*)(std::size_t, const T* const*, const typename P::E*, const typename P::E*, T* const*,
+                        const T* const*, std::size_t, std::size_t, const Epilogue<T>&, const float*, const float*);
 
-template <class T, std::size_t V>
-constexpr Kernel<T> by_rows[max_rows + 1] = {nullptr,         kernel<T, 1, V>, kernel<T, 2, V>,  kernel<T, 3, V>,
-                                             kernel<T, 4, V>, kernel<T, 5, V>, kernel<T, 6, V>,  kernel<T, 7, V>,
-                                             kernel<T, 8, V>, kernel<T, 9, V>, kernel<T, 10, V>, kernel<T, 11, V>,
-                                             kernel<T, 12, V>};
+template <class T, std::size_t V, class P = OwnPanel<T>>
+constexpr Kernel<T, P> by_rows[max_rows + 1] = {nullptr,
+                                                kernel<T, 1, V, P>,
+                                                kernel<T, 2, V, P>,
+                                                kernel<T, 3, V, P>,
+                                                kernel<T, 4, V, P>,
+                                                kernel<T, 5, V, P>,
+                                                kernel<T, 6, V, P>,
+                                                kernel<T, 7, V, P>,
+                                                kernel<T, 8, V, P>,
+                                                kernel<T, 9, V, P>,
+                                                kernel<T, 10, V, P>,
+                                                kernel<T, 11, V, P>,
+                                                kernel<T, 12, V, P>};
 
-template <class T>
-void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const T* packed, T* const* c,
-          const T* const* d, T alpha, T beta) {
+// `scales`: each column's, where P is scaled (padded with the panels), else null.
+template <class T, class P = OwnPanel<T>>
+void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const typename P::E* packed, T* const* c,
+          const T* const* d, T alpha, T beta, const float* scales = nullptr) {
     constexpr std::size_t w = Vec<T>::width;
     const Epilogue<T> e{alpha, beta};
     // Rows in blocks of nearly equal size (32 = 11 + 11 + 10), so no block runs with too few
@@ -115,12 +177,15 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
     // every block of rows passes over it.
     const std::size_t blocks = (m + max_rows - 1) / max_rows;
     for (std::size_t col = 0; col < n; col += 2 * w) {
-        const T* panel0 = packed + col * k;
+        const typename P::E* panel0 = packed + col * k;
         const std::size_t nc = n - col < 2 * w ? n - col : 2 * w;
-        const T* panel1 = nc > w ? panel0 + w * k : panel0;
+        const typename P::E* panel1 = nc > w ? panel0 + w * k : panel0;
+        const float* scale0 = scales ? scales + col : nullptr;
+        const float* scale1 = scales && nc > w ? scale0 + w : scale0;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            (nc > w ? by_rows<T, 2> : by_rows<T, 1>)[r](k, a + start, panel0, panel1, c + start, d + start, col, nc, e);
+            (nc > w ? by_rows<T, 2, P> : by_rows<T, 1, P>)[r](k, a + start, panel0, panel1, c + start, d + start, col,
+                                                              nc, e, scale0, scale1);
             start += r;
         }
     }
@@ -256,6 +321,17 @@ void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const
 void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* const* a, const double* packed,
                  double* const* c, const double* const* d, double alpha, double beta) {
     rows<double>(m, n, k, a, packed, c, d, alpha, beta);
+}
+
+void rows_bf16_weights_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
+                              const unsigned short* packed, float* const* c, const float* const* d, float alpha,
+                              float beta) {
+    rows<float, Bf16Panel>(m, n, k, a, packed, c, d, alpha, beta);
+}
+void rows_int8_weights_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
+                              const signed char* packed, const float* scales, float* const* c, const float* const* d,
+                              float alpha, float beta) {
+    rows<float, Int8Panel>(m, n, k, a, packed, c, d, alpha, beta, scales);
 }
 
 }  // namespace loom::kernels

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/gemm.hpp"
 #include "core/packed_gemm.hpp"
+#include "core/quantized_gemm.hpp"
 
 namespace loom {
 
@@ -53,7 +56,9 @@ void zero_assigned(const Product<T>& p, T* dx, T* dw) {
 // A step of a loop with a static W: the packed kernels, when they are vectorized on this CPU.
 template <class T>
 bool loop_step(const Product<T>& p) {
-    return p.loop && p.x_positions.rank >= 1 && p.w_positions.rank == 0 && packed_gemm_vectorized();
+    // A weight kept narrower than float is read by these kernels alone (their portable loop too).
+    return p.loop && p.x_positions.rank >= 1 && p.w_positions.rank == 0 &&
+           (packed_gemm_vectorized() || p.loop->weights != WeightPrecision::float32);
 }
 
 // A padded batch times a static W with few enough real rows: not when nearly every row is real,
@@ -152,9 +157,36 @@ const T* packed_weight(const Product<T>& p, bool for_dx) {
                            p.transposed ? p.k : p.n);
 }
 
+// A fixed float weight read in bfloat16 or int8 (LoopCache::weights): op(W) [k, n] kept so at the
+// first call, then the same for every later one.
+inline const QuantizedWeight& quantized_weight(const Product<float>& p) {
+    if (!p.loop->quantized) {
+        auto q = std::make_shared<QuantizedWeight>();
+        quantize_right(p.loop->weights, p.transposed, p.k, p.n, p.w, p.transposed ? p.k : p.n, *q);
+        p.loop->quantized = std::move(q);
+    }
+    return *p.loop->quantized;
+}
+
+// step_forward's products through a weight kept narrower than float.
+inline void quantized_step_forward(const Product<float>& p, const Addend<float>& a, StepRows<float>& r) {
+    const QuantizedWeight& w = quantized_weight(p);
+    const std::size_t m = r.x.size();
+    if (a.form == AddendForm::none) {
+        gemm_rows_quantized(m, p.n, p.k, r.x.data(), w, r.y.data(), 1.0f, 0.0f);
+    } else if (a.form != AddendForm::broadcast) {
+        gemm_rows_quantized(m, p.n, p.k, r.x.data(), w, r.y.data(), 1.0f, 1.0f, r.d.data());
+    } else {
+        a.write();
+        gemm_rows_quantized(m, p.n, p.k, r.x.data(), w, r.y.data(), 1.0f, 1.0f);
+    }
+}
+
 template <class T>
 void step_forward(const Product<T>& p, const Addend<T>& a) {
     StepRows<T>& r = step_rows<T>(p, &a, nullptr, nullptr);
+    if constexpr (std::is_same_v<T, float>)
+        if (p.loop->weights != WeightPrecision::float32) return quantized_step_forward(p, a, r);
     const T* w = packed_weight(p, false);
     if (a.form == AddendForm::none) {
         gemm_rows<T>(r.x.size(), p.n, p.k, r.x.data(), w, r.y.data(), false);

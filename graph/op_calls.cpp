@@ -1,6 +1,7 @@
 #include "graph/op_calls.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace loom {
 
@@ -78,8 +79,10 @@ bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
 }
 
 template <class T>
-void OpCalls<T>::keep_across_passes(bool keep) {
+void OpCalls<T>::keep_across_passes(bool keep, WeightPrecision weights) {
     kept_ = std::vector<LoopCache<T>>(keep ? plan_.nodes.size() : 0);
+    if constexpr (std::is_same_v<T, float>)  // a double session computes in double
+        for (LoopCache<T>& cache : kept_) cache.weights = weights;
 }
 
 template <class T>

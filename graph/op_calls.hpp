@@ -54,8 +54,9 @@ public:
     // While `keep` is set, the forward call of each node outside loops whose static inputs derive
     // only from parameters and constants gets a LoopCache kept across passes (OpCall::memory: what
     // a product packs its weight into once); the caller promises the parameters do not change
-    // meanwhile. Setting it (again) or clearing it drops what the caches held.
-    void keep_across_passes(bool keep);
+    // meanwhile. Setting it (again) or clearing it drops what the caches held. `weights`: the
+    // precision the products among them read their weight in (LoopCache::weights).
+    void keep_across_passes(bool keep, WeightPrecision weights = WeightPrecision::float32);
 
     // Node i's op on the call last built for it.
     Prepared prepare(int i) const;

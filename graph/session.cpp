@@ -34,7 +34,7 @@ void Session::make_execution(DType wanted) {
         zeros_ = std::vector<T>(widest_unused, T(0));
     });
     if (memory_budget_) set_memory_budget(memory_budget_);
-    if (parameters_fixed_) set_parameters_fixed(true);
+    if (parameters_fixed_) set_parameters_fixed(true, fixed_weights_);
     // A session with parameters trains: values its backward does not read are freed during forward.
     // Without, it only scores: each value is freed once its last reader ran.
     visit([&](auto& ex) {
@@ -178,9 +178,10 @@ void Session::set_memory_budget(std::size_t bytes) {
     visit([&](auto& ex) { ex.set_memory_budget(bytes); });
 }
 
-void Session::set_parameters_fixed(bool fixed) {
+void Session::set_parameters_fixed(bool fixed, WeightPrecision weights) {
     parameters_fixed_ = fixed;
-    visit([&](auto& ex) { ex.keep_across_passes(fixed); });
+    fixed_weights_ = weights;
+    visit([&](auto& ex) { ex.keep_across_passes(fixed, weights); });
 }
 
 std::size_t Session::loop_bytes_peak() const {

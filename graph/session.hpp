@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/value.hpp"
+#include "core/weight_precision.hpp"
 #include "graph/executor.hpp"
 #include "graph/row_gradient.hpp"
 #include "graph/variable.hpp"
@@ -151,7 +152,15 @@ public:
     /// Generator fixes its step's parameters for each generate). A parameter changed meanwhile is
     /// not seen by those products; calling it again with true starts afresh, false gives the
     /// packed copies back. It stays when the session changes precision (to_precision).
-    void set_parameters_fixed(bool fixed);
+    ///
+    /// `weights`: the precision those products read their weight in while fixed, in a float session
+    /// (a double one computes in double): float (as it is), bfloat16 or int8 (core/weight_precision.hpp,
+    /// core/quantized_gemm.hpp), each weight rounded once, at its first forward. Generation's
+    /// per-step products read half or a quarter of the bytes; their values are those of the rounded
+    /// weights (GenerateOptions::weights). Products inside loops and attention's own read float.
+    void set_parameters_fixed(bool fixed, WeightPrecision weights = WeightPrecision::float32);
+    /// The precision set_parameters_fixed set (float32 while the parameters are not fixed).
+    WeightPrecision fixed_weights() const { return parameters_fixed_ ? fixed_weights_ : WeightPrecision::float32; }
 
 private:
     template <class T>
@@ -194,6 +203,7 @@ private:
     ByDType<VectorOf> zeros_;              ///< the gradient of a parameter the loss does not use
     std::size_t memory_budget_ = 0;        ///< 0: none
     bool parameters_fixed_ = false;        ///< set_parameters_fixed
+    WeightPrecision fixed_weights_ = WeightPrecision::float32;  ///< set_parameters_fixed's weights
     std::shared_ptr<const Plan> plan_;
     ByDType<ExecutionPtr> ex_;  ///< in the session's precision
 };

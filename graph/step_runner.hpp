@@ -36,7 +36,7 @@ public:
     // Checkpoints a segmented loop's forward keeps for its backward.
     std::size_t bytes_held() const { return segments_.bytes_held(); }
     // See OpCalls::keep_across_passes.
-    void keep_across_passes(bool keep) { calls_.keep_across_passes(keep); }
+    void keep_across_passes(bool keep, WeightPrecision weights) { calls_.keep_across_passes(keep, weights); }
 
 private:
     using Grads = typename OpCalls<T>::Grads;

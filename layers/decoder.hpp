@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/value.hpp"
+#include "core/weight_precision.hpp"
 #include "graph/executor.hpp"
 #include "graph/variable.hpp"
 
@@ -127,7 +128,10 @@ struct GenerateOptions {
     /// with the item's index and the symbol (the end symbol too, when an item ends with it; never a
     /// prompt's symbols): a program prints text as it is drawn. An exception it throws stops the
     /// generation and propagates. Beam search chooses its symbols only at its end: with beam_width
-    /// above 1 a callback is a UserError.
+    /// above 1 a callback is a UserError. With several inter-op threads (set_inter_op_threads) and
+    /// at least 4 items a thread, without memory or initial states, the items are generated in
+    /// groups, one per thread, each its own search: the callback then runs on those threads, one
+    /// call at a time, each item's symbols in order but the groups' interleaved.
     std::function<void(std::size_t item, std::size_t symbol)> on_symbol = {};
     /// How many items to generate when nothing else says it (no memory, no initial states, no
     /// prompts: a decoder-only model sampled from its start symbol); 0: taken from those. Given
@@ -153,8 +157,18 @@ struct GenerateOptions {
     /// Called before each pass of the step over the batch (greedy decoding, beam search and sampling
     /// alike, prompts' steps too), with the pass's number from 0 in its round: a program's hook to
     /// stop a long generation (an interrupt, a deadline). An exception it throws stops the generation
-    /// before that pass and propagates; nothing is returned.
+    /// before that pass and propagates; nothing is returned. Items generated in groups (on_symbol)
+    /// call it before each pass of each group, one call at a time; an exception in one group stops
+    /// the others before their next pass.
     std::function<void(std::size_t pass)> on_step = {};
+    /// The precision the step's products read its weights in (core/weight_precision.hpp): float as
+    /// they are (the default), bfloat16 (weights and the rows they multiply rounded, sums in float)
+    /// or int8 (each output column's weights as int8 times a scale, the rows as they are), each
+    /// weight rounded once per generate. A step reads every weight once per symbol, so it reads
+    /// half or a quarter of the bytes; the log-probabilities are those of the rounded weights. The
+    /// products over the keys and values cached, and an encoder's, stay float; a double session
+    /// computes in double whatever this says.
+    WeightPrecision weights = WeightPrecision::float32;
 };
 
 /// What a generation starts from, each part by name and each optional (Generator::generate):

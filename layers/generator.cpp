@@ -72,8 +72,14 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
 }
 
 Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory_inputs, int)
-    : state_(std::make_unique<State>()) {
-    State& s = *state_;
+    : state_(State::make(decoder, memory_inputs)) {}
+
+std::unique_ptr<Generator::State> Generator::State::make(const Decoder& decoder,
+                                                         const std::vector<Variable>& memory_inputs) {
+    auto made = std::make_unique<State>();
+    State& s = *made;
+    s.decoder = decoder;
+    s.memory_inputs = memory_inputs;
     std::vector<Variable> distinct, picks;
     s.row_item = input_variable({1}, "row_item");
     for (const Variable& m : memory_inputs) {
@@ -133,6 +139,7 @@ Generator::Generator(const Decoder& decoder, const std::vector<Variable>& memory
     outputs.insert(outputs.end(), s.next_states.begin(), s.next_states.end());
     s.session = std::make_unique<Session>(outputs);  // no parameters of its own: it scores only
     s.parameters = parameters_of(outputs);
+    return made;
 }
 
 Generator::~Generator() = default;
@@ -237,7 +244,10 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     if (o.sample)
         for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
     Generated generated;
-    if (o.context > 0) {
+    if (const std::size_t groups = s.groups_for(items, distinct, initial_states); groups > 1) {
+        generated = f64 ? s.run_in_groups<double>(groups, o, fed, starts, streams)
+                        : s.run_in_groups<float>(groups, o, fed, starts, streams);
+    } else if (o.context > 0) {
         generated = f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts, streams)
                         : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts, streams);
     } else {

@@ -178,8 +178,9 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
                                 const std::vector<std::size_t>& starts, const std::vector<std::size_t>& lengths,
                                 std::vector<search::SymbolStream>& streams) {
     const std::size_t items = starts.size();
-    // The parameters do not change during a decoding: every pass reads the weights packed once.
-    FixedParameters fixed(*session);
+    // The parameters do not change during a decoding: every pass reads the weights packed once, in
+    // the precision asked for.
+    FixedParameters fixed(*session, o.weights);
     std::vector<Beam> beams(items);
     std::size_t passes = 0;
     for (std::size_t n = 0; n < items; ++n) {

@@ -4,6 +4,7 @@
 // checks of each call; the search's passes over it, layers/generator_search.cpp, with the caches'
 // pages, layers/generator_pages.hpp; the rounds past the context, layers/generator_rounds.cpp.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,11 @@
 namespace loom::layers {
 
 struct Generator::State {
+    // The step compiled over `decoder` reading `memory_inputs` (Generator's constructor, and each
+    // helper below).
+    static std::unique_ptr<State> make(const Decoder& decoder, const std::vector<Variable>& memory_inputs);
+    std::optional<Decoder> decoder;
+    std::vector<Variable> memory_inputs;
     Variable previous;
     std::vector<Variable> states;  // a paged state's: null (the step reads paged_rows(rows, pages))
     // Per state appended by rows [any_size, D] (a key/value cache): kept as pages, every row the
@@ -66,14 +72,28 @@ struct Generator::State {
                             const std::vector<Value>& initial_states,
                             const std::vector<std::vector<std::size_t>>& prompts,
                             const std::vector<std::size_t>& starts, std::vector<search::SymbolStream>& streams);
+
+    // Items generated in groups, one per inter-op thread (layers/generator_groups.cpp): how many
+    // groups a call's items make (1: the call runs as one batch), and the call run so, each group a
+    // search of its own on its own copy of the step (`helpers`, made at the first such call).
+    std::size_t groups_for(std::size_t items, const std::vector<Value>& memory_values,
+                           const std::vector<Value>& initial_states) const;
+    template <class T>
+    Generated run_in_groups(std::size_t groups, const GenerateOptions& o,
+                            const std::vector<std::vector<std::size_t>>& prompts,
+                            const std::vector<std::size_t>& starts, std::vector<search::SymbolStream>& streams);
+    std::vector<std::unique_ptr<State>> helpers;
 };
 
 namespace generation {
 
-// A session's parameters fixed while it lives (Session::set_parameters_fixed).
+// A session's parameters fixed while it lives (Session::set_parameters_fixed), its fixed
+// products reading their weights in `weights`.
 struct FixedParameters {
     Session& s;
-    explicit FixedParameters(Session& session) : s(session) { s.set_parameters_fixed(true); }
+    explicit FixedParameters(Session& session, WeightPrecision weights = WeightPrecision::float32) : s(session) {
+        s.set_parameters_fixed(true, weights);
+    }
     ~FixedParameters() { s.set_parameters_fixed(false); }
     FixedParameters(const FixedParameters&) = delete;
     FixedParameters& operator=(const FixedParameters&) = delete;

@@ -449,3 +449,52 @@ def test_two_threads_generate_with_one_model_at_once(lm):
     for t in threads:
         t.join()
     assert got == expected
+
+
+def test_generation_reads_its_weights_in_int8_as_the_weights_put_on_the_int8_grid():
+    """weights="int8": each product weight's output column as int8 times its largest magnitude / 127;
+    the same model at float with every such weight put on that grid here generates the same text."""
+    model = C.layers.TransformerLM(V, options(tie_embeddings=False))
+    rng = np.random.default_rng(6)
+    for p in model.parameters:
+        p.value = rng.normal(0, 0.5, p.value.shape).astype(np.float32)
+    prompts = [[1, 4, 2], [5], [7, 7]]
+    full = model.generate(prompts, 8, hypotheses=True)
+    int8 = model.generate(prompts, 8, weights="int8", hypotheses=True)
+    bf16 = model.generate(prompts, 8, weights="bfloat16", hypotheses=True)
+    for p in model.parameters:
+        if p.name.endswith(".W"):  # [in, out]: a scale per output column
+            w = p.value.astype(np.float64)
+            scale = (np.abs(w).max(0) / 127).astype(np.float32).astype(np.float64)
+            p.value = (np.rint(w / scale) * scale).astype(np.float32)
+    on_grid = model.generate(prompts, 8, hypotheses=True)
+    for a, b, c, d in zip(int8, on_grid, full, bf16):
+        assert a[0]["symbols"] == b[0]["symbols"]
+        assert a[0]["log_probability"] == pytest.approx(b[0]["log_probability"], rel=1e-4)
+        assert abs(a[0]["log_probability"] - c[0]["log_probability"]) < 0.05 * (1 + abs(c[0]["log_probability"]))
+        assert abs(d[0]["log_probability"] - c[0]["log_probability"]) < 0.05 * (1 + abs(c[0]["log_probability"]))
+    with pytest.raises(C.UserError, match="expected float, bfloat16 or int8"):
+        model.generate(prompts, 8, weights="int4")
+
+
+def test_two_inter_op_threads_generate_items_in_groups_with_the_same_text(lm):
+    """With 2 inter-op threads and 4+ items a thread, items are generated in groups, one per thread:
+    the same symbols, on_symbol called with the GIL from either thread, its exception raised here."""
+    prompts = [[n % V, (3 * n + 1) % V] for n in range(9)]
+    one = lm.generate(prompts, 20, sample=True, seed=3)
+    seen = {}
+    before = C.inter_op_threads()
+    C.set_inter_op_threads(2)
+    try:
+        two = lm.generate(prompts, 20, sample=True, seed=3,
+                          on_symbol=lambda item, symbol: seen.setdefault(item, []).append(symbol))
+
+        def fail(item, symbol):
+            if item == 8:
+                raise ValueError("item 8")
+        with pytest.raises(ValueError, match="item 8"):
+            lm.generate(prompts, 20, sample=True, seed=3, on_symbol=fail)
+    finally:
+        C.set_inter_op_threads(before)
+    assert two == one
+    assert [seen[n] for n in range(9)] == one

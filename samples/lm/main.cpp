@@ -5,6 +5,7 @@
 //   lm --train train.txt --minutes 30 --threads 2 --holdout 0.0376 --save M.loom
 //   lm --model M.loom --generate 300 --prompt ROMEO: --temperature 0.8 --seed 1
 //   lm --model M.loom --eval FILE                         nats (and bits) per character
+//   lm --model M.loom --generate 300 --weights int8       a quarter of the bytes read per character
 //   lm --train train.txt --architecture lstm ...          char-rnn's model instead of a GPT
 //
 // The last --holdout part of the training text is never trained on: it is scored during and after
@@ -44,7 +45,8 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, architecture = "transformer", prompt = "\n";
-    std::string matmul_precision = "medium";
+    std::string matmul_precision = "medium", weights = "float";
+    WeightPrecision weight_precision = WeightPrecision::float32;  // --weights, parsed
     // nanoGPT's CPU configuration (lm::Settings{}) made 1.5 times wider with twice its context and
     // light dropout: what 30 minutes on two cores train best (bench/RESULTS.md tells the others tried).
     lm::Settings sizes{.layers = 4, .heads = 6, .width = 192, .block = 128, .dropout = 0.1};
@@ -97,12 +99,15 @@ Split split(const std::vector<std::uint32_t>& ids, double holdout, std::size_t s
 // character predicted from the earlier ones of its own window (nanoGPT's estimate, over every
 // window instead of random ones). The LSTM carries its state from one window to the next of a
 // text: one long sequence. Products in float whatever --matmul-precision says (it is training's):
-// the score is the model's.
-double evaluate(const lm::Model& m, const std::vector<std::vector<std::uint32_t>>& texts) {
+// the score is the model's; `weights` (--weights) reads its weights as generation does, through
+// the same kernels (the LSTM's recurrent products, inside its loop, stay float here).
+double evaluate(const lm::Model& m, const std::vector<std::vector<std::uint32_t>>& texts,
+                WeightPrecision weights = WeightPrecision::float32) {
     const MatmulPrecisionScope exact(MatmulPrecision::highest);
     std::vector<Variable> outputs{m.loss};
     outputs.insert(outputs.end(), m.last_states.begin(), m.last_states.end());
     Session s(outputs);
+    if (weights != WeightPrecision::float32) s.set_parameters_fixed(true, weights);
     double sum = 0, count = 0;
     for (const std::vector<std::uint32_t>& ids : texts) {
         std::vector<Value> states;
@@ -195,6 +200,7 @@ void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o, co
     g.sample = true, g.temperature = o.temperature, g.top_k = o.top_k, g.top_p = o.top_p, g.seed = o.seed;
     g.context = m.settings.architecture == lm::Architecture::transformer ? m.settings.block : 0;
     g.keep_symbols = false;
+    g.weights = o.weight_precision;
     bool drawing = false;  // the prompt is printed with the first character drawn: a failure prints nothing
     g.on_symbol = [&](std::size_t item, std::size_t symbol) {
         if (item != 0) return;
@@ -210,8 +216,9 @@ void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o, co
     }
     const double secs = seconds_since(start);
     if (::isatty(::fileno(stdout))) std::fputc('\n', stdout);
-    std::fprintf(stderr, "generated: %zu characters in %.3f s, %.1f characters/s (%zu streams)\n",
-                 o.generate * o.streams, secs, static_cast<double>(o.generate * o.streams) / secs, o.streams);
+    std::fprintf(stderr, "generated: %zu characters in %.3f s, %.1f characters/s (%zu streams, %s weights)\n",
+                 o.generate * o.streams, secs, static_cast<double>(o.generate * o.streams) / secs, o.streams,
+                 weight_precision_name(o.weight_precision));
 }
 
 // Bytes as a person reads them: 3.3 TB.
@@ -347,7 +354,7 @@ int train(const Options& o) {
     if (o.rank > 0) return 0;  // the others hold the same parameters
     const std::string trained = "the trained model (try a lower --learning-rate)";
     if (!held_ids.empty()) print_loss("held-out", evaluate(m, held_ids), m, trained);
-    if (eval_ids) print_loss(o.eval_file, evaluate(m, {*eval_ids}), m, trained);
+    if (eval_ids) print_loss(o.eval_file, evaluate(m, {*eval_ids}, o.weight_precision), m, trained);
     if (!o.save.empty()) lm::save_model(o.save, m, alphabet), std::printf("saved %s\n", o.save.c_str());
     if (o.generate > 0) generate(m, alphabet, o, prompt, trained);
     return 0;
@@ -369,9 +376,10 @@ int use_saved(const Options& o) {
         // Weights that overflow (3e38) found on the first window, before a long text is scored.
         const std::size_t first = std::min(eval_ids->size(), m.settings.block + 1);
         const std::vector<std::uint32_t> window(eval_ids->begin(), eval_ids->begin() + std::ptrdiff_t(first));
-        print_loss(o.eval_file, evaluate(m, {window}), m, model, nullptr);
+        print_loss(o.eval_file, evaluate(m, {window}, o.weight_precision), m, model, nullptr);
         // With --generate, stdout holds the generated text alone.
-        print_loss(o.eval_file, evaluate(m, {*eval_ids}), m, model, o.generate > 0 ? stderr : stdout);
+        print_loss(o.eval_file, evaluate(m, {*eval_ids}, o.weight_precision), m, model,
+                   o.generate > 0 ? stderr : stdout);
     }
     if (o.generate > 0) generate(m, loaded.alphabet, o, prompt, model);
     return 0;
@@ -432,6 +440,11 @@ int main(int argc, char** argv) {
                    "forces the choice)")
         ->capture_default_str()
         ->check(CLI::IsMember({"highest", "medium"}));
+    app.add_option("--weights", o.weights,
+                   "the precision --generate and --eval read the weights in: float, bfloat16 (half the bytes) or int8 "
+                   "(a quarter; training and its held-out scores stay float)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"float", "bfloat16", "int8"}));
     samples::add_mpi_timeout(app, o.mpi_timeout);
     samples::MpiJob mpi;  // under mpirun, every process trains on its own windows
     CLI11_PARSE(app, argc, argv);
@@ -485,6 +498,7 @@ int main(int argc, char** argv) {
         set_inter_op_threads(static_cast<int>(o.threads));
         set_seed(o.seed);
         set_matmul_precision(parse_matmul_precision(o.matmul_precision));
+        o.weight_precision = parse_weight_precision(o.weights);
         return o.model_file.empty() ? train(o) : use_saved(o);
     } catch (const std::bad_alloc&) {
         std::cerr << "error: out of memory\n";

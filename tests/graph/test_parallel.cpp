@@ -466,3 +466,98 @@ TEST_CASE("row-wise ops split among threads give the values and gradients of one
     CHECK(with_an_idle_thread([&] { split = run(); }));
     CHECK(split == one);
 }
+
+namespace {
+
+layers::TransformerOptions generation_lm() {
+    return {.model_dim = 32,
+            .heads = 4,
+            .feedforward_dim = 64,
+            .dropout = 0.0,
+            .decoder_layers = 2,
+            .positions = layers::PositionalEncoding::learned,
+            .max_positions = 12,
+            .tie_embeddings = true,
+            .scale_embedding = false,
+            .name = "gpt"};
+}
+
+}  // namespace
+
+TEST_CASE("generation in groups of items on 2 threads draws what 1 thread draws, callbacks one at a time") {
+    layers::TransformerLM lm(13, generation_lm());
+    std::mt19937_64 rng(2);
+    std::normal_distribution<float> noise(0.0f, 0.4f);
+    for (const Parameter& p : lm.parameters())
+        for (float& x : p.data<float>()) x = noise(rng);
+    std::vector<std::vector<std::size_t>> prompts;
+    for (std::size_t n = 0; n < 11; ++n) prompts.push_back({n % 13, (3 * n + 1) % 13});
+    // Sampling past the context (rounds), at int8 too, and greedy decoding.
+    for (WeightPrecision weights : {WeightPrecision::float32, WeightPrecision::int8})
+        for (bool sample : {true, false}) {
+            layers::GenerateOptions o{.max_length = 30,
+                                      .start_symbol = layers::no_symbol,
+                                      .end_symbol = layers::no_symbol,
+                                      .sample = sample,
+                                      .seed = 5};
+            o.context = 12;
+            o.weights = weights;
+            std::vector<std::vector<std::size_t>> seen(prompts.size());
+            std::atomic<int> inside{0};
+            bool overlapped = false;
+            o.on_symbol = [&](std::size_t item, std::size_t symbol) {
+                overlapped |= inside.fetch_add(1) != 0;
+                seen.at(item).push_back(symbol);
+                inside.fetch_sub(1);
+            };
+            layers::Generated one, two;
+            {
+                InterOp serial(1);
+                one = layers::Generator(lm.decoder(), {}).generate(o, {.prompts = prompts});
+            }
+            const std::vector<std::vector<std::size_t>> seen_one = seen;
+            for (auto& s : seen) s.clear();
+            {
+                InterOp parallel(2);
+                two = layers::Generator(lm.decoder(), {}).generate(o, {.prompts = prompts});
+            }
+            REQUIRE(two.items.size() == prompts.size());
+            for (std::size_t n = 0; n < prompts.size(); ++n) {
+                CHECK(two.items[n][0].symbols == one.items[n][0].symbols);
+                // The packed kernels compute a row alike in any batch; OpenBLAS (the portable
+                // build's products at float) may sum a smaller batch otherwise.
+                if (packed_gemm_vectorized())
+                    CHECK(two.items[n][0].log_probability == one.items[n][0].log_probability);
+                else
+                    CHECK(two.items[n][0].log_probability == doctest::Approx(one.items[n][0].log_probability));
+            }
+            CHECK(seen == seen_one);  // each item's symbols to its own number, in order
+            CHECK(!overlapped);
+        }
+}
+
+TEST_CASE("generation in groups: a callback's exception in one group stops every group and reaches the caller") {
+    layers::TransformerLM lm(13, generation_lm());
+    const std::vector<std::vector<std::size_t>> prompts(9, std::vector<std::size_t>{1, 2});
+    layers::GenerateOptions o{.max_length = 200,
+                              .start_symbol = layers::no_symbol,
+                              .end_symbol = layers::no_symbol,
+                              .sample = true,
+                              .seed = 1};
+    o.context = 12;
+    std::atomic<std::size_t> passes{0};
+    o.on_step = [&](std::size_t) { ++passes; };
+    // Item 0's group starts first (the lowest task first), alone or beside the other: either way
+    // the other stops at its next pass, long before its 200 symbols.
+    o.on_symbol = [&](std::size_t item, std::size_t) {
+        if (item == 0) throw std::runtime_error("stop at the first item");
+    };
+    InterOp parallel(2);
+    layers::Generator generator(lm.decoder(), {});
+    CHECK_THROWS_WITH_AS(generator.generate(o, {.prompts = prompts}), "stop at the first item", std::runtime_error);
+    CHECK(passes < 50);
+    // The generator still works.
+    o.on_symbol = nullptr;
+    o.max_length = 3;
+    CHECK(generator.generate(o, {.prompts = prompts}).items.size() == 9);
+}

@@ -1,0 +1,199 @@
+#include "core/quantized_gemm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "core/errors.hpp"
+#include "core/gemm.hpp"
+#include "core/isa_kernels.hpp"
+#include "core/packed_gemm.hpp"
+#include "core/parallel.hpp"
+
+namespace loom {
+
+const char* weight_precision_name(WeightPrecision precision) {
+    switch (precision) {
+        case WeightPrecision::float32:
+            return "float";
+        case WeightPrecision::bfloat16:
+            return "bfloat16";
+        case WeightPrecision::int8:
+            return "int8";
+    }
+    return "unknown";
+}
+
+WeightPrecision parse_weight_precision(std::string_view name) {
+    if (name == "float" || name == "float32") return WeightPrecision::float32;
+    if (name == "bfloat16") return WeightPrecision::bfloat16;
+    if (name == "int8") return WeightPrecision::int8;
+    throw UserError("weight precision '" + std::string(name) + "': expected float, bfloat16 or int8");
+}
+
+std::uint16_t bfloat16_bits(float x) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    if (std::isnan(x)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // stays a NaN (quiet)
+    bits += 0x7fff + ((bits >> 16) & 1);                                        // to nearest, ties to even
+    return static_cast<std::uint16_t>(bits >> 16);
+}
+
+float round_to_bfloat16(float x) {
+    const std::uint32_t bits = std::uint32_t{bfloat16_bits(x)} << 16;
+    float out;
+    std::memcpy(&out, &bits, sizeof out);
+    return out;
+}
+
+namespace {
+
+constexpr std::size_t nr = 16;  // columns per panel, as pack_right's for float
+
+std::size_t padded_columns(std::size_t n) { return (n + nr - 1) / nr * nr; }
+
+// The portable loop over the same layout: each column's sum in k order, in float.
+template <class E, class Widen>
+void rows_portable(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const E* packed,
+                   const float* scales, float* const* c, const float* const* d, float alpha, float beta, Widen widen) {
+    for (std::size_t col = 0; col < n; col += nr) {
+        const E* panel = packed + col * k;
+        const std::size_t nc = std::min(nr, n - col);
+        for (std::size_t r = 0; r < m; ++r) {
+            float s[nr] = {};
+            for (std::size_t p = 0; p < k; ++p)
+                for (std::size_t j = 0; j < nr; ++j) s[j] += a[r][p] * widen(panel[p * nr + j]);
+            for (std::size_t j = 0; j < nc; ++j) {
+                const float v = alpha * (scales ? s[j] * scales[col + j] : s[j]);
+                c[r][col + j] = beta == 0.0f ? v : v + beta * d[r][col + j];
+            }
+        }
+    }
+}
+
+float widen_bf16(std::uint16_t bits) {
+    const std::uint32_t wide = std::uint32_t{bits} << 16;
+    float out;
+    std::memcpy(&out, &wide, sizeof out);
+    return out;
+}
+
+// Columns [j0, j1) of the product (j0 a multiple of the panel width) through the kernels of `isa`.
+void rows(Isa isa, std::size_t m, std::size_t k, const float* const* a, const QuantizedWeight& w, float* const* c,
+          const float* const* d, float alpha, float beta, std::size_t j0, std::size_t j1) {
+    const std::size_t n = j1 - j0;
+    if (w.precision == WeightPrecision::bfloat16) {
+        const std::uint16_t* packed = w.bf16.data() + j0 * k;
+#if defined(__x86_64__)
+        const auto* e = reinterpret_cast<const unsigned short*>(packed);
+        if (isa == Isa::avx512) return kernels::rows_bf16_weights_avx512(m, n, k, a, e, c, d, alpha, beta);
+        if (isa == Isa::avx2) return kernels::rows_bf16_weights_avx2(m, n, k, a, e, c, d, alpha, beta);
+#endif
+        return rows_portable(m, n, k, a, packed, nullptr, c, d, alpha, beta, widen_bf16);
+    }
+    const std::int8_t* packed = w.int8.data() + j0 * k;
+    const float* scales = w.scales.data() + j0;
+#if defined(__x86_64__)
+    const auto* e = reinterpret_cast<const signed char*>(packed);
+    if (isa == Isa::avx512) return kernels::rows_int8_weights_avx512(m, n, k, a, e, scales, c, d, alpha, beta);
+    if (isa == Isa::avx2) return kernels::rows_int8_weights_avx2(m, n, k, a, e, scales, c, d, alpha, beta);
+#endif
+    rows_portable(m, n, k, a, packed, scales, c, d, alpha, beta, [](std::int8_t q) { return float(q); });
+}
+
+}  // namespace
+
+void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, std::size_t n, const float* b,
+                    std::size_t ldb, QuantizedWeight& out) {
+    if (precision == WeightPrecision::float32)
+        throw UserError("quantize_right: float32 weights are packed by pack_right, not quantized");
+    // Packed as float first (pack_right's fast paths), then narrowed element by element.
+    std::vector<float> packed(packed_size<float>(k, n));
+    pack_right<float>(transposed, k, n, b, ldb, packed.data());
+    out.precision = precision;
+    out.k = k;
+    out.n = n;
+    out.bf16.clear();
+    out.int8.clear();
+    out.scales.clear();
+    if (precision == WeightPrecision::bfloat16) {
+        out.bf16.resize(packed.size());
+        std::transform(packed.begin(), packed.end(), out.bf16.begin(), bfloat16_bits);
+        return;
+    }
+    out.int8.resize(packed.size());
+    out.scales.assign(padded_columns(n), 0.0f);
+    for (std::size_t col = 0; col < n; col += nr) {
+        const float* panel = packed.data() + col * k;
+        std::int8_t* q = out.int8.data() + col * k;
+        for (std::size_t j = 0; j < nr; ++j) {
+            float largest = 0;
+            bool finite = true;
+            for (std::size_t p = 0; p < k; ++p) {
+                const float w = panel[p * nr + j];
+                finite &= std::isfinite(w);
+                largest = std::max(largest, std::fabs(w));
+            }
+            // A column holding NaN or an infinity gets the scale NaN: its sums are NaN, as float's
+            // would be, instead of a number the rounding made up.
+            const float scale = finite ? largest / 127.0f : std::numeric_limits<float>::quiet_NaN();
+            out.scales[col + j] = scale;
+            for (std::size_t p = 0; p < k; ++p) {
+                const float v = finite && scale > 0 ? std::nearbyint(panel[p * nr + j] / scale) : 0.0f;
+                q[p * nr + j] = static_cast<std::int8_t>(std::clamp(v, -127.0f, 127.0f));
+            }
+        }
+    }
+}
+
+void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, const float* const* a_rows,
+                         const QuantizedWeight& w, float* const* c_rows, float alpha, float beta,
+                         const float* const* d_rows) {
+    if (w.k != k || w.n != n || w.precision == WeightPrecision::float32)
+        throw UserError("gemm_rows_quantized: a [" + std::to_string(k) + ", " + std::to_string(n) +
+                        "] product given a weight kept as [" + std::to_string(w.k) + ", " + std::to_string(w.n) +
+                        "] in " + weight_precision_name(w.precision));
+    if (m == 0 || n == 0) return;
+    if (!d_rows) d_rows = c_rows;
+    if (k == 0) {
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) c_rows[i][j] = beta == 0.0f ? 0.0f : beta * d_rows[i][j];
+        return;
+    }
+    // bfloat16 rounds the rows too (both operands, as MatmulPrecision::medium): into this thread's
+    // copy, which the column parts below read.
+    thread_local std::vector<float> rounded;
+    thread_local std::vector<const float*> rounded_rows;
+    if (w.precision == WeightPrecision::bfloat16) {
+        rounded.resize(m * k);
+        rounded_rows.resize(m);
+        for (std::size_t i = 0; i < m; ++i) {
+            std::transform(a_rows[i], a_rows[i] + k, rounded.data() + i * k, round_to_bfloat16);
+            rounded_rows[i] = rounded.data() + i * k;
+        }
+        a_rows = rounded_rows.data();
+    }
+    // Split by columns at pairs of panels among idle inter-op threads, as gemm_rows splits: each
+    // thread reads its own panels, and every element is computed as the whole product computes it.
+    constexpr std::size_t min_work = std::size_t{1} << 18;
+    const bool split = share_range(n, 2 * nr, m * k, min_work, [&](std::size_t j0, std::size_t j1) {
+        thread_local std::vector<float*> c_part;
+        thread_local std::vector<const float*> d_part;
+        c_part.resize(m);
+        d_part.resize(m);
+        for (std::size_t i = 0; i < m; ++i) c_part[i] = c_rows[i] + j0, d_part[i] = d_rows[i] + j0;
+        rows(isa, m, k, a_rows, w, c_part.data(), d_part.data(), alpha, beta, j0, j1);
+    });
+    if (!split) rows(isa, m, k, a_rows, w, c_rows, d_rows, alpha, beta, 0, n);
+}
+
+void gemm_rows_quantized(std::size_t m, std::size_t n, std::size_t k, const float* const* a_rows,
+                         const QuantizedWeight& w, float* const* c_rows, float alpha, float beta,
+                         const float* const* d_rows) {
+    GemmTimer timer;
+    gemm_rows_quantized(active_isa(), m, n, k, a_rows, w, c_rows, alpha, beta, d_rows);
+}
+
+}  // namespace loom

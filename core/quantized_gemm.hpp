@@ -1,0 +1,63 @@
+#pragma once
+/// \file
+/// Products of a few float rows by a fixed weight kept in bfloat16 or int8
+/// (core/weight_precision.hpp): gemm_rows (core/packed_gemm.hpp) reading half or a quarter of the
+/// bytes. The weight is packed once, as pack_right packs float, into panels of 16 columns, k rows
+/// deep (the last panel padded with zero columns), each element 2 bytes (bfloat16) or 1 (int8,
+/// with one float scale per column). The kernels widen each element to float as they load it and
+/// multiply-add in float, in k order: the AVX-512 (12 rows x 32 columns) and AVX2 + FMA (6 rows x
+/// 16 columns) kernels give the same bits, and equal the portable loop up to float's rounding of
+/// the sums (it may fuse differently).
+///
+/// The value computed is exactly what the rounded operands give: c = alpha * (a' B') + beta * d,
+/// B' the weight as kept (int8: q[p][j] * scale[j], with the scale applied once to each column's
+/// sum) and a' the rows (bfloat16: rounded too; int8: as they are), summed in float. The tests
+/// check it against a double computation over the same rounded operands.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/cpu.hpp"
+#include "core/weight_precision.hpp"
+
+namespace loom {
+
+/// B [k, n] kept in bfloat16 or int8 for gemm_rows_quantized.
+struct QuantizedWeight {
+    WeightPrecision precision = WeightPrecision::int8;  ///< bfloat16 or int8
+    std::size_t k = 0;                                  ///< B's rows (the products' inner size)
+    std::size_t n = 0;                                  ///< B's columns (the products' outputs)
+    std::vector<std::uint16_t> bf16;  ///< bfloat16: panels of 16 columns, element [p][j] at col * k + p * 16 + j
+    std::vector<std::int8_t> int8;    ///< int8: the same layout
+    std::vector<float> scales;        ///< int8: each column's scale, zeros for the padding columns
+    /// The bytes the products read per call: what the precision saves.
+    std::size_t bytes() const {
+        return bf16.size() * sizeof(std::uint16_t) + int8.size() + scales.size() * sizeof(float);
+    }
+};
+
+/// `x` rounded to bfloat16 (to nearest, ties to even; NaN stays NaN), as a float.
+float round_to_bfloat16(float x);
+/// The bfloat16 bits of round_to_bfloat16(x).
+std::uint16_t bfloat16_bits(float x);
+
+/// Packs B [k, n] = op(b) (b is [k, n] with row stride ldb, or [n, k] when transposed) into `out`
+/// at `precision` (bfloat16 or int8; UserError for float32, which pack_right packs). A column of
+/// zeros gets the scale 0; an int8 column holding NaN or an infinity the scale NaN, so that its
+/// products are NaN as float's would be (bfloat16 keeps NaN and infinities as they are).
+void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, std::size_t n, const float* b,
+                    std::size_t ldb, QuantizedWeight& out);
+
+/// For i < m: c_rows[i][0, n) = alpha * a_rows[i][0, k) B + beta * d_rows[i][0, n), B as `w` keeps
+/// it (w.k == k, w.n == n), through the kernels of `isa`; d_rows = c_rows when null; beta == 0
+/// does not read d_rows. Rows may lie anywhere (c not overlapping a). A product of enough work is
+/// split by columns among idle inter-op threads, as gemm_rows is: the same bits on any number.
+void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, const float* const* a_rows,
+                         const QuantizedWeight& w, float* const* c_rows, float alpha, float beta,
+                         const float* const* d_rows = nullptr);
+/// The same through the active kernels (core/cpu.hpp: active_isa).
+void gemm_rows_quantized(std::size_t m, std::size_t n, std::size_t k, const float* const* a_rows,
+                         const QuantizedWeight& w, float* const* c_rows, float alpha, float beta,
+                         const float* const* d_rows = nullptr);
+
+}  // namespace loom
