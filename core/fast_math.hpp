@@ -3,10 +3,12 @@
 // which were a fifth of an LSTM step's time). Accuracy: a few ulp over the whole float range,
 // checked against libm in tests/core/test_fast_math.cpp. double keeps libm: gradient checks run
 // in double and want it exact.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace loom::fast {
 
@@ -92,6 +94,21 @@ inline T lane_sum(std::size_t n, Term term) {
     for (; i < n; ++i) sum += term(i);
     for (std::size_t l = 0; l < lanes; ++l) sum += part[l];
     return sum;
+}
+
+// The largest of x[0] .. x[n - 1] (-infinity for none) in sixteen partial maxima, as lane_sum.
+template <class T>
+inline T lane_max(const T* x, std::size_t n) {
+    constexpr std::size_t lanes = 16;
+    T part[lanes];
+    std::fill_n(part, lanes, -std::numeric_limits<T>::infinity());
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+        for (std::size_t l = 0; l < lanes; ++l) part[l] = std::max(part[l], x[i + l]);
+    T top = -std::numeric_limits<T>::infinity();
+    for (; i < n; ++i) top = std::max(top, x[i]);
+    for (std::size_t l = 0; l < lanes; ++l) top = std::max(top, part[l]);
+    return top;
 }
 
 template <class T>

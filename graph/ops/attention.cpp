@@ -56,10 +56,10 @@ public:
     void fwd(const OpCall<T>& c) const {
         const WeightDrops drops = weight_drops(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
-            T* p = c.work->get(h.lq * h.lk);
+            T* p = c.work->get(h.forward_work());
             h.forward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
                       rows(c.in[2], n, head * h.dv, o.nk), rows(c.out, n, head * h.dv, o.nq), p,
-                      drops ? drops.of_block(n * heads_ + head) : WeightDrops{});
+                      drops ? drops.of_head(n * heads_ + head) : WeightDrops{});
         });
     }
     template <class T>
@@ -67,7 +67,7 @@ public:
         if (c.assign_grad) zero_unreached(c);
         const WeightDrops drops = weight_drops(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
-            T* work = c.work->get(2 * h.lq * h.lk);
+            T* work = c.work->get(h.backward_work());
             auto grad = [&](std::size_t i, std::size_t col, std::size_t n_seq) {
                 if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
                 Rows<T> r = rows(c.in_grad[i], n, col, n_seq);
@@ -77,7 +77,7 @@ public:
             h.backward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
                        rows(c.in[2], n, head * h.dv, o.nk), rows(c.out_grad, n, head * h.dv, o.nq),
                        grad(0, head * h.dk, o.nq), grad(1, head * h.dk, o.nk), grad(2, head * h.dv, o.nk), work,
-                       drops ? drops.of_block(n * heads_ + head) : WeightDrops{});
+                       drops ? drops.of_head(n * heads_ + head) : WeightDrops{});
         });
     }
 

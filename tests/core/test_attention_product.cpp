@@ -1,5 +1,6 @@
-// Attention's math in core/: rows read where they lie (core/row_view.hpp), and one query over every
-// head at once (core/attention_product.hpp) against a plain loop in double.
+// Attention's math in core/: rows read where they lie (core/row_view.hpp), one query over every head
+// at once, and one head's forward and backward a block of queries at a time
+// (core/attention_product.hpp), each against a plain loop in double.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +15,51 @@
 namespace {
 
 using loom::RowView;
+using loom::attention_detail::HeadProduct;
+using loom::attention_detail::Rows;
+using loom::attention_detail::WeightDrops;
+
+// One head's attention by its formula, row by row: O = P V with P = softmax(Q K^T * scale) over each
+// row's visible keys, and its gradients dQ = dS K, dK = dS^T Q, dV = P^T dO with
+// dS = P * (dP - rowsum(P * dP)) * scale, dP = dO V^T. Matrices row-major and dense.
+struct Reference {
+    std::vector<double> o, dq, dk, dv;
+};
+
+Reference head_by_formula(std::size_t lq, std::size_t lk, std::size_t d, bool causal, const std::vector<double>& q,
+                          const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& dout) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    Reference r{std::vector<double>(lq * d), std::vector<double>(lq * d), std::vector<double>(lk * d),
+                std::vector<double>(lk * d)};
+    for (std::size_t i = 0; i < lq; ++i) {
+        const std::size_t seen = causal ? std::min(lk, i + 1) : lk;
+        std::vector<double> p(seen), dp(seen);
+        double top = -1e300, sum = 0;
+        for (std::size_t j = 0; j < seen; ++j) {
+            for (std::size_t c = 0; c < d; ++c) p[j] += q[i * d + c] * k[j * d + c] * scale;
+            top = std::max(top, p[j]);
+        }
+        for (double& x : p) sum += x = std::exp(x - top);
+        for (double& x : p) x /= sum;
+        double dot = 0;
+        for (std::size_t j = 0; j < seen; ++j) {
+            for (std::size_t c = 0; c < d; ++c) {
+                r.o[i * d + c] += p[j] * v[j * d + c];
+                dp[j] += dout[i * d + c] * v[j * d + c];
+                r.dv[j * d + c] += p[j] * dout[i * d + c];
+            }
+            dot += p[j] * dp[j];
+        }
+        for (std::size_t j = 0; j < seen; ++j) {
+            const double ds = p[j] * (dp[j] - dot) * scale;
+            for (std::size_t c = 0; c < d; ++c) {
+                r.dq[i * d + c] += ds * k[j * d + c];
+                r.dk[j * d + c] += ds * q[i * d + c];
+            }
+        }
+    }
+    return r;
+}
 
 }  // namespace
 
@@ -92,4 +138,97 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
         run(1e-12);
         run(1e-5f);
     }
+}
+
+TEST_CASE("one head's attention a block of queries at a time equals its formula: causal and cross, any block") {
+    // The operands lie at a stride (every other row of a wider tensor, as an item's rows of a
+    // time-major batch); the gradients are written (assigned) or added to what they hold.
+    struct Case {
+        std::size_t lq, lk;
+        bool causal;
+    };
+    const std::size_t d = 5, stride = 2 * d + 3;
+    std::mt19937 rng(11);
+    std::normal_distribution<double> normal;
+    for (const Case z : {Case{13, 13, true}, Case{7, 11, false}, Case{1, 9, false}, Case{70, 70, true}}) {
+        auto draw = [&](std::size_t rows) {
+            std::vector<double> dense(rows * d);
+            for (double& x : dense) x = normal(rng);
+            return dense;
+        };
+        const std::vector<double> q = draw(z.lq), k = draw(z.lk), v = draw(z.lk), dout = draw(z.lq);
+        const Reference want = head_by_formula(z.lq, z.lk, d, z.causal, q, k, v, dout);
+        auto strided = [&](const std::vector<double>& dense, double fill) {
+            std::vector<double> out(dense.size() / d * stride, fill);
+            for (std::size_t j = 0; j < dense.size() / d; ++j) std::copy_n(&dense[j * d], d, &out[j * stride]);
+            return out;
+        };
+        for (const std::size_t block : {std::size_t{1}, std::size_t{3}, std::size_t{5}, std::size_t{64}}) {
+            for (const bool assign : {true, false}) {
+                CAPTURE(z.lq);
+                CAPTURE(z.lk);
+                CAPTURE(block);
+                CAPTURE(assign);
+                const HeadProduct<double> h{z.lq, z.lk, d, d, z.causal, 1.0 / std::sqrt(double(d)), block};
+                const std::vector<double> qs = strided(q, 0), ks = strided(k, 0), vs = strided(v, 0),
+                                          douts = strided(dout, 0);
+                // What the gradients hold before: 0.5 to be added to, or a NaN that must be overwritten.
+                const double before = assign ? std::nan("") : 0.5, added = assign ? 0.0 : 0.5;
+                std::vector<double> o = strided(std::vector<double>(z.lq * d), 7),
+                                    dq = strided(std::vector<double>(z.lq * d, before), before),
+                                    dk = strided(std::vector<double>(z.lk * d, before), before),
+                                    dv = strided(std::vector<double>(z.lk * d, before), before);
+                std::vector<double> work(h.backward_work());
+                h.forward({qs.data(), stride}, {ks.data(), stride}, {vs.data(), stride}, {o.data(), stride},
+                          work.data());
+                h.backward({qs.data(), stride}, {ks.data(), stride}, {vs.data(), stride}, {douts.data(), stride},
+                           {dq.data(), stride, assign}, {dk.data(), stride, assign}, {dv.data(), stride, assign},
+                           work.data());
+                auto near = [&](const std::vector<double>& got, const std::vector<double>& dense, double plus) {
+                    double worst = 0;
+                    for (std::size_t j = 0; j < dense.size(); ++j)
+                        worst = std::max(worst, std::abs(got[j / d * stride + j % d] - (dense[j] + plus)));
+                    return worst;
+                };
+                CHECK(near(o, want.o, 0) < 1e-12);
+                CHECK(near(dq, want.dq, added) < 1e-12);
+                CHECK(near(dk, want.dk, added) < 1e-12);
+                CHECK(near(dv, want.dv, added) < 1e-12);
+                CHECK(o[d] == 7);  // between the rows: untouched
+                const bool gap_kept = assign ? std::isnan(dk[d]) : dk[d] == before;
+                CHECK(gap_kept);
+            }
+        }
+    }
+}
+
+TEST_CASE("attention's weight dropout drops the same weights whatever the block of queries") {
+    const std::size_t lq = 70, d = 4;
+    std::mt19937 rng(3);
+    std::normal_distribution<double> normal;
+    std::vector<double> q(lq * d), v(lq * d), dout(lq * d);
+    for (auto* m : {&q, &v, &dout})
+        for (double& x : *m) x = normal(rng);
+    const WeightDrops drops = WeightDrops{loom::dropout_threshold(0.3), 99, 1 / 0.7}.of_head(5);
+    auto run = [&](std::size_t block) {
+        const HeadProduct<double> h{lq, lq, d, d, true, 0.5, block};
+        std::vector<double> o(lq * d), dq(lq * d), dk(lq * d), dv(lq * d), work(h.backward_work());
+        h.forward({q.data(), d}, {q.data(), d}, {v.data(), d}, {o.data(), d}, work.data(), drops);
+        h.backward({q.data(), d}, {q.data(), d}, {v.data(), d}, {dout.data(), d}, {dq.data(), d, true},
+                   {dk.data(), d, true}, {dv.data(), d, true}, work.data(), drops);
+        o.insert(o.end(), dq.begin(), dq.end());
+        o.insert(o.end(), dk.begin(), dk.end());
+        o.insert(o.end(), dv.begin(), dv.end());
+        return o;
+    };
+    const std::vector<double> whole = run(lq), in_blocks = run(8), plain = [&] {
+        const HeadProduct<double> h{lq, lq, d, d, true, 0.5, 8};
+        std::vector<double> o(lq * d), work(h.forward_work());
+        h.forward({q.data(), d}, {q.data(), d}, {v.data(), d}, {o.data(), d}, work.data());
+        return o;
+    }();
+    double worst = 0;
+    for (std::size_t j = 0; j < whole.size(); ++j) worst = std::max(worst, std::abs(whole[j] - in_blocks[j]));
+    CHECK(worst < 1e-12);
+    CHECK(!std::equal(plain.begin(), plain.end(), whole.begin()));  // something was dropped
 }

@@ -124,6 +124,18 @@ TEST_CASE("attention over sequences equals softmax(Q K^T / sqrt(dk)) V per item 
                         expected(xs, xs, xs, heads, true), 1e-12);
         }
     }
+    SUBCASE("sequences longer than a block of queries (128 rows): causal and cross") {
+        Variable x = sequence::input_variable({6}, "x");
+        const auto xs = random_sequences({6}, {260, 128, 129}, 5, -2, 2);
+        const auto longer = random_sequences({4}, {140, 3, 257}, 6, -2, 2),
+                   keys = random_sequences({4}, {300, 2, 130}, 7), values = random_sequences({6}, {300, 2, 130}, 8);
+        Variable self = attention(x, x, x, {.heads = 3, .causal = true});
+        check_close(evaluate({self}, {{x, Value::sequences(xs)}}, DType::f64)[self], expected(xs, xs, xs, 3, true),
+                    1e-12);
+        const Bindings long_in{
+            {q, Value::sequences(longer)}, {k, Value::sequences(keys)}, {v, Value::sequences(values)}};
+        check_close(evaluate({cross}, long_in, DType::f64)[cross], expected(longer, keys, values, 2, false), 1e-12);
+    }
 }
 
 TEST_CASE("attention over a memory: one query per item, the mask's padded keys never read") {
@@ -340,6 +352,12 @@ TEST_CASE("attention gradients in double on ragged batches: self, causal, cross,
         cross[x] = Value::sequences(random_sequences({4}, query_lengths, 26, -1.5, 1.5));
         wrt.push_back(y);
         require_gradients("cross", square(attention(times(x, wq), times(y, wk), times(y, wv), {.heads = 2})), cross,
+                          wrt);
+    }
+    SUBCASE("causal self-attention over sequences longer than a block of queries (128 rows)") {
+        Bindings longer = in;
+        longer[x] = Value::sequences(random_sequences({4}, {131, 2, 66}, 27, -1.5, 1.5));
+        require_gradients("causal, long", attention(times(x, wq), times(x, wk), times(x, wv), {2, true}) * 1.3, longer,
                           wrt);
     }
     SUBCASE("over an unpacked memory with its mask, the query a batch value") {
