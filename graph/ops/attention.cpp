@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.hpp"
+#include "core/parallel.hpp"
 #include "graph/ops/attention_rows.hpp"
 #include "graph/ops/kinds.hpp"
 
@@ -56,7 +58,7 @@ public:
     void fwd(const OpCall<T>& c) const {
         const WeightDrops drops = weight_drops(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
-            T* p = c.work->get(h.forward_work());
+            T* p = scratch<T>(h.forward_work());
             h.forward(rows(c.in[0], n, head * h.dk, o.nq), rows(c.in[1], n, head * h.dk, o.nk),
                       rows(c.in[2], n, head * h.dv, o.nk), rows(c.out, n, head * h.dv, o.nq), p,
                       drops ? drops.of_head(n * heads_ + head) : WeightDrops{});
@@ -67,7 +69,7 @@ public:
         if (c.assign_grad) zero_unreached(c);
         const WeightDrops drops = weight_drops(c);
         each_head(c, [&](const HeadProduct<T>& h, std::size_t n, std::size_t head, const Offsets& o) {
-            T* work = c.work->get(h.backward_work());
+            T* work = scratch<T>(h.backward_work());
             auto grad = [&](std::size_t i, std::size_t col, std::size_t n_seq) {
                 if (!c.in_grad[i]) return Rows<T>{nullptr, 0};
                 Rows<T> r = rows(c.in_grad[i], n, col, n_seq);
@@ -117,6 +119,17 @@ private:
         const std::size_t width = v.sample_size();
         return Rows<std::remove_pointer_t<decltype(v.data)>>{v.data + n * width + col, n_seq * width};
     }
+    // Scratch of n elements for the calling thread: the pairs of an item and a head run on whichever
+    // threads share them.
+    template <class T>
+    static T* scratch(std::size_t n) {
+        thread_local Workspace<T> work;
+        return work.get(n);
+    }
+    // Calls f(h, n, head, offsets) for every item n with queries and keys and every head: each pair
+    // writes its own item's rows and head's columns, so the pairs are shared among idle inter-op
+    // threads (share_or_run) and the values do not depend on the threads. The items are checked
+    // first, where a throw is still allowed.
     template <class T, class F>
     void each_head(const OpCall<T>& c, F&& f) const {
         const SequenceLayout& lq = *c.in_layouts[0];
@@ -126,15 +139,27 @@ private:
                             " sequences and the keys " + std::to_string(lk.num_sequences()));
         const std::size_t dk = c.in[1].sample_size() / heads_, dv = c.in[2].sample_size() / heads_;
         const Offsets o{lq.num_sequences(), lk.num_sequences()};
+        std::vector<std::size_t> items;
+        std::size_t work = 0;
         for (std::size_t n = 0; n < lq.num_sequences(); ++n) {
             if (causal_ && lq.length(n) != lk.length(n))
                 throw UserError("attention: causal attention over sequence " + std::to_string(n) + " of " +
                                 std::to_string(lq.length(n)) + " queries and " + std::to_string(lk.length(n)) +
                                 " keys; causal needs one length");
-            const HeadProduct<T> h{lq.length(n), lk.length(n), dk, dv, causal_, T(1) / std::sqrt(static_cast<T>(dk))};
-            if (h.lq == 0 || h.lk == 0) continue;
-            for (std::size_t head = 0; head < heads_; ++head) f(h, n, head, o);
+            if (lq.length(n) == 0 || lk.length(n) == 0) continue;
+            items.push_back(n);
+            work += lq.length(n) * lk.length(n) * (dk + dv);
         }
+        if (items.empty()) return;
+        const T scale = T(1) / std::sqrt(static_cast<T>(dk));
+        auto run = [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) {
+                const std::size_t n = items[i / heads_];
+                f(HeadProduct<T>{lq.length(n), lk.length(n), dk, dv, causal_, scale}, n, i % heads_, o);
+            }
+        };
+        const std::size_t pairs = items.size() * heads_;
+        share_or_run(pairs, 1, work / items.size(), kShareElementWork, run);
     }
 
     std::size_t heads_;

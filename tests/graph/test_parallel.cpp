@@ -433,6 +433,40 @@ TEST_CASE("one-query attention split among threads gives the values of one threa
     CHECK(split == one);
 }
 
+TEST_CASE("attention over sequences shared among threads by item and head: the bits of one thread") {
+    // Causal self-attention with dropout on the weights (training mode) over ragged sequences, one
+    // past a block of query rows: the pairs of an item and a head run on either thread, each
+    // writing its own rows and columns of the output and of the three gradients.
+    const std::size_t d = 32;
+    set_seed(5);
+    Variable x = sequence::input_variable({d}, "x");
+    Parameter wq = parameter(Shape{d, d}, glorot_uniform(), "wq"), wk = parameter(Shape{d, d}, glorot_uniform(), "wk");
+    Parameter wv = parameter(Shape{d, d}, glorot_uniform(), "wv");
+    const Bindings in{{x, Value::sequences(testing::random_sequences({d}, {150, 3, 1, 40, 77}, 8))}};
+    auto run = [&] {  // a graph of its own each time: its first evaluation draws the seed's first mask
+        Variable y = attention(times(x, wq), times(x, wk), times(x, wv),
+                               {.heads = 4, .causal = true, .dropout = 0.2, .seed = 3});
+        Variable loss = reduce_sum(sequence::reduce_sum(y * x));
+        const TrainingScope training;
+        Session s({loss, y}, {wq, wk, wv});
+        s.forward(in);
+        s.backward();
+        const auto values = s.value(y).data<float>();
+        std::vector<std::vector<float>> out{{values.begin(), values.end()}};
+        for (const Parameter& p : {wq, wk, wv}) {
+            auto g = s.gradient(p).to_dense();
+            out.emplace_back(g.begin(), g.end());
+        }
+        return out;
+    };
+    set_inter_op_threads(1);
+    const auto one = run();
+    InterOp two(2);
+    std::vector<std::vector<float>> split;
+    CHECK(with_an_idle_thread([&] { split = run(); }));
+    CHECK(split == one);
+}
+
 TEST_CASE("row-wise ops split among threads give the values and gradients of one thread, bit for bit") {
     // Ragged sequences of 256 wide rows, enough elements for relu, +, layer_norm and relu's backward
     // to be split; the padding rows lie between the real ones.
