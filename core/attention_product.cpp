@@ -14,6 +14,26 @@ Lanes load(const T* at) {
     return Lanes(at, stdx::element_aligned);
 }
 
+// Rows this far ahead are fetched into cache while this one is read: a generator's cache rows lie
+// wherever its pages put them (a stream's keys one row of each stream apart), where the hardware's
+// prefetchers, which follow addresses a step apart within a page, do not look.
+constexpr std::size_t kRowsAhead = 8;
+
+// Blocks of 16 lanes the weighted values are summed in at once: with 32 vector registers (AVX-512)
+// a whole row of 4 heads of 64, so the values are read in one pass over the keys; with 16 (AVX2,
+// where a block takes two) 4 blocks, more of which would spill.
+#if defined(__AVX512F__)
+constexpr std::size_t kBlocks = 16;
+#else
+constexpr std::size_t kBlocks = 4;
+#endif
+
+// Asks for the cache lines of `bytes` bytes from `at` (a hint: no fault, no wait).
+inline void fetch(const void* at, std::size_t bytes) {
+    const char* c = static_cast<const char*>(at);
+    for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
+}
+
 }  // namespace
 
 template <class T>
@@ -24,6 +44,7 @@ void attend_one_query(std::size_t heads, std::size_t dk, std::size_t dv, T scale
     const std::size_t lk = keys.size();
     for (std::size_t j = 0; j < lk; ++j) {
         const T* key = keys[j];
+        if (j + kRowsAhead < lk) fetch(keys[j + kRowsAhead], heads * dk * sizeof(T));
         for (std::size_t head = 0; head < heads; ++head) {
             const T *qh = q + head * dk, *kh = key + head * dk;
             T dot;
@@ -47,12 +68,13 @@ void attend_one_query(std::size_t heads, std::size_t dk, std::size_t dv, T scale
         for (std::size_t b = 0; b < B; ++b) w[b] = p + (at + b * lanes) / dv * lk;
         for (std::size_t j = 0; j < lk; ++j) {
             const T* v = values[j] + at;
+            if (j + kRowsAhead < lk) fetch(values[j + kRowsAhead] + at, B * lanes * sizeof(T));
             for (std::size_t b = 0; b < B; ++b) sum[b] += w[b][j] * load<Lanes>(v + b * lanes);
         }
         for (std::size_t b = 0; b < B; ++b) sum[b].copy_to(o + at + b * lanes, stdx::element_aligned);
     };
     if (dv % lanes == 0) {
-        for (; e + 4 * lanes <= width; e += 4 * lanes) blocks.template operator()<4>(e);
+        for (; e + kBlocks * lanes <= width; e += kBlocks * lanes) blocks.template operator()<kBlocks>(e);
         for (; e < width; e += lanes) blocks.template operator()<1>(e);
     }
     for (; e < width; ++e) {
