@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 
 #include "core/errors.hpp"
 #include "graph/interrupt.hpp"
@@ -140,23 +141,37 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
                             const std::function<void(int, Workspace<T>&)>& run) {
     const int threads = inter_op_threads();
     works_.resize(static_cast<std::size_t>(std::max(threads, 1)));
-    if (threads <= 1) {
-        for (std::size_t s = 0; s < plan_->steps.size(); ++s) {
+    const std::size_t steps = plan_->steps.size();
+    auto measured = [&](int step, int worker) {
+        const auto start = std::chrono::steady_clock::now();
+        run(step, works_[static_cast<std::size_t>(worker)]);
+        cost[static_cast<std::size_t>(step)] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    // Steps that took less than this on average at the last pass run on this thread alone: handing
+    // a step to another thread costs a few microseconds, more than such steps gain (a generating
+    // step of a small model). Their ops may still share their work with the idle threads.
+    constexpr double kSharedStepSeconds = 20e-6;
+    const bool short_steps = cost.size() == steps && steps > 0 &&
+                             std::accumulate(cost.begin(), cost.end(), 0.0) < kSharedStepSeconds * steps;
+    if (threads <= 1 || short_steps) {
+        cost.resize(steps);
+        for (std::size_t s = 0; s < steps; ++s) {
             interruption_point();
-            run(static_cast<int>(s), works_[0]);
+            if (threads <= 1)
+                run(static_cast<int>(s), works_[0]);
+            else
+                measured(static_cast<int>(s), 0);
         }
         return;
     }
-    cost.resize(plan_->steps.size());
+    cost.resize(steps);
     // Steps on other threads answer to the interrupt check of the thread that started the pass.
     const InterruptCheckScope* interrupt = InterruptCheckScope::current();
     run_task_graph(tasks, threads, [&](int task, int worker) {
         const InterruptCheckScope::Adopt adopted(interrupt);
         interruption_point();
-        const auto start = std::chrono::steady_clock::now();
-        run(task, works_[static_cast<std::size_t>(worker)]);
-        cost[static_cast<std::size_t>(task)] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        measured(task, worker);
     });
     // The next pass starts the longest chains first (critical path), e.g. the long answer tower's
     // loops before the question tower's.

@@ -433,6 +433,64 @@ TEST_CASE("one-query attention split among threads gives the values of one threa
     CHECK(split == one);
 }
 
+namespace {
+
+// Copies its input and notes the thread that ran it, after working for `busy` (a step as long as
+// a real op's).
+class NoteThread final : public OpBase<NoteThread> {
+public:
+    NoteThread(std::set<std::thread::id>* threads, std::mutex* mutex, std::chrono::microseconds busy)
+        : threads_(threads), mutex_(mutex), busy_(busy) {}
+    std::string name() const override { return "note_thread"; }
+    OpTraits traits() const override { return {.step_capable = false}; }
+    TypeInfo infer(std::span<const TypeInfo> in) const override { return in[0]; }
+    template <class T>
+    void fwd(const OpCall<T>& c) const {
+        const auto until = std::chrono::steady_clock::now() + busy_;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        std::copy_n(c.in[0].data, c.in[0].size(), c.out.data);
+        const std::lock_guard lock(*mutex_);
+        threads_->insert(std::this_thread::get_id());
+    }
+    template <class T>
+    void bwd(const OpCall<T>&) const {}
+
+private:
+    std::set<std::thread::id>* threads_;
+    std::mutex* mutex_;
+    std::chrono::microseconds busy_;
+};
+
+// The threads that ran the third evaluation of two independent chains of 6 steps each `busy` long.
+std::set<std::thread::id> threads_of_third_pass(std::chrono::microseconds busy) {
+    std::set<std::thread::id> threads;
+    std::mutex mutex;
+    Variable x = input_variable({4}, "x"), y = input_variable({4}, "y");
+    Variable chains[2] = {x, y};
+    for (Variable& v : chains)
+        for (int i = 0; i < 6; ++i)
+            v = Variable(apply_op(std::make_shared<NoteThread>(&threads, &mutex, busy), {v.node()}, "note"));
+    Session s({chains[0] + chains[1]});
+    const Bindings in{{x, Value::batch(xt::xarray<float>::from_shape({2, 4}))},
+                      {y, Value::batch(xt::xarray<float>::from_shape({2, 4}))}};
+    s.forward(in);
+    s.forward(in);
+    threads.clear();
+    s.forward(in);
+    return threads;
+}
+
+}  // namespace
+
+TEST_CASE("a pass whose steps took microseconds runs them on the calling thread; longer steps on both") {
+    // Handing a step to another thread costs more than a step of a few microseconds gains (a
+    // generating step of a small model): after a pass measured them so, the steps run here alone.
+    InterOp two(2);
+    CHECK(threads_of_third_pass(std::chrono::microseconds(3)) == std::set{std::this_thread::get_id()});
+    CHECK(threads_of_third_pass(std::chrono::microseconds(2000)).size() == 2);
+}
+
 TEST_CASE("attention over sequences shared among threads by item and head: the bits of one thread") {
     // Causal self-attention with dropout on the weights (training mode) over ragged sequences, one
     // past a block of query rows: the pairs of an item and a head run on either thread, each
