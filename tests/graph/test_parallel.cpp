@@ -483,7 +483,7 @@ std::set<std::thread::id> threads_of_third_pass(std::chrono::microseconds busy) 
 
 }  // namespace
 
-TEST_CASE("a pass whose steps took microseconds runs them on the calling thread; longer steps on both") {
+TEST_CASE("a pass whose steps took microseconds runs them on the calling thread, longer steps on both threads") {
     // Handing a step to another thread costs more than a step of a few microseconds gains (a
     // generating step of a small model): after a pass measured them so, the steps run here alone.
     InterOp two(2);
