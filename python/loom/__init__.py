@@ -78,6 +78,27 @@ class Axis:
         """A new sequence axis to share between sequence inputs (loom.SequenceAxis)."""
         return SequenceAxis()
 
+    @staticmethod
+    def all_axes():
+        """Every axis, the batch's and the sequence's too, as a reduction's axis (reduce_sum, reduce_mean,
+        reduce_max, reduce_min, reduce_log_sum_exp): one number, of shape (1,) (CNTK's is of shape ())."""
+        from ._graph import ALL_AXES
+        return ALL_AXES
+
+    @staticmethod
+    def new_leading_axis():
+        """An axis before the first, as splice's axis: the inputs stacked along a new axis."""
+        from ._graph import NEW_LEADING_AXIS
+        return NEW_LEADING_AXIS
+
+    def __new__(cls, name: str):
+        """Axis('name') is a new sequence axis (loom.SequenceAxis), as CNTK's named dynamic axis: give it
+        to sequence.input_variable(sequence_axis=...) or input_variable(dynamic_axes=[Axis.default_batch_axis(),
+        axis]). loom has no static axis objects (Axis(2)): static axes are ints."""
+        if not isinstance(name, str):
+            raise UserError(f"Axis: loom's Axis(name) is a sequence axis, and static axes are ints; got {name!r}")
+        return SequenceAxis()
+
 
 __all__ = [
     "Axis", "DataError", "Function", "Initializer", "Parameter", "SequenceAxis", "UserError", "Value", "Variable",
@@ -151,6 +172,16 @@ __all__ += ["initializer", "losses", "metrics", "ops"]
 # CNTK's activations and shape ops composed from loom's own (python/loom/_composite.py).
 from ._composite import (cosh, elu, expand_dims, leaky_relu, param_relu, reduce_l1, reduce_l2,  # noqa: E402
                          reduce_sum_square, selu, sinh, softsign, squeeze, swapaxes, tan)
+
+# CNTK's names that loom composes in python/loom/_graph.py, and its older spellings.
+from ._graph import (Constant, argmax, argmin, hardmax, ones_like, reduce_prod, zeros_like)  # noqa: E402
+from ._loom import ceil, floor, round  # noqa: E402
+
+#: CNTK's older name of input_variable (cntk.input).
+input = input_variable
+
+__all__ += ["Constant", "argmax", "argmin", "ceil", "floor", "hardmax", "input", "ones_like", "reduce_prod", "round",
+            "zeros_like"]
 
 __all__ += ["cosh", "elu", "expand_dims", "leaky_relu", "param_relu", "reduce_l1", "reduce_l2", "reduce_sum_square",
             "selu", "sinh", "softsign", "squeeze", "swapaxes", "tan"]

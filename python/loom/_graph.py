@@ -67,8 +67,20 @@ class NamedAxis:
         return f"Axis.{self.name}()"
 
 
-BATCH_AXIS, DYNAMIC_AXIS, ALL_STATIC_AXES = (NamedAxis(n) for n in
-                                             ("default_batch_axis", "default_dynamic_axis", "all_static_axes"))
+BATCH_AXIS, DYNAMIC_AXIS, ALL_STATIC_AXES, ALL_AXES, NEW_LEADING_AXIS = (
+    NamedAxis(n) for n in ("default_batch_axis", "default_dynamic_axis", "all_static_axes", "all_axes",
+                           "new_leading_axis"))
+
+
+def _dynamic_axes(v: Variable) -> tuple:
+    # CNTK's Variable.dynamic_axes: (), (batch,) or (batch, the sequence axis).
+    if v.is_sequence:
+        return (BATCH_AXIS, DYNAMIC_AXIS)
+    return (BATCH_AXIS,) if v.has_batch_axis else ()
+
+
+Variable.dynamic_axes = property(_dynamic_axes, doc="CNTK's dynamic axes: () for a static value, (batch,) for a "
+                                 "batch value, (batch, sequence) for a sequence value (Axis objects).")
 
 
 def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bool = False,
@@ -78,7 +90,8 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
 
     dynamic_axes=[] makes an input with no dynamic axis (one tensor of `shape` per eval, read
     as a parameter is); [Axis.default_batch_axis()] is the default; [Axis.default_batch_axis(),
-    Axis.default_dynamic_axis()] makes a sequence input, as sequence.input_variable. loom differs
+    Axis.default_dynamic_axis()] makes a sequence input, as sequence.input_variable, and
+    [Axis.default_batch_axis(), Axis('name')] one on that sequence axis (a SequenceAxis). loom differs
     from CNTK: an input has no dtype of its own (eval computes
     in float64 when any data or parameter is float64, else float32; `dtype` is only checked to be
     one of the two); every input can be differentiated (needs_gradient is accepted and ignored);
@@ -89,6 +102,9 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
         raise _loom.UserError("input_variable: loom has no sparse inputs; give integer ids of shape (1,) "
                               "to embedding(ids, table) instead of one-hot vectors")
     axes = 1
+    if dynamic_axes is not None and len(dynamic_axes) == 2 and isinstance(list(dynamic_axes)[1], SequenceAxis) \
+            and list(dynamic_axes)[0] is BATCH_AXIS:
+        return _loom._input_variable(list(_shape(shape, "input_variable")), name, 2, list(dynamic_axes)[1])
     if dynamic_axes is not None:
         given = list(dynamic_axes)
         axes = {(): 0, (BATCH_AXIS,): 1, (BATCH_AXIS, DYNAMIC_AXIS): 2}.get(tuple(given))
@@ -154,6 +170,13 @@ def placeholder(shape: Optional[ShapeLike] = None, dynamic_axes: Any = None, nam
     return _loom._placeholder(dims, name)
 
 
+def Constant(value: Any = None, shape: Optional[ShapeLike] = None, dtype: Any = None, device: Any = None,
+             name: str = "") -> Variable:
+    """CNTK's class name for a constant: the same as constant(value, shape, dtype, device, name)
+    (loom differs from CNTK: a function giving a Variable, not a class)."""
+    return constant(value, shape, dtype, device, name)
+
+
 def placeholder_variable(shape: Optional[ShapeLike] = None, dynamic_axes: Any = None, name: str = "") -> Variable:
     """The same as placeholder (CNTK's older name)."""
     return placeholder(shape, dynamic_axes, name)
@@ -165,8 +188,44 @@ def _axis(axis: Any, what: str) -> int:
     raise _loom.UserError(f"{what}: axis is an int (a static axis, negative from the last) or None; got {axis!r}")
 
 
+def _over_dynamic_axes(what: str, x: Variable, axis: Any, name: str) -> Variable:
+    """reduce_{sum, mean, max, min, log_sum_exp} of x over the batch axis (axis=Axis.default_batch_axis():
+    a static value of x's sample shape) or over every axis (Axis.all_axes(): shape (1,), where CNTK
+    gives shape ()), composed of loom's batch and sequence reductions."""
+    batch_ops = {"reduce_sum": _loom.batch.reduce_sum, "reduce_mean": _loom.batch.reduce_mean,
+                 "reduce_max": _loom.batch.reduce_max}
+    if what == "reduce_min":
+        return _loom.negate(_over_dynamic_axes("reduce_max", _loom.negate(x), axis, ""), name)
+    if what == "reduce_log_sum_exp":
+        top = _loom.stop_gradient(_over_dynamic_axes("reduce_max", x, axis, ""))
+        total = _over_dynamic_axes("reduce_sum", _loom.exp(x - top), axis, "")
+        return _loom.plus(_loom.log(total), top, name)
+    if what not in batch_ops:
+        raise _loom.UserError(f"{what}: loom reduces over static axes only (reduce_sum, reduce_mean, reduce_max, "
+                              f"reduce_min and reduce_log_sum_exp also over the batch or every axis)")
+    if not x.has_batch_axis:
+        return _reduce(getattr(_loom, "_" + what), x, None if axis is ALL_AXES else 0, False, name, what)
+    if axis is BATCH_AXIS:
+        if x.is_sequence:
+            raise _loom.UserError(f"{what}: over the batch axis of a sequence value: reduce over its steps first "
+                                  f"(sequence.{what}), or over every axis with Axis.all_axes()")
+        return batch_ops[what](x, name)
+    if what == "reduce_mean":
+        count = float(np.prod(x.shape))
+        if x.is_sequence:
+            steps = _loom.batch.reduce_sum(_loom.sequence.length(x), "")
+            return _loom.element_divide(_over_dynamic_axes("reduce_sum", x, axis, ""), steps * count, name)
+        return _loom.batch.reduce_mean(_reduce(_loom._reduce_mean, x, None, False, "", what), name)
+    static = _reduce(getattr(_loom, "_" + what), x, None, False, "", what)
+    if x.is_sequence:
+        static = getattr(_loom.sequence, what)(static, "")
+    return batch_ops[what](static, name)
+
+
 def _reduce(op, x: VariableLike, axis: Any, keepdims: bool, name: str, what: str) -> Variable:
     x = _variable(x)
+    if axis is ALL_AXES or axis is BATCH_AXIS:
+        return _over_dynamic_axes(what, x, axis, name)
     if axis is ALL_STATIC_AXES:
         axis = None
     if axis is None:
@@ -191,7 +250,9 @@ def reduce_sum(x: VariableLike, axis: Any = None, keepdims: bool = True, name: s
 
     The reduced axes stay with size 1 unless keepdims=False (then they go; a result of no axis left
     has shape (1,): loom differs from CNTK, which gives shape ()). Over the sequence axis:
-    sequence.reduce_sum.
+    sequence.reduce_sum. axis=Axis.default_batch_axis() sums a batch value's items (a static value),
+    Axis.all_axes() every element of every sample and step (shape (1,)); reduce_mean, reduce_max,
+    reduce_min and reduce_log_sum_exp take them too.
     """
     return _reduce(_loom._reduce_sum, x, axis, keepdims, name, "reduce_sum")
 
@@ -214,6 +275,66 @@ def reduce_min(x: VariableLike, axis: Any = None, keepdims: bool = True, name: s
 def reduce_log_sum_exp(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
     """log(sum(exp(x))) over static `axis`, without overflow; as reduce_sum for axis and keepdims."""
     return _reduce(_loom._reduce_log_sum_exp, x, axis, keepdims, name, "reduce_log_sum_exp")
+
+
+def reduce_prod(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The product over static `axis`; as reduce_sum for axis and keepdims (static axes only).
+
+    Composed as sign * exp(sum(log|x|)): its gradient is prod / x, as CNTK's, so an element that
+    is 0 gives a gradient of nan or inf where CNTK's gives the product of the others.
+    """
+    x = _variable(x)
+    if axis is ALL_AXES or axis is BATCH_AXIS:
+        raise _loom.UserError("reduce_prod: loom multiplies over static axes only")
+    magnitude = _loom.exp(_reduce(_loom._reduce_sum, _loom.log(_loom.abs(x)), axis, keepdims, "", "reduce_prod"))
+    # The sign: -1 to the count of negative elements, as cos(pi * count).
+    negatives = _reduce(_loom._reduce_sum, _loom.less(x, 0.0), axis, keepdims, "", "reduce_prod")
+    return _loom.element_times(magnitude, _loom.cos(negatives * float(np.pi)), name)
+
+
+def _arg_extreme(x: VariableLike, axis: Any, keepdims: bool, name: str, what: str, largest: bool) -> Variable:
+    x = _variable(x)
+    if axis is None:
+        if len(x.shape) > 1:
+            raise _loom.UserError(f"{what}: give the axis (loom takes the {what} along one static axis)")
+        axis = 0
+    rank = len(x.shape)
+    a = _axis(axis, what) % max(rank, 1)
+    extreme = (_loom._reduce_max if largest else _loom._reduce_min)(x, a, "")
+    positions = np.arange(x.shape[a], dtype=np.float64).reshape([x.shape[a]] + [1] * (rank - 1 - a))
+    # The first position of the extreme: the least index among the elements equal to it.
+    at_extreme = _loom.element_select(_loom.equal(x, extreme), _loom._constant(positions, ""), float(x.shape[a]))
+    return _loom.stop_gradient(_reduce(_loom._reduce_min, at_extreme, a, keepdims, "", what), name)
+
+
+def argmax(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The index of the first maximum along static `axis` (kept with size 1 unless keepdims=False),
+    as a number; no gradient. axis=None is the only axis of a vector."""
+    return _arg_extreme(x, axis, keepdims, name, "argmax", True)
+
+
+def argmin(x: VariableLike, axis: Any = None, keepdims: bool = True, name: str = "") -> Variable:
+    """The index of the first minimum along static `axis`; as argmax."""
+    return _arg_extreme(x, axis, keepdims, name, "argmin", False)
+
+
+def hardmax(x: VariableLike, name: str = "") -> Variable:
+    """1 at the first maximum of the last axis, 0 elsewhere; no gradient (CNTK's hardmax)."""
+    x = _variable(x)
+    rank = len(x.shape)
+    first = argmax(x, axis=rank - 1)
+    positions = np.arange(x.shape[-1], dtype=np.float64)
+    return _loom.stop_gradient(_loom.equal(_loom._constant(positions, ""), first), name)
+
+
+def zeros_like(x: VariableLike, name: str = "") -> Variable:
+    """Zeros of x's shape and dynamic axes; no gradient."""
+    return _loom.stop_gradient(_loom.element_times(_variable(x), 0.0), name)
+
+
+def ones_like(x: VariableLike, name: str = "") -> Variable:
+    """Ones of x's shape and dynamic axes; no gradient."""
+    return _loom.stop_gradient(_loom.element_times(_variable(x), 0.0) + 1.0, name)
 
 
 def _over_axis(op, x: VariableLike, axis: Any, name: str, what: str) -> Variable:
@@ -241,17 +362,27 @@ def times(left: VariableLike, right: VariableLike, output_rank: Optional[int] = 
           infer_input_rank_to_map: Any = None, name: str = "") -> Variable:
     """The matrix product: left [..., k] with right [k, m...] gives [..., m...] on left's dynamic axes.
 
-    loom contracts one axis, left's last with right's first, and keeps all of right's others:
-    output_rank, when given, must be right's rank - 1 (loom.UserError otherwise, where CNTK would
-    contract more of left's axes). infer_input_rank_to_map is not supported.
+    By default loom contracts one axis, left's last with right's first, and keeps all of right's
+    others (loom differs from CNTK, whose default output_rank=1 contracts right's first rank - 1
+    axes). With output_rank, right's last output_rank axes are kept and its other k axes contracted
+    with left's last k, as CNTK. infer_input_rank_to_map is not supported.
     """
     left, right = _variable(left), _variable(right)
     if infer_input_rank_to_map is not None:
         raise _loom.UserError("times: loom does not infer input ranks (infer_input_rank_to_map)")
-    if output_rank is not None and output_rank != len(right.shape) - 1:
-        raise _loom.UserError(f"times: loom contracts one axis and keeps right's other {len(right.shape) - 1}; "
-                              f"output_rank={output_rank} asks for another split of right, shape {right.shape}")
-    return _loom._times(left, right, name)
+    if output_rank is None or output_rank == len(right.shape) - 1:
+        return _loom._times(left, right, name)
+    contracted = len(right.shape) - int(output_rank)
+    if not 1 <= contracted <= len(left.shape) or output_rank < 0:
+        raise _loom.UserError(f"times: output_rank={output_rank} leaves {contracted} of right's axes (shape "
+                              f"{tuple(right.shape)}) to contract with left's, shape {tuple(left.shape)}")
+    if tuple(left.shape[len(left.shape) - contracted:]) != tuple(right.shape[:contracted]):
+        raise _loom.UserError(f"times: left's last {contracted} axes {tuple(left.shape)} differ from right's first "
+                              f"{contracted} {tuple(right.shape)}")
+    k = int(np.prod(right.shape[:contracted]))
+    flat_left = _loom._reshape(left, list(left.shape[:len(left.shape) - contracted]) + [k], "")
+    flat_right = _loom._reshape(right, [k] + list(right.shape[contracted:]), "")
+    return _loom._times(flat_left, flat_right, name)
 
 
 def cross_entropy_with_softmax(output_vector: VariableLike, target_vector: VariableLike, axis: int = -1,
@@ -270,9 +401,20 @@ def classification_error(output_vector: VariableLike, target_vector: VariableLik
     return _loom._classification_error(_variable(output_vector), _variable(target_vector), name)
 
 
-def splice(*inputs: VariableLike, axis: int = -1, name: str = "") -> Variable:
-    """The inputs concatenated along static `axis` (the last by default)."""
-    return _loom._splice([_variable(x) for x in inputs], axis, name)
+def splice(*inputs: VariableLike, axis: Any = -1, name: str = "") -> Variable:
+    """The inputs concatenated along static `axis` (the last by default).
+
+    As CNTK's: inputs of lower rank are taken with leading axes of size 1, and an axis just before
+    the first (-(rank + 1), or Axis.new_leading_axis()) stacks the inputs along a new one.
+    """
+    xs = [_variable(x) for x in inputs]
+    rank = max(len(x.shape) for x in xs)
+    xs = [x if len(x.shape) == rank else _loom._reshape(x, [1] * (rank - len(x.shape)) + list(x.shape), "")
+          for x in xs]
+    if axis is NEW_LEADING_AXIS or (isinstance(axis, numbers.Integral) and axis == -(rank + 1)):
+        xs = [_loom._reshape(x, [1] + list(x.shape), "") for x in xs]
+        axis = 0
+    return _loom._splice(xs, _axis(axis, "splice"), name)
 
 
 def slice(x: VariableLike, axis: int, begin_index: int, end_index: int, strides: Any = None,
@@ -302,11 +444,13 @@ def reshape(x: VariableLike, shape: ShapeLike, begin_axis: Any = None, end_axis:
 
 
 def transpose(x: VariableLike, perm: Optional[Sequence[int]] = None, name: str = "") -> Variable:
-    """The sample's axes permuted: output axis i is input axis perm[i]; None reverses them."""
+    """The sample's axes permuted: output axis i is input axis perm[i] (negative: from the end); None
+    reverses them."""
     x = _variable(x)
+    rank = len(x.shape)
     if perm is None:
-        perm = list(reversed(range(len(x.shape))))
-    return _loom._transpose(x, [int(p) for p in perm], name)
+        perm = list(reversed(range(rank)))
+    return _loom._transpose(x, [int(p) % rank if -rank <= int(p) < 0 else int(p) for p in perm], name)
 
 
 def one_hot(x: VariableLike, num_classes: int, sparse_output: bool = False, axis: int = -1,
@@ -386,8 +530,15 @@ class Combined(list):
         return self._leaves("parameters")
 
     def eval(self, arguments: Any = None, outputs: Any = None) -> dict:
-        """Every output (or those given) in one pass: {output: value}, as Variable.eval with outputs=."""
+        """Every output (or those given) in one pass: {output: value} (of one output, its value), as
+        Variable.eval with outputs=."""
         return self[0].eval(arguments, outputs=list(self) if outputs is None else list(outputs))
+
+    def grad(self, at: Any, wrt: Any = None, outputs: Any = None, device: Any = None, as_numpy: bool = True,
+             grad_root: Any = None):
+        """Variable.grad of grad_root (one of the outputs; the only one by default)."""
+        root = self.output if grad_root is None else grad_root
+        return root.grad(at, wrt, outputs, device, as_numpy)
 
     def forward(self, arguments: Any = None, outputs: Any = None, keep_for_backward: Any = None):
         """Variable.forward over every output (or those given)."""

@@ -107,25 +107,34 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
         const EngineRun released;
         results = evaluate(wanted, bindings);
     }
-    if (!many) return result_of(results[self], as_numpy);
+    if (wanted.size() == 1) return result_of(results[wanted[0]], as_numpy);  // CNTK: one output, its value
     py::dict out;
     for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
     return out;
 }
 
-py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object&, bool as_numpy) {
-    std::vector<Variable> wanted = wrt.is_none() ? arguments_of({self}) : variables_of(wrt, "grad", "wrt");
+py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object& outputs,
+                const py::object& device, bool as_numpy, const py::object& grad_root) {
+    const Variable root = grad_root.is_none() ? self : grad_root.cast<Variable>();
+    std::vector<Variable> wanted = wrt.is_none() ? arguments_of({root}) : variables_of(wrt, "grad", "wrt");
     if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
-    const Bindings bindings = bindings_of({self}, at, "grad");
+    const Bindings bindings = bindings_of({root}, at, "grad");
     ValueMap results;
     {
         const EngineRun released;
-        results = gradients(self, bindings, wanted);
+        results = gradients(root, bindings, wanted);
     }
-    if (wanted.size() == 1) return result_of(results[wanted[0]], as_numpy);
-    py::dict out;
-    for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
-    return out;
+    py::object grads;
+    if (wanted.size() == 1) {
+        grads = result_of(results[wanted[0]], as_numpy);
+    } else {
+        py::dict out;
+        for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
+        grads = out;
+    }
+    if (outputs.is_none()) return grads;
+    // CNTK's (gradients, values): the values come from a forward pass of their own.
+    return py::make_tuple(grads, eval(root, at, outputs, device, as_numpy));
 }
 
 /// `data` as a numpy array of numbers, refused (a UserError starting with `what`) when its dtype is not
@@ -359,18 +368,21 @@ Returns, for a sequence output, a list of arrays [T_i, sample...]: views into on
 that they keep alive (no copy; np.ascontiguousarray makes one contiguous); for a batch output an
 array [N, sample...]; for a static one an array of its shape. The element type is float64 when
 any input's data or any parameter is float64, else float32 (loom differs from CNTK: an input has
-no dtype of its own). With outputs=[...], a dict of each output's value instead. device is
+no dtype of its own). With outputs=[...] of several, a dict of each output's value instead (of
+one, its value, as CNTK). device is
 accepted and ignored (loom runs on the CPU); as_numpy=False returns loom.Value objects instead of
 arrays. The GIL is released while the engine runs.)doc")
         .def(
-            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(), py::arg("device") = py::none(),
-            py::arg("as_numpy") = true,
+            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(), py::arg("outputs") = py::none(),
+            py::arg("device") = py::none(), py::arg("as_numpy") = true, py::arg("grad_root") = py::none(),
             R"doc(The gradient of the sum of this Variable's value (over every sequence, step and element) with respect to wrt.
 
 at: the data, as eval's arguments. wrt: a list of parameters and inputs; None means every input
 (loom differs from CNTK: inputs have no needs_gradient flag). Returns one array (or a list of
 per-sequence arrays for a sequence input) when wrt has one entry, else a dict by Variable;
-device and as_numpy as in eval. The GIL is released while the engine runs.)doc")
+with outputs=[...], the pair (gradients, values), values as eval(at, outputs) gives them (one
+more forward pass). grad_root: the Variable to differentiate instead of this one (a combine's
+output, as CNTK's). device and as_numpy as in eval. The GIL is released while the engine runs.)doc")
         .def(
             "save",
             [](const Variable& self, const std::string& path) {
