@@ -52,8 +52,7 @@ def to_precision(parameters, dtype) -> None:
 
 class Axis:
     """CNTK's axis helpers, as far as loom has them: the named axes input_variable's dynamic_axes and
-    the reductions' axis take, and new sequence axes. loom has no Axis.all_axes() (a reduction over
-    the batch too): reduce the static axes, then sequence.reduce_sum over the steps."""
+    the reductions' axis take, and new sequence axes (Axis('name'))."""
 
     @staticmethod
     def default_batch_axis():

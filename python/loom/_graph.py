@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import numbers
 from typing import Any, Iterable, Optional, Sequence, Union
 
@@ -78,6 +79,90 @@ def _dynamic_axes(v: Variable) -> tuple:
         return (BATCH_AXIS, DYNAMIC_AXIS)
     return (BATCH_AXIS,) if v.has_batch_axis else ()
 
+
+# CNTK's names of a recurrent cell's parameters that loom names otherwise (H is loom's U).
+_CNTK_PARAMETER_NAMES = {"H": ("U", "U_rz"), "H1": ("U_g",)}
+
+
+class ParameterScope:
+    """What f.name gives for a layer named `name` (CNTK's f.foo for Dense(..., name='foo')): its
+    parameters as attributes, f.foo.W, f.foo.b."""
+
+    def __init__(self, parameters: list, prefix: str) -> None:
+        self._parameters, self._prefix = parameters, prefix
+
+    def __getattr__(self, name: str):
+        return _parameter_named(self._parameters, self._prefix + name, name)
+
+    def __repr__(self) -> str:
+        return f"<loom ParameterScope {self._prefix[:-1]!r}>"
+
+
+def _parameter_named(parameters: list, full: str, short: str):
+    for candidate in (full,) + tuple(full[: len(full) - len(short)] + n for n in _CNTK_PARAMETER_NAMES.get(short, ())):
+        exact = [p for p in parameters if p.name == candidate]
+        if exact:
+            return exact[0]
+        # A layer's parameters are named "layer.W": .W finds the one W when there is one.
+        ending = [p for p in parameters if p.name.endswith("." + candidate)]
+        if len(ending) == 1:
+            return ending[0]
+        if len(ending) > 1:
+            raise AttributeError(f"{short}: {len(ending)} parameters are named so ("
+                                 f"{', '.join(p.name for p in ending)}); reach one through its layer's name")
+    if any(p.name.startswith(full + ".") or ("." + full + ".") in p.name for p in parameters):
+        prefix = next(p.name for p in parameters if p.name.startswith(full + ".") or ("." + full + ".") in p.name)
+        return ParameterScope(parameters, prefix[: prefix.index(full + ".") + len(full) + 1])
+    raise AttributeError(f"no attribute, parameter or layer named {short!r}")
+
+
+def _lookup(v: Variable, name: str):
+    # CNTK's Function.__getattr__: f.W is the graph's parameter named W, f.foo the layer named foo.
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _parameter_named(v.parameters, name, name)
+
+
+Variable.__getattr__ = _lookup
+
+
+def _index(v: Variable, key: Any) -> Variable:
+    # CNTK's f[3], f[2:4], f[1, 0:2]: slices of the static axes, each kept (an int keeps its axis, of size 1).
+    keys = key if isinstance(key, tuple) else (key,)
+    if len(keys) > len(v.shape):
+        raise _loom.UserError(f"[{key!r}]: more indices than the sample's {len(v.shape)} axes (shape {tuple(v.shape)})")
+    out = v
+    for axis, k in enumerate(keys):
+        if isinstance(k, numbers.Integral):
+            begin, end = int(k), int(k) + 1 if int(k) != -1 else 0
+        elif isinstance(k, builtins.slice):
+            if k.step not in (None, 1):
+                raise _loom.UserError(f"[{key!r}]: loom slices with step 1; got step {k.step}")
+            begin, end = k.start or 0, 0 if k.stop is None else k.stop
+            if begin == 0 and end == 0:
+                continue
+        else:
+            raise _loom.UserError(f"[{key!r}]: an index is an int or a slice with step 1 (CNTK's lists of indices are "
+                                  f"not supported); got {k!r}")
+        out = _loom._slice(out, axis, begin, end, "")
+    return out
+
+
+def _value(v: Variable) -> np.ndarray:
+    # CNTK's Constant.value: a constant's (or a static graph's) value as numpy.
+    if v.has_batch_axis or v.is_placeholder:
+        raise _loom.UserError("value: only constants and other values without inputs have a value; eval this one")
+    return v.eval()
+
+
+def _dtype(v: Variable) -> type:
+    return np.float64 if any(p.dtype == np.float64 for p in v.parameters) else np.float32
+
+
+Variable.__getitem__ = _index
+Variable.value = property(_value, doc="A constant's value (or a graph's without inputs), as numpy: eval() of it.")
+Variable.dtype = property(_dtype, doc="float64 when a parameter of the graph is, else float32: what eval gives for "
+                          "float32 data (loom differs from CNTK: inputs have no dtype of their own).")
 
 Variable.dynamic_axes = property(_dynamic_axes, doc="CNTK's dynamic axes: () for a static value, (batch,) for a "
                                  "batch value, (batch, sequence) for a sequence value (Axis objects).")

@@ -10,15 +10,17 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, List, Optional, Sequence, Union
 
+import numpy as np
+
 from . import _loom
-from ._graph import ShapeLike, _shape, _variable
+from ._graph import ShapeLike, _parameter_named, _shape, _variable
 from ._loom import Initializer, Variable
 from ._recurrence import PythonRecurrence, PythonUnfold
 
 Cell = _loom.layers.Cell
 Layer = _loom.layers.Layer
 
-__all__ = ["BiRecurrence", "Cell", "Delay", "Dense", "Dropout", "Embedding", "Fold", "For", "GRU", "LSTM", "Label",
+__all__ = ["BiRecurrence", "Cell", "Delay", "Dense", "Dropout", "Embedding", "FixedEmbedding", "Fold", "For", "GRU", "LSTM", "Label",
            "Layer", "LayerNormalization", "PythonRecurrence", "PythonSequential", "PythonUnfold", "RNNStep",
            "Recurrence", "RecurrenceFrom", "Sequential", "UnfoldFrom", "identity"]
 
@@ -28,9 +30,22 @@ def _init(init: Any, what: str) -> Initializer:
         return _loom.glorot_uniform()
     if isinstance(init, numbers.Number):
         return _loom.constant_initializer(float(init))
+    if isinstance(init, (list, tuple, np.ndarray)):
+        return _loom._array_initializer(np.asarray(init, dtype=np.float64))  # the values themselves, as CNTK
     if not isinstance(init, Initializer):
-        raise _loom.UserError(f"{what}: init is an Initializer or a number; got {init!r}")
+        raise _loom.UserError(f"{what}: init is an Initializer, a number or an array; got {init!r}")
     return init
+
+
+def _parameter_of_layer(layer: Any, name: str):
+    # CNTK's layer.W, model.first.W: a parameter (or a named layer's scope) by name; see Variable's.
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _parameter_named(layer.parameters, name, name)
+
+
+Layer.__getattr__ = _parameter_of_layer
+Cell.__getattr__ = _parameter_of_layer
 
 
 def _unsupported(what: str, **given: Any) -> None:
@@ -50,20 +65,49 @@ def Dense(shape: ShapeLike, activation: Optional[Callable] = None, init: Any = N
     return _loom.layers._Dense(list(_shape(shape, "Dense")), activation, bias, _init(init, "Dense"), name)
 
 
-def Embedding(shape: int, init: Any = None, weights: Any = None, vocabulary: int = 0,
+def Embedding(shape: Any = None, init: Any = None, weights: Any = None, vocabulary: int = 0,
               name: str = "Embedding") -> Layer:
     """A table E [vocabulary, shape]: ids of sample shape (1,) read rows of it; any other input
     [..., V] is multiplied by it (x E, as CNTK's Embedding over one-hot input; then V is the
     vocabulary).
 
     loom differs from CNTK: for ids, say the vocabulary size (vocabulary=...), which a one-hot input
-    would give. weights (a fixed table) is not supported.
+    would give. init may be the table's values (an array [V, shape]). weights, a fixed table [V, D]
+    (then shape is left out), gives a function of x that multiplies x by it (or reads rows for ids,
+    with vocabulary=V), with no parameter to learn.
     """
-    _unsupported("Embedding", weights=weights is not None)
+    if weights is not None:
+        if shape is not None or init is not None:
+            raise _loom.UserError("Embedding: give weights (a fixed table) or shape and init, not both")
+        return FixedEmbedding(np.asarray(weights, dtype=np.float64), int(vocabulary), name)
+    if shape is None:
+        raise _loom.UserError("Embedding: give the embedding's shape (or weights, a fixed table)")
     dims = _shape(shape, "Embedding")
     if len(dims) != 1:
         raise _loom.UserError(f"Embedding: the embedding is a vector; got shape {dims}")
     return _loom.layers._Embedding(dims[0], int(vocabulary), _init(init, "Embedding"), name)
+
+
+class FixedEmbedding:
+    """What Embedding(weights=table) returns: x E with the constant table E (or its rows for ids of
+    sample shape (1,) when made with vocabulary=V); E is the table, as a constant."""
+
+    def __init__(self, table: np.ndarray, vocabulary: int, name: str) -> None:
+        if table.ndim != 2:
+            raise _loom.UserError(f"Embedding: weights is a table [V, D]; got shape {table.shape}")
+        self.E = _loom._constant(table, name + ".E" if name else "E")
+        self._ids, self._name = vocabulary > 0, name
+
+    def __call__(self, x: Any) -> Variable:
+        x = _variable(x)
+        if self._ids:
+            return _loom.embedding(x, self.E, self._name)
+        return _loom._times(x, self.E, self._name)
+
+    @property
+    def parameters(self) -> list:
+        """None: the table is a constant."""
+        return []
 
 
 class PythonSequential:
@@ -93,6 +137,12 @@ class PythonSequential:
                     seen.add(p)
                     found.append(p)
         return found
+
+    def __getattr__(self, name: str):
+        """A parameter, or a named layer's scope, by name (as a Layer's)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _parameter_named(self.parameters, name, name)
 
     def __repr__(self) -> str:
         return f"<loom.layers.PythonSequential '{self._name}' of {len(self._items)} items>"

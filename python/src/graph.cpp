@@ -145,6 +145,19 @@ void bind_graph(py::module_& m) {
     m.def(
         "constant_initializer", [](double value) { return constant_initializer(value); }, py::arg("value"),
         "Every element `value`.");
+    m.def(
+        "_array_initializer",
+        [](const py::object& value) -> Initializer {
+            xt::xarray<double> v = doubles_of(value);
+            return [v](const Shape& shape, Rng&) {
+                const Shape given(std::vector<std::size_t>(v.shape().begin(), v.shape().end()));
+                if (given != shape)
+                    throw UserError("init: the array given has shape " + given.str() + "; the parameter's is " +
+                                    shape.str());
+                return v;
+            };
+        },
+        py::arg("value"));
     m.def("_seeded", &seeded, py::arg("init"), py::arg("seed"));
     m.def("set_seed", &set_seed, py::arg("seed"),
           "Reseeds loom's global generator, which initializers and dropout draw from: a seeded\n"
@@ -255,6 +268,11 @@ into a cycle of placeholders, or a shape or sequence axis other than the placeho
 ``p.value`` is a copy of the value as numpy (in the parameter's dtype); ``p.value = array`` sets
 it (the same shape, else loom.UserError). Not on any dynamic axis.)doc");
     parameter_class
+        .def(py::init([](const py::args& args, const py::kwargs& kwargs) {
+                 // CNTK's Parameter(shape, init, dtype, device, name): loom.parameter's arguments.
+                 return py::module_::import("loom._graph").attr("parameter")(*args, **kwargs).cast<Parameter>();
+             }),
+             "The same as loom.parameter(shape, init, dtype, device, name) (CNTK's class).")
         .def_property("value", &parameter_value, &set_parameter_value,
                       "The value: a numpy copy in the parameter's dtype; assigning sets it (same shape).")
         .def_property_readonly(

@@ -359,7 +359,8 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
 
 arguments: {input: data, ...}, or the data alone when the graph has one input (None when it has
 none). A sequence input's data is a list of arrays [T_i, sample...] (or one array [N, T,
-sample...]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
+sample...], or one array [T, sample...]: one sequence, as CNTK; for sample shape (1,) a 2-D array
+is [N, T], where CNTK reads [T, 1]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
 as float32, exact up to 2^24); for sample shape (1,) the trailing 1 may be left out. Data of the
 wrong dtype, rank or shape raises loom.UserError naming the input, its shape and what was given,
 before anything runs. The data is copied once into loom's padded layout.
