@@ -472,10 +472,18 @@ def times(left: VariableLike, right: VariableLike, output_rank: Optional[int] = 
 
 def cross_entropy_with_softmax(output_vector: VariableLike, target_vector: VariableLike, axis: int = -1,
                                name: str = "") -> Variable:
-    """-sum_j t_j log softmax(z)_j over the last axis, shape (1,) (CNTK's: lse(z) - t.z)."""
-    if axis != -1:
+    """-sum_j t_j log softmax(z)_j over the last axis (CNTK's: lse(z) - t.z, for targets that sum to
+    1); the last axis becomes 1: shape (1,) for a vector, (rows, 1) for a matrix (one loss per row,
+    as CNTK's axis=1). axis is the last (-1, or its index)."""
+    z, t = _variable(output_vector), _variable(target_vector)
+    rank = len(z.shape)
+    if axis != -1 and _axis(axis, "cross_entropy_with_softmax") != rank - 1:
         raise _loom.UserError("cross_entropy_with_softmax: loom takes the softmax over the last axis (axis=-1)")
-    return _loom._cross_entropy_with_softmax(_variable(output_vector), _variable(target_vector), name)
+    if rank <= 1:
+        return _loom._cross_entropy_with_softmax(z, t, name)
+    # loom's op takes the whole sample as one distribution; each row is one here.
+    lse = _loom._reduce_log_sum_exp(z, rank - 1, "")
+    return _loom.minus(lse, _loom._reduce_sum(_loom.element_times(t, z), rank - 1, ""), name)
 
 
 def classification_error(output_vector: VariableLike, target_vector: VariableLike, axis: int = -1,
