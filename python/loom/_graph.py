@@ -159,6 +159,16 @@ def _dtype(v: Variable) -> type:
     return np.float64 if any(p.dtype == np.float64 for p in v.parameters) else np.float32
 
 
+def _replace_placeholder(v: Variable, substitution: Variable) -> Variable:
+    """Binds the graph's one open placeholder to substitution (CNTK's replace_placeholder)."""
+    open_ones = v.placeholders
+    if len(open_ones) != 1:
+        raise _loom.UserError(f"replace_placeholder: the graph has {len(open_ones)} open placeholders; "
+                              f"name each with replace_placeholders({{p: ...}})")
+    return v.replace_placeholders({open_ones[0]: _variable(substitution)})
+
+
+Variable.replace_placeholder = _replace_placeholder
 Variable.__getitem__ = _index
 Variable.value = property(_value, doc="A constant's value (or a graph's without inputs), as numpy: eval() of it.")
 Variable.dtype = property(_dtype, doc="float64 when a parameter of the graph is, else float32: what eval gives for "

@@ -49,8 +49,10 @@ std::string label_of(const Variable& v) { return v.name().empty() ? v.label() : 
 
 }  // namespace
 
-Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arguments, const char* caller) {
+Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arguments, const char* caller,
+                     const std::vector<Variable>& called) {
     const std::vector<Variable> needed = arguments_of(outputs);
+    const std::vector<Variable> accepted = called.empty() ? std::vector<Variable>{} : arguments_of(called);
     Bindings bindings;
     if (arguments.is_none()) {
         if (!needed.empty())
@@ -66,12 +68,27 @@ Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arg
         return bindings;
     }
     for (auto [key, data] : py::reinterpret_borrow<py::dict>(arguments)) {
+        if (py::isinstance<py::str>(key)) {  // CNTK: an input by its name
+            const std::string name = key.cast<std::string>();
+            const auto is_named = [&](const Variable& v) { return v.name() == name; };
+            const auto named = std::count_if(needed.begin(), needed.end(), is_named);
+            if (named == 0 && std::count_if(accepted.begin(), accepted.end(), is_named) == 1) continue;
+            if (named != 1)
+                throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables, or " +
+                                "the name of one); " + std::to_string(named) + " of its inputs are named '" + name +
+                                "'");
+            const Variable input = *std::find_if(needed.begin(), needed.end(), is_named);
+            bindings.emplace(input, to_value(input, data, caller));
+            continue;
+        }
         if (!py::isinstance<Variable>(key))
-            throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables); got " +
-                            std::string(py::str(py::repr(key))));
+            throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables, or " +
+                            "the name of one); got " + std::string(py::str(py::repr(key))));
         const Variable input = key.cast<Variable>();
-        if (std::find(needed.begin(), needed.end(), input) == needed.end())
+        if (std::find(needed.begin(), needed.end(), input) == needed.end()) {
+            if (std::find(accepted.begin(), accepted.end(), input) != accepted.end()) continue;
             throw UserError(std::string(caller) + ": " + input.label() + " is not an input of this graph");
+        }
         bindings.emplace(input, to_value(input, data, caller));
     }
     for (const Variable& input : needed)
@@ -101,7 +118,7 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
                 bool as_numpy) {
     const bool many = !outputs.is_none();
     const std::vector<Variable> wanted = many ? variables_of(outputs, "eval", "outputs") : std::vector<Variable>{self};
-    const Bindings bindings = bindings_of(wanted, arguments, "eval");
+    const Bindings bindings = bindings_of(wanted, arguments, "eval", {self});
     ValueMap results;
     {
         const EngineRun released;
@@ -118,7 +135,7 @@ py::object grad(const Variable& self, const py::object& at, const py::object& wr
     const Variable root = grad_root.is_none() ? self : grad_root.cast<Variable>();
     std::vector<Variable> wanted = wrt.is_none() ? arguments_of({root}) : variables_of(wrt, "grad", "wrt");
     if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
-    const Bindings bindings = bindings_of({root}, at, "grad");
+    const Bindings bindings = bindings_of({root}, at, "grad", {self});
     ValueMap results;
     {
         const EngineRun released;
@@ -219,7 +236,7 @@ py::tuple forward(const Variable& self, const py::object& arguments, const py::o
     for (const Variable& k : state->kept)
         if (std::find(state->outputs.begin(), state->outputs.end(), k) == state->outputs.end())
             throw UserError("forward: keep_for_backward holds " + label_of(k) + ", which is not one of the outputs");
-    state->bindings = std::make_shared<const Bindings>(bindings_of(state->outputs, arguments, "forward"));
+    state->bindings = std::make_shared<const Bindings>(bindings_of(state->outputs, arguments, "forward", {self}));
     const std::vector<Parameter> parameters =
         state->kept.empty() ? std::vector<Parameter>{} : parameters_of({state->outputs[0]});
     {
@@ -357,8 +374,8 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
           py::arg("device") = py::none(), py::arg("as_numpy") = true,
           R"doc(Runs the graph forward and returns its value as numpy.
 
-arguments: {input: data, ...}, or the data alone when the graph has one input (None when it has
-none). A sequence input's data is a list of arrays [T_i, sample...] (or one array [N, T,
+arguments: {input: data, ...} (an input or its name, as CNTK), or the data alone when the graph has
+one input (None when it has none). A sequence input's data is a list of arrays [T_i, sample...] (or one array [N, T,
 sample...], or one array [T, sample...]: one sequence, as CNTK; for sample shape (1,) a 2-D array
 is [N, T], where CNTK reads [T, 1]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
 as float32, exact up to 2^24); for sample shape (1,) the trailing 1 may be left out. Data of the

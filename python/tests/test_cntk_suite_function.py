@@ -88,3 +88,80 @@ def test_one_array_is_one_sequence_and_last_takes_its_last_step():
     x = C.sequence.input_variable(shape=(2,))
     data = np.asarray([[1, 2], [2, 3]], np.float32)
     np.testing.assert_array_equal(C.sequence.last(x).eval({x: data}), [[2., 3.]])
+
+
+# ops/tests/function_tests.py
+
+def test_an_op_on_a_constant_keeps_its_shape():
+    assert (C.constant(value=2, shape=(3, 4)) + 1).shape == (3, 4)
+
+
+def test_eval_by_input_or_by_its_name():
+    i = C.input_variable(shape=(1,), needs_gradient=True, name="i")
+    res = i + 3
+    for key in (i, "i", u"i"):
+        np.testing.assert_array_equal(res.eval({key: [[3]]}), [[6]])
+
+
+def test_replace_placeholders_by_an_input_and_by_a_constant():
+    p = C.placeholder(shape=(1,))
+    i = C.input_variable(shape=(1,), name="i")
+    res = p + 3
+    res.replace_placeholders({p: i})
+    np.testing.assert_array_equal(res.eval({i: [[3]]}), [[6]])
+    c = C.constant([[10, 2]])
+    op = C.times(C.placeholder(shape=(1, 2)), [[2], [3]])
+    op.replace_placeholders({op.placeholders[0]: c})
+    np.testing.assert_array_equal(op.eval(), [[26]])
+    op = C.times(C.placeholder(shape=(1, 2)), [[2], [3]])
+    op.replace_placeholder(c)
+    np.testing.assert_array_equal(op.eval(), [[26]])
+
+
+def test_data_without_names_for_two_inputs_is_refused():
+    root = C.plus(C.input_variable((1, 2), name="i1"), C.input_variable((2, 1), name="i2"))
+    with pytest.raises(ValueError):
+        root.eval([[[[1, 2]]], [[[[1], [2]]]]])
+
+
+def test_forward_of_an_intermediate_node():
+    x, y = C.input_variable((2,)), C.input_variable((2,))
+    x0, y0 = np.array([[2., 1.]], np.float32), np.array([[4., 6.]], np.float32)
+    sum_node = x + 2
+    times_node = sum_node * y
+    _, values = times_node.forward({x: x0, y: y0}, sum_node.outputs)
+    assert len(values) == 1
+    np.testing.assert_allclose(list(values.values())[0], x0 + 2)
+    _, values = times_node.forward({x: x0, y: y0}, times_node.outputs + sum_node.outputs)
+    assert len(values) == 2
+    np.testing.assert_allclose(values[times_node], (x0 + 2) * y0)
+    np.testing.assert_allclose(values[sum_node], x0 + 2)
+
+
+def test_evaluating_several_outputs_of_a_combine():
+    a = C.input_variable(shape=(1,), name="a")
+    a_plus_1 = a + 1
+    out1 = ((a_plus_1 + 2) - 1) + 1
+    out2 = ((a_plus_1 + 4) - 1) + 2
+    res = C.combine([out1, out2]).eval({a: np.array([[1]], np.float32)})
+    np.testing.assert_array_equal(res[out1.output], [[4.]])
+    np.testing.assert_array_equal(res[out2.output], [[7.]])
+    named = C.plus(C.times(C.input_variable(1), C.parameter((1, 2))), C.parameter(2), name="t_plus_b")
+    assert [o.name for o in C.combine([named, named]).outputs] == ["t_plus_b", "t_plus_b"]
+
+
+def test_a_loop_infers_the_shape_of_its_placeholder():
+    i = C.sequence.input_variable((2,))
+    p = C.placeholder()
+    past_plus_i = C.past_value(p) + i
+    past_plus_i.replace_placeholder(past_plus_i.output)
+    assert past_plus_i.output.shape == (2,)
+
+
+def test_broadcast_between_sequences_of_different_axes_is_refused():
+    # CNTK refuses at eval, when the lengths differ; loom refuses when the graph is built, since each
+    # sequence input has an axis of its own.
+    x = C.sequence.input_variable((1,), name="x")
+    ones = C.sequence.input_variable((1,), name="ones")
+    with pytest.raises(ValueError):
+        C.sequence.broadcast_as(C.sequence.last(ones), x) + x + ones
