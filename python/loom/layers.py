@@ -22,7 +22,7 @@ Layer = _loom.layers.Layer
 
 __all__ = ["BiRecurrence", "Cell", "Delay", "Dense", "Dropout", "Embedding", "FixedEmbedding", "Fold", "For", "GRU", "LSTM", "Label",
            "Layer", "LayerNormalization", "PythonRecurrence", "PythonSequential", "PythonUnfold", "RNNStep",
-           "Recurrence", "RecurrenceFrom", "Sequential", "UnfoldFrom", "identity"]
+           "Recurrence", "RecurrenceFrom", "Sequential", "Stabilizer", "UnfoldFrom", "identity"]
 
 
 def _init(init: Any, what: str) -> Initializer:
@@ -211,9 +211,40 @@ def Dropout(dropout_rate: float = 0.0, keep_prob: Any = None, seed: int = 0, nam
 
 def LayerNormalization(initial_scale: float = 1, initial_bias: float = 0, epsilon: float = 1e-5,
                        name: str = "LayerNormalization") -> Layer:
-    """(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis; scale starts at 1, bias at 0."""
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis; scale starts at 1, bias at 0.
+    loom differs from CNTK, whose layer divides by std + epsilon: the two agree to about epsilon."""
     _unsupported("LayerNormalization", initial_scale=initial_scale != 1, initial_bias=initial_bias != 0)
     return _loom.layers._LayerNormalization(float(epsilon), name)
+
+
+class Stabilizer:
+    """CNTK's self-stabilizer: x times a learned scalar beta = softplus(steepness * s) / steepness, s
+    starting where beta is 1, so that the layer starts as the identity. Its parameter is made at the
+    first call and shared by later calls."""
+
+    def __init__(self, steepness: float = 4, enable_self_stabilization: bool = True, name: str = "Stabilizer"):
+        self._steepness, self._enabled, self._name = float(steepness), bool(enable_self_stabilization), name
+        self._s: Optional[Variable] = None
+
+    def __call__(self, x: Any) -> Variable:
+        x = _variable(x)
+        if not self._enabled:
+            return x
+        if self._s is None:
+            start = np.log(np.expm1(self._steepness)) / self._steepness  # softplus(steepness s) = steepness
+            self._s = _loom._parameter([1], _loom.constant_initializer(float(start)), self._name + ".s", False)
+        beta = _loom.softplus(self._s * self._steepness) * (1.0 / self._steepness)
+        return _loom.element_times(beta, x, self._name)
+
+    @property
+    def parameters(self) -> list:
+        """Its scalar s, once made."""
+        return [] if self._s is None else [self._s]
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _parameter_named(self.parameters, name, name)
 
 
 def LSTM(shape: int, activation: Any = None, use_peepholes: bool = False, init: Any = None, init_bias: float = 0,

@@ -185,3 +185,39 @@ def test_layer_normalization_against_numpy():
     out = C.layers.LayerNormalization()(x).eval({x: data})
     mean, var = data.mean(1, keepdims=True), data.var(1, keepdims=True)
     np.testing.assert_allclose(out, (data - mean) / np.sqrt(var + 1e-5), rtol=1e-9)
+
+
+def test_dropout_layer_is_the_identity_in_eval_and_checks_its_rate():
+    dat = np.array([[1., 1., 1., 1.]], dtype=np.float32)
+    y = C.input_variable(4)
+    p = C.layers.Dense(1, activation=None, name="foo")(y)
+    for layer in (C.layers.Dropout(0.75, name="bar"), C.layers.Dropout(keep_prob=0.25, name="bar")):
+        np.testing.assert_allclose(layer(p).eval({y: dat}), [[np.sum(p.foo.W.value)]], rtol=1e-6)
+    with pytest.raises(ValueError):
+        C.layers.Dropout(keep_prob=-1.5, name="bar")(p)
+    with pytest.raises(ValueError):
+        C.layers.Dropout(1.5, name="bar")(p)
+
+
+def test_stabilizer_starts_as_the_identity_and_learns_a_scale():
+    y = C.input_variable(4, dtype=F64)
+    stabilizer = C.layers.Stabilizer()
+    p = stabilizer(y)
+    dat = np.array([[1.0, 2.0, 3.0, 4.0]])
+    np.testing.assert_allclose(p.eval({y: dat}), dat, rtol=1e-6)
+    s = stabilizer.s
+    # d sum(beta x) / d s = sum(x) * sigmoid(4 s), beta = softplus(4 s) / 4
+    np.testing.assert_allclose(p.grad({y: dat}, wrt=[s]), [dat.sum() / (1 + np.exp(-4 * s.value[0]))], rtol=1e-6)
+
+
+def test_layer_normalization_layer_parameters_and_values():
+    y = C.input_variable(4)
+    p = C.layers.LayerNormalization(name="foo")(y)
+    assert p.foo.bias.shape == y.shape and p.foo.scale.shape == y.shape
+    dat = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
+    x = dat - dat.mean()
+    std = np.sqrt(np.mean(x * x))
+    out = p.eval({y: dat})
+    # loom takes epsilon inside the root, sqrt(var + eps), as PyTorch; CNTK's layer divides by std + eps.
+    np.testing.assert_allclose(out, x / np.sqrt(std ** 2 + 1e-5), rtol=1e-5)
+    np.testing.assert_allclose(out, x / (std + 1e-5), atol=1e-5)
