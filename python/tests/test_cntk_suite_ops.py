@@ -556,3 +556,55 @@ def test_grad_with_outputs_gives_the_gradient_and_the_value():
     np.testing.assert_array_equal(result, [7, -3, -2])
     for g, d in zip(grad, data):
         np.testing.assert_array_equal(g, np.ones_like(d))
+
+
+# ---- combine_test, stop_gradient_test, transpose_test ----
+
+@pytest.mark.parametrize("ops", [(C.plus, C.minus), (C.cross_entropy_with_softmax, C.classification_error)],
+                         ids=["plus_minus", "losses"])
+def test_combine_evaluates_every_output(ops):
+    left, right = np.array([1., 2., 3., 4., 5]), np.array([0., 0., 0., 1., 0.])
+    a, b = C.input_variable(5, dtype=F64, name="a"), C.input_variable(5, dtype=F64, name="b")
+    outputs = [op(a, b) for op in ops]
+    results = C.combine(outputs).eval({a: left[None], b: right[None]})
+    if ops[0] is C.plus:
+        expected = [left + right, left - right]
+    else:
+        s = np.exp(left - left.max())
+        expected = [[-np.log(s[3] / s.sum())], [float(np.argmax(left) != np.argmax(right))]]
+    for out, e in zip(outputs, expected):
+        np.testing.assert_allclose(results[out][0], e, rtol=1e-6)
+
+
+def test_combine_of_an_input_is_its_data():
+    x = C.input_variable(shape=(2))
+    np.testing.assert_allclose(C.combine([x]).eval({x: [[1, 2]]}), [[1, 2]])
+
+
+def test_stop_gradient_through_forward_and_backward():
+    axis = C.Axis("B")
+    x = C.sequence.input_variable(shape=(2,), sequence_axis=axis, needs_gradient=True)
+    y = C.sequence.input_variable(shape=(2,), sequence_axis=axis, needs_gradient=True)
+    z = C.element_times(x, y)
+    w = z + C.stop_gradient(z)
+    a = np.float32([0.25, 0.5, 0.1, 1]).reshape(1, 2, 2)
+    b = np.float32([-1.25, 1.5, 0.1, -1]).reshape(1, 2, 2)
+    state, forward = w.forward({x: a, y: b}, [w.output], {w.output})
+    value = forward[w.output]
+    np.testing.assert_allclose(np.array(value), a * b * 2, rtol=1e-6)
+    grad = w.backward(state, {w.output: [np.ones_like(v) for v in value]}, {x, y})
+    np.testing.assert_allclose(np.array(grad[x]), b)
+    np.testing.assert_allclose(np.array(grad[y]), a)
+    state.free()
+
+
+def test_transpose_of_random_permutations_up_to_eight_axes():
+    # CNTK's case goes to 11 axes; loom's tensors have at most 8, dynamic axes included.
+    with pytest.raises(C.UserError, match="maximum of 8"):
+        C.transpose(np.zeros([2] * 9), list(range(9))).eval()
+    rng = np.random.default_rng(5)
+    for rank in range(2, 9):
+        permutation = [int(p) for p in rng.permutation(rank)]
+        shape = [int(d) for d in rng.integers(2, 4, size=rank)]
+        data = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+        np.testing.assert_array_equal(C.transpose(data, permutation).eval(), np.transpose(data, permutation))
