@@ -172,6 +172,9 @@ __all__ += ["initializer", "losses", "metrics", "ops"]
 from ._composite import (cosh, elu, expand_dims, leaky_relu, param_relu, reduce_l1, reduce_l2,  # noqa: E402
                          reduce_sum_square, selu, sinh, softsign, squeeze, swapaxes, tan)
 
+# The initializers with CNTK's keywords (seed, output_rank, filter_rank): python/loom/initializer.py.
+from .initializer import glorot_normal, glorot_uniform, normal, uniform  # noqa: E402,F811
+
 # CNTK's names that loom composes in python/loom/_graph.py, and its older spellings.
 from ._graph import (Constant, argmax, argmin, hardmax, ones_like, reduce_prod, zeros_like)  # noqa: E402
 from ._loom import ceil, floor, round  # noqa: E402

@@ -170,6 +170,7 @@ def _replace_placeholder(v: Variable, substitution: Variable) -> Variable:
 
 Variable.replace_placeholder = _replace_placeholder
 Variable.__getitem__ = _index
+Variable.__array__ = lambda v, dtype=None, copy=None: np.asarray(v.value, dtype=dtype)
 Variable.value = property(_value, doc="A constant's value (or a graph's without inputs), as numpy: eval() of it.")
 Variable.dtype = property(_dtype, doc="float64 when a parameter of the graph is, else float32: what eval gives for "
                           "float32 data (loom differs from CNTK: inputs have no dtype of their own).")
