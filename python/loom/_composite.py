@@ -28,14 +28,15 @@ def param_relu(alpha: VariableLike, x: VariableLike, name: str = "") -> Variable
 
 
 def _elu(x: Variable, alpha: float) -> Variable:
-    # x where x > 0, else alpha (exp(min(x, 0)) - 1): exp of at most 0, so a large positive x, whose
-    # branch is not chosen, cannot overflow to inf and turn the unchosen branch's zero gradient into nan.
+    # x where x >= 0 (at 0 the gradient is 1, as CNTK's), else alpha (exp(min(x, 0)) - 1): exp of at
+    # most 0, so a large positive x, whose branch is not chosen, cannot overflow to inf and turn the
+    # unchosen branch's zero gradient into nan.
     negative = (_loom.exp(_loom.element_min(x, 0.0)) - 1.0) * float(alpha)
-    return _loom.element_select(_loom.greater(x, 0.0), x, negative)
+    return _loom.element_select(_loom.less(x, 0.0), negative, x)
 
 
 def elu(x: VariableLike, alpha: float = 1.0, name: str = "") -> Variable:
-    """x where x > 0, else alpha (exp(x) - 1)."""
+    """x where x >= 0, else alpha (exp(x) - 1)."""
     return _named(_elu(_variable(x), alpha), name)
 
 

@@ -205,6 +205,9 @@ def _sigmoid(a):
     return 1 / (1 + np.exp(-a))
 
 
+_SELU_SCALE, _SELU_SCALE_ALPHA = 1.0507009873554804934193349852946, 1.7580993408473768599402175208123
+
+
 # name, op, numpy value, numpy derivative (where the op is defined, as CNTK's cases)
 UNARY = [
     ("sigmoid", C.sigmoid, _sigmoid, lambda a: _sigmoid(a) * (1 - _sigmoid(a))),
@@ -218,6 +221,9 @@ UNARY = [
     ("leaky_relu", C.leaky_relu, lambda a: np.where(a < 0, 0.01 * a, a), lambda a: np.where(a < 0, 0.01, 1.0)),
     ("param_relu", lambda x: C.param_relu(C.constant(np.full(x.shape, 0.5)), x),
      lambda a: np.where(a < 0, 0.5 * a, a), lambda a: np.where(a < 0, 0.5, 1.0)),
+    ("selu", C.selu, lambda a: np.where(a < 0, _SELU_SCALE_ALPHA * (np.exp(a) - 1), _SELU_SCALE * a),
+     lambda a: np.where(a < 0, _SELU_SCALE_ALPHA * np.exp(a), _SELU_SCALE)),
+    ("softplus", C.softplus, lambda a: np.logaddexp(a, 0), _sigmoid),
 ]
 
 
@@ -247,7 +253,7 @@ def test_reciprocal_and_log_outside_their_domain_follow_ieee_not_cntk():
         assert out[0] == np.inf
 
 
-SOFTMAX_SAMPLES = [[1, 1, 2, 3], [0, 0, 0, 0], [3, 3, 4, 4]]
+SOFTMAX_SAMPLES = [[1, 1, 2, 3], [0, 0, 0, 0], [3, 3, 4, 4], [1000, 1000, 1000, 1000], [10000, 10000, 10000, 10000]]
 
 
 @pytest.mark.parametrize("sample", SOFTMAX_SAMPLES)
@@ -257,6 +263,21 @@ def test_softmax(sample):
     s = e / e.sum()
     jacobian = np.diag(s) - np.outer(s, s)
     _check(C.softmax, t, s, jacobian.sum(axis=0))
+
+
+@pytest.mark.parametrize("sample", SOFTMAX_SAMPLES)
+def test_log_softmax(sample):
+    t = np.asarray(sample, F64)
+    shifted = t - t.max()
+    _check(C.log_softmax, t, shifted - np.log(np.exp(shifted).sum()), None)
+
+
+@pytest.mark.parametrize("sample", [[[1], [1], [1], [1]], [[0], [0], [0], [0]], [[1000], [1000], [1000], [1000]],
+                                    [[10000], [10000], [10000], [10000]]])
+def test_softmax_along_axis_0_of_a_constant(sample):
+    t = np.asarray(sample, np.float32)
+    e = np.exp(t - t.max())
+    np.testing.assert_array_equal(C.softmax(sample, axis=0).eval(), e / e.sum())
 
 
 @pytest.mark.parametrize("sample", SOFTMAX_SAMPLES)
