@@ -154,3 +154,27 @@ def test_broadcast_as_repeats_a_batch_value_along_each_sequence():
     out = C.sequence.broadcast_as(b, x).eval({x: [np.ones((3, 1)), np.ones((1, 1))], b: np.array([[5.], [7.]])})
     np.testing.assert_array_equal(out[0], [[5.], [5.], [5.]])
     np.testing.assert_array_equal(out[1], [[7.]])
+
+
+def test_the_sequence_docstring_examples_where_gather_scatter_broadcast_reduce():
+    x = C.sequence.input_variable(shape=(3, 2))
+    x0 = np.reshape(np.arange(24.0, dtype=np.float32), (1, 4, 3, 2))
+    z = C.greater(C.reduce_sum(x), 60)
+    sums = x0[0].reshape(4, -1).sum(1)
+    np.testing.assert_array_equal(z.eval({x: x0})[0].ravel(), (sums > 60).astype(np.float32))
+    np.testing.assert_array_equal(C.sequence.where(z).eval({x: x0})[0].ravel(), np.nonzero(sums > 60)[0])
+    np.testing.assert_array_equal(C.sequence.gather(x, z).eval({x: x0})[0], x0[0][sums > 60])
+    scattered = C.sequence.scatter(C.sequence.last(x), C.sequence.is_first(x)).eval({x: x0})[0]
+    np.testing.assert_array_equal(scattered, np.concatenate([x0[0, -1:], np.zeros((3, 3, 2))]))
+    spread = C.sequence.broadcast_as(C.sequence.last(x), C.sequence.is_first(x)).eval({x: x0})[0]
+    np.testing.assert_array_equal(spread, np.repeat(x0[0, -1:], 4, axis=0))
+    np.testing.assert_array_equal(C.sequence.reduce_sum(x).eval({x: x0}), x0.sum(axis=1))
+
+
+@pytest.mark.parametrize("step", [2, -1, 0])
+def test_sequence_delay_is_past_or_future_value(step):
+    x = C.sequence.input_variable(1, dtype=F64)
+    data = [np.array([[1.], [2.], [3.]])]
+    out = C.sequence.delay(x, initial_state=-1.0, time_step=step).eval({x: data})[0].ravel()
+    expected = {2: [-1, -1, 1], -1: [2, 3, -1], 0: [1, 2, 3]}[step]
+    np.testing.assert_array_equal(out, expected)
