@@ -168,6 +168,23 @@ def _replace_placeholder(v: Variable, substitution: Variable) -> Variable:
     return v.replace_placeholders({open_ones[0]: _variable(substitution)})
 
 
+def _call(v: Variable, *args: Any) -> Any:
+    """CNTK's Function call: f(x) with f's own arguments is f itself; f(data, ...) is
+    f.eval({argument: data, ...}) (arguments in order). loom differs from CNTK: calling f on other
+    Variables (CNTK clones the graph onto them) is a UserError; build the graph again on them, or
+    use placeholders and replace_placeholders."""
+    arguments = v.arguments
+    if args and all(isinstance(a, Variable) for a in args):
+        if list(args) == list(arguments):
+            return v
+        raise _loom.UserError("calling a Function on other Variables (CNTK's clone onto new inputs) is not in loom; "
+                              "build the graph on them, or make it on placeholders and replace_placeholders")
+    if len(args) != len(arguments):
+        raise _loom.UserError(f"calling a Function on data: it has {len(arguments)} argument(s); got {len(args)}")
+    return v.eval(dict(zip(arguments, args)) if arguments else None)
+
+
+Variable.__call__ = _call
 Variable.replace_placeholder = _replace_placeholder
 Variable.__getitem__ = _index
 Variable.__array__ = lambda v, dtype=None, copy=None: np.asarray(v.value, dtype=dtype)

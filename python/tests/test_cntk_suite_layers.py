@@ -135,7 +135,10 @@ def test_dense_layers_against_numpy():
     y = C.input_variable(2)
     dat = np.array([[-1., 1.]], dtype=np.float32)
     p = C.layers.Dense(2, activation=None, name="foo")(y)
-    np.testing.assert_allclose(p.eval({y: dat}), dat @ p.foo.W.value + p.foo.b.value, rtol=1e-6)
+    np.testing.assert_allclose(p(y).eval({y: dat}), dat @ p.foo.W.value + p.foo.b.value, rtol=1e-6)
+    np.testing.assert_allclose(p(dat), dat @ p.foo.W.value + p.foo.b.value, rtol=1e-6)  # a Function on data
+    with pytest.raises(C.UserError, match="clone"):
+        p(C.input_variable(2))
     p = C.layers.Dense(2, activation=C.sigmoid, name="foo")(y)
     np.testing.assert_allclose(p.eval({y: dat}), _sigmoid(dat @ p.foo.W.value + p.foo.b.value), rtol=1e-6)
     p = C.layers.Dense(3, activation=None, name="foo")(y)
