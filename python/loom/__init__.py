@@ -90,13 +90,13 @@ class Axis:
         from ._graph import NEW_LEADING_AXIS
         return NEW_LEADING_AXIS
 
-    def __new__(cls, name: str):
+    def __new__(cls, name):
         """Axis('name') is a new sequence axis (loom.SequenceAxis), as CNTK's named dynamic axis: give it
         to sequence.input_variable(sequence_axis=...) or input_variable(dynamic_axes=[Axis.default_batch_axis(),
-        axis]). loom has no static axis objects (Axis(2)): static axes are ints."""
-        if not isinstance(name, str):
-            raise UserError(f"Axis: loom's Axis(name) is a sequence axis, and static axes are ints; got {name!r}")
-        return SequenceAxis()
+        axis]). Axis(2), a static axis, is the int 2 (loom's static axes are ints)."""
+        if isinstance(name, bool) or not isinstance(name, (str, int)):
+            raise UserError(f"Axis: takes a name (a sequence axis) or an int (a static axis); got {name!r}")
+        return int(name) if isinstance(name, int) else SequenceAxis()
 
 
 __all__ = [

@@ -550,11 +550,34 @@ def slice(x: VariableLike, axis: int, begin_index: int, end_index: int, strides:
 def reshape(x: VariableLike, shape: ShapeLike, begin_axis: Any = None, end_axis: Any = None,
             name: str = "") -> Variable:
     """The same elements in a sample of `shape` (the counts must be equal; one dimension may be -1,
-    inferred from the others, as in CNTK and numpy); begin_axis and end_axis are not supported."""
-    if begin_axis is not None or end_axis is not None:
-        raise _loom.UserError("reshape: loom reshapes the whole sample (no begin_axis / end_axis)")
+    inferred from the others, as in CNTK and numpy). With begin_axis / end_axis, as CNTK's, only
+    the axes [begin_axis, end_axis) are replaced by `shape` (an empty range inserts it; negative
+    axes count from the end; Axis.new_leading_axis() is the position after the last axis)."""
     x = _variable(x)
     dims = [int(d) for d in ((shape,) if isinstance(shape, numbers.Integral) else shape)]
+    if begin_axis is not None or end_axis is not None:
+        rank = len(x.shape)
+
+        def position(axis: Any, default: int) -> int:
+            if axis is None:
+                return default
+            if axis is NEW_LEADING_AXIS:
+                return rank
+            a = _axis(axis, "reshape")
+            return a + rank if a < 0 else a
+
+        begin, end = position(begin_axis, 0), position(end_axis, rank)
+        if not 0 <= begin <= end <= rank:
+            raise _loom.UserError(f"reshape: axes [{begin_axis}, {end_axis}) are not a range of a sample of shape "
+                                  f"{tuple(x.shape)}")
+        replaced = list(x.shape[begin:end])
+        if dims.count(-1) == 1:
+            known, count = int(np.prod([d for d in dims if d != -1])), int(np.prod(replaced))
+            if known <= 0 or count % known:
+                raise _loom.UserError(f"reshape: axes {tuple(replaced)} of shape {tuple(x.shape)} cannot take shape "
+                                      f"{tuple(dims)}")
+            dims[dims.index(-1)] = count // known
+        dims = list(x.shape[:begin]) + dims + list(x.shape[end:])
     if dims.count(-1) == 1:
         known, count = int(np.prod([d for d in dims if d != -1])), int(np.prod(x.shape))
         if known <= 0 or count % known:

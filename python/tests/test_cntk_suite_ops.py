@@ -455,10 +455,20 @@ def test_reshape_gradients_accumulate_and_parameters_reshape():
     np.testing.assert_allclose(r.grad({}, wrt=[p]), np.ones((4, 2)))
 
 
-def test_reshape_of_part_of_the_axes_is_a_clear_error():
-    x = C.input_variable((2, 3))
-    with pytest.raises(C.UserError, match="begin_axis"):
-        C.reshape(x, (3, 2), 0, 2)
+@pytest.mark.parametrize("in_shape, new_shape, begin, end, expected_shape", [
+    ((2, 3), (3, 2), 0, "new_leading", (3, 2)),
+    ((2, 3), (1,), 0, 0, (1, 2, 3)),
+    ((2, 3), (1, 1), "new_leading", "new_leading", (2, 3, 1, 1)),
+    ((2, 3, 5), (-1,), 0, C.Axis(2), (6, 5)),
+    ((2, 3, 5), (-1,), C.Axis(-3), -1, (6, 5)),
+    ((6, 5), (2, -1), 0, 1, (2, 3, 5)),
+])
+def test_reshape_of_part_of_the_axes(in_shape, new_shape, begin, end, expected_shape):
+    begin = C.Axis.new_leading_axis() if begin == "new_leading" else begin
+    end = C.Axis.new_leading_axis() if end == "new_leading" else end
+    data = np.arange(np.prod(in_shape), dtype=F64).reshape(in_shape)
+    moved = data.reshape(expected_shape)
+    _check(lambda x: C.element_times(C.reshape(x, new_shape, begin, end), C.constant(moved)), data, moved ** 2, data)
 
 
 @pytest.mark.parametrize("data, begin, end, axis, expected", [
