@@ -440,6 +440,20 @@ def hardmax(x: VariableLike, name: str = "") -> Variable:
     return _loom.stop_gradient(_loom.equal(_loom._constant(positions, ""), first), name)
 
 
+def gather(reference: VariableLike, indices: VariableLike, axis: Any = None, name: str = "") -> Variable:
+    """reference's rows (its first axis) at indices (whole numbers, any sample shape S): shape
+    S + reference.shape[1:], as CNTK's gather; the gradient adds into the rows read. Composed as a
+    one-hot product (S x rows x the row's size operations); for ids of shape (1,), embedding is the
+    op that reads rows directly. axis is the first (None or 0)."""
+    if axis not in (None, 0):
+        raise _loom.UserError("gather: loom gathers along reference's first axis (axis=None or 0)")
+    reference, indices = _variable(reference), _variable(indices)
+    rows = int(reference.shape[0])
+    column = _loom._reshape(indices, list(indices.shape) + [1], "")
+    hot = _loom.stop_gradient(_loom.equal(column, _loom._constant(np.arange(rows, dtype=np.float64), "")))
+    return _loom._times(hot, reference, name)
+
+
 def zeros_like(x: VariableLike, name: str = "") -> Variable:
     """Zeros of x's shape and dynamic axes; no gradient."""
     return _loom.stop_gradient(_loom.element_times(_variable(x), 0.0), name)

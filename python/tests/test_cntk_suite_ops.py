@@ -639,3 +639,18 @@ def test_transpose_of_random_permutations_up_to_eight_axes():
         shape = [int(d) for d in rng.integers(2, 4, size=rank)]
         data = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
         np.testing.assert_array_equal(C.transpose(data, permutation).eval(), np.transpose(data, permutation))
+
+
+def test_gather_rows_of_a_parameter():
+    # reshaping_test's gather case: indices of shape (2, 1) and (2, 2) into a table [6, 2].
+    table = np.arange(12.).reshape(6, 2)
+    r = C.parameter(shape=table.shape, init=table)
+    a = C.input_variable((2, 1))
+    a_data = np.array([[[0], [1]], [[3], [4]]], np.float32)
+    np.testing.assert_array_equal(C.gather(r, a).eval({a: a_data}), table[a_data.astype(int)])
+    used = np.zeros(6)
+    np.add.at(used, a_data.astype(int).ravel(), 1)
+    np.testing.assert_array_equal(C.gather(r, a).grad({a: a_data}, [r]), np.repeat(used[:, None], 2, 1))
+    b = C.input_variable((2, 2))
+    b_data = np.array([[[0, 2], [1, 3]], [[2, 4], [3, 5]]], np.float32)
+    np.testing.assert_array_equal(C.gather(r, b).eval({b: b_data}), table[b_data.astype(int)])
