@@ -13,7 +13,7 @@ def test_dtype_and_shape_of_constants_and_parameters(make):
     assert make(shape=(2, 3), dtype=np.float32).dtype == np.float32
     if make is C.Parameter:
         assert make(shape=(2, 3), dtype=np.float64).dtype == np.float64
-    for shape in [1, (1,), (1, 2, 3)]:
+    for shape in [(), 1, (1,), (1, 2, 3)]:
         expected = shape if isinstance(shape, tuple) else (shape,)
         assert make(shape=shape).shape == expected
 

@@ -403,6 +403,10 @@ def test_floor_ceil_and_the_like_have_no_gradient(operand):
     _check(C.ones_like, a, np.ones_like(a), np.zeros_like(a))
 
 
+def test_zeros_like_of_a_scalar_sample():
+    _check(C.zeros_like, np.array(3.0), np.array(0.0), np.array(0.0))
+
+
 ROUNDS = [
     ([0.2, 1.3, 4.0, 5.5, 0.0], [0.0, 1.0, 4.0, 6.0, 0.0]),
     ([[0.6, 3.3], [1.9, 5.6]], [[1.0, 3.0], [2.0, 6.0]]),
