@@ -179,10 +179,13 @@ from .initializer import glorot_normal, glorot_uniform, normal, uniform  # noqa:
 from ._graph import (Constant, argmax, argmin, gather, hardmax, ones_like, reduce_prod, zeros_like)  # noqa: E402
 from ._loom import ceil, floor, round  # noqa: E402
 
+# CNTK's cntk.default_options (the same as C.layers.default_options).
+from .layers import default_options  # noqa: E402
+
 #: CNTK's older name of input_variable (cntk.input).
 input = input_variable
 
-__all__ += ["Constant", "argmax", "argmin", "ceil", "floor", "gather", "hardmax", "input", "ones_like", "reduce_prod", "round",
+__all__ += ["Constant", "argmax", "argmin", "ceil", "default_options", "floor", "gather", "hardmax", "input", "ones_like", "reduce_prod", "round",
             "zeros_like"]
 
 __all__ += ["cosh", "elu", "expand_dims", "leaky_relu", "param_relu", "reduce_l1", "reduce_l2", "reduce_sum_square",

@@ -151,7 +151,7 @@ def test_dense_layers_against_numpy():
 
 def test_lookup_of_layer_parameters_by_name():
     model = C.layers.Sequential([C.layers.Dense(3, init=1, name="first"), C.layers.Dense(2, init=2, name="second")])
-    model(C.input_variable(2))  # CNTK: model.update_signature((2,)); loom makes the parameters at the first call
+    model.update_signature((2,))
     np.testing.assert_array_equal(model.first.W.value, np.ones((2, 3)))
     np.testing.assert_array_equal(model.second.W.value, np.full((3, 2), 2.0))
 
@@ -224,3 +224,26 @@ def test_layer_normalization_layer_parameters_and_values():
     # loom takes epsilon inside the root, sqrt(var + eps), as PyTorch; CNTK's layer divides by std + eps.
     np.testing.assert_allclose(out, x / np.sqrt(std ** 2 + 1e-5), rtol=1e-5)
     np.testing.assert_allclose(out, x / (std + 1e-5), atol=1e-5)
+
+
+def test_default_options_reach_the_layers_made_inside():
+    # CNTK's sequence_test builds its models inside default_options(initial_state=0.1).
+    x = C.sequence.input_variable(2, dtype=F64)
+    data = [np.array([[1., 2.], [3., 4.]])]
+    with C.default_options(initial_state=0.1):
+        summed = C.layers.Recurrence(C.plus)(x)
+    np.testing.assert_allclose(summed.eval({x: data})[0], 0.1 + np.cumsum(data[0], axis=0))
+    y = C.input_variable(3, dtype=F64)
+    with C.layers.default_options(activation=C.relu, init=0.5, bias=False):
+        dense = C.layers.Dense(2)
+        with C.layers.default_options(activation=None):
+            plain = C.layers.Dense(2)
+        given = C.layers.Dense(2, activation=C.tanh)
+    data3 = np.array([[1., -2., 0.5]])
+    np.testing.assert_allclose(dense(y).eval({y: data3}), np.maximum(data3 @ np.full((3, 2), 0.5), 0))
+    np.testing.assert_allclose(plain(y).eval({y: data3}), data3 @ np.full((3, 2), 0.5))
+    np.testing.assert_allclose(given(y).eval({y: data3}), np.tanh(data3 @ np.full((3, 2), 0.5)))
+    assert len(dense.parameters) == 1  # bias=False: W alone
+    with C.default_options(enable_self_stabilization=True):
+        with pytest.raises(C.UserError, match="enable_self_stabilization"):
+            C.layers.LSTM(3)
