@@ -136,6 +136,12 @@ Value sequences_value(const Variable& input, py::handle data, const std::string&
     bool f64 = false;
     for (std::size_t i = 0; i < seqs.size(); ++i) {
         const std::string which = where + ", sequence " + std::to_string(i);
+        if (sample != Shape{1} && seqs[i].ndim() >= 1 && !sample_fits(dims_of(seqs[i]), 1, sample) &&
+            sample_fits(dims_of(seqs[i]), 0, sample)) {  // CNTK: one sample is a sequence of one step
+            std::vector<py::ssize_t> one_step{1};
+            one_step.insert(one_step.end(), seqs[i].shape(), seqs[i].shape() + seqs[i].ndim());
+            seqs[i] = seqs[i].reshape(one_step);
+        }
         if (seqs[i].ndim() < 1 || !sample_fits(dims_of(seqs[i]), 1, sample))
             throw UserError(which + ": takes an array " + layout_text("T", sample) + "; got " + array_text(seqs[i]));
         if (seqs[i].shape(0) == 0) throw UserError(which + " is empty; every sequence needs at least one step");

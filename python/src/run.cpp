@@ -375,9 +375,10 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
           R"doc(Runs the graph forward and returns its value as numpy.
 
 arguments: {input: data, ...} (an input or its name, as CNTK), or the data alone when the graph has
-one input (None when it has none). A sequence input's data is a list of arrays [T_i, sample...] (or one array [N, T,
-sample...], or one array [T, sample...]: one sequence, as CNTK; for sample shape (1,) a 2-D array
-is [N, T], where CNTK reads [T, 1]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
+one input (None when it has none). A sequence input's data is a list of arrays [T_i, sample...]
+(an item of the sample's shape is one step), one array [N, T, sample...], or one array [T,
+sample...], one sequence (as CNTK; but for sample shape (1,) a 2-D array is [N, T], where CNTK
+reads [T, 1]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
 as float32, exact up to 2^24); for sample shape (1,) the trailing 1 may be left out. Data of the
 wrong dtype, rank or shape raises loom.UserError naming the input, its shape and what was given,
 before anything runs. The data is copied once into loom's padded layout.
@@ -387,8 +388,7 @@ that they keep alive (no copy; np.ascontiguousarray makes one contiguous); for a
 array [N, sample...]; for a static one an array of its shape. The element type is float64 when
 any input's data or any parameter is float64, else float32 (loom differs from CNTK: an input has
 no dtype of its own). With outputs=[...] of several, a dict of each output's value instead (of
-one, its value, as CNTK). device is
-accepted and ignored (loom runs on the CPU); as_numpy=False returns loom.Value objects instead of
+one, its value, as CNTK). device is accepted and ignored (loom runs on the CPU); as_numpy=False returns loom.Value objects instead of
 arrays. The GIL is released while the engine runs.)doc")
         .def(
             "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(), py::arg("outputs") = py::none(),

@@ -178,3 +178,13 @@ def test_sequence_delay_is_past_or_future_value(step):
     out = C.sequence.delay(x, initial_state=-1.0, time_step=step).eval({x: data})[0].ravel()
     expected = {2: [-1, -1, 1], -1: [2, 3, -1], 0: [1, 2, 3]}[step]
     np.testing.assert_array_equal(out, expected)
+
+
+def test_list_items_of_the_sample_shape_are_sequences_of_one_step():
+    # value_test's dense configurations: [a, a] and [[a], [a, a]] for a sequence input of shape (5,).
+    a = np.array([4., 5, 6., 7., 8.], np.float32)
+    x = C.sequence.input_variable(5)
+    out = (x * 1).eval({x: [a, a]})
+    assert [o.shape for o in out] == [(1, 5), (1, 5)]
+    out = (x * 1).eval({x: [[a], [a, a]]})
+    assert [o.shape for o in out] == [(1, 5), (2, 5)]
