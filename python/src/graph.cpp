@@ -210,6 +210,22 @@ A graph lives as long as a Variable on it does: its outputs keep everything they
         .def_property_readonly(
             "placeholders", [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Placeholder)); },
             "The placeholders not bound yet (replace_placeholders binds them), in creation order.")
+        .def(
+            "find_all_with_name",
+            [](const Variable& v, const std::string& name) { return wrap_all(find_all_with_name({v}, name)); },
+            py::arg("name"), "Every node of the graph named `name` (ops and leaves), in creation order (CNTK's).")
+        .def(
+            "find_by_name",
+            [](const Variable& v, const std::string& name) -> py::object {
+                const std::vector<Variable> found = find_all_with_name({v}, name);
+                if (found.size() > 1)
+                    throw UserError("find_by_name: " + std::to_string(found.size()) + " nodes are named '" + name +
+                                    "'; find_all_with_name lists them");
+                return found.empty() ? py::object(py::none()) : wrap(found[0]);
+            },
+            py::arg("name"),
+            "The node of the graph named `name`, or None (CNTK's); several of the name are a\n"
+            "loom.UserError.")
         .def_property_readonly(
             "is_input", [](const Variable& v) { return kind_of(v) == NodeKind::Input; },
             "Whether this is an input (input_variable).")

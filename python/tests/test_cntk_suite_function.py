@@ -165,3 +165,18 @@ def test_broadcast_between_sequences_of_different_axes_is_refused():
     ones = C.sequence.input_variable((1,), name="ones")
     with pytest.raises(ValueError):
         C.sequence.broadcast_as(C.sequence.last(ones), x) + x + ones
+
+
+def test_find_by_name_reaches_named_intermediate_values():
+    x = C.input_variable(2, name="x", dtype=np.float64)
+    hidden = C.layers.Label("hidden")(x * 2)
+    z = C.tanh(hidden, name="z")
+    assert z.find_by_name("hidden") == hidden
+    assert z.find_by_name("x") == x
+    assert z.find_by_name("nothing") is None
+    data = np.array([[0.1, -0.3]])
+    np.testing.assert_allclose(z.find_by_name("hidden").eval({x: data}), 2 * data)
+    twice = C.layers.Label("hidden")(z)
+    assert len(twice.find_all_with_name("hidden")) == 2
+    with pytest.raises(C.UserError, match="find_all_with_name"):
+        twice.find_by_name("hidden")
