@@ -96,6 +96,13 @@ Variable reciprocal(const Variable& a, const std::string& name = {});
 Variable identity(const Variable& a, const std::string& name = {});
 /// Blocks the gradient: forward is the identity, backward passes nothing.
 Variable stop_gradient(const Variable& a, const std::string& name = {});
+/// The largest whole number not above a; gradient 0.
+Variable floor(const Variable& a, const std::string& name = {});
+/// The smallest whole number not below a; gradient 0.
+Variable ceil(const Variable& a, const std::string& name = {});
+/// a to the nearest whole number, halves up (floor(a + 0.5), as CNTK; numpy rounds halves to even);
+/// gradient 0.
+Variable round(const Variable& a, const std::string& name = {});
 
 /// plus(a, b).
 Variable operator+(const Variable& a, const Variable& b);

@@ -255,6 +255,25 @@ std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
     return out;
 }
 
+std::vector<Variable> find_all_with_name(const std::vector<Variable>& outputs, const std::string& name) {
+    std::vector<Node*> stack;
+    for (auto& v : outputs) stack.push_back(v.node().get());
+    std::unordered_set<Node*> seen;
+    std::vector<NodePtr> found;
+    while (!stack.empty()) {
+        Node* n = stack.back();
+        stack.pop_back();
+        if (!n || !seen.insert(n).second) continue;
+        if (n->name == name) found.push_back(n->shared_from_this());
+        if (n->kind == NodeKind::Placeholder && n->is_bound) stack.push_back(n->bound.lock().get());
+        for (auto& in : n->inputs) stack.push_back(in.get());
+    }
+    std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a->id < b->id; });
+    std::vector<Variable> out;
+    for (auto& n : found) out.emplace_back(n);
+    return out;
+}
+
 std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {
     std::vector<Parameter> out;
     for (const Variable& v : leaves_of(outputs))

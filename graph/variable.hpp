@@ -188,6 +188,10 @@ Variable input_variable(const Shape& shape, const std::string& name, const Seque
 /// a leaf itself included). What a caller lists as a graph's arguments (the inputs it must be
 /// given) or its parameters.
 std::vector<Variable> leaves_of(const std::vector<Variable>& outputs);
+/// Every node named `name` that a set of outputs depends on (ops as well as leaves; through bound
+/// placeholders and loops; the outputs themselves included), in creation order: CNTK's
+/// Function.find_all_with_name, to reach a named intermediate value (a Label's alias, a layer's output).
+std::vector<Variable> find_all_with_name(const std::vector<Variable>& outputs, const std::string& name);
 /// All parameters a set of outputs depends on (through bound placeholders and loops), in creation order.
 std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs);
 /// The number of learnable numbers in `parameters` (the sum of their shapes' sizes).

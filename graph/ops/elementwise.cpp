@@ -120,6 +120,11 @@ LOOM_UNARY(Softplus, "softplus", reads_x, (x > 0 ? x + std::log1p(std::exp(-x)) 
 LOOM_UNARY(Reciprocal, "reciprocal", reads_y, T(1) / x, -y* y)
 LOOM_UNARY(Identity, "identity", 0, x, T(1))
 LOOM_UNARY(StopGradient, "stop_gradient", 0, x, T(0))
+// Steps: piecewise constant, so their gradient is 0 (also at the jumps, as CNTK's). round takes
+// halves up (CNTK's floor(x + 0.5)), not to even as numpy.round.
+LOOM_UNARY(Floor, "floor", 0, std::floor(x), T(0))
+LOOM_UNARY(Ceil, "ceil", 0, std::ceil(x), T(0))
+LOOM_UNARY(Round, "round", 0, std::floor(x + T(0.5)), T(0))
 #undef LOOM_UNARY
 
 template <class F>
@@ -480,6 +485,9 @@ Variable softplus(const Variable& a, const std::string& name) { return unary<Sof
 Variable reciprocal(const Variable& a, const std::string& name) { return unary<Reciprocal>(a, name); }
 Variable identity(const Variable& a, const std::string& name) { return unary<Identity>(a, name); }
 Variable stop_gradient(const Variable& a, const std::string& name) { return unary<StopGradient>(a, name); }
+Variable floor(const Variable& a, const std::string& name) { return unary<Floor>(a, name); }
+Variable ceil(const Variable& a, const std::string& name) { return unary<Ceil>(a, name); }
+Variable round(const Variable& a, const std::string& name) { return unary<Round>(a, name); }
 
 Variable operator+(const Variable& a, const Variable& b) { return plus(a, b); }
 Variable operator-(const Variable& a, const Variable& b) { return minus(a, b); }

@@ -190,7 +190,9 @@ public:
         return in[0];
     }
 
-    // y = x - lse(x) (log) or exp(x - lse(x)); lse is taken after subtracting the max.
+    // y = (x - m) - log(sum) (log) or exp(x - m) / sum, sum = sum_j exp(x_j - m), m the max. Not
+    // x - lse(x): lse = m + log(sum) rounds to m's precision, and in float a large m (1e4: an ulp of
+    // 1e-3) would shift every output by that much.
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const Geometry g = geometry(c.in[0], axis_);
@@ -199,10 +201,21 @@ public:
                 const std::size_t base = o * g.r * g.inner + i;
                 const T* x = c.in[0].data + base;
                 T* y = c.out.data + base;
-                const T lse = LogSumExp::f(x, g.r, g.inner);
+                const T m = Extreme<true>::f(x, g.r, g.inner);
+                if (std::isinf(m)) {  // all -inf, or an inf among them: lse's limits
+                    const T lse = LogSumExp::f(x, g.r, g.inner);
+                    for (std::size_t j = 0; j < g.r; ++j) {
+                        const T v = x[j * g.inner] - lse;
+                        y[j * g.inner] = log_ ? v : std::exp(v);
+                    }
+                    continue;
+                }
+                T sum = 0;
+                for (std::size_t j = 0; j < g.r; ++j) sum += std::exp(x[j * g.inner] - m);
+                const T log_sum = std::log(sum);
                 for (std::size_t j = 0; j < g.r; ++j) {
-                    const T v = x[j * g.inner] - lse;
-                    y[j * g.inner] = log_ ? v : std::exp(v);
+                    const T shifted = x[j * g.inner] - m;
+                    y[j * g.inner] = log_ ? shifted - log_sum : std::exp(shifted) / sum;
                 }
             }
     }

@@ -52,8 +52,7 @@ def to_precision(parameters, dtype) -> None:
 
 class Axis:
     """CNTK's axis helpers, as far as loom has them: the named axes input_variable's dynamic_axes and
-    the reductions' axis take, and new sequence axes. loom has no Axis.all_axes() (a reduction over
-    the batch too): reduce the static axes, then sequence.reduce_sum over the steps."""
+    the reductions' axis take, and new sequence axes (Axis('name'))."""
 
     @staticmethod
     def default_batch_axis():
@@ -77,6 +76,27 @@ class Axis:
     def new_unique_dynamic_axis(name: str = "") -> SequenceAxis:
         """A new sequence axis to share between sequence inputs (loom.SequenceAxis)."""
         return SequenceAxis()
+
+    @staticmethod
+    def all_axes():
+        """Every axis, the batch's and the sequence's too, as a reduction's axis (reduce_sum, reduce_mean,
+        reduce_max, reduce_min, reduce_log_sum_exp): one number, of shape (1,) (CNTK's is of shape ())."""
+        from ._graph import ALL_AXES
+        return ALL_AXES
+
+    @staticmethod
+    def new_leading_axis():
+        """An axis before the first, as splice's axis: the inputs stacked along a new axis."""
+        from ._graph import NEW_LEADING_AXIS
+        return NEW_LEADING_AXIS
+
+    def __new__(cls, name):
+        """Axis('name') is a new sequence axis (loom.SequenceAxis), as CNTK's named dynamic axis: give it
+        to sequence.input_variable(sequence_axis=...) or input_variable(dynamic_axes=[Axis.default_batch_axis(),
+        axis]). Axis(2), a static axis, is the int 2 (loom's static axes are ints)."""
+        if isinstance(name, bool) or not isinstance(name, (str, int)):
+            raise UserError(f"Axis: takes a name (a sequence axis) or an int (a static axis); got {name!r}")
+        return int(name) if isinstance(name, int) else SequenceAxis()
 
 
 __all__ = [
@@ -151,6 +171,22 @@ __all__ += ["initializer", "losses", "metrics", "ops"]
 # CNTK's activations and shape ops composed from loom's own (python/loom/_composite.py).
 from ._composite import (cosh, elu, expand_dims, leaky_relu, param_relu, reduce_l1, reduce_l2,  # noqa: E402
                          reduce_sum_square, selu, sinh, softsign, squeeze, swapaxes, tan)
+
+# The initializers with CNTK's keywords (seed, output_rank, filter_rank): python/loom/initializer.py.
+from .initializer import glorot_normal, glorot_uniform, normal, uniform  # noqa: E402,F811
+
+# CNTK's names that loom composes in python/loom/_graph.py, and its older spellings.
+from ._graph import (Constant, argmax, argmin, gather, hardmax, ones_like, reduce_prod, zeros_like)  # noqa: E402
+from ._loom import ceil, floor, round  # noqa: E402
+
+# CNTK's cntk.default_options (the same as C.layers.default_options).
+from .layers import default_options  # noqa: E402
+
+#: CNTK's older name of input_variable (cntk.input).
+input = input_variable
+
+__all__ += ["Constant", "argmax", "argmin", "ceil", "default_options", "floor", "gather", "hardmax", "input", "ones_like", "reduce_prod", "round",
+            "zeros_like"]
 
 __all__ += ["cosh", "elu", "expand_dims", "leaky_relu", "param_relu", "reduce_l1", "reduce_l2", "reduce_sum_square",
             "selu", "sinh", "softsign", "squeeze", "swapaxes", "tan"]

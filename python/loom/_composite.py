@@ -16,26 +16,27 @@ def _named(v: Variable, name: str) -> Variable:
 
 
 def leaky_relu(x: VariableLike, alpha: float = 0.01, name: str = "") -> Variable:
-    """x where x > 0, else alpha x (CNTK's default alpha 0.01)."""
+    """x where x >= 0, else alpha x (CNTK's default alpha 0.01; at 0 the gradient is 1, as CNTK's)."""
     x = _variable(x)
-    return _named(_loom.element_select(_loom.greater(x, 0.0), x, x * float(alpha)), name)
+    return _named(_loom.element_select(_loom.less(x, 0.0), x * float(alpha), x), name)
 
 
 def param_relu(alpha: VariableLike, x: VariableLike, name: str = "") -> Variable:
-    """x where x > 0, else alpha x, alpha a parameter (of x's shape, or one that broadcasts to it)."""
+    """x where x >= 0, else alpha x, alpha a parameter (of x's shape, or one that broadcasts to it)."""
     x, alpha = _variable(x), _variable(alpha)
-    return _named(_loom.element_select(_loom.greater(x, 0.0), x, _loom.element_times(alpha, x)), name)
+    return _named(_loom.element_select(_loom.less(x, 0.0), _loom.element_times(alpha, x), x), name)
 
 
 def _elu(x: Variable, alpha: float) -> Variable:
-    # x where x > 0, else alpha (exp(min(x, 0)) - 1): exp of at most 0, so a large positive x, whose
-    # branch is not chosen, cannot overflow to inf and turn the unchosen branch's zero gradient into nan.
+    # x where x >= 0 (at 0 the gradient is 1, as CNTK's), else alpha (exp(min(x, 0)) - 1): exp of at
+    # most 0, so a large positive x, whose branch is not chosen, cannot overflow to inf and turn the
+    # unchosen branch's zero gradient into nan.
     negative = (_loom.exp(_loom.element_min(x, 0.0)) - 1.0) * float(alpha)
-    return _loom.element_select(_loom.greater(x, 0.0), x, negative)
+    return _loom.element_select(_loom.less(x, 0.0), negative, x)
 
 
 def elu(x: VariableLike, alpha: float = 1.0, name: str = "") -> Variable:
-    """x where x > 0, else alpha (exp(x) - 1)."""
+    """x where x >= 0, else alpha (exp(x) - 1)."""
     return _named(_elu(_variable(x), alpha), name)
 
 
@@ -99,6 +100,8 @@ def swapaxes(x: VariableLike, axis1: int = 0, axis2: int = 1, name: str = "") ->
     """The sample with static axes axis1 and axis2 exchanged."""
     x = _variable(x)
     rank = len(x.shape)
+    if rank < 2:
+        raise _loom.UserError(f"swapaxes: a sample of shape {tuple(x.shape)} has no two axes to swap")
     perm = list(range(rank))
     a, b = int(axis1) % rank, int(axis2) % rank
     perm[a], perm[b] = perm[b], perm[a]

@@ -9,12 +9,35 @@ the engine runs the loop.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, List, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _loom
 from ._graph import _variable, future_value, past_value, placeholder
 
 Variable = _loom.Variable
+
+
+def _extension_arguments(f: Callable) -> Optional[List[str]]:
+    """The arguments without a default of one of the extension's functions (C.plus, C.element_max: a
+    step as CNTK's Recurrence(C.plus)), read from the signature pybind11 writes on its docstring's
+    first line; None when there is none."""
+    first = (getattr(f, "__doc__", None) or "").split("\n", 1)[0]
+    opened = first.find("(")
+    closed = first.rfind(") ->")
+    if opened < 0 or closed < opened:
+        return None
+    arguments, depth, current = [], 0, ""
+    for ch in first[opened + 1:closed] + ",":
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            arguments.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [a for a in arguments if a and "=" not in a and not a.startswith("*")]
 
 
 def _state_count(step: Callable, what: str) -> int:
@@ -25,11 +48,13 @@ def _state_count(step: Callable, what: str) -> int:
                               f"(h, x) -> h'; got {step!r}")
     try:
         signature = inspect.signature(step)
+        positional = [p for p in signature.parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
     except (TypeError, ValueError):
-        raise _loom.UserError(f"{what}: cannot read the arguments of the step {step!r}; give a Python function "
-                              "(h, x) -> h' or (h, c, x) -> (h', c')") from None
-    positional = [p for p in signature.parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        positional = _extension_arguments(step)
+        if positional is None:
+            raise _loom.UserError(f"{what}: cannot read the arguments of the step {step!r}; give a Python function "
+                                  "(h, x) -> h' or (h, c, x) -> (h', c')") from None
     if len(positional) < 2:
         raise _loom.UserError(f"{what}: the step takes the states, then the input ((h, x) -> h' or (h, c, x) -> "
                               f"(h', c')); {getattr(step, '__name__', step)!r} takes {len(positional)} argument(s)")

@@ -10,27 +10,86 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, List, Optional, Sequence, Union
 
+import numpy as np
+
 from . import _loom
-from ._graph import ShapeLike, _shape, _variable
+from ._graph import ShapeLike, _parameter_named, _shape, _variable
 from ._loom import Initializer, Variable
 from ._recurrence import PythonRecurrence, PythonUnfold
 
 Cell = _loom.layers.Cell
 Layer = _loom.layers.Layer
 
-__all__ = ["BiRecurrence", "Cell", "Delay", "Dense", "Dropout", "Embedding", "Fold", "For", "GRU", "LSTM", "Label",
+__all__ = ["BiRecurrence", "Cell", "Delay", "Dense", "Dropout", "Embedding", "FixedEmbedding", "Fold", "For", "GRU", "LSTM", "Label",
            "Layer", "LayerNormalization", "PythonRecurrence", "PythonSequential", "PythonUnfold", "RNNStep",
-           "Recurrence", "RecurrenceFrom", "Sequential", "UnfoldFrom", "identity"]
+           "Recurrence", "RecurrenceFrom", "Sequential", "Stabilizer", "UnfoldFrom", "default_options", "identity"]
+
+
+#: What a keyword left out is: the value default_options gives it, else the layer's own default.
+_UNSET = type("Unset", (), {"__repr__": lambda self: "<the default>"})()
+
+# The keywords default_options sets, innermost block last.
+_OPTIONS: List[dict] = []
+
+
+class default_options:
+    """CNTK's ``with default_options(activation=C.relu, init=..., bias=False, initial_state=0.1):``:
+    inside the block, layers made without those keywords take them (Dense's activation, init and
+    bias; Embedding's, LSTM's, GRU's and RNNStep's init; RNNStep's activation; Recurrence's and Fold's
+    initial_state; enable_self_stabilization). Blocks nest; a keyword given to a layer wins. loom
+    differs from CNTK: an activation set here does not reach LSTM and GRU (tanh only in loom), and
+    there is no default_options_for."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+
+    def __enter__(self) -> "default_options":
+        _OPTIONS.append(self._options)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _OPTIONS.remove(self._options)
+
+
+def _option(name: str, given: Any, fallback: Any) -> Any:
+    if given is not _UNSET:
+        return given
+    for options in reversed(_OPTIONS):
+        if name in options:
+            return options[name]
+    return fallback
 
 
 def _init(init: Any, what: str) -> Initializer:
+    init = _option("init", init, None)
     if init is None:
         return _loom.glorot_uniform()
     if isinstance(init, numbers.Number):
         return _loom.constant_initializer(float(init))
+    if isinstance(init, (list, tuple, np.ndarray)):
+        return _loom._array_initializer(np.asarray(init, dtype=np.float64))  # the values themselves, as CNTK
     if not isinstance(init, Initializer):
-        raise _loom.UserError(f"{what}: init is an Initializer or a number; got {init!r}")
+        raise _loom.UserError(f"{what}: init is an Initializer, a number or an array; got {init!r}")
     return init
+
+
+def _parameter_of_layer(layer: Any, name: str):
+    # CNTK's layer.W, model.first.W: a parameter (or a named layer's scope) by name; see Variable's.
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _parameter_named(layer.parameters, name, name)
+
+
+def _update_signature(layer: Any, *shapes: Any) -> None:
+    """CNTK's layer.update_signature(shape, ...): makes the layer's parameters for inputs of these
+    sample shapes (batch inputs; loom otherwise makes them at the first call)."""
+    from ._graph import input_variable
+    layer(*[input_variable(shape) for shape in shapes])
+
+
+Layer.__getattr__ = _parameter_of_layer
+Cell.__getattr__ = _parameter_of_layer
+Layer.update_signature = _update_signature
 
 
 def _unsupported(what: str, **given: Any) -> None:
@@ -39,31 +98,62 @@ def _unsupported(what: str, **given: Any) -> None:
             raise _loom.UserError(f"{what}: loom's layer has no {name}")
 
 
-def Dense(shape: ShapeLike, activation: Optional[Callable] = None, init: Any = None, input_rank: Any = None,
-          map_rank: Any = None, bias: bool = True, init_bias: float = 0, name: str = "Dense") -> Layer:
+def Dense(shape: ShapeLike, activation: Any = _UNSET, init: Any = _UNSET, input_rank: Any = None,
+          map_rank: Any = None, bias: Any = _UNSET, init_bias: float = 0, name: str = "Dense") -> Layer:
     """y = activation(x W + b), W [x's last axis, *shape]: only x's last axis is mapped.
 
     activation: a function of a Variable (C.tanh, C.relu, ...) or None (the identity, CNTK's
     default). The bias starts at 0; input_rank, map_rank and another init_bias are not supported.
+    Keywords left out come from default_options, else these defaults.
     """
     _unsupported("Dense", input_rank=input_rank is not None, map_rank=map_rank is not None, init_bias=init_bias != 0)
-    return _loom.layers._Dense(list(_shape(shape, "Dense")), activation, bias, _init(init, "Dense"), name)
+    activation, bias = _option("activation", activation, None), _option("bias", bias, True)
+    return _loom.layers._Dense(list(_shape(shape, "Dense")), activation, bool(bias), _init(init, "Dense"), name)
 
 
-def Embedding(shape: int, init: Any = None, weights: Any = None, vocabulary: int = 0,
+def Embedding(shape: Any = None, init: Any = _UNSET, weights: Any = None, vocabulary: int = 0,
               name: str = "Embedding") -> Layer:
     """A table E [vocabulary, shape]: ids of sample shape (1,) read rows of it; any other input
     [..., V] is multiplied by it (x E, as CNTK's Embedding over one-hot input; then V is the
     vocabulary).
 
     loom differs from CNTK: for ids, say the vocabulary size (vocabulary=...), which a one-hot input
-    would give. weights (a fixed table) is not supported.
+    would give. init may be the table's values (an array [V, shape]). weights, a fixed table [V, D]
+    (then shape is left out), gives a function of x that multiplies x by it (or reads rows for ids,
+    with vocabulary=V), with no parameter to learn.
     """
-    _unsupported("Embedding", weights=weights is not None)
+    if weights is not None:
+        if shape is not None or init not in (None, _UNSET):
+            raise _loom.UserError("Embedding: give weights (a fixed table) or shape and init, not both")
+        return FixedEmbedding(np.asarray(weights, dtype=np.float64), int(vocabulary), name)
+    if shape is None:
+        raise _loom.UserError("Embedding: give the embedding's shape (or weights, a fixed table)")
     dims = _shape(shape, "Embedding")
     if len(dims) != 1:
         raise _loom.UserError(f"Embedding: the embedding is a vector; got shape {dims}")
     return _loom.layers._Embedding(dims[0], int(vocabulary), _init(init, "Embedding"), name)
+
+
+class FixedEmbedding:
+    """What Embedding(weights=table) returns: x E with the constant table E (or its rows for ids of
+    sample shape (1,) when made with vocabulary=V); E is the table, as a constant."""
+
+    def __init__(self, table: np.ndarray, vocabulary: int, name: str) -> None:
+        if table.ndim != 2:
+            raise _loom.UserError(f"Embedding: weights is a table [V, D]; got shape {table.shape}")
+        self.E = _loom._constant(table, name + ".E" if name else "E")
+        self._ids, self._name = vocabulary > 0, name
+
+    def __call__(self, x: Any) -> Variable:
+        x = _variable(x)
+        if self._ids:
+            return _loom.embedding(x, self.E, self._name)
+        return _loom._times(x, self.E, self._name)
+
+    @property
+    def parameters(self) -> list:
+        """None: the table is a constant."""
+        return []
 
 
 class PythonSequential:
@@ -93,6 +183,16 @@ class PythonSequential:
                     seen.add(p)
                     found.append(p)
         return found
+
+    def update_signature(self, *shapes: Any) -> None:
+        """Makes the parameters of its layers for inputs of these sample shapes (as a Layer's)."""
+        _update_signature(self, *shapes)
+
+    def __getattr__(self, name: str):
+        """A parameter, or a named layer's scope, by name (as a Layer's)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _parameter_named(self.parameters, name, name)
 
     def __repr__(self) -> str:
         return f"<loom.layers.PythonSequential '{self._name}' of {len(self._items)} items>"
@@ -161,13 +261,44 @@ def Dropout(dropout_rate: float = 0.0, keep_prob: Any = None, seed: int = 0, nam
 
 def LayerNormalization(initial_scale: float = 1, initial_bias: float = 0, epsilon: float = 1e-5,
                        name: str = "LayerNormalization") -> Layer:
-    """(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis; scale starts at 1, bias at 0."""
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis; scale starts at 1, bias at 0.
+    loom differs from CNTK, whose layer divides by std + epsilon: the two agree to about epsilon."""
     _unsupported("LayerNormalization", initial_scale=initial_scale != 1, initial_bias=initial_bias != 0)
     return _loom.layers._LayerNormalization(float(epsilon), name)
 
 
-def LSTM(shape: int, activation: Any = None, use_peepholes: bool = False, init: Any = None, init_bias: float = 0,
-         enable_self_stabilization: bool = False, name: str = "LSTM") -> Cell:
+class Stabilizer:
+    """CNTK's self-stabilizer: x times a learned scalar beta = softplus(steepness * s) / steepness, s
+    starting where beta is 1, so that the layer starts as the identity. Its parameter is made at the
+    first call and shared by later calls."""
+
+    def __init__(self, steepness: float = 4, enable_self_stabilization: bool = True, name: str = "Stabilizer"):
+        self._steepness, self._enabled, self._name = float(steepness), bool(enable_self_stabilization), name
+        self._s: Optional[Variable] = None
+
+    def __call__(self, x: Any) -> Variable:
+        x = _variable(x)
+        if not self._enabled:
+            return x
+        if self._s is None:
+            start = np.log(np.expm1(self._steepness)) / self._steepness  # softplus(steepness s) = steepness
+            self._s = _loom._parameter([1], _loom.constant_initializer(float(start)), self._name + ".s", False)
+        beta = _loom.softplus(self._s * self._steepness) * (1.0 / self._steepness)
+        return _loom.element_times(beta, x, self._name)
+
+    @property
+    def parameters(self) -> list:
+        """Its scalar s, once made."""
+        return [] if self._s is None else [self._s]
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _parameter_named(self.parameters, name, name)
+
+
+def LSTM(shape: int, activation: Any = None, use_peepholes: bool = False, init: Any = _UNSET, init_bias: float = 0,
+         enable_self_stabilization: Any = _UNSET, name: str = "LSTM") -> Cell:
     """An LSTM step of `shape` units (states h and c): gates from one affine map of [x, h] in the order
     input, forget, output, candidate; peepholes as CNTK's. Run it with Recurrence / Fold.
 
@@ -175,22 +306,26 @@ def LSTM(shape: int, activation: Any = None, use_peepholes: bool = False, init: 
     self-stabilization.
     """
     _unsupported("LSTM", activation=activation is not None and activation is not _loom.tanh,
-                 init_bias=init_bias != 0, enable_self_stabilization=enable_self_stabilization)
+                 init_bias=init_bias != 0,
+                 enable_self_stabilization=_option("enable_self_stabilization", enable_self_stabilization, False))
     return _loom.layers._LSTM(int(shape), bool(use_peepholes), _init(init, "LSTM"), name)
 
 
-def GRU(shape: int, activation: Any = None, init: Any = None, init_bias: float = 0,
-        enable_self_stabilization: bool = False, name: str = "GRU") -> Cell:
+def GRU(shape: int, activation: Any = None, init: Any = _UNSET, init_bias: float = 0,
+        enable_self_stabilization: Any = _UNSET, name: str = "GRU") -> Cell:
     """A GRU step of `shape` units, as CNTK's. Run it with Recurrence / Fold."""
     _unsupported("GRU", activation=activation is not None and activation is not _loom.tanh,
-                 init_bias=init_bias != 0, enable_self_stabilization=enable_self_stabilization)
+                 init_bias=init_bias != 0,
+                 enable_self_stabilization=_option("enable_self_stabilization", enable_self_stabilization, False))
     return _loom.layers._GRU(int(shape), _init(init, "GRU"), name)
 
 
-def RNNStep(shape: int, activation: Optional[Callable] = _loom.sigmoid, init: Any = None, init_bias: float = 0,
-            enable_self_stabilization: bool = False, name: str = "RNNStep") -> Cell:
+def RNNStep(shape: int, activation: Any = _UNSET, init: Any = _UNSET, init_bias: float = 0,
+            enable_self_stabilization: Any = _UNSET, name: str = "RNNStep") -> Cell:
     """h' = activation(x W + b + h U); CNTK's default activation is sigmoid."""
-    _unsupported("RNNStep", init_bias=init_bias != 0, enable_self_stabilization=enable_self_stabilization)
+    _unsupported("RNNStep", init_bias=init_bias != 0,
+                 enable_self_stabilization=_option("enable_self_stabilization", enable_self_stabilization, False))
+    activation = _option("activation", activation, _loom.sigmoid)
     return _loom.layers._RNNStep(int(shape), activation, _init(init, "RNNStep"), name)
 
 
@@ -200,7 +335,7 @@ def _check_cell(cell: Any, what: str) -> Cell:
     return cell
 
 
-def Recurrence(step_function: Union[Cell, Callable], go_backwards: bool = False, initial_state: Any = 0,
+def Recurrence(step_function: Union[Cell, Callable], go_backwards: bool = False, initial_state: Any = _UNSET,
                return_full_state: bool = False, name: str = "Recurrence") -> Union[Layer, PythonRecurrence]:
     """The step run over each sequence (backwards from its end with go_backwards): the sequence of
     its output state.
@@ -212,8 +347,9 @@ def Recurrence(step_function: Union[Cell, Callable], go_backwards: bool = False,
     initial_state (a number, an array, a Variable; for a Python step with several states, a tuple of
     one per state) starts every state. return_full_state (Python steps): every state's sequence, a
     tuple, instead of the first's. loom differs from CNTK: a cell's return_full_state is not
-    supported (its output is h alone).
+    supported (its output is h alone). initial_state left out: default_options', else 0.
     """
+    initial_state = _option("initial_state", initial_state, 0)
     if isinstance(step_function, Cell):
         _unsupported("Recurrence", return_full_state=return_full_state)
         return _loom.layers._Recurrence(step_function, bool(go_backwards), _variable(initial_state), name)
@@ -228,10 +364,11 @@ def RecurrenceFrom(step_function: Callable, go_backwards: bool = False, return_f
     return PythonRecurrence(step_function, go_backwards, None, return_full_state, False, True, name)
 
 
-def Fold(folder_function: Union[Cell, Callable], go_backwards: bool = False, initial_state: Any = 0,
+def Fold(folder_function: Union[Cell, Callable], go_backwards: bool = False, initial_state: Any = _UNSET,
          return_full_state: bool = False, name: str = "Fold") -> Union[Layer, PythonRecurrence]:
     """The step's final output state over each sequence (a batch value): a cell, or a Python step as
     Recurrence's (then return_full_state gives every final state, a tuple)."""
+    initial_state = _option("initial_state", initial_state, 0)
     if isinstance(folder_function, Cell):
         _unsupported("Fold", return_full_state=return_full_state)
         return _loom.layers._Fold(folder_function, bool(go_backwards), _variable(initial_state), name)

@@ -22,3 +22,13 @@ __all__ = [
     "reshape", "sequence", "sigmoid", "sin", "slice", "softmax", "softplus", "splice", "sqrt", "square",
     "squared_error", "stop_gradient", "tanh", "times", "times_transpose", "transpose",
 ]
+
+# CNTK's names composed in python/loom/_graph.py and python/loom/_composite.py, and the steps.
+from ._composite import (cosh, elu, expand_dims, leaky_relu, param_relu, reduce_l1, reduce_l2,  # noqa: E402
+                         reduce_sum_square, selu, sinh, softsign, squeeze, swapaxes, tan)
+from ._graph import Constant, argmax, argmin, gather, hardmax, ones_like, reduce_prod, zeros_like  # noqa: E402
+from ._loom import ceil, floor, round  # noqa: E402
+
+__all__ += ["Constant", "argmax", "argmin", "ceil", "cosh", "elu", "expand_dims", "floor", "gather", "hardmax", "leaky_relu",
+            "ones_like", "param_relu", "reduce_l1", "reduce_l2", "reduce_prod", "reduce_sum_square", "round", "selu",
+            "sinh", "softsign", "squeeze", "swapaxes", "tan", "zeros_like"]

@@ -13,7 +13,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _loom
-from ._graph import ShapeLike, VariableLike, _f64, _shape, _variable, future_value, past_value
+from ._graph import DYNAMIC_AXIS, ShapeLike, VariableLike, _f64, _shape, _variable, future_value, past_value
 from ._loom import SequenceAxis, Variable
 # The ops that take Variables (numbers and arrays become constants on the way in) are the
 # extension's own, docstrings and all.
@@ -22,7 +22,7 @@ _ops = _loom.sequence
  where) = (_ops.broadcast_as, _ops.first, _ops.is_first, _ops.is_last, _ops.last, _ops.length, _ops.reduce_max,
            _ops.reduce_mean, _ops.reduce_sum, _ops.slice, _ops.softmax, _ops.where)
 
-__all__ = ["input_variable", "past_value", "future_value", "is_first", "is_last", "first", "last", "slice",
+__all__ = ["delay", "input", "input_variable", "past_value", "future_value", "is_first", "is_last", "first", "last", "slice",
            "broadcast_as", "reduce_sum", "reduce_max", "reduce_mean", "softmax", "length", "gather",
            "scatter", "where", "unpack"]
 
@@ -40,6 +40,8 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
     if is_sparse:
         raise _loom.UserError("sequence.input_variable: loom has no sparse inputs; give integer ids of shape (1,) "
                               "to embedding(ids, table)")
+    if sequence_axis is DYNAMIC_AXIS:
+        sequence_axis = None
     if sequence_axis is not None and not isinstance(sequence_axis, SequenceAxis):
         raise _loom.UserError(f"sequence.input_variable: sequence_axis is a loom.SequenceAxis; got {sequence_axis!r}")
     return _loom._input_variable(list(_shape(shape, "sequence.input_variable")), name, 2, sequence_axis)
@@ -69,6 +71,21 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
 
 
 
+def delay(x: VariableLike, initial_state: Any = None, time_step: int = 1, name: str = "") -> Variable:
+    """past_value(x, initial_state, time_step) for time_step > 0, future_value(x, initial_state,
+    -time_step) for time_step < 0, x itself (alias(x, name) when named) for 0."""
+    if time_step > 0:
+        return past_value(x, initial_state, time_step, name)
+    if time_step < 0:
+        return future_value(x, initial_state, -time_step, name)
+    x = _variable(x)
+    return _loom.alias(x, name) if name else x
+
+
+#: CNTK's older name of sequence.input_variable (cntk.sequence.input).
+input = input_variable
+
+
 def gather(seq: VariableLike, condition: VariableLike, new_sequence_axis_typeinfo: Any = None,
            name: str = "") -> Variable:
     """The steps of seq where condition (shape (1,) on seq's axis) is non-zero, on a new sequence
@@ -81,10 +98,16 @@ def gather(seq: VariableLike, condition: VariableLike, new_sequence_axis_typeinf
 def scatter(seq: VariableLike, condition: VariableLike, new_sequence_axis_typeinfo: Any = None,
             name: str = "") -> Variable:
     """The inverse of gather: seq's steps placed in order where condition is non-zero, zeros
-    elsewhere; on condition's axis."""
+    elsewhere; on condition's axis. seq may be a batch value (one step per sequence, as CNTK's
+    scatter(sequence.last(x), sequence.is_first(x))): it goes where condition is non-zero, which must
+    be one step of each sequence (loom does not count them)."""
     if new_sequence_axis_typeinfo is not None:
         raise _loom.UserError("sequence.scatter: loom takes no new_sequence_axis_typeinfo")
-    return _loom.sequence.scatter(_variable(seq), _variable(condition), name)
+    seq, condition = _variable(seq), _variable(condition)
+    if seq.has_batch_axis and not seq.is_sequence:
+        flags = _loom.not_equal(condition, 0.0)
+        return _loom.element_times(_loom.sequence.broadcast_as(seq, condition, ""), flags, name)
+    return _loom.sequence.scatter(seq, condition, name)
 
 
 

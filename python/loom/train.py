@@ -60,11 +60,17 @@ class Trainer:
         """The learner, as a list of one."""
         return [self._learner]
 
-    def train_minibatch(self, arguments, outputs=None, device=None, is_sweep_end=None) -> bool:
+    def train_minibatch(self, arguments, outputs=None, device=None, is_sweep_end=None):
         """Forward, backward and one update on {input: data}. Returns True when the update was applied
-        (False: skipped for a non-finite loss or gradient norm). loom: outputs is not supported."""
+        (False: skipped for a non-finite loss or gradient norm); with outputs=[...], as CNTK, the pair
+        (updated, {output: value}) of their values before the update (loom computes them in a forward
+        pass of their own, in inference mode)."""
         if outputs is not None:
-            raise UserError("train_minibatch: outputs is not supported by loom; eval the model separately")
+            wanted = list(outputs)
+            values = self.loss_function.eval(arguments, outputs=wanted)
+            if len(wanted) == 1:
+                values = {wanted[0]: values}
+            return self.train_minibatch(arguments, None, device, is_sweep_end), values
         self._learner._before_minibatch(self._impl.total_samples_seen)
         r = self._impl.train_minibatch(arguments)
         self._last = r

@@ -58,10 +58,13 @@ py::object wrap(const loom::Variable& v);
 /// against the input's shape and dynamic axes before anything runs: a UserError starting with
 /// `caller` names the input, its shape and what was given.
 loom::Value to_value(const loom::Variable& input, py::handle data, const char* caller);
-/// The data of `arguments` (a dict by Variable, or the data of the one argument) as Bindings for
-/// the inputs of `outputs`, every one given and no other key, each checked and converted before
-/// anything runs (a UserError starting with `caller`).
-loom::Bindings bindings_of(const std::vector<loom::Variable>& outputs, const py::object& arguments, const char* caller);
+/// The data of `arguments` (a dict by Variable or by name, or the data of the one argument) as
+/// Bindings for the inputs of `outputs`, every one given and no other key, each checked and converted
+/// before anything runs (a UserError starting with `caller`). Keys that are inputs of `called` (the
+/// Function a method was called on, when the outputs are part of it) are accepted and skipped when
+/// the outputs do not need them, as CNTK's.
+loom::Bindings bindings_of(const std::vector<loom::Variable>& outputs, const py::object& arguments, const char* caller,
+                           const std::vector<loom::Variable>& called = {});
 /// A Value as numpy, sharing its storage (no copy): a static tensor as one array, a batch as one
 /// array [N, sample...], sequences as a list of arrays [T_i, sample...] (strided views into one
 /// padded time-major buffer, which the arrays keep alive).

@@ -122,15 +122,26 @@ Value sequences_value(const Variable& input, py::handle data, const std::string&
         for (py::handle item : data) seqs.push_back(as_array(item, where));
     } else {
         const py::array a = as_array(data, where);
-        if (a.ndim() < 2 || !sample_fits(dims_of(a), 2, sample))
+        if (a.ndim() >= 2 && sample_fits(dims_of(a), 2, sample)) {
+            for (py::ssize_t i = 0; i < a.shape(0); ++i) seqs.push_back(py::array(a.attr("__getitem__")(i)));
+        } else if (a.ndim() >= 1 && sample_fits(dims_of(a), 1, sample)) {
+            seqs.push_back(a);  // CNTK: one array [T, sample...] is a batch of one sequence
+        } else {
             throw UserError(where + " takes a list of arrays " + layout_text("T_i", sample) + " (or one array " +
-                            layout_text("N, T", sample) + "); got " + array_text(a));
-        for (py::ssize_t i = 0; i < a.shape(0); ++i) seqs.push_back(py::array(a.attr("__getitem__")(i)));
+                            layout_text("N, T", sample) + ", or one sequence " + layout_text("T", sample) + "); got " +
+                            array_text(a));
+        }
     }
     if (seqs.empty()) throw UserError(where + ": a batch needs at least one sequence; got none");
     bool f64 = false;
     for (std::size_t i = 0; i < seqs.size(); ++i) {
         const std::string which = where + ", sequence " + std::to_string(i);
+        if (sample != Shape{1} && seqs[i].ndim() >= 1 && !sample_fits(dims_of(seqs[i]), 1, sample) &&
+            sample_fits(dims_of(seqs[i]), 0, sample)) {  // CNTK: one sample is a sequence of one step
+            std::vector<py::ssize_t> one_step{1};
+            one_step.insert(one_step.end(), seqs[i].shape(), seqs[i].shape() + seqs[i].ndim());
+            seqs[i] = seqs[i].reshape(one_step);
+        }
         if (seqs[i].ndim() < 1 || !sample_fits(dims_of(seqs[i]), 1, sample))
             throw UserError(which + ": takes an array " + layout_text("T", sample) + "; got " + array_text(seqs[i]));
         if (seqs[i].shape(0) == 0) throw UserError(which + " is empty; every sequence needs at least one step");

@@ -145,6 +145,19 @@ void bind_graph(py::module_& m) {
     m.def(
         "constant_initializer", [](double value) { return constant_initializer(value); }, py::arg("value"),
         "Every element `value`.");
+    m.def(
+        "_array_initializer",
+        [](const py::object& value) -> Initializer {
+            xt::xarray<double> v = doubles_of(value);
+            return [v](const Shape& shape, Rng&) {
+                const Shape given(std::vector<std::size_t>(v.shape().begin(), v.shape().end()));
+                if (given != shape)
+                    throw UserError("init: the array given has shape " + given.str() + "; the parameter's is " +
+                                    shape.str());
+                return v;
+            };
+        },
+        py::arg("value"));
     m.def("_seeded", &seeded, py::arg("init"), py::arg("seed"));
     m.def("set_seed", &set_seed, py::arg("seed"),
           "Reseeds loom's global generator, which initializers and dropout draw from: a seeded\n"
@@ -197,6 +210,22 @@ A graph lives as long as a Variable on it does: its outputs keep everything they
         .def_property_readonly(
             "placeholders", [](const Variable& v) { return wrap_all(leaves_of_kind(v, NodeKind::Placeholder)); },
             "The placeholders not bound yet (replace_placeholders binds them), in creation order.")
+        .def(
+            "find_all_with_name",
+            [](const Variable& v, const std::string& name) { return wrap_all(find_all_with_name({v}, name)); },
+            py::arg("name"), "Every node of the graph named `name` (ops and leaves), in creation order (CNTK's).")
+        .def(
+            "find_by_name",
+            [](const Variable& v, const std::string& name) -> py::object {
+                const std::vector<Variable> found = find_all_with_name({v}, name);
+                if (found.size() > 1)
+                    throw UserError("find_by_name: " + std::to_string(found.size()) + " nodes are named '" + name +
+                                    "'; find_all_with_name lists them");
+                return found.empty() ? py::object(py::none()) : wrap(found[0]);
+            },
+            py::arg("name"),
+            "The node of the graph named `name`, or None (CNTK's); several of the name are a\n"
+            "loom.UserError.")
         .def_property_readonly(
             "is_input", [](const Variable& v) { return kind_of(v) == NodeKind::Input; },
             "Whether this is an input (input_variable).")
@@ -255,6 +284,11 @@ into a cycle of placeholders, or a shape or sequence axis other than the placeho
 ``p.value`` is a copy of the value as numpy (in the parameter's dtype); ``p.value = array`` sets
 it (the same shape, else loom.UserError). Not on any dynamic axis.)doc");
     parameter_class
+        .def(py::init([](const py::args& args, const py::kwargs& kwargs) {
+                 // CNTK's Parameter(shape, init, dtype, device, name): loom.parameter's arguments.
+                 return py::module_::import("loom._graph").attr("parameter")(*args, **kwargs).cast<Parameter>();
+             }),
+             "The same as loom.parameter(shape, init, dtype, device, name) (CNTK's class).")
         .def_property("value", &parameter_value, &set_parameter_value,
                       "The value: a numpy copy in the parameter's dtype; assigning sets it (same shape).")
         .def_property_readonly(

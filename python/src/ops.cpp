@@ -38,6 +38,11 @@ void bind_elementwise(py::module_& m) {
     unary(m, "negate", &loom::negate, "-x.");
     unary(m, "alias", &loom::identity, "x itself, as a node of its own.");
     unary(m, "stop_gradient", &loom::stop_gradient, "x in forward; passes no gradient back.");
+    unary(m, "floor", &loom::floor, "The largest whole number not above x; gradient 0.");
+    unary(m, "ceil", &loom::ceil, "The smallest whole number not below x; gradient 0.");
+    unary(m, "round", &loom::round,
+          "x to the nearest whole number, halves up as CNTK's (floor(x + 0.5): 2.5 -> 3, -2.5 -> -2;\n"
+          "numpy.round takes halves to even); gradient 0.");
     binary(m, "plus", &loom::plus, "left + right, broadcasting numpy-style (the + operator).");
     binary(m, "minus", &loom::minus, "left - right, broadcasting (the - operator).");
     binary(m, "element_times", &loom::element_times, "left * right element by element, broadcasting (the * operator).");

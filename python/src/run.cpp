@@ -49,8 +49,10 @@ std::string label_of(const Variable& v) { return v.name().empty() ? v.label() : 
 
 }  // namespace
 
-Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arguments, const char* caller) {
+Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arguments, const char* caller,
+                     const std::vector<Variable>& called) {
     const std::vector<Variable> needed = arguments_of(outputs);
+    const std::vector<Variable> accepted = called.empty() ? std::vector<Variable>{} : arguments_of(called);
     Bindings bindings;
     if (arguments.is_none()) {
         if (!needed.empty())
@@ -66,12 +68,27 @@ Bindings bindings_of(const std::vector<Variable>& outputs, const py::object& arg
         return bindings;
     }
     for (auto [key, data] : py::reinterpret_borrow<py::dict>(arguments)) {
+        if (py::isinstance<py::str>(key)) {  // CNTK: an input by its name
+            const std::string name = key.cast<std::string>();
+            const auto is_named = [&](const Variable& v) { return v.name() == name; };
+            const auto named = std::count_if(needed.begin(), needed.end(), is_named);
+            if (named == 0 && std::count_if(accepted.begin(), accepted.end(), is_named) == 1) continue;
+            if (named != 1)
+                throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables, or " +
+                                "the name of one); " + std::to_string(named) + " of its inputs are named '" + name +
+                                "'");
+            const Variable input = *std::find_if(needed.begin(), needed.end(), is_named);
+            bindings.emplace(input, to_value(input, data, caller));
+            continue;
+        }
         if (!py::isinstance<Variable>(key))
-            throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables); got " +
-                            std::string(py::str(py::repr(key))));
+            throw UserError(std::string(caller) + ": the keys of the data are the graph's inputs (Variables, or " +
+                            "the name of one); got " + std::string(py::str(py::repr(key))));
         const Variable input = key.cast<Variable>();
-        if (std::find(needed.begin(), needed.end(), input) == needed.end())
+        if (std::find(needed.begin(), needed.end(), input) == needed.end()) {
+            if (std::find(accepted.begin(), accepted.end(), input) != accepted.end()) continue;
             throw UserError(std::string(caller) + ": " + input.label() + " is not an input of this graph");
+        }
         bindings.emplace(input, to_value(input, data, caller));
     }
     for (const Variable& input : needed)
@@ -101,31 +118,40 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
                 bool as_numpy) {
     const bool many = !outputs.is_none();
     const std::vector<Variable> wanted = many ? variables_of(outputs, "eval", "outputs") : std::vector<Variable>{self};
-    const Bindings bindings = bindings_of(wanted, arguments, "eval");
+    const Bindings bindings = bindings_of(wanted, arguments, "eval", {self});
     ValueMap results;
     {
         const EngineRun released;
         results = evaluate(wanted, bindings);
     }
-    if (!many) return result_of(results[self], as_numpy);
+    if (wanted.size() == 1) return result_of(results[wanted[0]], as_numpy);  // CNTK: one output, its value
     py::dict out;
     for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
     return out;
 }
 
-py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object&, bool as_numpy) {
-    std::vector<Variable> wanted = wrt.is_none() ? arguments_of({self}) : variables_of(wrt, "grad", "wrt");
+py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object& outputs,
+                const py::object& device, bool as_numpy, const py::object& grad_root) {
+    const Variable root = grad_root.is_none() ? self : grad_root.cast<Variable>();
+    std::vector<Variable> wanted = wrt.is_none() ? arguments_of({root}) : variables_of(wrt, "grad", "wrt");
     if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
-    const Bindings bindings = bindings_of({self}, at, "grad");
+    const Bindings bindings = bindings_of({root}, at, "grad", {self});
     ValueMap results;
     {
         const EngineRun released;
-        results = gradients(self, bindings, wanted);
+        results = gradients(root, bindings, wanted);
     }
-    if (wanted.size() == 1) return result_of(results[wanted[0]], as_numpy);
-    py::dict out;
-    for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
-    return out;
+    py::object grads;
+    if (wanted.size() == 1) {
+        grads = result_of(results[wanted[0]], as_numpy);
+    } else {
+        py::dict out;
+        for (const Variable& v : wanted) out[wrap(v)] = result_of(results[v], as_numpy);
+        grads = out;
+    }
+    if (outputs.is_none()) return grads;
+    // CNTK's (gradients, values): the values come from a forward pass of their own.
+    return py::make_tuple(grads, eval(root, at, outputs, device, as_numpy));
 }
 
 /// `data` as a numpy array of numbers, refused (a UserError starting with `what`) when its dtype is not
@@ -210,7 +236,7 @@ py::tuple forward(const Variable& self, const py::object& arguments, const py::o
     for (const Variable& k : state->kept)
         if (std::find(state->outputs.begin(), state->outputs.end(), k) == state->outputs.end())
             throw UserError("forward: keep_for_backward holds " + label_of(k) + ", which is not one of the outputs");
-    state->bindings = std::make_shared<const Bindings>(bindings_of(state->outputs, arguments, "forward"));
+    state->bindings = std::make_shared<const Bindings>(bindings_of(state->outputs, arguments, "forward", {self}));
     const std::vector<Parameter> parameters =
         state->kept.empty() ? std::vector<Parameter>{} : parameters_of({state->outputs[0]});
     {
@@ -348,9 +374,11 @@ included) is ignored. Value.batch(array [N, sample...]) makes a batch. Each copi
           py::arg("device") = py::none(), py::arg("as_numpy") = true,
           R"doc(Runs the graph forward and returns its value as numpy.
 
-arguments: {input: data, ...}, or the data alone when the graph has one input (None when it has
-none). A sequence input's data is a list of arrays [T_i, sample...] (or one array [N, T,
-sample...]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
+arguments: {input: data, ...} (an input or its name, as CNTK), or the data alone when the graph has
+one input (None when it has none). A sequence input's data is a list of arrays [T_i, sample...]
+(an item of the sample's shape is one step), one array [N, T, sample...], or one array [T,
+sample...], one sequence (as CNTK; but for sample shape (1,) a 2-D array is [N, T], where CNTK
+reads [T, 1]); a batch input's an array [N, sample...]; float32 or float64 (integer ids are taken
 as float32, exact up to 2^24); for sample shape (1,) the trailing 1 may be left out. Data of the
 wrong dtype, rank or shape raises loom.UserError naming the input, its shape and what was given,
 before anything runs. The data is copied once into loom's padded layout.
@@ -359,18 +387,20 @@ Returns, for a sequence output, a list of arrays [T_i, sample...]: views into on
 that they keep alive (no copy; np.ascontiguousarray makes one contiguous); for a batch output an
 array [N, sample...]; for a static one an array of its shape. The element type is float64 when
 any input's data or any parameter is float64, else float32 (loom differs from CNTK: an input has
-no dtype of its own). With outputs=[...], a dict of each output's value instead. device is
-accepted and ignored (loom runs on the CPU); as_numpy=False returns loom.Value objects instead of
+no dtype of its own). With outputs=[...] of several, a dict of each output's value instead (of
+one, its value, as CNTK). device is accepted and ignored (loom runs on the CPU); as_numpy=False returns loom.Value objects instead of
 arrays. The GIL is released while the engine runs.)doc")
         .def(
-            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(), py::arg("device") = py::none(),
-            py::arg("as_numpy") = true,
+            "grad", &grad, py::arg("at"), py::arg("wrt") = py::none(), py::arg("outputs") = py::none(),
+            py::arg("device") = py::none(), py::arg("as_numpy") = true, py::arg("grad_root") = py::none(),
             R"doc(The gradient of the sum of this Variable's value (over every sequence, step and element) with respect to wrt.
 
 at: the data, as eval's arguments. wrt: a list of parameters and inputs; None means every input
 (loom differs from CNTK: inputs have no needs_gradient flag). Returns one array (or a list of
 per-sequence arrays for a sequence input) when wrt has one entry, else a dict by Variable;
-device and as_numpy as in eval. The GIL is released while the engine runs.)doc")
+with outputs=[...], the pair (gradients, values), values as eval(at, outputs) gives them (one
+more forward pass). grad_root: the Variable to differentiate instead of this one (a combine's
+output, as CNTK's). device and as_numpy as in eval. The GIL is released while the engine runs.)doc")
         .def(
             "save",
             [](const Variable& self, const std::string& path) {

@@ -61,7 +61,9 @@ def test_missing_and_foreign_inputs():
     with pytest.raises(C.UserError, match=r"one input; this one has 2"):
         f.eval(np.ones((1, 1)))
     with pytest.raises(C.UserError, match=r"keys of the data"):
-        f.eval({"x": np.ones((1, 1))})
+        f.eval({"z": np.ones((1, 1)), y: np.ones((1, 1))})
+    with pytest.raises(C.UserError, match=r"keys of the data"):
+        f.eval({1: np.ones((1, 1)), y: np.ones((1, 1))})
 
 
 def test_a_dangling_placeholder_is_an_error_not_a_crash():

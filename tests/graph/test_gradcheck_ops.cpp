@@ -217,6 +217,10 @@ const std::vector<Case>& table() {
         {"elementwise", "gelu", [](Env& e) { return gelu(e.seq({5}, -4, 4)); }},
         {"elementwise", "softplus", [](Env& e) { return softplus(e.seq({3}, -4, 4)); }},
         {"elementwise", "reciprocal", [](Env& e) { return reciprocal(e.seq({3}, 0.5, 2)); }, loose()},
+        // Steps, away from their jumps: a gradient of 0 that the differences must see too.
+        {"elementwise", "floor", [](Env& e) { return floor(e.seq({3}, 0.2, 0.8)) * e.seq({3}); }},
+        {"elementwise", "ceil", [](Env& e) { return ceil(e.seq({3}, -0.8, -0.2)) * e.seq({3}); }},
+        {"elementwise", "round", [](Env& e) { return round(e.seq({3}, 0.6, 1.4)) * e.seq({3}); }},
         {"elementwise", "identity", [](Env& e) { return identity(e.param({3}) * e.seq({3})); }},
         {"elementwise", "operators + - * / unary -",
          [](Env& e) {

@@ -1,5 +1,5 @@
 // leaves_of: every leaf a graph depends on, through loops and bound placeholders, in creation order;
-// parameters_of is its parameters.
+// parameters_of is its parameters; find_all_with_name the nodes of a name, ops included.
 #include <doctest/doctest.h>
 
 #include <loom.hpp>
@@ -38,4 +38,22 @@ TEST_CASE("leaves_of follows a loop closed by replace_placeholders and leaves th
     const auto ps = parameters_of({h});
     REQUIRE(ps.size() == 1);
     CHECK(ps[0] == s0);
+}
+
+TEST_CASE("find_all_with_name finds named ops and leaves, through a closed loop, in creation order") {
+    Variable x = sequence::input_variable({1}, "x");
+    Variable p = placeholder({1}, "p");
+    Variable hidden = identity(x * 2.0, "hidden");
+    Variable h = plus(hidden, past_value(p), "h");
+    h.replace_placeholders({{p, h}});
+    Variable out = identity(tanh(h), "hidden");  // a second node of the name
+    const auto found = find_all_with_name({out}, "hidden");
+    REQUIRE(found.size() == 2);
+    CHECK(found[0] == hidden);
+    CHECK(found[1] == out);
+    REQUIRE(find_all_with_name({out}, "h").size() == 1);
+    CHECK(find_all_with_name({out}, "h")[0] == h);
+    CHECK(find_all_with_name({h}, "h").size() == 1);  // the loop back to h through p is walked once
+    CHECK(find_all_with_name({out}, "x")[0] == x);
+    CHECK(find_all_with_name({out}, "nothing").empty());
 }

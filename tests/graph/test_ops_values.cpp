@@ -74,6 +74,21 @@ TEST_CASE("softmax and log_softmax stay finite for huge inputs") {
     CHECK(std::isfinite(l(2)));
 }
 
+TEST_CASE("softmax of large equal logits in float is uniform to the last bit, as CNTK's") {
+    // exp(x - lse) would lose lse's rounding at 1e4 (an ulp of 1e-3); exp(x - max) / sum does not.
+    for (double big : {0.0, 1000.0, 10000.0}) {
+        Variable c = constant(xt::xarray<double>{big, big, big, big});
+        Variable sm = softmax(c), lsm = log_softmax(c);
+        auto res = evaluate({sm, lsm}, {}, DType::f32);
+        const auto p = res[sm].tensor<float>();
+        const auto l = res[lsm].tensor<float>();
+        for (std::size_t j = 0; j < 4; ++j) {
+            CHECK(p(j) == 0.25f);
+            CHECK(l(j) == doctest::Approx(-std::log(4.0)).epsilon(1e-7));
+        }
+    }
+}
+
 TEST_CASE("static reductions keep reduced axes with size 1") {
     Variable x = input_variable({2, 3, 4});
     const xt::xarray<double> d = rows({2, 3, 4}, 2);

@@ -54,6 +54,13 @@ const std::vector<Row>& table() {
          unary({0.0, 1.0, -1.0, 10.0, -10.0, 30.0, -30.0, 80.0, -80.0})},
         {"reciprocal", [](V a, V) { return reciprocal(a); }, [](L a, L) { return 1.0L / a; },
          unary({1.0, -2.0, 0.5, 1e-3, -7.0, 0.0, -0.0})},
+        {"floor", [](V a, V) { return floor(a); }, [](L a, L) { return std::floor(a); },
+         unary({0.0, -0.0, 2.5, -2.5, 1e30, -1e-30, 3.0})},
+        {"ceil", [](V a, V) { return ceil(a); }, [](L a, L) { return std::ceil(a); },
+         unary({0.0, 2.5, -2.5, 1e30, 1e-30, -3.0})},
+        // Halves up, against numpy's halves to even: 0.5 -> 1, 2.5 -> 3, -5.5 -> -5.
+        {"round", [](V a, V) { return round(a); }, [](L a, L) { return std::floor(a + 0.5L); },
+         unary({0.5, 1.5, 2.5, -5.5, -0.7, 4.2, 0.0})},
         {"element_max",
          [](V a, V b) { return element_max(a, b); },
          [](L a, L b) { return a > b ? a : b; },
