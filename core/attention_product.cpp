@@ -27,6 +27,7 @@ constexpr std::size_t kBlocks = 16;
 #else
 constexpr std::size_t kBlocks = 4;
 #endif
+// What is left of a row then goes 4 blocks at a time, then one.
 
 // Asks for the cache lines of `bytes` bytes from `at` (a hint: no fault, no wait).
 inline void fetch(const void* at, std::size_t bytes) {
@@ -75,6 +76,7 @@ void attend_one_query(std::size_t heads, std::size_t dk, std::size_t dv, T scale
     };
     if (dv % lanes == 0) {
         for (; e + kBlocks * lanes <= width; e += kBlocks * lanes) blocks.template operator()<kBlocks>(e);
+        for (; e + 4 * lanes <= width; e += 4 * lanes) blocks.template operator()<4>(e);
         for (; e < width; e += lanes) blocks.template operator()<1>(e);
     }
     for (; e < width; ++e) {

@@ -85,12 +85,13 @@ TEST_CASE("RowView: rows at a stride, through pages, and a last row of its own")
 }
 
 TEST_CASE("attend_one_query equals a plain loop over rows through pages and a step's own row") {
-    // Heads of 16 (the 16-lane path), rows of 256 and 288 (the register blocks of 16 x 16 lanes, then
-    // single blocks) and heads of 5 and 7 (the scalar path), in double and in float.
+    // Heads of 16 (the 16-lane path), rows of 256, 288 and 384 (the register blocks of 16 x 16 lanes,
+    // then of 4 x 16 and single blocks) and heads of 5 and 7 (the scalar path), in double and in float.
     struct Sizes {
         std::size_t heads, dk, dv;
     };
-    for (const Sizes z : {Sizes{2, 16, 16}, Sizes{3, 5, 7}, Sizes{1, 32, 80}, Sizes{4, 64, 64}, Sizes{2, 32, 144}}) {
+    for (const Sizes z :
+         {Sizes{2, 16, 16}, Sizes{3, 5, 7}, Sizes{1, 32, 80}, Sizes{4, 64, 64}, Sizes{2, 32, 144}, Sizes{6, 64, 64}}) {
         CAPTURE(z.heads);
         CAPTURE(z.dk);
         const std::size_t kw = z.heads * z.dk, vw = z.heads * z.dv, rows = 6;
