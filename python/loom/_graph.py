@@ -188,6 +188,35 @@ Variable.__call__ = _call
 Variable.replace_placeholder = _replace_placeholder
 Variable.__getitem__ = _index
 Variable.__array__ = lambda v, dtype=None, copy=None: np.asarray(v.value, dtype=dtype)
+
+
+def _one_hot(batch: Any, num_classes: int, dtype: Any = np.float32, device: Any = None) -> list:
+    """CNTK's Value.one_hot: for each sequence of class indices, an array [T, num_classes] of one-hot
+    rows (for a sequence input of shape (num_classes,); a list of plain indices is a batch of
+    one-step samples, an array [N, num_classes]). loom differs from CNTK: the rows are dense numpy
+    arrays, as loom stores every input.
+    """
+    _f64(dtype, "Value.one_hot")
+    classes = int(num_classes)
+    if classes < 1:
+        raise _loom.UserError(f"Value.one_hot: num_classes is at least 1; got {num_classes!r}")
+
+    def rows(indices: Any, where: str) -> np.ndarray:
+        ids = np.asarray(indices)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or (ids.size and (ids.min() < 0 or ids.max() >= classes)):
+            raise _loom.UserError(f"Value.one_hot: {where} holds class indices from 0 to {classes - 1}; got "
+                                  f"{np.asarray(indices).tolist()!r}")
+        out = np.zeros((ids.size, classes), dtype=dtype)
+        out[np.arange(ids.size), ids] = 1
+        return out
+
+    items = list(batch)
+    if all(isinstance(i, numbers.Integral) for i in items):
+        return rows(items, "the batch")
+    return [rows(seq, f"sequence {n}") for n, seq in enumerate(items)]
+
+
+_loom.Value.one_hot = staticmethod(_one_hot)
 Variable.value = property(_value, doc="A constant's value (or a graph's without inputs), as numpy: eval() of it.")
 Variable.dtype = property(_dtype, doc="float64 when a parameter of the graph is, else float32: what eval gives for "
                           "float32 data (loom differs from CNTK: inputs have no dtype of their own).")
@@ -208,12 +237,11 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
     from CNTK: an input has no dtype of its own (eval computes
     in float64 when any data or parameter is float64, else float32; `dtype` is only checked to be
     one of the two); every input can be differentiated (needs_gradient is accepted and ignored);
-    there are no sparse inputs (ids go to `embedding`).
+    is_sparse=True makes the same dense input: one-hot data (numpy arrays, scipy.sparse matrices,
+    Value.one_hot's arrays) is stored dense, so a layer over it multiplies zeros (for a large
+    vocabulary, integer ids of shape (1,) given to `embedding(ids, table)` do the same work by rows).
     """
     _f64(dtype, "input_variable")
-    if is_sparse:
-        raise _loom.UserError("input_variable: loom has no sparse inputs; give integer ids of shape (1,) "
-                              "to embedding(ids, table) instead of one-hot vectors")
     axes = 1
     if dynamic_axes is not None and len(dynamic_axes) == 2 and isinstance(list(dynamic_axes)[1], SequenceAxis) \
             and list(dynamic_axes)[0] is BATCH_AXIS:

@@ -34,12 +34,10 @@ def input_variable(shape: ShapeLike, dtype: Any = np.float32, needs_gradient: bo
 
     It gets a sequence axis of its own, or the SequenceAxis given (shared with other inputs
     whose sequences have the same lengths). loom differs from CNTK: see the module's docstring
-    for the default axis, and loom.input_variable for dtype, needs_gradient and is_sparse.
+    for the default axis, and loom.input_variable for dtype, needs_gradient and is_sparse (one-hot
+    sequences are stored dense).
     """
     _f64(dtype, "sequence.input_variable")
-    if is_sparse:
-        raise _loom.UserError("sequence.input_variable: loom has no sparse inputs; give integer ids of shape (1,) "
-                              "to embedding(ids, table)")
     if sequence_axis is DYNAMIC_AXIS:
         sequence_axis = None
     if sequence_axis is not None and not isinstance(sequence_axis, SequenceAxis):

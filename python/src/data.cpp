@@ -78,6 +78,9 @@ DType dtype_for(const py::array& a, const std::string& where) {
 py::array as_array(py::handle data, const std::string& where) {
     if (py::isinstance<py::array>(data)) return py::reinterpret_borrow<py::array>(data);
     try {
+        // A scipy.sparse matrix or array (CNTK's one-hot data): its dense values, as loom stores them.
+        if (py::hasattr(data, "toarray") && py::hasattr(data, "nnz"))
+            return py::module_::import("numpy").attr("asarray")(data.attr("toarray")());
         return py::module_::import("numpy").attr("asarray")(data);
     } catch (py::error_already_set& e) {
         throw UserError(where + ": the data is not an array (numpy says: " + std::string(py::str(e.value())) + ")");

@@ -131,3 +131,38 @@ def test_sequential_of_layers_and_functions_for_label_delay_identity():
     assert isinstance(C.layers.Sequential([C.layers.Dense(2), C.layers.Dense(1)]), C.layers.Layer)
     with pytest.raises(C.UserError, match="Sequential: takes loom layers and functions"):
         C.layers.Sequential([3])
+
+
+class _Csr:
+    """What eval reads of a scipy.sparse matrix (scipy is not a dependency): nnz and toarray()."""
+
+    def __init__(self, dense):
+        self.dense = np.asarray(dense, dtype=np.float32)
+        self.nnz = int(np.count_nonzero(self.dense))
+
+    def toarray(self):
+        return self.dense
+
+
+def test_sparse_inputs_take_one_hot_data_as_dense():
+    # CNTK's one-hot inputs: is_sparse=True, data from Value.one_hot or scipy.sparse matrices (one
+    # per sequence); loom stores them dense, so an embedding by times gives the table's rows.
+    vocab, dim = 5, 3
+    x = C.sequence.input_variable(vocab, is_sparse=True)
+    table = np.arange(vocab * dim, dtype=np.float32).reshape(vocab, dim) / 10
+    e = C.times(x, C.constant(table))
+    ids = [[4, 0, 2], [1]]
+    data = C.Value.one_hot(ids, vocab)
+    assert [d.shape for d in data] == [(3, vocab), (1, vocab)]
+    assert data[0][0].tolist() == [0, 0, 0, 0, 1] and data[0].sum() == 3
+    out = e.eval({x: data})
+    for got, seq in zip(out, ids):
+        assert_close(got, table[seq], 1e-6)
+    out = e.eval({x: [_Csr(d) for d in data]})
+    for got, seq in zip(out, ids):
+        assert_close(got, table[seq], 1e-6)
+    # A batch input: one-hot rows of plain indices, and one sparse matrix for the batch.
+    b = C.input_variable(vocab, is_sparse=True)
+    rows = C.Value.one_hot([3, 0], vocab)
+    assert rows.shape == (2, vocab)
+    assert_close(C.times(b, C.constant(table)).eval({b: _Csr(rows)}), table[[3, 0]], 1e-6)
