@@ -28,28 +28,42 @@ struct PassRows {
 // same in each. Each row's list is its parent's followed by the rows its parent produced, stored
 // once per parent that any row keeps; `stored` says where each such parent's rows went this pass.
 // Beam search's reordering is this: new lists of row numbers, no row of a cache copied.
+// A hypothesis's rows are kept together: each line of descent stores into a run of kRunRows rows
+// of its own (a prompt's rows, when more, fill one of their own), the first child of a parent continuing the parent's run (a sampled stream's keys
+// lie one after another, where the memory's prefetchers follow them, not one row of every stream
+// apart); a parent's other children start runs of their own.
 class PageList {
 public:
+    // Rows a run holds: 64 rows of 256 floats are 64 KB a layer.
+    static constexpr std::size_t kRunRows = 64;
+
     // This pass's lists for rows whose parents (rows of the last pass) are `parents`, each of which
     // produced `per_step` rows.
     const PageLists& next(const std::vector<std::size_t>& parents, std::size_t per_step) {
         const std::size_t rows = parents.size(), old_tk = lists_.length();
         const std::size_t tk = old_tk + per_step;
-        std::vector<std::size_t> stored_at(parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1,
-                                           kNone);
+        const std::size_t known = parents.empty() ? 0 : *std::max_element(parents.begin(), parents.end()) + 1;
+        std::vector<std::size_t> stored_at(known, kNone);
+        std::vector<Run> runs(rows);
         stored.clear();
         std::vector<std::size_t> ids(rows * tk);
         for (std::size_t r = 0; r < rows; ++r) {
             const std::size_t p = parents[r];
             if (stored_at[p] == kNone) {
-                stored_at[p] = used;
-                stored.push_back({p, used});
-                used += per_step;
+                Run run = p < runs_.size() ? runs_[p] : Run{};
+                if (run.next + per_step > run.end) {  // a run of its own: none yet, or this one is full
+                    run = {used, used + std::max(kRunRows, per_step)};
+                    used = run.end;
+                }
+                stored_at[p] = run.next;
+                stored.push_back({p, run.next});
+                runs[r] = {run.next + per_step, run.end};  // the first child continues the run
             }
             std::size_t* to = ids.data() + r * tk;
             if (old_tk) std::copy_n(lists_.of(p).data(), old_tk, to);
             for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = stored_at[p] + j;
         }
+        runs_ = std::move(runs);
         lists_ = PageLists(std::move(ids), rows, used);
         return lists_;
     }
@@ -61,7 +75,12 @@ public:
 
 private:
     static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    // Where a row's next step's rows go: [next, end) is what is left of its run (empty: none).
+    struct Run {
+        std::size_t next = 0, end = 0;
+    };
     PageLists lists_;
+    std::vector<Run> runs_;  // of the last pass's rows
 };
 
 // A paged state's table of every row stored, bound as a static input and written in place between
