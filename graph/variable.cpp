@@ -230,7 +230,12 @@ std::size_t parameter_count(const std::vector<Parameter>& parameters) {
     return count;
 }
 
-std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
+namespace {
+
+// The nodes `outputs` depend on, through bound placeholders to what they are bound to, for which
+// keep(node) holds, in the order they were made.
+template <class Keep>
+std::vector<Variable> nodes_of(const std::vector<Variable>& outputs, Keep keep) {
     std::vector<Node*> stack;
     for (auto& v : outputs) stack.push_back(v.node().get());
     std::unordered_set<Node*> seen;
@@ -239,14 +244,8 @@ std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
         Node* n = stack.back();
         stack.pop_back();
         if (!n || !seen.insert(n).second) continue;
-        if (n->kind == NodeKind::Placeholder) {
-            if (n->is_bound)
-                stack.push_back(n->bound.lock().get());
-            else
-                found.push_back(n->shared_from_this());
-            continue;
-        }
-        if (n->kind != NodeKind::Op) found.push_back(n->shared_from_this());
+        if (keep(*n)) found.push_back(n->shared_from_this());
+        if (n->kind == NodeKind::Placeholder && n->is_bound) stack.push_back(n->bound.lock().get());
         for (auto& in : n->inputs) stack.push_back(in.get());
     }
     std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a->id < b->id; });
@@ -255,23 +254,15 @@ std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
     return out;
 }
 
+}  // namespace
+
+std::vector<Variable> leaves_of(const std::vector<Variable>& outputs) {
+    return nodes_of(
+        outputs, [](const Node& n) { return n.kind == NodeKind::Placeholder ? !n.is_bound : n.kind != NodeKind::Op; });
+}
+
 std::vector<Variable> find_all_with_name(const std::vector<Variable>& outputs, const std::string& name) {
-    std::vector<Node*> stack;
-    for (auto& v : outputs) stack.push_back(v.node().get());
-    std::unordered_set<Node*> seen;
-    std::vector<NodePtr> found;
-    while (!stack.empty()) {
-        Node* n = stack.back();
-        stack.pop_back();
-        if (!n || !seen.insert(n).second) continue;
-        if (n->name == name) found.push_back(n->shared_from_this());
-        if (n->kind == NodeKind::Placeholder && n->is_bound) stack.push_back(n->bound.lock().get());
-        for (auto& in : n->inputs) stack.push_back(in.get());
-    }
-    std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a->id < b->id; });
-    std::vector<Variable> out;
-    for (auto& n : found) out.emplace_back(n);
-    return out;
+    return nodes_of(outputs, [&](const Node& n) { return n.name == name; });
 }
 
 std::vector<Parameter> parameters_of(const std::vector<Variable>& outputs) {

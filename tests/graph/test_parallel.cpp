@@ -500,6 +500,36 @@ TEST_CASE("a pass whose steps took microseconds runs them on the calling thread,
     CHECK(std::count(long_steps.begin(), long_steps.end(), 2u) >= 1);
 }
 
+namespace {
+
+// y's values and the parameters' gradients after one forward and backward of `loss`.
+std::vector<std::vector<float>> values_and_gradients(const Variable& loss, const Variable& y,
+                                                     const std::vector<Parameter>& parameters, const Bindings& in) {
+    Session s({loss, y}, parameters);
+    s.forward(in);
+    s.backward();
+    const auto values = s.value(y).data<float>();
+    std::vector<std::vector<float>> out{{values.begin(), values.end()}};
+    for (const Parameter& p : parameters) {
+        auto g = s.gradient(p).to_dense();
+        out.emplace_back(g.begin(), g.end());
+    }
+    return out;
+}
+
+// run() on 1 inter-op thread, then on 2 with the idle one taking part: the same bits.
+template <class Run>
+void check_the_bits_of_one_thread(Run run) {
+    set_inter_op_threads(1);
+    const auto one = run();
+    InterOp two(2);
+    decltype(run()) split;
+    CHECK(with_an_idle_thread([&] { split = run(); }));
+    CHECK(split == one);
+}
+
+}  // namespace
+
 TEST_CASE("attention over sequences shared among threads by item and head: the bits of one thread") {
     // Causal self-attention with dropout on the weights (training mode) over ragged sequences, one
     // past a block of query rows: the pairs of an item and a head run on either thread, each
@@ -510,28 +540,12 @@ TEST_CASE("attention over sequences shared among threads by item and head: the b
     Parameter wq = parameter(Shape{d, d}, glorot_uniform(), "wq"), wk = parameter(Shape{d, d}, glorot_uniform(), "wk");
     Parameter wv = parameter(Shape{d, d}, glorot_uniform(), "wv");
     const Bindings in{{x, Value::sequences(testing::random_sequences({d}, {150, 3, 1, 40, 77}, 8))}};
-    auto run = [&] {  // a graph of its own each time: its first evaluation draws the seed's first mask
+    check_the_bits_of_one_thread([&] {  // a graph of its own each time: it draws the seed's first mask
         Variable y = attention(times(x, wq), times(x, wk), times(x, wv),
                                {.heads = 4, .causal = true, .dropout = 0.2, .seed = 3});
-        Variable loss = reduce_sum(sequence::reduce_sum(y * x));
         const TrainingScope training;
-        Session s({loss, y}, {wq, wk, wv});
-        s.forward(in);
-        s.backward();
-        const auto values = s.value(y).data<float>();
-        std::vector<std::vector<float>> out{{values.begin(), values.end()}};
-        for (const Parameter& p : {wq, wk, wv}) {
-            auto g = s.gradient(p).to_dense();
-            out.emplace_back(g.begin(), g.end());
-        }
-        return out;
-    };
-    set_inter_op_threads(1);
-    const auto one = run();
-    InterOp two(2);
-    std::vector<std::vector<float>> split;
-    CHECK(with_an_idle_thread([&] { split = run(); }));
-    CHECK(split == one);
+        return values_and_gradients(reduce_sum(sequence::reduce_sum(y * x)), y, {wq, wk, wv}, in);
+    });
 }
 
 TEST_CASE("row-wise ops split among threads give the values and gradients of one thread, bit for bit") {
@@ -548,24 +562,7 @@ TEST_CASE("row-wise ops split among threads give the values and gradients of one
     std::vector<std::size_t> lengths;
     for (std::size_t i = 0; i < 40; ++i) lengths.push_back(1 + (i * 7) % 29);
     const Bindings in{{x, Value::sequences(testing::random_sequences({d}, lengths, 21))}};
-    auto run = [&] {
-        Session s({loss, y}, {w, scale, bias});
-        s.forward(in);
-        s.backward();
-        const auto values = s.value(y).data<float>();
-        std::vector<std::vector<float>> out{{values.begin(), values.end()}};
-        for (const Parameter& p : {w, scale, bias}) {
-            auto g = s.gradient(p).to_dense();
-            out.emplace_back(g.begin(), g.end());
-        }
-        return out;
-    };
-    set_inter_op_threads(1);
-    const auto one = run();
-    InterOp two(2);
-    std::vector<std::vector<float>> split;
-    CHECK(with_an_idle_thread([&] { split = run(); }));
-    CHECK(split == one);
+    check_the_bits_of_one_thread([&] { return values_and_gradients(loss, y, {w, scale, bias}, in); });
 }
 
 namespace {
