@@ -29,9 +29,9 @@ struct PassRows {
 // once per parent that any row keeps; `stored` says where each such parent's rows went this pass.
 // Beam search's reordering is this: new lists of row numbers, no row of a cache copied.
 // A hypothesis's rows are kept together: each line of descent stores into a run of kRunRows rows
-// of its own (a prompt's rows, when more, fill one of their own), the first child of a parent continuing the parent's run (a sampled stream's keys
-// lie one after another, where the memory's prefetchers follow them, not one row of every stream
-// apart); a parent's other children start runs of their own.
+// of its own (a prompt's rows, when more, fill one of their own), the first child of a parent continuing the parent's
+// run (a sampled stream's keys lie one after another, where the memory's prefetchers follow them, not one row of every
+// stream apart); a parent's other children start runs of their own.
 class PageList {
 public:
     // Rows a run holds: 64 rows of 256 floats are 64 KB a layer.
