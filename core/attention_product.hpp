@@ -74,18 +74,12 @@ struct WeightDrops {
     // The drops of item-and-head number `head`: the seed mixed with it by splitmix64's finalizer
     // (adding the number to the seed would give neighbouring heads overlapping streams).
     WeightDrops of_head(std::uint64_t head) const {
-        std::uint64_t z = head + 0x9e3779b97f4a7c15ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return {threshold, seed ^ z ^ (z >> 31), keep};
+        return {threshold, seed ^ splitmix64_mix(head + 0x9e3779b97f4a7c15ull), keep};
     }
-    // The drops of weight row `row` of this item's head: the seed and the row through splitmix64 (a stream
-    // for each row, so that the rows of a block of queries are drawn in any order).
+    // The drops of weight row `row` of this item's head: the seed and the row through splitmix64 (a
+    // stream for each row, so that the rows of a block of queries are drawn in any order).
     WeightDrops of_row(std::uint64_t row) const {
-        std::uint64_t z = seed + (row + 1) * 0x9e3779b97f4a7c15ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return {threshold, z ^ (z >> 31), keep};
+        return {threshold, splitmix64_mix(seed + (row + 1) * 0x9e3779b97f4a7c15ull), keep};
     }
     template <class T>
     void apply(T* x, std::size_t count) const {

@@ -46,6 +46,14 @@ Initializer zeros();
 /// Every element `value`.
 Initializer constant_initializer(double value);
 
+/// splitmix64's finalizer (Steele, Lea and Flood 2014): 64 bits mixed so that nearby inputs give
+/// unrelated outputs.
+inline std::uint64_t splitmix64_mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 /// xoshiro256** (Blackman and Vigna 2018), its state filled from one seed by splitmix64: the fast
 /// stream a dropout mask is drawn from, seeded by one draw of an op's Rng (which checkpoints keep).
 class Xoshiro256 {
@@ -54,10 +62,7 @@ public:
     explicit Xoshiro256(std::uint64_t seed) {
         for (std::uint64_t& word : s_) {
             seed += 0x9e3779b97f4a7c15ull;
-            std::uint64_t z = seed;
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-            word = z ^ (z >> 31);
+            word = splitmix64_mix(seed);
         }
     }
     /// \return the next 64 bits of the stream.
