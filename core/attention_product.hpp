@@ -188,9 +188,11 @@ private:
 // p: scratch of heads * Tk. Where a head's size is a multiple of 16, a score is 16 lanes of products
 // reduced in a tree (a running sum would be a serial chain), and the weighted values are summed in
 // registers, 256 elements at a time over all the keys (64 on AVX2). Rows a few keys ahead are
-// prefetched: a cache's rows lie where its pages put them, apart.
-template <class T>
+// prefetched: a cache's rows lie where its pages put them, apart. The rows are stored as S: T, or
+// (T float) std::uint16_t, bfloat16's bits, each element widened to the float it is as it is read
+// (a key/value cache kept in bfloat16: half the bytes read; the arithmetic float's).
+template <class T, class S = T>
 void attend_one_query(std::size_t heads, std::size_t dk, std::size_t dv, T scale, const T* q,
-                      const RowView<const T>& keys, const RowView<const T>& values, T* p, T* o);
+                      const RowView<const S>& keys, const RowView<const S>& values, T* p, T* o);
 
 }  // namespace loom::attention_detail

@@ -8,8 +8,8 @@
 
 namespace loom {
 
-PageLists::PageLists(std::vector<std::size_t> ids, std::size_t rows, std::size_t table_rows)
-    : rows_(rows), length_(rows ? ids.size() / rows : 0), table_rows_(table_rows) {
+PageLists::PageLists(std::vector<std::size_t> ids, std::size_t rows, std::size_t table_rows, RowStorage storage)
+    : rows_(rows), length_(rows ? ids.size() / rows : 0), table_rows_(table_rows), storage_(storage) {
     if (rows ? ids.size() % rows != 0 : !ids.empty())
         throw UserError("PageLists: " + std::to_string(ids.size()) + " row numbers do not make " +
                         std::to_string(rows) + " lists of one length");

@@ -15,6 +15,15 @@
 
 namespace loom {
 
+/// How the rows of the tables the lists index are stored, which every reader of them must know.
+enum class RowStorage {
+    elements,  ///< each row the table's row: [R, D] of the table's own elements (float or double)
+    /// each row D bfloat16 elements (2 bytes each, widened to float as read: a key/value cache in
+    /// half the bytes), one after another from the start of a float table's storage, so that a
+    /// float table [R, D] holds 2R rows. Readers compute in float; a double table is refused.
+    bfloat16,
+};
+
 /// `rows()` lists of `length()` row numbers each, every number below `table_rows()`.
 class PageLists {
 public:
@@ -22,7 +31,9 @@ public:
     PageLists() = default;
     /// `ids` holds the lists one after another, [rows, ids.size() / rows]; a UserError names the
     /// first number that is not below table_rows (or a size that does not divide into rows).
-    PageLists(std::vector<std::size_t> ids, std::size_t rows, std::size_t table_rows);
+    /// `storage`: how the tables' rows are kept (the same for every table read through these lists).
+    PageLists(std::vector<std::size_t> ids, std::size_t rows, std::size_t table_rows,
+              RowStorage storage = RowStorage::elements);
 
     /// \return the number of lists (the step's hypotheses).
     std::size_t rows() const { return rows_; }
@@ -30,12 +41,15 @@ public:
     std::size_t length() const { return length_; }
     /// \return the rows of the table every number was checked to lie below.
     std::size_t table_rows() const { return table_rows_; }
+    /// \return how the tables' rows are stored.
+    RowStorage storage() const { return storage_; }
     /// \return list r's row numbers, r < rows().
     std::span<const std::size_t> of(std::size_t r) const { return {ids_->data() + r * length_, length_}; }
 
 private:
     std::shared_ptr<const std::vector<std::size_t>> ids_ = std::make_shared<const std::vector<std::size_t>>();
     std::size_t rows_ = 0, length_ = 0, table_rows_ = 0;
+    RowStorage storage_ = RowStorage::elements;
 };
 
 }  // namespace loom

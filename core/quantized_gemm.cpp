@@ -33,6 +33,16 @@ WeightPrecision parse_weight_precision(std::string_view name) {
     throw UserError("weight precision '" + std::string(name) + "': expected float, bfloat16 or int8");
 }
 
+const char* cache_precision_name(CachePrecision precision) {
+    return precision == CachePrecision::bfloat16 ? "bfloat16" : "float";
+}
+
+CachePrecision parse_cache_precision(std::string_view name) {
+    if (name == "float" || name == "float32") return CachePrecision::float32;
+    if (name == "bfloat16") return CachePrecision::bfloat16;
+    throw UserError("cache precision '" + std::string(name) + "': expected float or bfloat16");
+}
+
 std::uint16_t bfloat16_bits(float x) {
     std::uint32_t bits;
     std::memcpy(&bits, &x, sizeof bits);

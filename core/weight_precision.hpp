@@ -25,4 +25,19 @@ const char* weight_precision_name(WeightPrecision precision);
 /// for anything else.
 WeightPrecision parse_weight_precision(std::string_view name);
 
+/// How a generating decoder's key/value cache keeps its rows (layers::GenerateOptions::cache). At
+/// long contexts a step reads more bytes of cache than of weights (block 1,024, 8 streams of a
+/// 4 x 256 GPT: about 33 MB of float rows a step on average), so that its rows' bytes bound the step.
+enum class CachePrecision {
+    float32,   ///< as the step computes them (the default)
+    bfloat16,  ///< rounded to bfloat16 (to nearest, ties to even) as stored, the step's own row too:
+               ///< half the bytes; the attention's arithmetic stays float
+};
+
+/// "float" or "bfloat16".
+const char* cache_precision_name(CachePrecision precision);
+/// The precision named "float" (or "float32") or "bfloat16"; UserError naming the choices for
+/// anything else.
+CachePrecision parse_cache_precision(std::string_view name);
+
 }  // namespace loom

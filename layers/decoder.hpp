@@ -169,6 +169,12 @@ struct GenerateOptions {
     /// products over the keys and values cached, and an encoder's, stay float; a double session
     /// computes in double whatever this says.
     WeightPrecision weights = WeightPrecision::float32;
+    /// The precision a key/value cache kept as pages (a Transformer's) keeps its rows in
+    /// (core/weight_precision.hpp): float as the step computes them (the default), or bfloat16,
+    /// each row rounded once as stored (the step's own too, so that a step reads its row as the
+    /// steps after it will): half the bytes the attention reads a step, which bound the step at
+    /// long contexts; its arithmetic stays float. A double session keeps its cache in double.
+    CachePrecision cache = CachePrecision::float32;
 };
 
 /// What a generation starts from, each part by name and each optional (Generator::generate):

@@ -6,11 +6,14 @@
 // Beam search's reordering makes new lists; no row of a cache is copied.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "core/page_lists.hpp"
+#include "core/quantized_gemm.hpp"
 #include "core/value.hpp"
 
 namespace loom::layers::generation {
@@ -64,7 +67,7 @@ public:
             for (std::size_t j = 0; j < per_step; ++j) to[old_tk + j] = stored_at[p] + j;
         }
         runs_ = std::move(runs);
-        lists_ = PageLists(std::move(ids), rows, used);
+        lists_ = PageLists(std::move(ids), rows, used, storage);
         return lists_;
     }
     // The last pass's lists, set into every state of the group (a copy shares the numbers).
@@ -72,6 +75,7 @@ public:
     std::vector<std::pair<std::size_t, std::size_t>> stored;  // this pass: (parent, its first row's index)
     std::size_t used = 0;                                     // rows stored so far, in every table
     std::size_t pass = kNone;                                 // the pass `stored` and the lists are of
+    RowStorage storage = RowStorage::elements;                // how the tables keep their rows
 
 private:
     static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
@@ -84,16 +88,27 @@ private:
 };
 
 // A paged state's table of every row stored, bound as a static input and written in place between
-// passes (the session reads it only during one).
+// passes (the session reads it only during one). Rows kept in bfloat16 (RowStorage::bfloat16, T
+// float) are rounded as stored, two to a row of the table (core/page_lists.hpp).
 template <class T>
 class PageTable {
 public:
-    explicit PageTable(std::size_t width) : width_(width) {}
+    PageTable(std::size_t width, RowStorage storage) : width_(width), storage_(storage) {}
     // Stores the rows each parent of `list.stored` produced (`produced`, per row of the last pass).
     void store(PassRows<T> produced, const PageList& list) {
         reserve(std::max<std::size_t>(1, list.used));  // a table even before any row
-        for (const auto& [parent, at] : list.stored)
-            std::copy_n(produced.data + parent * produced.width, produced.width, table_ + at * width_);
+        for (const auto& [parent, at] : list.stored) {
+            const T* row = produced.data + parent * produced.width;
+            if (storage_ == RowStorage::elements) {
+                std::copy_n(row, produced.width, table_ + at * width_);
+                continue;
+            }
+            char* to = reinterpret_cast<char*>(table_) + at * width_ * sizeof(std::uint16_t);
+            for (std::size_t e = 0; e < produced.width; ++e) {  // bytes: the storage's objects are T's
+                const std::uint16_t bits = bfloat16_bits(static_cast<float>(row[e]));
+                std::memcpy(to + e * sizeof bits, &bits, sizeof bits);
+            }
+        }
     }
     // The table, bound at every pass: the same storage, so that what store() writes reaches the session.
     const Value& table() const { return value_; }
@@ -103,14 +118,19 @@ private:
     void reserve(std::size_t rows) {
         if (rows <= capacity_) return;
         const std::size_t capacity = std::max({rows, 2 * capacity_, std::size_t{64}});
-        xt::xarray<T> grown = xt::zeros<T>({capacity, width_});
-        if (capacity_) std::copy_n(table_, capacity_ * width_, grown.data());
+        // Rows of bfloat16 two to a row of T's (T is float for them).
+        const std::size_t per = storage_ == RowStorage::bfloat16 ? sizeof(T) / sizeof(std::uint16_t) : 1;
+        const std::size_t table_rows = (capacity + per - 1) / per;
+        xt::xarray<T> grown = xt::zeros<T>({table_rows, width_});
+        if (capacity_) std::memcpy(grown.data(), table_, (capacity_ + per - 1) / per * width_ * sizeof(T));
         value_ = Value::tensor(std::move(grown));
         table_ = value_.data<T>().data();  // taken before any copy of value_: it reaches the bound copies
         capacity_ = capacity;
     }
 
-    std::size_t width_, capacity_ = 0;
+    std::size_t width_;
+    RowStorage storage_;
+    std::size_t capacity_ = 0;
     Value value_;
     T* table_ = nullptr;
 };

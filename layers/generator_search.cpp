@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "core/parallel.hpp"
@@ -201,12 +202,16 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
     std::vector<std::unique_ptr<PageTable<T>>> pages(states.size());
     std::vector<PageList*> page_list(states.size(), nullptr);
     std::map<std::pair<std::size_t, std::size_t>, PageList> page_lists;  // map: the pointers stay
+    // Rows in bfloat16 where asked for and the session computes in float.
+    const RowStorage storage =
+        o.cache == CachePrecision::bfloat16 && std::is_same_v<T, float> ? RowStorage::bfloat16 : RowStorage::elements;
     for (std::size_t i = 0; i < states.size(); ++i) {
         if (!paged[i].rows) continue;
-        pages[i] = std::make_unique<PageTable<T>>(state_shapes[i][1]);
+        pages[i] = std::make_unique<PageTable<T>>(state_shapes[i][1], storage);
         const std::size_t step_rows = next_states[i].shape()[0];
         const std::size_t growth = step_rows == any_size ? std::numeric_limits<std::size_t>::max() - i : step_rows;
         page_list[i] = &page_lists[{produced[i].width / state_shapes[i][1], growth}];
+        page_list[i]->storage = storage;
     }
     // Every item's memory, bound as it is each pass: converted to T here once, then read in place.
     const std::vector<Value> memory_items = tensors_of<T>(memory_values);

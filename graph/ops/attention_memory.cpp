@@ -7,11 +7,14 @@
 // lie (core/row_view.hpp) and no more.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "core/quantized_gemm.hpp"
 #include "graph/compile.hpp"
 #include "graph/ops/attention_rows.hpp"
 #include "graph/ops/kinds.hpp"
@@ -121,8 +124,14 @@ public:
                 const auto& [h, x] = rows[i];
                 scores.resize(heads_ * h.lk);
                 // One query: every head at once, the keys and values read wherever they lie.
-                attend_one_query(heads_, h.dk, h.dv, h.scale, x.q, x.keys, x.values, scores.data(),
-                                 c.out.data + x.row * width);
+                T* out = c.out.data + x.row * width;
+                if constexpr (std::is_same_v<T, float>)
+                    if (x.packed_keys.size()) {  // a cache kept in bfloat16
+                        attend_one_query(heads_, h.dk, h.dv, h.scale, x.q, x.packed_keys, x.packed_values,
+                                         scores.data(), out);
+                        continue;
+                    }
+                attend_one_query(heads_, h.dk, h.dv, h.scale, x.q, x.keys, x.values, scores.data(), out);
             }
         };
         // A row's multiply-adds, on average; split at 2^16 per part (a few dozen rows).
@@ -135,6 +144,10 @@ public:
     // sharing a page add into it in turn).
     template <class T>
     void bwd(const OpCall<T>& c) const {
+        if (source_ == RowSource::pages && key_pages_->storage() != RowStorage::elements)
+            throw UserError(
+                "attention: over pages kept in bfloat16 (a generator's key/value cache) there is no backward; "
+                "keep the rows as the table's own elements to differentiate");
         const std::size_t width = c.out_grad.sample_size();
         each_row(c, [&](const HeadProduct<T>& h, const Operands<T>& x) {
             const std::size_t dq = h.dk * heads_, dvw = h.dv * heads_, n = h.lk;
@@ -179,12 +192,14 @@ private:
     struct Inputs {
         int mask = -1, step_key = -1, step_value = -1, item = -1;
     };
-    // One row's query [heads * dk] and where its keys and values lie.
+    // One row's query [heads * dk] and where its keys and values lie: as T, or (over pages kept in
+    // bfloat16) as bfloat16 in `packed_keys` and `packed_values`, `keys` and `values` then empty.
     template <class T>
     struct Operands {
         std::size_t row;
         const T* q;
         RowView<const T> keys, values;
+        RowView<const std::uint16_t> packed_keys = {}, packed_values = {};
     };
     // The shape rule of the query [D] over one row's keys [Tk, D], values [Tk, Dv] and mask [Tk].
     TypeInfo infer_rows(std::span<const TypeInfo> in) const {
@@ -261,31 +276,54 @@ private:
 
     // each_row's paged form: row r's keys and values are the table rows its page lists name. The
     // lists were checked against their tables' rows when made (once a step for every layer); here
-    // only that they fit these tables and rows, once a call.
+    // only that they fit these tables and rows, once a call. Rows kept in bfloat16 (float only):
+    // the step's own key and value are rounded as the table will keep them, so that a step reads
+    // its own row as the steps after it will.
     template <class T, class F>
     void each_paged_row(const OpCall<T>& c, F&& f) const {
         const View<const T>&q = c.in[0], &k = c.in[1], &v = c.in[2];
         const PageLists &key_pages = *key_pages_, &value_pages = *value_pages_;
         const std::size_t tk = key_pages.length(), dq = q.sample_size(), dk = dq / heads_;
         const std::size_t kw = k.dims[1], vw = v.dims[1], dv = vw / heads_, rows = q.rows();
+        const bool packed = key_pages.storage() == RowStorage::bfloat16;
+        if (value_pages.storage() != key_pages.storage())
+            throw UserError("attention: over pages, the keys' and the values' rows must be stored alike");
+        if (packed && !std::is_same_v<T, float>)
+            throw UserError("attention: over pages kept in bfloat16 the computation is float's, not double's");
+        const std::size_t per = packed ? sizeof(T) / sizeof(std::uint16_t) : 1;  // rows a table's row holds
         if (value_pages.length() != tk || key_pages.rows() != rows || value_pages.rows() != rows ||
-            key_pages.table_rows() > k.dims[0] || value_pages.table_rows() > v.dims[0])
-            throw UserError(
-                "attention: over pages, " + std::to_string(rows) + " queries read " + std::to_string(key_pages.rows()) +
-                " key lists of " + std::to_string(tk) + " rows of " + std::to_string(key_pages.table_rows()) +
-                " (the table holds " + std::to_string(k.dims[0]) + ") and " + std::to_string(value_pages.rows()) +
-                " value lists of " + std::to_string(value_pages.length()) + " rows of " +
-                std::to_string(value_pages.table_rows()) + " (the table holds " + std::to_string(v.dims[0]) + ")");
+            key_pages.table_rows() > k.dims[0] * per || value_pages.table_rows() > v.dims[0] * per)
+            throw UserError("attention: over pages, " + std::to_string(rows) + " queries read " +
+                            std::to_string(key_pages.rows()) + " key lists of " + std::to_string(tk) + " rows of " +
+                            std::to_string(key_pages.table_rows()) + " (the table holds " +
+                            std::to_string(k.dims[0] * per) + ") and " + std::to_string(value_pages.rows()) +
+                            " value lists of " + std::to_string(value_pages.length()) + " rows of " +
+                            std::to_string(value_pages.table_rows()) + " (the table holds " +
+                            std::to_string(v.dims[0] * per) + ")");
         if (tk == 0 && !stepped_) return;
         const T scale = T(1) / std::sqrt(static_cast<T>(dk));
+        // Over bfloat16 rows: each row's own key and value rounded, read until this call's rows are computed.
+        thread_local std::vector<std::uint16_t> own;
+        if (packed && stepped_) own.resize(rows * (kw + vw));
         c.for_each_row([&](std::size_t r) {
-            Operands<T> x{r,
-                          q.data + r * dq,
-                          {k.data, kw, tk, key_pages.of(r).data()},
-                          {v.data, vw, tk, value_pages.of(r).data()}};
-            if (stepped_) {
-                x.keys.last = c.in[in_.step_key].data + (c.in[in_.step_key].dyn ? r * kw : 0);
-                x.values.last = c.in[in_.step_value].data + (c.in[in_.step_value].dyn ? r * vw : 0);
+            Operands<T> x{r, q.data + r * dq, {}, {}};
+            const T* step_key = stepped_ ? c.in[in_.step_key].data + (c.in[in_.step_key].dyn ? r * kw : 0) : nullptr;
+            const T* step_value =
+                stepped_ ? c.in[in_.step_value].data + (c.in[in_.step_value].dyn ? r * vw : 0) : nullptr;
+            if (packed) {
+                const auto* key_rows = reinterpret_cast<const std::uint16_t*>(k.data);
+                const auto* value_rows = reinterpret_cast<const std::uint16_t*>(v.data);
+                x.packed_keys = {key_rows, kw, tk, key_pages.of(r).data()};
+                x.packed_values = {value_rows, vw, tk, value_pages.of(r).data()};
+                if (stepped_) {
+                    std::uint16_t* to = own.data() + r * (kw + vw);
+                    for (std::size_t e = 0; e < kw; ++e) to[e] = bfloat16_bits(static_cast<float>(step_key[e]));
+                    for (std::size_t e = 0; e < vw; ++e) to[kw + e] = bfloat16_bits(static_cast<float>(step_value[e]));
+                    x.packed_keys.last = to, x.packed_values.last = to + kw;
+                }
+            } else {
+                x.keys = {k.data, kw, tk, key_pages.of(r).data(), step_key};
+                x.values = {v.data, vw, tk, value_pages.of(r).data(), step_value};
             }
             f(HeadProduct<T>{1, tk + stepped_, dk, dv, false, scale}, x);
         });

@@ -3,7 +3,11 @@
 // the tables where they lie (graph/ops/attention_memory.cpp); this op's own forward, which copies
 // them, runs only for another reader.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/errors.hpp"
@@ -48,11 +52,24 @@ public:
     template <class T>
     void fwd(const OpCall<T>& c) const {
         const T* table = c.in[0].data;
+        if (pages_->storage() == RowStorage::bfloat16) {  // rows of bfloat16 bits, widened (check: T is float)
+            each_row(c, c.out.data, [&](std::size_t row, T* out, std::size_t width) {
+                for (std::size_t e = 0; e < width; ++e) {
+                    std::uint16_t bits;
+                    std::memcpy(&bits, reinterpret_cast<const char*>(table) + (row * width + e) * sizeof bits,
+                                sizeof bits);
+                    out[e] = std::bit_cast<float>(std::uint32_t{bits} << 16);
+                }
+            });
+            return;
+        }
         each_row(c, c.out.data,
                  [&](std::size_t row, T* out, std::size_t width) { std::copy_n(table + row * width, width, out); });
     }
     template <class T>
     void bwd(const OpCall<T>& c) const {
+        if (pages_->storage() != RowStorage::elements)
+            throw UserError("paged_rows: rows kept in bfloat16 (a generator's key/value cache) have no backward");
         if (!c.in_grad[0]) return;
         T* grad = c.in_grad[0].data;  // the table's values are not kept for backward: rows by number
         each_row(c, c.out_grad.data, [&](std::size_t row, const T* out_grad, std::size_t width) {
@@ -66,10 +83,14 @@ private:
     // only that the table holds those rows and that there is a list per row.
     template <class T>
     void check(const OpCall<T>& c) const {
-        if (pages_->rows() != c.in[1].rows() || pages_->table_rows() > c.in[0].dims[0])
+        const bool packed = pages_->storage() == RowStorage::bfloat16;
+        if (packed && !std::is_same_v<T, float>)
+            throw UserError("paged_rows: rows kept in bfloat16 are read into float values, not double");
+        const std::size_t per = packed ? sizeof(T) / sizeof(std::uint16_t) : 1;  // rows a table's row holds
+        if (pages_->rows() != c.in[1].rows() || pages_->table_rows() > c.in[0].dims[0] * per)
             throw UserError("paged_rows: " + std::to_string(pages_->rows()) + " page lists into " +
                             std::to_string(pages_->table_rows()) + " rows, for " + std::to_string(c.in[1].rows()) +
-                            " rows over a table of " + std::to_string(c.in[0].dims[0]) + " rows");
+                            " rows over a table of " + std::to_string(c.in[0].dims[0] * per) + " rows");
     }
     // f(the table row's number, its place in `out` (the output or its gradient), a row's size) for
     // each page of each row to compute, one row after another (rows sharing a page add into it in

@@ -53,7 +53,8 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
                  top_p: float = 1.0, seed: int = 0, start_symbol: Optional[int] = None,
                  end_symbol: Optional[int] = None, context: Optional[int] = None,
                  on_symbol: Optional[Callable[[int, int], Any]] = None, items: int = 0,
-                 hypotheses: bool = False, keep_symbols: bool = True, weights: str = "float") -> list:
+                 hypotheses: bool = False, keep_symbols: bool = True, weights: str = "float",
+                 cache: str = "float") -> list:
     """Generates after each prompt (a list of id lists, one per item): greedy decoding (the default),
     beam search (beam_width > 1) or sampling (sample=True with temperature, top_k, top_p, seed: item i
     draws from the stream of seed + i). Returns each item's best symbols (a list of id lists), or with
@@ -73,6 +74,8 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
     the rows they multiply rounded, half the bytes) or "int8" (each output column's weights as int8
     times a scale, a quarter of the bytes): faster where generation waits on memory, at a cost in
     quality (the README's lm paragraph measures both); the model's own weights stay float.
+    cache: the precision the key/value cache keeps its rows in, "float" or "bfloat16" (each row
+    rounded as stored: half the bytes the attention reads a step, which bound long contexts).
     """
     if context is None:
         o = self.options
@@ -83,7 +86,8 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
     got = self._generate(ids, int(max_length), beam_width=int(beam_width), sample=bool(sample),
                          temperature=float(temperature), top_k=int(top_k), top_p=float(top_p), seed=int(seed),
                          start_symbol=start_symbol, end_symbol=end_symbol, context=int(context), on_symbol=on_symbol,
-                         items=int(items), keep_symbols=bool(keep_symbols), weights=str(weights))
+                         items=int(items), keep_symbols=bool(keep_symbols), weights=str(weights),
+                         cache=str(cache))
     return got if hypotheses else _best(got)
 
 

@@ -307,17 +307,19 @@ generate draws from it. loom's; CNTK has no Transformer.)doc");
             [](LanguageModel& self, const py::object& prompts, std::size_t max_length, std::size_t beam_width,
                bool sample, double temperature, std::size_t top_k, double top_p, std::uint64_t seed,
                const py::object& start_symbol, const py::object& end_symbol, std::size_t context,
-               const py::object& on_symbol, std::size_t items, bool keep_symbols, const std::string& weights) {
+               const py::object& on_symbol, std::size_t items, bool keep_symbols, const std::string& weights,
+               const std::string& cache) {
                 const auto p = prompts_of(prompts, "TransformerLM.generate");
                 layers::GenerateOptions o =
                     generate_options(max_length, beam_width, sample, temperature, top_k, top_p, seed,
                                      symbol_of(start_symbol, "start_symbol"), symbol_of(end_symbol, "end_symbol"),
                                      context, p.empty() ? items : 0, on_symbol, keep_symbols);
                 o.weights = parse_weight_precision(weights);
+                o.cache = parse_cache_precision(cache);
                 return generated_list(self.generate(o, p));
             },
             py::arg("prompts"), LOOM_GENERATE_ARGS, py::arg("items") = 0, py::arg("keep_symbols") = true,
-            py::arg("weights") = "float");
+            py::arg("weights") = "float", py::arg("cache") = "float");
     lm.attr("__module__") = "loom.layers";
 
     py::class_<EncoderDecoderModel> s2s(

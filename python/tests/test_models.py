@@ -477,6 +477,26 @@ def test_generation_reads_its_weights_in_int8_as_the_weights_put_on_the_int8_gri
         model.generate(prompts, 8, weights="int4")
 
 
+def test_generation_keeps_its_cache_in_bfloat16_when_asked():
+    """cache="bfloat16": every key and value row rounded as stored. Greedy decoding then scores
+    near float's cache (the same model), the log-probabilities moved by the rounding; any other
+    name is refused before any step."""
+    model = C.layers.TransformerLM(V, options())
+    rng = np.random.default_rng(8)
+    for p in model.parameters:
+        p.value = rng.normal(0, 0.5, p.value.shape).astype(np.float32)
+    prompts = [[1, 4, 2, 9, 3], [5], [7, 7]]
+    full = model.generate(prompts, 8, hypotheses=True)
+    half = model.generate(prompts, 8, cache="bfloat16", hypotheses=True)
+    moved = 0.0
+    for a, b in zip(half, full):
+        assert abs(a[0]["log_probability"] - b[0]["log_probability"]) < 0.05 * (1 + abs(b[0]["log_probability"]))
+        moved = max(moved, abs(a[0]["log_probability"] - b[0]["log_probability"]))
+    assert moved > 1e-6
+    with pytest.raises(C.UserError, match="expected float or bfloat16"):
+        model.generate(prompts, 8, cache="int8")
+
+
 def test_two_inter_op_threads_generate_items_in_groups_with_the_same_text(lm):
     """With 2 inter-op threads and 4+ items a thread, items are generated in groups, one per thread:
     the same symbols, on_symbol called with the GIL from either thread, its exception raised here."""

@@ -45,8 +45,9 @@ namespace {
 
 struct Options {
     std::string train_file, eval_file, save, model_file, architecture = "transformer", prompt = "\n";
-    std::string matmul_precision = "medium", weights = "float";
+    std::string matmul_precision = "medium", weights = "float", cache = "float";
     WeightPrecision weight_precision = WeightPrecision::float32;  // --weights, parsed
+    CachePrecision cache_precision = CachePrecision::float32;     // --cache, parsed
     // nanoGPT's CPU configuration (lm::Settings{}) made 1.5 times wider with twice its context and
     // light dropout: what 30 minutes on two cores train best (bench/RESULTS.md tells the others tried).
     lm::Settings sizes{.layers = 4, .heads = 6, .width = 192, .block = 128, .dropout = 0.1};
@@ -201,6 +202,7 @@ void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o, co
     g.context = m.settings.architecture == lm::Architecture::transformer ? m.settings.block : 0;
     g.keep_symbols = false;
     g.weights = o.weight_precision;
+    g.cache = o.cache_precision;
     bool drawing = false;  // the prompt is printed with the first character drawn: a failure prints nothing
     g.on_symbol = [&](std::size_t item, std::size_t symbol) {
         if (item != 0) return;
@@ -216,9 +218,13 @@ void generate(const lm::Model& m, const Alphabet& alphabet, const Options& o, co
     }
     const double secs = seconds_since(start);
     if (::isatty(::fileno(stdout))) std::fputc('\n', stdout);
-    std::fprintf(stderr, "generated: %zu characters in %.3f s, %.1f characters/s (%zu streams, %s weights)\n",
+    // The LSTM has no key/value cache to keep.
+    const std::string cache = m.settings.architecture == lm::Architecture::transformer
+                                  ? std::string(", ") + cache_precision_name(o.cache_precision) + " cache"
+                                  : "";
+    std::fprintf(stderr, "generated: %zu characters in %.3f s, %.1f characters/s (%zu streams, %s weights%s)\n",
                  o.generate * o.streams, secs, static_cast<double>(o.generate * o.streams) / secs, o.streams,
-                 weight_precision_name(o.weight_precision));
+                 weight_precision_name(o.weight_precision), cache.c_str());
 }
 
 // Bytes as a person reads them: 3.3 TB.
@@ -445,6 +451,11 @@ int main(int argc, char** argv) {
                    "(a quarter; training and its held-out scores stay float)")
         ->capture_default_str()
         ->check(CLI::IsMember({"float", "bfloat16", "int8"}));
+    app.add_option("--cache", o.cache,
+                   "the precision --generate keeps the GPT's key/value cache in: float, or bfloat16 (half the bytes "
+                   "read a step, which bound long contexts)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"float", "bfloat16"}));
     samples::add_mpi_timeout(app, o.mpi_timeout);
     samples::MpiJob mpi;  // under mpirun, every process trains on its own windows
     CLI11_PARSE(app, argc, argv);
@@ -499,6 +510,7 @@ int main(int argc, char** argv) {
         set_seed(o.seed);
         set_matmul_precision(parse_matmul_precision(o.matmul_precision));
         o.weight_precision = parse_weight_precision(o.weights);
+        o.cache_precision = parse_cache_precision(o.cache);
         return o.model_file.empty() ? train(o) : use_saved(o);
     } catch (const std::bad_alloc&) {
         std::cerr << "error: out of memory\n";

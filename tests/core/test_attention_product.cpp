@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <random>
 #include <vector>
 
 #include "core/attention_product.hpp"
+#include "core/quantized_gemm.hpp"
 #include "core/row_view.hpp"
 
 namespace {
@@ -86,7 +88,9 @@ TEST_CASE("RowView: rows at a stride, through pages, and a last row of its own")
 
 TEST_CASE("attend_one_query equals a plain loop over rows through pages and a step's own row") {
     // Heads of 16 (the 16-lane path), rows of 256, 288 and 384 (the register blocks of 16 x 16 lanes,
-    // then of 4 x 16 and single blocks) and heads of 5 and 7 (the scalar path), in double and in float.
+    // then of 4 x 16 and single blocks) and heads of 5 and 7 (the scalar path), in double and in float,
+    // and in float over rows kept in bfloat16 (a cache in half the bytes: the expected values then of
+    // the rows rounded so, by formula).
     struct Sizes {
         std::size_t heads, dk, dv;
     };
@@ -108,22 +112,28 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
         const std::size_t lk = 5;  // four through the pages, then the step's own
         // Expected, in double by the formula: per head, softmax(q_h k_j,h / sqrt(dk)) over j, then the sum
         // of the weights times v_j,h.
-        auto key = [&](std::size_t j) { return j < 4 ? key_table.data() + key_pages[j] * kw : own_key.data(); };
-        auto value = [&](std::size_t j) { return j < 4 ? value_table.data() + value_pages[j] * vw : own_value.data(); };
-        std::vector<double> expected(vw, 0.0);
-        for (std::size_t h = 0; h < z.heads; ++h) {
-            std::vector<double> s(lk);
-            double top = -INFINITY, sum = 0;
-            for (std::size_t j = 0; j < lk; ++j) {
-                s[j] = 0;
-                for (std::size_t d = 0; d < z.dk; ++d) s[j] += q[h * z.dk + d] * key(j)[h * z.dk + d];
-                s[j] /= std::sqrt(static_cast<double>(z.dk));
-                top = std::max(top, s[j]);
+        auto expected_of = [&](const std::vector<double>& kt, const std::vector<double>& vt,
+                               const std::vector<double>& ok, const std::vector<double>& ov) {
+            auto key = [&](std::size_t j) { return j < 4 ? kt.data() + key_pages[j] * kw : ok.data(); };
+            auto value = [&](std::size_t j) { return j < 4 ? vt.data() + value_pages[j] * vw : ov.data(); };
+            std::vector<double> expected(vw, 0.0);
+            for (std::size_t h = 0; h < z.heads; ++h) {
+                std::vector<double> s(lk);
+                double top = -INFINITY, sum = 0;
+                for (std::size_t j = 0; j < lk; ++j) {
+                    s[j] = 0;
+                    for (std::size_t d = 0; d < z.dk; ++d) s[j] += q[h * z.dk + d] * key(j)[h * z.dk + d];
+                    s[j] /= std::sqrt(static_cast<double>(z.dk));
+                    top = std::max(top, s[j]);
+                }
+                for (double& x : s) sum += x = std::exp(x - top);
+                for (std::size_t j = 0; j < lk; ++j)
+                    for (std::size_t d = 0; d < z.dv; ++d)
+                        expected[h * z.dv + d] += s[j] / sum * value(j)[h * z.dv + d];
             }
-            for (double& x : s) sum += x = std::exp(x - top);
-            for (std::size_t j = 0; j < lk; ++j)
-                for (std::size_t d = 0; d < z.dv; ++d) expected[h * z.dv + d] += s[j] / sum * value(j)[h * z.dv + d];
-        }
+            return expected;
+        };
+        const std::vector<double> expected = expected_of(key_table, value_table, own_key, own_value);
         auto run = [&]<class T>(T tolerance) {
             auto cast = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
             const std::vector<T> qt = cast(q), kt = cast(key_table), vt = cast(value_table), ok = cast(own_key),
@@ -139,6 +149,34 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
         };
         run(1e-12);
         run(1e-5f);
+        // Rows kept in bfloat16: the bits of each element rounded (to nearest, ties to even), the
+        // step's own row too; the query and the arithmetic float.
+        auto bits = [](const std::vector<double>& v) {
+            std::vector<std::uint16_t> b(v.size());
+            std::transform(v.begin(), v.end(), b.begin(), [](double x) { return loom::bfloat16_bits(float(x)); });
+            return b;
+        };
+        auto rounded = [](const std::vector<double>& v) {
+            std::vector<double> r(v.size());
+            std::transform(v.begin(), v.end(), r.begin(), [](double x) { return loom::round_to_bfloat16(float(x)); });
+            return r;
+        };
+        const std::vector<std::uint16_t> kb = bits(key_table), vb = bits(value_table), okb = bits(own_key),
+                                         ovb = bits(own_value);
+        const std::vector<float> qf(q.begin(), q.end());
+        std::vector<float> p(z.heads * lk), out(vw, -1.0f);
+        loom::attention_detail::attend_one_query<float, std::uint16_t>(
+            z.heads, z.dk, z.dv, 1.0f / std::sqrt(static_cast<float>(z.dk)), qf.data(),
+            RowView<const std::uint16_t>{kb.data(), kw, 4, key_pages, okb.data()},
+            RowView<const std::uint16_t>{vb.data(), vw, 4, value_pages, ovb.data()}, p.data(), out.data());
+        const std::vector<double> over_rounded =
+            expected_of(rounded(key_table), rounded(value_table), rounded(own_key), rounded(own_value));
+        double off_unrounded = 0;  // how far the rounded rows move the output: more than float's error
+        for (std::size_t e = 0; e < vw; ++e) {
+            CHECK(std::abs(static_cast<double>(out[e]) - over_rounded[e]) <= 1e-5 * (1 + std::abs(over_rounded[e])));
+            off_unrounded = std::max(off_unrounded, std::abs(static_cast<double>(out[e]) - expected[e]));
+        }
+        CHECK(off_unrounded > 1e-4);
     }
 }
 

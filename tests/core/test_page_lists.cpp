@@ -12,9 +12,12 @@ TEST_CASE("PageLists: one list per row, each number checked against the table's 
     CHECK(lists.length() == 3);
     CHECK(lists.table_rows() == 6);
     CHECK(std::vector<std::size_t>(lists.of(1).begin(), lists.of(1).end()) == std::vector<std::size_t>{2, 2, 1});
-    // A copy shares the numbers (a step's lists handed to every layer for nothing).
+    // A copy shares the numbers (a step's lists handed to every layer for nothing), and says how the
+    // tables keep their rows: their own elements unless told bfloat16.
     const PageLists copy = lists;
     CHECK(copy.of(0).data() == lists.of(0).data());
+    CHECK(copy.storage() == RowStorage::elements);
+    CHECK(PageLists({1, 0}, 1, 2, RowStorage::bfloat16).storage() == RowStorage::bfloat16);
     // No rows yet (a cache before its first row): lists of length 0.
     CHECK(PageLists({}, 3, 0).length() == 0);
     CHECK(PageLists().rows() == 0);

@@ -6,11 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <xtensor/xview.hpp>
 
 #include "attention_reference.hpp"
+#include "core/quantized_gemm.hpp"
 #include "gradcheck.hpp"
 #include "graph/compile.hpp"
 
@@ -327,6 +330,77 @@ TEST_CASE("attention over pages: the cache read in place equals the cache gather
             CHECK_THROWS_WITH_AS(evaluate({own}, in), doctest::Contains("(the table holds 5)"), UserError);
         }
     }
+}
+
+TEST_CASE("attention over pages kept in bfloat16 equals attention over the rows rounded, the step's own row too") {
+    // A generator's cache in half the bytes (RowStorage::bfloat16): 6 rows of bfloat16 two to a row
+    // of a float table [3, D]. The same attention over float tables holding the rounded rows, with the
+    // step's own key and value rounded by hand, gives the same bits (heads of 16: one path for both);
+    // the rows unrounded give other values. Another reader of the paged keys gets the rounded rows.
+    // Double computations and backward over such rows are refused by name.
+    constexpr std::size_t kw = 32, vw = 32;
+    Variable key_rows = static_input_variable({any_size, kw}, "key_rows");
+    Variable value_rows = static_input_variable({any_size, vw}, "value_rows");
+    Variable query = input_variable({kw}, "query");
+    Variable step_key = input_variable({kw}, "step_key"), step_value = input_variable({vw}, "step_value");
+    const Matrix kt = random_tensor({6, kw}, 41, -2, 2), vt = random_tensor({6, vw}, 42);
+    const Matrix qv = random_rows({kw}, 3, 43, -2, 2), sk = random_rows({kw}, 3, 44, -2, 2),
+                 sv = random_rows({vw}, 3, 45);
+    auto rounded = [](Matrix m) {
+        for (double& x : m) x = round_to_bfloat16(static_cast<float>(x));
+        return m;
+    };
+    // A float table [rows / 2, width] whose storage holds the rows' bfloat16 bits one row after another.
+    auto packed = [](const Matrix& rows) {
+        const std::size_t width = rows.shape()[1];
+        std::vector<std::uint16_t> bits;
+        for (double x : rows) bits.push_back(bfloat16_bits(static_cast<float>(x)));
+        xt::xarray<float> table = xt::zeros<float>({rows.shape()[0] / 2, width});
+        std::memcpy(table.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
+        return Value::tensor(std::move(table));
+    };
+    const std::vector<std::size_t> ids{5, 0, 2, 2, 2, 1, 0, 3, 4};
+    const auto half = std::make_shared<const PageLists>(ids, 3, 6, RowStorage::bfloat16);
+    const auto whole = std::make_shared<const PageLists>(ids, 3, 6);
+    const AttentionOptions o{.heads = 2, .step_key = step_key, .step_value = step_value};
+    const Variable half_keys = paged_rows(key_rows, half, query);
+    const Variable out = attention(query, half_keys, paged_rows(value_rows, half, query), o);
+    const Variable over_rounded =
+        attention(query, paged_rows(key_rows, whole, query), paged_rows(value_rows, whole, query), o);
+    const Variable copied = reduce_sum(half_keys);
+    Bindings in{{key_rows, packed(kt)},
+                {value_rows, packed(vt)},
+                {query, Value::batch(qv)},
+                {step_key, Value::batch(sk)},
+                {step_value, Value::batch(sv)}};
+    const xt::xarray<float> got = evaluate({out}, in, DType::f32)[out].data<float>();
+    const double sum_copied = xt::sum(evaluate({copied}, in, DType::f32)[copied].data<float>())();
+    // The reference: the rounded rows as float elements, the step's own rounded by hand.
+    Bindings reference{{key_rows, Value::tensor(rounded(kt))},
+                       {value_rows, Value::tensor(rounded(vt))},
+                       {query, Value::batch(qv)},
+                       {step_key, Value::batch(rounded(sk))},
+                       {step_value, Value::batch(rounded(sv))}};
+    const xt::xarray<float> want = evaluate({over_rounded}, reference, DType::f32)[over_rounded].data<float>();
+    CHECK(got == want);
+    reference[key_rows] = Value::tensor(kt), reference[value_rows] = Value::tensor(vt);
+    reference[step_key] = Value::batch(sk), reference[step_value] = Value::batch(sv);
+    const xt::xarray<float> unrounded = evaluate({over_rounded}, reference, DType::f32)[over_rounded].data<float>();
+    CHECK(xt::amax(xt::abs(got - unrounded))() > 1e-4);
+    double sum_rounded = 0;
+    const Matrix kr = rounded(kt);
+    for (std::size_t id : ids)
+        for (std::size_t c = 0; c < kw; ++c) sum_rounded += kr(id, c);
+    CHECK(sum_copied == doctest::Approx(sum_rounded).epsilon(1e-5));
+    // More rows than the packed tables hold (7 > 2 x 3 = 6): refused before any row is computed.
+    const auto beyond =
+        std::make_shared<const PageLists>(std::vector<std::size_t>{6, 0, 1}, 3, 7, RowStorage::bfloat16);
+    const Variable too_far =
+        attention(query, paged_rows(key_rows, beyond, query), paged_rows(value_rows, beyond, query), {.heads = 2});
+    CHECK_THROWS_WITH_AS(evaluate({too_far}, in, DType::f32), doctest::Contains("(the table holds 6)"), UserError);
+    CHECK_THROWS_WITH_AS(evaluate({out}, in, DType::f64), doctest::Contains("float's, not double's"), UserError);
+    CHECK_THROWS_WITH_AS(gradients(reduce_sum(out), in, {query}, DType::f32), doctest::Contains("no backward"),
+                         UserError);
 }
 
 TEST_CASE("attention gradients in double on ragged batches: self, causal, cross, over a memory and a cache") {

@@ -4,7 +4,8 @@
 // largest magnitude / 127 as its scale, every weight to the nearest multiple of it); bfloat16 also
 // rounds the rows each weight multiplies, so it is checked for stream invariance and closeness to
 // float. An item alone draws what it draws in a batch at every precision; a double model computes
-// in double whatever the precision asked.
+// in double whatever the precision asked. GenerateOptions::cache keeps the key/value cache in
+// bfloat16: the same checks of stream invariance and closeness.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -65,10 +66,12 @@ const std::vector<std::vector<std::size_t>> prompts{{3, 1, 4}, {1}, {5, 9, 2, 6}
                                                     {8, 9, 7}, {9}, {3, 2, 3, 8}, {4, 6}};
 
 layers::Generated greedy(layers::TransformerLM& lm, WeightPrecision weights,
-                         const std::vector<std::vector<std::size_t>>& items) {
+                         const std::vector<std::vector<std::size_t>>& items,
+                         CachePrecision cache = CachePrecision::float32) {
     layers::Generator generator(lm.decoder(), {});
     layers::GenerateOptions o{.max_length = 14, .start_symbol = 0, .end_symbol = layers::no_symbol};
     o.weights = weights;
+    o.cache = cache;
     return generator.generate(o, {.prompts = items});
 }
 
@@ -147,5 +150,36 @@ TEST_CASE("generation weights: a double model computes in double whatever the pr
             CHECK(got.items[n][0].symbols == full.items[n][0].symbols);
             CHECK(got.items[n][0].log_probability == full.items[n][0].log_probability);
         }
+    }
+}
+
+TEST_CASE("generation cache: kept in bfloat16, an item alone draws what it draws in a batch, near float's") {
+    // GenerateOptions::cache: every key and value row rounded as stored (a double model keeps its
+    // rows whole). Heads of 8: the kernel's element-by-element path; the layers' tests read the
+    // 16-lane one.
+    layers::TransformerLM lm(vocabulary, small_lm());
+    set_parameters(lm.parameters(), 9);
+    const layers::Generated full = greedy(lm, WeightPrecision::float32, prompts);
+    for (WeightPrecision weights : {WeightPrecision::float32, WeightPrecision::int8}) {
+        INFO(weight_precision_name(weights));
+        const layers::Generated batch = greedy(lm, weights, prompts, CachePrecision::bfloat16);
+        double moved = 0;
+        for (std::size_t n = 0; n < prompts.size(); ++n) {
+            INFO("item " << n);
+            const layers::Generated alone = greedy(lm, weights, {prompts[n]}, CachePrecision::bfloat16);
+            CHECK(alone.items[0][0].symbols == batch.items[n][0].symbols);
+            CHECK(alone.items[0][0].log_probability == batch.items[n][0].log_probability);
+            const double off = std::abs(batch.items[n][0].log_probability - full.items[n][0].log_probability);
+            CHECK(off < 0.05 * (1 + std::abs(full.items[n][0].log_probability)));
+            moved = std::max(moved, off);
+        }
+        CHECK(moved > 1e-5);  // the rows were rounded
+    }
+    to_precision(lm.parameters(), DType::f64);
+    const layers::Generated whole = greedy(lm, WeightPrecision::float32, prompts);
+    const layers::Generated asked = greedy(lm, WeightPrecision::float32, prompts, CachePrecision::bfloat16);
+    for (std::size_t n = 0; n < prompts.size(); ++n) {
+        CHECK(asked.items[n][0].symbols == whole.items[n][0].symbols);
+        CHECK(asked.items[n][0].log_probability == whole.items[n][0].log_probability);
     }
 }

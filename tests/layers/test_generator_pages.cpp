@@ -14,6 +14,7 @@
 #include <set>
 #include <vector>
 
+#include "core/quantized_gemm.hpp"
 #include "layers/generator_pages.hpp"
 #include "test_support.hpp"
 
@@ -23,15 +24,23 @@ namespace {
 
 // A step over two states [any, 1], A and B: the logits read every row of both (their sums and their
 // last rows), and the step adds one row to each, a function of the previous symbol. Appended: it
-// returns the new rows; replaced: it returns each state with its new row spliced on.
-layers::Decoder two_growing_states(layers::StateUpdate update) {
-    auto step = [update](const Variable& previous, const std::vector<Variable>& states, const std::vector<Variable>&) {
+// returns the new rows; replaced: it returns each state with its new row spliced on. in_double: the
+// weights a double parameter (the session then computes in double), else a constant (in float).
+layers::Decoder two_growing_states(layers::StateUpdate update, bool in_double = false) {
+    auto step = [update, in_double](const Variable& previous, const std::vector<Variable>& states,
+                                    const std::vector<Variable>&) {
         const Variable& a = states[0];
         const Variable& b = states[1];
         xt::xarray<double> w{{0.7, -0.4, 0.2, 0.9, -0.3}, {-0.5, 0.8, 0.6, -0.2, 0.1}, {0.3, 0.2, -0.9, 0.4, 0.5}};
         const Variable features =
             splice({reshape(reduce_sum(a, 0), {1}), reshape(reduce_sum(b, 0), {1}), previous * 0.1});
-        const Variable logits = times(features, constant(w));
+        Variable weights = constant(w);
+        if (in_double) {
+            const Parameter p = parameter(w, "w");
+            to_precision({p}, DType::f64);
+            weights = p;
+        }
+        const Variable logits = times(features, weights);
         const Variable row_a = reshape(previous * 0.3 + 0.1, {1, 1}), row_b = reshape(previous * -0.2 + 0.05, {1, 1});
         if (update == layers::StateUpdate::append) return layers::DecoderOutput{logits, {row_a, row_b}};
         return layers::DecoderOutput{logits, {splice({a, row_a}, 0), splice({b, row_b}, 0)}};
@@ -47,9 +56,11 @@ Value rows_of(std::size_t items, std::size_t rows, double first) {
 }
 
 // Greedy decoding of that step computed here in plain double (the Generator runs a step without
-// parameters in float): the symbols and the log-probability.
+// parameters in float): the symbols and the log-probability. bfloat16_rows: every row appended is
+// kept rounded to bfloat16 (a cache kept so; the initial rows here are exact in it).
 std::pair<std::vector<std::size_t>, double> greedy_by_hand(std::vector<double> a, std::vector<double> b,
-                                                           std::size_t max_length) {
+                                                           std::size_t max_length, bool bfloat16_rows = false) {
+    auto kept = [&](double x) { return bfloat16_rows ? double(round_to_bfloat16(static_cast<float>(x))) : x; };
     const double w[3][5] = {{0.7, -0.4, 0.2, 0.9, -0.3}, {-0.5, 0.8, 0.6, -0.2, 0.1}, {0.3, 0.2, -0.9, 0.4, 0.5}};
     std::vector<std::size_t> symbols;
     double log_probability = 0, previous = 1;  // the start symbol
@@ -63,7 +74,7 @@ std::pair<std::vector<std::size_t>, double> greedy_by_hand(std::vector<double> a
         double sum = 0;
         for (double l : logits) sum += std::exp(l - logits[best]);
         log_probability += -std::log(sum);
-        a.push_back(previous * 0.3 + 0.1), b.push_back(previous * -0.2 + 0.05);
+        a.push_back(kept(previous * 0.3 + 0.1)), b.push_back(kept(previous * -0.2 + 0.05));
         if (best == 0) break;  // the end symbol
         symbols.push_back(best);
         previous = static_cast<double>(best);
@@ -111,6 +122,32 @@ TEST_CASE("Generator's pages give what copying the states gives, with one page l
                 }
             }
         }
+    }
+}
+
+TEST_CASE("Generator's pages kept in bfloat16: every row rounded as stored, a double session's kept whole") {
+    // GenerateOptions::cache: the rows the step reads back are those it returned, rounded to
+    // bfloat16, which the same decoding by hand with rounded rows gives; they move the
+    // log-probability off the float cache's (so the rounding is seen). A double session keeps its
+    // rows as they are: its hypotheses are those of the float cache.
+    layers::Generator paged(two_growing_states(layers::StateUpdate::append), {});
+    constexpr std::size_t items = 3;
+    const std::vector<Value> initial{rows_of(items, 2, 0.5), rows_of(items, 1, -0.75)};
+    layers::GenerateOptions o{.beam_width = 1, .max_length = 6, .start_symbol = 1, .end_symbol = 0};
+    const auto whole = paged.generate(o, {.initial_states = initial});
+    o.cache = CachePrecision::bfloat16;
+    const auto half = paged.generate(o, {.initial_states = initial});
+    const auto in_double = layers::Generator(two_growing_states(layers::StateUpdate::append, true), {})
+                               .generate(o, {.initial_states = initial});
+    for (std::size_t n = 0; n < items; ++n) {
+        CAPTURE(n);
+        const auto want = greedy_by_hand(column(initial[0], n), column(initial[1], n), 6, true);
+        CHECK(half.items[n][0].symbols == want.first);
+        CHECK(half.items[n][0].log_probability == doctest::Approx(want.second).epsilon(1e-6));
+        CHECK(std::abs(half.items[n][0].log_probability - whole.items[n][0].log_probability) > 1e-5);
+        CHECK(in_double.items[n][0].symbols == whole.items[n][0].symbols);
+        CHECK(in_double.items[n][0].log_probability ==
+              doctest::Approx(greedy_by_hand(column(initial[0], n), column(initial[1], n), 6).second).epsilon(1e-7));
     }
 }
 

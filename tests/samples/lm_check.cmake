@@ -73,6 +73,18 @@ foreach(arch transformer lstm)
     endif()
     list(APPEND drawn_${arch} "${drawn}")
   endforeach()
+  # The GPT's key/value cache in bfloat16: the same length of text, the choice said on stderr.
+  execute_process(COMMAND ${SAMPLE} --model ${dir}/${arch}.loom --generate 40 --prompt "to " --seed 1 --cache bfloat16
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(LENGTH "${out}" length)
+  if(arch STREQUAL "transformer")
+    set(said "float weights, bfloat16 cache\\)")
+  else()
+    set(said "float weights\\)")
+  endif()
+  if(NOT rc EQUAL 0 OR NOT length EQUAL 43 OR NOT err MATCHES "${said}")
+    message(FATAL_ERROR "${arch}: --cache bfloat16: expected 43 characters and '${said}' on stderr (${rc}): '${out}' '${err}'")
+  endif()
   list(GET drawn_${arch} 0 first)
   list(GET drawn_${arch} 1 again)
   list(GET drawn_${arch} 2 other)
@@ -180,6 +192,8 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E copy ${dir}/lstm.loom ${dir}/cut.loo
 file(SIZE ${dir}/lstm.loom size)
 math(EXPR cut "${size} / 2")
 execute_process(COMMAND truncate -s ${cut} ${dir}/cut.loom)
+expect_failure("a cache precision that is none" "--cache: int8 not in"
+  --model ${dir}/transformer.loom --generate 5 --cache int8)
 expect_failure("a model file cut in half" "cut.loom" --model ${dir}/cut.loom --generate 5)
 
 # Files that are no text: a FIFO without a writer (which would block the open forever), a device
