@@ -244,7 +244,7 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     if (o.sample)
         for (std::size_t n = 0; n < items; ++n) streams.emplace_back(o.seed + n);
     Generated generated;
-    if (const std::size_t groups = s.groups_for(items, distinct, initial_states); groups > 1) {
+    if (const std::size_t groups = s.groups_for(items, distinct, initial_states, o.weights); groups > 1) {
         generated = f64 ? s.run_in_groups<double>(groups, o, fed, starts, streams)
                         : s.run_in_groups<float>(groups, o, fed, starts, streams);
     } else if (o.context > 0) {

@@ -77,7 +77,7 @@ struct Generator::State {
     // groups a call's items make (1: the call runs as one batch), and the call run so, each group a
     // search of its own on its own copy of the step (`helpers`, made at the first such call).
     std::size_t groups_for(std::size_t items, const std::vector<Value>& memory_values,
-                           const std::vector<Value>& initial_states) const;
+                           const std::vector<Value>& initial_states, WeightPrecision weights) const;
     template <class T>
     Generated run_in_groups(std::size_t groups, const GenerateOptions& o,
                             const std::vector<std::vector<std::size_t>>& prompts,

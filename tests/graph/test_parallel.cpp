@@ -634,6 +634,35 @@ TEST_CASE("generation in groups of items on 2 threads draws what 1 thread draws,
         }
 }
 
+TEST_CASE("generation in groups: weights from memory and few streams a thread make one group, its products shared") {
+    // 4.7 M parameters: 18.9 MB in float (more than kWeightBytesFromMemory, 16 MiB), 4.7 MB in int8.
+    // Each group calls on_step before each of its passes: groups call it once a pass each.
+    layers::TransformerLM lm(13, {.model_dim = 256,
+                                  .heads = 4,
+                                  .feedforward_dim = 1024,
+                                  .dropout = 0.0,
+                                  .decoder_layers = 6,
+                                  .positions = layers::PositionalEncoding::learned,
+                                  .max_positions = 12,
+                                  .tie_embeddings = true,
+                                  .scale_embedding = false,
+                                  .name = "gpt"});
+    InterOp parallel(2);
+    // The on_step calls of drawing 3 symbols for `items` streams at `weights`.
+    auto steps = [&](std::size_t items, WeightPrecision weights) {
+        layers::GenerateOptions o{.max_length = 3, .start_symbol = 1, .end_symbol = layers::no_symbol};
+        o.weights = weights, o.items = items;
+        std::atomic<int> calls{0};
+        o.on_step = [&](std::size_t) { ++calls; };
+        layers::Generator(lm.decoder(), {}).generate(o);
+        return calls.load();
+    };
+    const int one_group = steps(8, WeightPrecision::float32);  // 4 streams a thread over 18.9 MB
+    CHECK(one_group == 3);
+    CHECK(steps(8, WeightPrecision::int8) == 2 * one_group);      // 4.7 MB, in the last-level cache: groups
+    CHECK(steps(16, WeightPrecision::float32) == 2 * one_group);  // 8 streams a thread reuse each weight
+}
+
 TEST_CASE("generation in groups: a callback's exception in one group stops every group and reaches the caller") {
     layers::TransformerLM lm(13, generation_lm());
     const std::vector<std::vector<std::size_t>> prompts(9, std::vector<std::size_t>{1, 2});
