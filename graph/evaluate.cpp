@@ -42,15 +42,17 @@ std::vector<int> wrt_indices(const Plan& plan, const std::vector<Variable>& wrt,
     return idx;
 }
 
+// The loss's value (taken before backward frees what it no longer needs) and the gradients.
 template <class T>
-ValueMap run_gradients(std::shared_ptr<const Plan> plan, const Bindings& inputs, const std::vector<Variable>& wrt) {
+std::pair<Value, ValueMap> run_gradients(std::shared_ptr<const Plan> plan, const Bindings& inputs,
+                                         const std::vector<Variable>& wrt, const std::string& who) {
     Execution<T> ex(std::move(plan));
-    const auto idx = wrt_indices(ex.plan(), wrt, "gradients");
-    ex.bind(inputs, "gradients");
+    const auto idx = wrt_indices(ex.plan(), wrt, who);
+    ex.bind(inputs, who);
     ex.forward();
+    std::pair<Value, ValueMap> out{ex.value(ex.plan().outputs[0]), {}};
     ex.backward(idx);
-    ValueMap out;
-    for (std::size_t i = 0; i < wrt.size(); ++i) out.insert(wrt[i], ex.gradient(idx[i]));
+    for (std::size_t i = 0; i < wrt.size(); ++i) out.second.insert(wrt[i], ex.gradient(idx[i]));
     return out;
 }
 }  // namespace
@@ -67,9 +69,19 @@ ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vect
                    std::optional<DType> dtype) {
     auto plan = compile({loss});
     const DTypeRequest asked = DTypeRequest::given_or_exact(dtype);
-    return run_dtype(plan_parameters(*plan), inputs, asked, "gradients") == DType::f64
-               ? run_gradients<double>(std::move(plan), inputs, wrt)
-               : run_gradients<float>(std::move(plan), inputs, wrt);
+    return (run_dtype(plan_parameters(*plan), inputs, asked, "gradients") == DType::f64
+                ? run_gradients<double>(std::move(plan), inputs, wrt, "gradients")
+                : run_gradients<float>(std::move(plan), inputs, wrt, "gradients"))
+        .second;
+}
+
+std::pair<Value, ValueMap> value_and_gradients(const Variable& loss, const Bindings& inputs,
+                                               const std::vector<Variable>& wrt, std::optional<DType> dtype) {
+    auto plan = compile({loss});
+    const DTypeRequest asked = DTypeRequest::given_or_exact(dtype);
+    return run_dtype(plan_parameters(*plan), inputs, asked, "value_and_gradients") == DType::f64
+               ? run_gradients<double>(std::move(plan), inputs, wrt, "value_and_gradients")
+               : run_gradients<float>(std::move(plan), inputs, wrt, "value_and_gradients");
 }
 
 std::string GradientReport::str() const {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/value.hpp"
@@ -53,6 +54,13 @@ ValueMap evaluate(const std::vector<Variable>& outputs, const Bindings& inputs,
 /// \param dtype  the element type to compute in (as evaluate's)
 ValueMap gradients(const Variable& loss, const Bindings& inputs, const std::vector<Variable>& wrt,
                    std::optional<DType> dtype = std::nullopt);
+
+/// gradients() and the value of `loss` itself, from the same forward pass (CNTK's
+/// `grad(..., outputs=[f])` returns both): one forward and one backward, not a second forward.
+/// \return the value of `loss` and the gradient of each of `wrt`
+std::pair<Value, ValueMap> value_and_gradients(const Variable& loss, const Bindings& inputs,
+                                               const std::vector<Variable>& wrt,
+                                               std::optional<DType> dtype = std::nullopt);
 
 /// How check_gradients compares.
 struct GradientCheckOptions {

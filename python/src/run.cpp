@@ -3,6 +3,7 @@
 // graph's eval) run meanwhile.
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "bindings.hpp"
 #include "graph/weighted_gradients.hpp"
@@ -131,15 +132,19 @@ py::object eval(const Variable& self, const py::object& arguments, const py::obj
 }
 
 py::object grad(const Variable& self, const py::object& at, const py::object& wrt, const py::object& outputs,
-                const py::object& device, bool as_numpy, const py::object& grad_root) {
+                const py::object&, bool as_numpy, const py::object& grad_root) {
     const Variable root = grad_root.is_none() ? self : grad_root.cast<Variable>();
     std::vector<Variable> wanted = wrt.is_none() ? arguments_of({root}) : variables_of(wrt, "grad", "wrt");
     if (wanted.empty()) throw UserError("grad: nothing to differentiate for (wrt is empty and the graph has no input)");
     const Bindings bindings = bindings_of({root}, at, "grad", {self});
     ValueMap results;
+    Value root_value;  // with outputs: the root's value, from the gradients' own forward pass
     {
         const EngineRun released;
-        results = gradients(root, bindings, wanted);
+        if (outputs.is_none())
+            results = gradients(root, bindings, wanted);
+        else
+            std::tie(root_value, results) = value_and_gradients(root, bindings, wanted);
     }
     py::object grads;
     if (wanted.size() == 1) {
@@ -150,8 +155,25 @@ py::object grad(const Variable& self, const py::object& at, const py::object& wr
         grads = out;
     }
     if (outputs.is_none()) return grads;
-    // CNTK's (gradients, values): the values come from a forward pass of their own.
-    return py::make_tuple(grads, eval(root, at, outputs, device, as_numpy));
+    // CNTK's (gradients, values): the root's value from the same pass; any other output's from a
+    // forward pass of its own.
+    const std::vector<Variable> asked = variables_of(outputs, "grad", "outputs");
+    std::vector<Variable> others;
+    for (const Variable& v : asked)
+        if (resolve(v.node().get()) != resolve(root.node().get())) others.push_back(v);
+    ValueMap values;
+    if (!others.empty()) {
+        const Bindings other_bindings = bindings_of(others, at, "grad", {self});
+        const EngineRun released;
+        values = evaluate(others, other_bindings);
+    }
+    auto value_of = [&](const Variable& v) {
+        return result_of(resolve(v.node().get()) == resolve(root.node().get()) ? root_value : values[v], as_numpy);
+    };
+    if (asked.size() == 1) return py::make_tuple(grads, value_of(asked[0]));
+    py::dict out;
+    for (const Variable& v : asked) out[wrap(v)] = value_of(v);
+    return py::make_tuple(grads, out);
 }
 
 /// `data` as a numpy array of numbers, refused (a UserError starting with `what`) when its dtype is not
