@@ -1,11 +1,12 @@
 // attend_one_query: one query over every head at once (core/attention_product.hpp).
 #include "core/attention_product.hpp"
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <experimental/simd>
 #include <type_traits>
+
+#include "core/quantized_gemm.hpp"
 
 namespace loom::attention_detail {
 
@@ -26,7 +27,7 @@ Lanes load(const T* at) {
 inline float widen(const std::uint16_t* at) {
     std::uint16_t bits;
     std::memcpy(&bits, at, sizeof bits);
-    return std::bit_cast<float>(std::uint32_t{bits} << 16);
+    return widen_bf16(bits);
 }
 template <class T>
 T widen(const T* at) {
@@ -39,7 +40,7 @@ Lanes load(const std::uint16_t* at) {
     std::uint16_t bits[Lanes::size()];
     std::memcpy(bits, at, sizeof bits);
     alignas(64) float wide[Lanes::size()];
-    for (std::size_t i = 0; i < Lanes::size(); ++i) wide[i] = std::bit_cast<float>(std::uint32_t{bits[i]} << 16);
+    for (std::size_t i = 0; i < Lanes::size(); ++i) wide[i] = widen_bf16(bits[i]);
     return Lanes(wide, stdx::vector_aligned);
 }
 

@@ -24,6 +24,12 @@ enum class RowStorage {
     bfloat16,
 };
 
+/// The rows of `storage` that one row of a table of T holds: 1, or (bfloat16) sizeof(T) / 2.
+template <class T>
+constexpr std::size_t rows_per_table_row(RowStorage storage) {
+    return storage == RowStorage::bfloat16 ? sizeof(T) / 2 : 1;
+}
+
 /// `rows()` lists of `length()` row numbers each, every number below `table_rows()`.
 class PageLists {
 public:

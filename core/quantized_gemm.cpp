@@ -51,12 +51,7 @@ std::uint16_t bfloat16_bits(float x) {
     return static_cast<std::uint16_t>(bits >> 16);
 }
 
-float round_to_bfloat16(float x) {
-    const std::uint32_t bits = std::uint32_t{bfloat16_bits(x)} << 16;
-    float out;
-    std::memcpy(&out, &bits, sizeof out);
-    return out;
-}
+float round_to_bfloat16(float x) { return widen_bf16(bfloat16_bits(x)); }
 
 namespace {
 
@@ -81,13 +76,6 @@ void rows_portable(std::size_t m, std::size_t n, std::size_t k, const float* con
             }
         }
     }
-}
-
-float widen_bf16(std::uint16_t bits) {
-    const std::uint32_t wide = std::uint32_t{bits} << 16;
-    float out;
-    std::memcpy(&out, &wide, sizeof out);
-    return out;
 }
 
 // Columns [j0, j1) of the product (j0 a multiple of the panel width) through the kernels of `isa`.

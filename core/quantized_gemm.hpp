@@ -13,6 +13,7 @@
 /// B' the weight as kept (int8: q[p][j] * scale[j], with the scale applied once to each column's
 /// sum) and a' the rows (bfloat16: rounded too; int8: as they are), summed in float. The tests
 /// check it against a double computation over the same rounded operands.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -36,6 +37,8 @@ struct QuantizedWeight {
     }
 };
 
+/// The float a bfloat16 element (its 16 bits) is: exact, as bfloat16 is float's upper half.
+inline float widen_bf16(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t{bits} << 16); }
 /// `x` rounded to bfloat16 (to nearest, ties to even; NaN stays NaN), as a float.
 float round_to_bfloat16(float x);
 /// The bfloat16 bits of round_to_bfloat16(x).

@@ -119,7 +119,7 @@ private:
         if (rows <= capacity_) return;
         const std::size_t capacity = std::max({rows, 2 * capacity_, std::size_t{64}});
         // Rows of bfloat16 two to a row of T's (T is float for them).
-        const std::size_t per = storage_ == RowStorage::bfloat16 ? sizeof(T) / sizeof(std::uint16_t) : 1;
+        const std::size_t per = rows_per_table_row<T>(storage_);
         const std::size_t table_rows = (capacity + per - 1) / per;
         xt::xarray<T> grown = xt::zeros<T>({table_rows, width_});
         if (capacity_) std::memcpy(grown.data(), table_, (capacity_ + per - 1) / per * width_ * sizeof(T));

@@ -290,7 +290,7 @@ private:
             throw UserError("attention: over pages, the keys' and the values' rows must be stored alike");
         if (packed && !std::is_same_v<T, float>)
             throw UserError("attention: over pages kept in bfloat16 the computation is float's, not double's");
-        const std::size_t per = packed ? sizeof(T) / sizeof(std::uint16_t) : 1;  // rows a table's row holds
+        const std::size_t per = rows_per_table_row<T>(key_pages.storage());
         if (value_pages.length() != tk || key_pages.rows() != rows || value_pages.rows() != rows ||
             key_pages.table_rows() > k.dims[0] * per || value_pages.table_rows() > v.dims[0] * per)
             throw UserError("attention: over pages, " + std::to_string(rows) + " queries read " +

@@ -3,7 +3,6 @@
 // the tables where they lie (graph/ops/attention_memory.cpp); this op's own forward, which copies
 // them, runs only for another reader.
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "core/errors.hpp"
+#include "core/quantized_gemm.hpp"
 #include "graph/ops.hpp"
 #include "graph/ops/kinds.hpp"
 
@@ -58,7 +58,7 @@ public:
                     std::uint16_t bits;
                     std::memcpy(&bits, reinterpret_cast<const char*>(table) + (row * width + e) * sizeof bits,
                                 sizeof bits);
-                    out[e] = std::bit_cast<float>(std::uint32_t{bits} << 16);
+                    out[e] = widen_bf16(bits);
                 }
             });
             return;
@@ -86,7 +86,7 @@ private:
         const bool packed = pages_->storage() == RowStorage::bfloat16;
         if (packed && !std::is_same_v<T, float>)
             throw UserError("paged_rows: rows kept in bfloat16 are read into float values, not double");
-        const std::size_t per = packed ? sizeof(T) / sizeof(std::uint16_t) : 1;  // rows a table's row holds
+        const std::size_t per = rows_per_table_row<T>(pages_->storage());
         if (pages_->rows() != c.in[1].rows() || pages_->table_rows() > c.in[0].dims[0] * per)
             throw UserError("paged_rows: " + std::to_string(pages_->rows()) + " page lists into " +
                             std::to_string(pages_->table_rows()) + " rows, for " + std::to_string(c.in[1].rows()) +
