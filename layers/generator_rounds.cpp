@@ -19,6 +19,8 @@ Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_value
                                           const std::vector<std::size_t>& starts,
                                           std::vector<search::SymbolStream>& streams) {
     const std::size_t items = starts.size();
+    // Every round's passes read the weights packed once (a search of its own would pack them anew).
+    const generation::FixedParameters fixed(*session, o.weights);
     const bool own_start = o.start_symbol != no_symbol;  // every round starts with it
     std::vector<std::vector<std::size_t>> text(items);
     for (std::size_t n = 0; n < items; ++n) {

@@ -88,13 +88,18 @@ struct Generator::State {
 namespace generation {
 
 // A session's parameters fixed while it lives (Session::set_parameters_fixed), its fixed
-// products reading their weights in `weights`.
+// products reading their weights in `weights`; nothing where they are fixed already (the rounds
+// past the context fix them once for all their searches, which then read the same packed weights).
 struct FixedParameters {
     Session& s;
-    explicit FixedParameters(Session& session, WeightPrecision weights = WeightPrecision::float32) : s(session) {
-        s.set_parameters_fixed(true, weights);
+    const bool mine;
+    explicit FixedParameters(Session& session, WeightPrecision weights = WeightPrecision::float32)
+        : s(session), mine(!session.parameters_fixed()) {
+        if (mine) s.set_parameters_fixed(true, weights);
     }
-    ~FixedParameters() { s.set_parameters_fixed(false); }
+    ~FixedParameters() {
+        if (mine) s.set_parameters_fixed(false);
+    }
     FixedParameters(const FixedParameters&) = delete;
     FixedParameters& operator=(const FixedParameters&) = delete;
 };

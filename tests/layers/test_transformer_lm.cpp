@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/packed_gemm.hpp"
 #include "gradcheck.hpp"
 #include "test_support.hpp"
 
@@ -273,6 +274,41 @@ TEST_CASE("Generator with a context starts each item over from its last half, as
     beams.beam_width = 2;
     CHECK_THROWS_WITH_AS(generator.generate(beams, {.prompts = prompts}),
                          doctest::Contains("context 6 with beam_width 2"), UserError);
+}
+
+TEST_CASE("Generator with a context packs the step's weights once for all its rounds") {
+    // Seen by breaking set_parameters_fixed's promise on purpose: the products' weights are negated
+    // as the second round starts. The rounds read the weights packed for the first, so the text is
+    // the unchanged model's, while the model negated from the start draws another.
+    if (!packed_gemm_vectorized()) return;  // the portable kernels pack nothing
+    layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
+    to_precision(lm.parameters(), DType::f64);
+    perturb(lm.parameters(), 25);
+    const auto negate_products = [&] {  // q, k, v, the attention's output and the feed-forward's two
+        for (const Parameter& p : lm.parameters())
+            if (p.shape().rank() == 2 && (p.shape()[0] == 8 || p.shape()[0] == 16))
+                for (double& x : p.data<double>()) x = -x;
+    };
+    layers::Generator generator(lm.decoder(), {});
+    layers::GenerateOptions o{
+        .max_length = 20, .start_symbol = layers::no_symbol, .end_symbol = layers::no_symbol, .context = 6};
+    const std::vector<std::vector<std::size_t>> prompts{{3, 1}, {5}, {0, 6, 2}};
+    const layers::Generated before = generator.generate(o, {.prompts = prompts});
+    std::size_t rounds = 0;
+    o.on_step = [&](std::size_t pass) {
+        if (pass == 0 && ++rounds == 2) negate_products();
+    };
+    const layers::Generated changed = generator.generate(o, {.prompts = prompts});
+    CHECK(rounds >= 4);
+    o.on_step = nullptr;
+    const layers::Generated negated = generator.generate(o, {.prompts = prompts});
+    std::size_t differ = 0;
+    for (std::size_t n = 0; n < prompts.size(); ++n) {
+        INFO("item " << n);
+        CHECK(changed.items[n][0].symbols == before.items[n][0].symbols);
+        differ += negated.items[n][0].symbols != before.items[n][0].symbols;
+    }
+    CHECK(differ > 0);
 }
 
 TEST_CASE("Generator with keep_symbols false streams the same text and keeps only the last context symbols") {
