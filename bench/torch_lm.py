@@ -26,7 +26,8 @@ Models (sizes are the options; the defaults are nanoGPT's CPU configuration):
     output projections of each block (attention and mlp) normal 0.02 / sqrt(2 layers), biases 0,
     LayerNorms 1 and 0 (eps 1e-5).
   * lstm: char-rnn's model with an embedding: embedding [V, D], nn.LSTM(D, D, --layers) with
-    dropout between layers, Linear(D, V). Init as char-rnn: every parameter uniform(-0.08, 0.08),
+    dropout between layers and on the last layer's output (char-rnn's and loom's placement: after
+    every layer), Linear(D, V). Init as char-rnn: every parameter uniform(-0.08, 0.08),
     then the forget gates' bias 1.
 
 Training. The loss is the mean cross-entropy (nats) of an iteration's batch x block predictions.
@@ -365,6 +366,7 @@ class CharLSTM(nn.Module):
         self.vocab, self.layers, self.width = vocab, layers, width
         self.embedding = nn.Embedding(vocab, width)
         self.lstm = nn.LSTM(width, width, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
+        self.top_dropout = nn.Dropout(dropout)  # nn.LSTM drops between its layers only
         self.head = nn.Linear(width, vocab)
         with torch.no_grad():
             for p in self.parameters():
@@ -380,7 +382,7 @@ class CharLSTM(nn.Module):
     def forward(self, idx, state):
         """Logits [B, T, V] of ids [B, T] from state (h, c); and the state after them."""
         out, state = self.lstm(self.embedding(idx), state)
-        return self.head(out), state
+        return self.head(self.top_dropout(out)), state
 
 
 class LSTMCache:
