@@ -6,7 +6,9 @@
 //   lm --model M.loom --generate 300 --prompt ROMEO: --temperature 0.8 --seed 1
 //   lm --model M.loom --eval FILE                         nats (and bits) per character
 //   lm --model M.loom --generate 300 --weights int8       a quarter of the bytes read per character
-//   lm --train train.txt --architecture lstm ...          char-rnn's model instead of a GPT
+//   lm --train train.txt --architecture lstm ...          char-rnn's model instead of a GPT; what 30 minutes
+//                                                         on 2 threads train best on unseen plays with
+//                                                         --width 512 --dropout 0.25 (bench/RESULTS.md)
 //
 // The last --holdout part of the training text is never trained on: it is scored during and after
 // training. It estimates new text where it holds documents the rest lacks (Tiny Shakespeare: hold
