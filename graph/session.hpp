@@ -159,8 +159,6 @@ public:
     /// per-step products read half or a quarter of the bytes; their values are those of the rounded
     /// weights (GenerateOptions::weights). Products inside loops and attention's own read float.
     void set_parameters_fixed(bool fixed, WeightPrecision weights = WeightPrecision::float32);
-    /// Whether set_parameters_fixed(true) holds.
-    bool parameters_fixed() const { return parameters_fixed_; }
     /// The precision set_parameters_fixed set (float32 while the parameters are not fixed).
     WeightPrecision fixed_weights() const { return parameters_fixed_ ? fixed_weights_ : WeightPrecision::float32; }
 

@@ -247,13 +247,9 @@ Generated Generator::generate(const std::vector<Value>& memory, const GenerateOp
     if (const std::size_t groups = s.groups_for(items, distinct, initial_states, o.weights); groups > 1) {
         generated = f64 ? s.run_in_groups<double>(groups, o, fed, starts, streams)
                         : s.run_in_groups<float>(groups, o, fed, starts, streams);
-    } else if (o.context > 0) {
-        generated = f64 ? s.run_in_rounds<double>(distinct, o, initial_states, fed, starts, streams)
-                        : s.run_in_rounds<float>(distinct, o, initial_states, fed, starts, streams);
     } else {
-        const std::vector<std::size_t> lengths(items, o.max_length);
-        generated = f64 ? s.run<double>(distinct, o, initial_states, fed, starts, lengths, streams)
-                        : s.run<float>(distinct, o, initial_states, fed, starts, lengths, streams);
+        generated = f64 ? s.generate_items<double>(distinct, o, initial_states, fed, starts, streams)
+                        : s.generate_items<float>(distinct, o, initial_states, fed, starts, streams);
     }
     for (auto& item : generated.items)  // keep_symbols false: the last symbols_kept(o) exactly
         for (Hypothesis& h : item) search::forget_old(h.symbols, o, true);

@@ -92,12 +92,7 @@ Generated Generator::State::run_in_groups(std::size_t groups, const GenerateOpti
         const std::vector<std::size_t> my_starts = at(starts);
         std::vector<search::SymbolStream> my_streams = at(streams);
         try {
-            if (o.context > 0) {
-                parts[g] = s.run_in_rounds<T>({}, mine, {}, my_prompts, my_starts, my_streams);
-            } else {
-                const std::vector<std::size_t> lengths(end - begin, o.max_length);
-                parts[g] = s.run<T>({}, mine, {}, my_prompts, my_starts, lengths, my_streams);
-            }
+            parts[g] = s.generate_items<T>({}, mine, {}, my_prompts, my_starts, my_streams);
         } catch (const Stopped&) {
         } catch (...) {
             const std::lock_guard<std::mutex> one(calls);

@@ -1,5 +1,6 @@
 // The Generator's rounds past the context (GenerateOptions::context): searches of
-// layers/generator_search.cpp, each item's text cropped between them.
+// layers/generator_search.cpp, each item's text cropped between them; and the choice of rounds or
+// one search, with the weights packed once for either.
 #include <algorithm>
 #include <vector>
 
@@ -19,8 +20,6 @@ Generated Generator::State::run_in_rounds(const std::vector<Value>& memory_value
                                           const std::vector<std::size_t>& starts,
                                           std::vector<search::SymbolStream>& streams) {
     const std::size_t items = starts.size();
-    // Every round's passes read the weights packed once (a search of its own would pack them anew).
-    const generation::FixedParameters fixed(*session, o.weights);
     const bool own_start = o.start_symbol != no_symbol;  // every round starts with it
     std::vector<std::vector<std::size_t>> text(items);
     for (std::size_t n = 0; n < items; ++n) {
@@ -84,5 +83,30 @@ template Generated Generator::State::run_in_rounds<double>(const std::vector<Val
                                                            const std::vector<std::vector<std::size_t>>&,
                                                            const std::vector<std::size_t>&,
                                                            std::vector<search::SymbolStream>&);
+
+// The parameters do not change during a call: every pass of every round reads the weights packed
+// once, in the precision asked for (each round fixing them anew would pack them again).
+template <class T>
+Generated Generator::State::generate_items(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                                           const std::vector<Value>& initial_states,
+                                           const std::vector<std::vector<std::size_t>>& prompts,
+                                           const std::vector<std::size_t>& starts,
+                                           std::vector<search::SymbolStream>& streams) {
+    const generation::FixedParameters fixed(*session, o.weights);
+    if (o.context > 0) return run_in_rounds<T>(memory_values, o, initial_states, prompts, starts, streams);
+    const std::vector<std::size_t> lengths(starts.size(), o.max_length);
+    return run<T>(memory_values, o, initial_states, prompts, starts, lengths, streams);
+}
+
+template Generated Generator::State::generate_items<float>(const std::vector<Value>&, const GenerateOptions&,
+                                                           const std::vector<Value>&,
+                                                           const std::vector<std::vector<std::size_t>>&,
+                                                           const std::vector<std::size_t>&,
+                                                           std::vector<search::SymbolStream>&);
+template Generated Generator::State::generate_items<double>(const std::vector<Value>&, const GenerateOptions&,
+                                                            const std::vector<Value>&,
+                                                            const std::vector<std::vector<std::size_t>>&,
+                                                            const std::vector<std::size_t>&,
+                                                            std::vector<search::SymbolStream>&);
 
 }  // namespace loom::layers

@@ -15,7 +15,6 @@
 
 namespace loom::layers {
 
-using generation::FixedParameters;
 using generation::PageList;
 using generation::PageTable;
 using generation::PassRows;
@@ -179,9 +178,6 @@ Generated Generator::State::run(const std::vector<Value>& memory_values, const G
                                 const std::vector<std::size_t>& starts, const std::vector<std::size_t>& lengths,
                                 std::vector<search::SymbolStream>& streams) {
     const std::size_t items = starts.size();
-    // The parameters do not change during a decoding: every pass reads the weights packed once, in
-    // the precision asked for.
-    FixedParameters fixed(*session, o.weights);
     std::vector<Beam> beams(items);
     std::size_t passes = 0;
     for (std::size_t n = 0; n < items; ++n) {

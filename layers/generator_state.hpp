@@ -58,6 +58,13 @@ struct Generator::State {
     std::size_t items_of(const std::vector<Value>& memory_values, const GenerateOptions& o,
                          const std::vector<Value>& initial_states, const std::vector<std::vector<std::size_t>>& prompts,
                          const std::string& who) const;
+    // A call's items generated: in rounds (run_in_rounds) where o.context is set, else one run()
+    // of o.max_length symbols each; the step's parameters fixed, its weights packed, once for all.
+    template <class T>
+    Generated generate_items(const std::vector<Value>& memory_values, const GenerateOptions& o,
+                             const std::vector<Value>& initial_states,
+                             const std::vector<std::vector<std::size_t>>& prompts,
+                             const std::vector<std::size_t>& starts, std::vector<search::SymbolStream>& streams);
     // One search over every item: `starts` each item's first symbol, `lengths` how many symbols it
     // draws (0: it sits this one out), `streams` each item's random stream when sampling.
     template <class T>
@@ -88,18 +95,13 @@ struct Generator::State {
 namespace generation {
 
 // A session's parameters fixed while it lives (Session::set_parameters_fixed), its fixed
-// products reading their weights in `weights`; nothing where they are fixed already (the rounds
-// past the context fix them once for all their searches, which then read the same packed weights).
+// products reading their weights in `weights`.
 struct FixedParameters {
     Session& s;
-    const bool mine;
-    explicit FixedParameters(Session& session, WeightPrecision weights = WeightPrecision::float32)
-        : s(session), mine(!session.parameters_fixed()) {
-        if (mine) s.set_parameters_fixed(true, weights);
+    explicit FixedParameters(Session& session, WeightPrecision weights = WeightPrecision::float32) : s(session) {
+        s.set_parameters_fixed(true, weights);
     }
-    ~FixedParameters() {
-        if (mine) s.set_parameters_fixed(false);
-    }
+    ~FixedParameters() { s.set_parameters_fixed(false); }
     FixedParameters(const FixedParameters&) = delete;
     FixedParameters& operator=(const FixedParameters&) = delete;
 };
