@@ -34,35 +34,89 @@ T widen(const T* at) {
     return *at;
 }
 
-// Lanes of bfloat16 elements, each widened to float as it is loaded.
+// Lanes of bfloat16 elements, each widened to float as it is loaded: the 16 bits moved to the top
+// of a 32-bit lane are the float (bfloat16 is float's upper half).
 template <class Lanes>
-Lanes load(const std::uint16_t* at) {
+[[gnu::always_inline]] inline Lanes load(const std::uint16_t* at) {
+    using Wide = stdx::fixed_size_simd<std::uint32_t, Lanes::size()>;
     std::uint16_t bits[Lanes::size()];
     std::memcpy(bits, at, sizeof bits);
-    alignas(64) float wide[Lanes::size()];
-    for (std::size_t i = 0; i < Lanes::size(); ++i) wide[i] = widen_bf16(bits[i]);
-    return Lanes(wide, stdx::vector_aligned);
+    const Wide wide([&](auto i) { return std::uint32_t{bits[i]} << 16; });
+    return stdx::__proposed::simd_bit_cast<Lanes>(wide);
 }
 
-// Rows this far ahead are fetched into cache while this one is read: a generator's cache rows lie
-// wherever its pages put them (a stream's keys one row of each stream apart), where the hardware's
-// prefetchers, which follow addresses a step apart within a page, do not look.
+// Rows this far ahead are fetched into cache while this one is read, where they do not follow the
+// row before them: a generator's cache rows lie in runs (pages), one after another within a run,
+// where the hardware's prefetchers find them (fetching every row by hand measured slower), and
+// wherever the page lists put the runs, where they do not look.
 constexpr std::size_t kRowsAhead = 8;
 
-// Blocks of 16 lanes the weighted values are summed in at once: with 32 vector registers (AVX-512)
-// a whole row of 4 heads of 64, so the values are read in one pass over the keys; with 16 (AVX2,
-// where a block takes two) 4 blocks, more of which would spill.
+// Vectors of 16 lanes the weighted values are summed in at once, in registers: with 32 of them
+// (AVX-512) 16, four heads of 64; with 16 (AVX2, where a vector takes two) 4.
 #if defined(__AVX512F__)
-constexpr std::size_t kBlocks = 16;
+constexpr std::size_t kSums = 16;
 #else
-constexpr std::size_t kBlocks = 4;
+constexpr std::size_t kSums = 4;
 #endif
-// What is left of a row then goes 4 blocks at a time, then one.
 
-// Asks for the cache lines of `bytes` bytes from `at` (a hint: no fault, no wait).
-inline void fetch(const void* at, std::size_t bytes) {
-    const char* c = static_cast<const char*>(at);
+// Asks for the cache lines of `bytes` bytes from row j + kRowsAhead (its elements from `at`) when
+// it does not follow row j + kRowsAhead - 1 (a hint: no fault, no wait).
+template <class S>
+void fetch_ahead(const RowView<const S>& rows, std::size_t j, std::size_t at, std::size_t bytes) {
+    const std::size_t ahead = j + kRowsAhead;
+    if (ahead >= rows.size() || rows[ahead] == rows[ahead - 1] + rows.stride) return;
+    const char* c = reinterpret_cast<const char*>(rows[ahead] + at);
     for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
+}
+
+// o's heads [h0, h0 + G) (dv = C vectors each): the weighted sum of the values' rows, p's row of
+// each head giving the weights; G * C sums in registers over one pass of the rows.
+template <std::size_t G, std::size_t C, class Lanes, class T, class S>
+[[gnu::noinline]] void weighted_values(std::size_t h0, std::size_t lk, const T* p, const RowView<const S>& values, T* o) {
+    constexpr std::size_t lanes = Lanes::size(), dv = C * lanes;
+    Lanes sum[G][C] = {};
+    for (std::size_t j = 0; j < lk; ++j) {
+        const S* v = values[j] + h0 * dv;
+        fetch_ahead(values, j, h0 * dv, G * dv * sizeof(S));
+#pragma GCC unroll 16
+        for (std::size_t g = 0; g < G; ++g) {
+            const Lanes w(p[(h0 + g) * lk + j]);
+#pragma GCC unroll 16
+            for (std::size_t c = 0; c < C; ++c) sum[g][c] += w * load<Lanes>(v + g * dv + c * lanes);
+        }
+    }
+    for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t c = 0; c < C; ++c) sum[g][c].copy_to(o + (h0 + g) * dv + c * lanes, stdx::element_aligned);
+}
+
+// Each head's scaled dot products of q with the keys' rows into p [heads, lk], dk = C vectors a
+// head: 16 lanes of products summed in k order, then reduced in a tree.
+template <std::size_t C, class Lanes, class T, class S>
+[[gnu::noinline]] void key_scores(std::size_t heads, std::size_t lk, T scale, const T* q, const RowView<const S>& keys,
+                                  T* p) {
+    constexpr std::size_t lanes = Lanes::size(), dk = C * lanes;
+    for (std::size_t j = 0; j < lk; ++j) {
+        const S* key = keys[j];
+        fetch_ahead(keys, j, 0, heads * dk * sizeof(S));
+        for (std::size_t head = 0; head < heads; ++head) {
+            const T* qh = q + head * dk;
+            const S* kh = key + head * dk;
+            Lanes sum = load<Lanes>(qh) * load<Lanes>(kh);
+#pragma GCC unroll 16
+            for (std::size_t c = 1; c < C; ++c) sum += load<Lanes>(qh + c * lanes) * load<Lanes>(kh + c * lanes);
+            p[head * lk + j] = scale * stdx::reduce(sum);
+        }
+    }
+}
+
+// Every head's weighted values, C vectors a head: as many heads at a time as kSums holds, then the
+// rest by ones.
+template <std::size_t C, class Lanes, class T, class S>
+void all_weighted_values(std::size_t heads, std::size_t lk, const T* p, const RowView<const S>& values, T* o) {
+    constexpr std::size_t group = kSums / C > 0 ? kSums / C : 1;
+    std::size_t h = 0;
+    for (; h + group <= heads; h += group) weighted_values<group, C, Lanes>(h, lk, p, values, o);
+    for (; h < heads; ++h) weighted_values<1, C, Lanes>(h, lk, p, values, o);
 }
 
 }  // namespace
@@ -73,52 +127,48 @@ void attend_one_query(std::size_t heads, std::size_t dk, std::size_t dv, T scale
     using Lanes = stdx::fixed_size_simd<T, 16>;
     constexpr std::size_t lanes = Lanes::size();
     const std::size_t lk = keys.size();
-    for (std::size_t j = 0; j < lk; ++j) {
-        const S* key = keys[j];
-        if (j + kRowsAhead < lk) fetch(keys[j + kRowsAhead], heads * dk * sizeof(S));
-        for (std::size_t head = 0; head < heads; ++head) {
-            const T* qh = q + head * dk;
-            const S* kh = key + head * dk;
-            T dot;
-            if (dk % lanes == 0) {
-                Lanes sum = load<Lanes>(qh) * load<Lanes>(kh);
-                for (std::size_t c = lanes; c < dk; c += lanes) sum += load<Lanes>(qh + c) * load<Lanes>(kh + c);
-                dot = stdx::reduce(sum);
-            } else {
-                dot = 0;
-                if constexpr (std::is_same_v<S, T>)
-                    dot = fast::dot(qh, kh, dk);
-                else
-                    for (std::size_t c = 0; c < dk; ++c) dot += qh[c] * widen(kh + c);
-            }
-            p[head * lk + j] = scale * dot;
-        }
+    // Heads of 16 to 128 elements, a multiple of 16, go through the kernels above, sized when
+    // compiled; others through plain loops.
+    auto vectors = [&](std::size_t size) { return size % lanes == 0 ? size / lanes : 0; };
+    switch (vectors(dk)) {
+        case 1: key_scores<1, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 2: key_scores<2, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 3: key_scores<3, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 4: key_scores<4, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 5: key_scores<5, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 6: key_scores<6, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 7: key_scores<7, Lanes>(heads, lk, scale, q, keys, p); break;
+        case 8: key_scores<8, Lanes>(heads, lk, scale, q, keys, p); break;
+        default:
+            for (std::size_t j = 0; j < lk; ++j)
+                for (std::size_t head = 0; head < heads; ++head) {
+                    const T* qh = q + head * dk;
+                    const S* kh = keys[j] + head * dk;
+                    T dot = 0;
+                    if constexpr (std::is_same_v<S, T>)
+                        dot = fast::dot(qh, kh, dk);
+                    else
+                        for (std::size_t c = 0; c < dk; ++c) dot += qh[c] * widen(kh + c);
+                    p[head * lk + j] = scale * dot;
+                }
     }
     softmax_rows(p, heads, lk, [&](std::size_t) { return lk; });  // a row of scores per head
-    const std::size_t width = heads * dv;
-    std::size_t e = 0;
-    // Elements [at, at + B * lanes), each block of lanes within one head.
-    auto blocks = [&]<std::size_t B>(std::size_t at) {
-        Lanes sum[B] = {};
-        const T* w[B];
-        for (std::size_t b = 0; b < B; ++b) w[b] = p + (at + b * lanes) / dv * lk;
-        for (std::size_t j = 0; j < lk; ++j) {
-            const S* v = values[j] + at;
-            if (j + kRowsAhead < lk) fetch(values[j + kRowsAhead] + at, B * lanes * sizeof(S));
-            for (std::size_t b = 0; b < B; ++b) sum[b] += w[b][j] * load<Lanes>(v + b * lanes);
-        }
-        for (std::size_t b = 0; b < B; ++b) sum[b].copy_to(o + at + b * lanes, stdx::element_aligned);
-    };
-    if (dv % lanes == 0) {
-        for (; e + kBlocks * lanes <= width; e += kBlocks * lanes) blocks.template operator()<kBlocks>(e);
-        for (; e + 4 * lanes <= width; e += 4 * lanes) blocks.template operator()<4>(e);
-        for (; e < width; e += lanes) blocks.template operator()<1>(e);
-    }
-    for (; e < width; ++e) {
-        const T* w = p + e / dv * lk;
-        T sum = 0;
-        for (std::size_t j = 0; j < lk; ++j) sum += w[j] * widen(values[j] + e);
-        o[e] = sum;
+    switch (vectors(dv)) {
+        case 1: return all_weighted_values<1, Lanes>(heads, lk, p, values, o);
+        case 2: return all_weighted_values<2, Lanes>(heads, lk, p, values, o);
+        case 3: return all_weighted_values<3, Lanes>(heads, lk, p, values, o);
+        case 4: return all_weighted_values<4, Lanes>(heads, lk, p, values, o);
+        case 5: return all_weighted_values<5, Lanes>(heads, lk, p, values, o);
+        case 6: return all_weighted_values<6, Lanes>(heads, lk, p, values, o);
+        case 7: return all_weighted_values<7, Lanes>(heads, lk, p, values, o);
+        case 8: return all_weighted_values<8, Lanes>(heads, lk, p, values, o);
+        default:
+            for (std::size_t e = 0; e < heads * dv; ++e) {
+                const T* w = p + e / dv * lk;
+                T sum = 0;
+                for (std::size_t j = 0; j < lk; ++j) sum += w[j] * widen(values[j] + e);
+                o[e] = sum;
+            }
     }
 }
 

@@ -87,18 +87,21 @@ TEST_CASE("RowView: rows at a stride, through pages, and a last row of its own")
 }
 
 TEST_CASE("attend_one_query equals a plain loop over rows through pages and a step's own row") {
-    // Heads of 16 (the 16-lane path), rows of 256, 288 and 384 (the register blocks of 16 x 16 lanes,
-    // then of 4 x 16 and single blocks) and heads of 5 and 7 (the scalar path), in double and in float,
-    // and in float over rows kept in bfloat16 (a cache in half the bytes: the expected values then of
-    // the rows rounded so, by formula).
+    // Heads of 16 to 128 elements (the kernels sized when compiled: 1, 2, 3, 4 and 8 vectors of 16
+    // lanes a head, heads summed in groups and then by ones, as many groups as there are), and heads
+    // of 5 and 7 (the plain loops), in double and in float, and in float over rows kept in bfloat16
+    // (a cache in half the bytes: the expected values then of the rows rounded so, by formula). The
+    // pages hold runs of rows one after another and jumps between them (rows fetched ahead where
+    // they do not follow the one before).
     struct Sizes {
         std::size_t heads, dk, dv;
     };
     for (const Sizes z :
-         {Sizes{2, 16, 16}, Sizes{3, 5, 7}, Sizes{1, 32, 80}, Sizes{4, 64, 64}, Sizes{2, 32, 144}, Sizes{6, 64, 64}}) {
+         {Sizes{2, 16, 16}, Sizes{3, 5, 7}, Sizes{1, 32, 80}, Sizes{4, 64, 64}, Sizes{2, 32, 144}, Sizes{6, 64, 64},
+          Sizes{3, 128, 48}, Sizes{5, 16, 128}}) {
         CAPTURE(z.heads);
         CAPTURE(z.dk);
-        const std::size_t kw = z.heads * z.dk, vw = z.heads * z.dv, rows = 6;
+        const std::size_t kw = z.heads * z.dk, vw = z.heads * z.dv, rows = 24;
         std::mt19937 rng(7);
         std::normal_distribution<double> normal;
         auto draw = [&](std::size_t n) {
@@ -108,14 +111,15 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
         };
         const std::vector<double> q = draw(kw), key_table = draw(rows * kw), value_table = draw(rows * vw);
         const std::vector<double> own_key = draw(kw), own_value = draw(vw);
-        const std::size_t key_pages[] = {5, 2, 2, 0}, value_pages[] = {1, 4, 3, 0};
-        const std::size_t lk = 5;  // four through the pages, then the step's own
+        const std::size_t key_pages[] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 2, 2, 20, 21, 22, 23, 0, 1, 2, 14, 15};
+        const std::size_t value_pages[] = {1, 4, 3, 0, 16, 17, 18, 19, 20, 21, 22, 23, 5, 6, 7, 8, 9, 10, 11, 12};
+        const std::size_t paged = std::size(key_pages), lk = paged + 1;  // through the pages, then the step's own
         // Expected, in double by the formula: per head, softmax(q_h k_j,h / sqrt(dk)) over j, then the sum
         // of the weights times v_j,h.
         auto expected_of = [&](const std::vector<double>& kt, const std::vector<double>& vt,
                                const std::vector<double>& ok, const std::vector<double>& ov) {
-            auto key = [&](std::size_t j) { return j < 4 ? kt.data() + key_pages[j] * kw : ok.data(); };
-            auto value = [&](std::size_t j) { return j < 4 ? vt.data() + value_pages[j] * vw : ov.data(); };
+            auto key = [&](std::size_t j) { return j < paged ? kt.data() + key_pages[j] * kw : ok.data(); };
+            auto value = [&](std::size_t j) { return j < paged ? vt.data() + value_pages[j] * vw : ov.data(); };
             std::vector<double> expected(vw, 0.0);
             for (std::size_t h = 0; h < z.heads; ++h) {
                 std::vector<double> s(lk);
@@ -141,8 +145,8 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
             std::vector<T> p(z.heads * lk), out(vw, T(-1));
             loom::attention_detail::attend_one_query<T>(
                 z.heads, z.dk, z.dv, T(1) / std::sqrt(static_cast<T>(z.dk)), qt.data(),
-                RowView<const T>{kt.data(), kw, 4, key_pages, ok.data()},
-                RowView<const T>{vt.data(), vw, 4, value_pages, ov.data()}, p.data(), out.data());
+                RowView<const T>{kt.data(), kw, paged, key_pages, ok.data()},
+                RowView<const T>{vt.data(), vw, paged, value_pages, ov.data()}, p.data(), out.data());
             for (std::size_t e = 0; e < vw; ++e)
                 CHECK(std::abs(static_cast<double>(out[e]) - expected[e]) <=
                       static_cast<double>(tolerance) * (1 + std::abs(expected[e])));
@@ -167,8 +171,8 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
         std::vector<float> p(z.heads * lk), out(vw, -1.0f);
         loom::attention_detail::attend_one_query<float, std::uint16_t>(
             z.heads, z.dk, z.dv, 1.0f / std::sqrt(static_cast<float>(z.dk)), qf.data(),
-            RowView<const std::uint16_t>{kb.data(), kw, 4, key_pages, okb.data()},
-            RowView<const std::uint16_t>{vb.data(), vw, 4, value_pages, ovb.data()}, p.data(), out.data());
+            RowView<const std::uint16_t>{kb.data(), kw, paged, key_pages, okb.data()},
+            RowView<const std::uint16_t>{vb.data(), vw, paged, value_pages, ovb.data()}, p.data(), out.data());
         const std::vector<double> over_rounded =
             expected_of(rounded(key_table), rounded(value_table), rounded(own_key), rounded(own_value));
         double off_unrounded = 0;  // how far the rounded rows move the output: more than float's error
