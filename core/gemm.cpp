@@ -193,9 +193,12 @@ const Bf16Measurement& bf16_measurement() {
 bool bf16_products() {
     // Not where OpenBLAS is asked for (LOOM_GEMM=openblas) or runs several threads per product:
     // the bfloat16 kernels are loom's own, one thread per call as loom's float ones.
-    if (matmul_precision() != MatmulPrecision::medium || active_isa() != Isa::avx512 || !cpu_supports_bf16() ||
-        gemm_choice() == GemmChoice::openblas || blas_threads.load(std::memory_order_relaxed) > 1)
-        return false;
+    return matmul_precision() == MatmulPrecision::medium && gemm_choice() != GemmChoice::openblas &&
+           blas_threads.load(std::memory_order_relaxed) <= 1 && bf16_kernels_chosen();
+}
+
+bool bf16_kernels_chosen() {
+    if (active_isa() != Isa::avx512 || !cpu_supports_bf16()) return false;
     switch (bf16_products_setting()) {
         case Bf16Products::always:
             return true;

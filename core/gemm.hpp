@@ -122,6 +122,11 @@ private:
 /// bfloat16 kernels chosen (bf16_products_setting(): `always`, or `automatic` and measured faster).
 /// Under `automatic` its first call that gets this far measures (bf16_speedup()).
 bool bf16_products();
+/// True when the bfloat16 kernels are chosen on this CPU, whatever the matmul precision: it has
+/// AVX-512 BF16, the AVX-512 kernels are active, and bf16_products_setting() is `always`, or
+/// `automatic` and they measured faster. A generating step's products with weights kept in
+/// bfloat16 (core/quantized_gemm.hpp) then multiply pairs of them with vdpbf16ps.
+bool bf16_kernels_chosen();
 /// "highest" or "medium".
 const char* matmul_precision_name(MatmulPrecision precision);
 /// The precision named "highest" or "medium"; UserError naming the choices for anything else.

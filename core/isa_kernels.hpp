@@ -50,11 +50,19 @@ void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, con
 // pack_rows_bf16_avx512, B by pack_right_bf16_avx512, both with this k.
 void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
                              float* const* c, const float* const* d, float alpha, float beta);
-// Float rows by B kept narrower than float (core/quantized_gemm.hpp: pack_right's panels of 16
-// columns, 2 bytes an element for bfloat16 bits, 1 for int8): each element widened to float as it
-// is loaded, the same FMAs in the same order as the float kernels, and for int8 each column's sum
-// times scales[j] (scales padded with the panels) before alpha and beta: c[i] = alpha * (a[i] B) +
-// beta * d[i]. The AVX2 and AVX-512 variants give the same bits.
+// A generating step's few rows by a weight kept in bfloat16 (core/quantized_gemm.hpp: panels of 16
+// columns, (k + 1) / 2 pairs deep, the layout of pack_right_bf16_avx512): each row's pairs first,
+// rounded (pack_row_pairs_bf16_avx512: out[q] = (row[2q], row[2q + 1]), (k + 1) / 2 words), then
+// c[i] = alpha * a[i] B + beta * d[i], a holding the m rows' pairs one row after another.
+void pack_row_pairs_bf16_avx512(std::size_t k, const float* row, unsigned* out);
+void rows_pairs_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
+                            float* const* c, const float* const* d, float alpha, float beta);
+// Float rows by B kept narrower than float (core/quantized_gemm.hpp: panels of 16 columns, 1 byte
+// an element for int8 as pack_right lays float, and for bfloat16 2 bytes an element in pairs of
+// rows, as above): each element widened to float as it is loaded, the same FMAs in the same order
+// as the float kernels, and for int8 each column's sum times scales[j] (scales padded with the
+// panels) before alpha and beta: c[i] = alpha * (a[i] B) + beta * d[i]. The AVX2 and AVX-512
+// variants give the same bits.
 void rows_bf16_weights_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
                             const unsigned short* packed, float* const* c, const float* const* d, float alpha,
                             float beta);

@@ -42,28 +42,37 @@ struct Vec<double> {
 
 constexpr std::size_t max_rows = 6;
 
-// How a panel's row of B is read, `width` elements loaded as one vector of T (as the AVX-512
-// file's): T's own panels, or a weight kept in bfloat16 or int8 (core/quantized_gemm.hpp) widened
-// to float as it is loaded, an int8 column's sum then multiplied by its scale.
+// How half h (columns 8h to 8h + 7) of a panel's row p of B is read (`load(panel, p, h)`), and how
+// many rows a panel of k holds (`depth(k)`), as the AVX-512 file's: T's own panels, or a weight
+// kept in bfloat16 (rows in pairs, one 32-bit word holding rows 2q and 2q + 1 of a column) or int8
+// (core/quantized_gemm.hpp) widened to float as it is loaded, an int8 column's sum then multiplied
+// by its scale.
 template <class T>
 struct OwnPanel {
     using E = T;
-    static typename Vec<T>::V load(const E* p) { return Vec<T>::load(p); }
+    static typename Vec<T>::V load(const E* panel, std::size_t p, std::size_t h) {
+        return Vec<T>::load(panel + p * 2 * Vec<T>::width + h * Vec<T>::width);
+    }
+    static std::size_t depth(std::size_t k) { return k; }
     static constexpr bool scaled = false;
 };
-struct Bf16Panel {
+struct Bf16PairPanel {
     using E = unsigned short;
-    static __m256 load(const E* p) {  // bfloat16 bits are a float's upper half
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    static __m256 load(const E* panel, std::size_t p, std::size_t h) {  // bfloat16 bits are a float's upper half
+        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + (p & ~std::size_t{1}) * 16 + h * 16));
+        return _mm256_castsi256_ps(p & 1 ? _mm256_and_si256(words, _mm256_set1_epi32(int(0xffff0000u)))
+                                         : _mm256_slli_epi32(words, 16));
     }
+    static std::size_t depth(std::size_t k) { return k + (k & 1); }
     static constexpr bool scaled = false;
 };
 struct Int8Panel {
     using E = signed char;
-    static __m256 load(const E* p) {
-        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    static __m256 load(const E* panel, std::size_t p, std::size_t h) {
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(panel + p * 16 + h * 8))));
     }
+    static std::size_t depth(std::size_t k) { return k; }
     static constexpr bool scaled = true;
 };
 
@@ -91,8 +100,8 @@ void kernel(std::size_t k, const T* const* a, const typename P::E* panel, T* con
         __builtin_prefetch(c[r] + col, 1);
         __builtin_prefetch(c[r] + col + 2 * w - 1, 1);
     }
-    for (std::size_t p = 0; p < k; ++p, panel += 2 * w) {
-        const V b0 = P::load(panel), b1 = P::load(panel + w);
+    for (std::size_t p = 0; p < k; ++p) {
+        const V b0 = P::load(panel, p, 0), b1 = P::load(panel, p, 1);
 // One row of the block: broadcast a[r][p], two FMAs. A macro, because the accumulators are
 // separate named variables.
 #define LOOM_ROW(r)                             \
@@ -168,7 +177,7 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
     // and stays in L1/L2 while every block of rows passes over it.
     const std::size_t blocks = (m + max_rows - 1) / max_rows;
     for (std::size_t col = 0; col < n; col += nr) {
-        const typename P::E* panel = packed + col * k;
+        const typename P::E* panel = packed + col * P::depth(k);
         const std::size_t nc = n - col < nr ? n - col : nr;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
@@ -193,7 +202,7 @@ void rows_avx2(std::size_t m, std::size_t n, std::size_t k, const double* const*
 void rows_bf16_weights_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
                             const unsigned short* packed, float* const* c, const float* const* d, float alpha,
                             float beta) {
-    rows<float, Bf16Panel>(m, n, k, a, packed, c, d, alpha, beta);
+    rows<float, Bf16PairPanel>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_int8_weights_avx2(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
                             const signed char* packed, const float* scales, float* const* c, const float* const* d,

@@ -15,32 +15,40 @@ namespace loom::kernels {
 
 namespace {
 
-// How a panel's row of B is read: elements of type E, `w` of them loaded as one vector of T, and
-// each column's sum scaled before the epilogue or not. T's own panels (pack_right); a weight kept
-// in bfloat16 or int8 (core/quantized_gemm.hpp) is widened to float as it is loaded, and an int8
-// column's sum is multiplied by its scale.
+// How a panel's row p of B is read (`load(panel, p)`), and how many rows a panel of k holds
+// (`depth(k)`): elements of type E widened to T as they are loaded, each column's sum scaled
+// before the epilogue or not. T's own panels (pack_right: rows of 64 bytes, 16 floats or 8 doubles); a weight
+// kept in int8 (core/quantized_gemm.hpp) laid out the same, widened to float, each column's sum
+// multiplied by its scale; one kept in bfloat16, its rows in pairs (each 32-bit word holds rows
+// 2q and 2q + 1 of one column, the even one in the low half; k rounded up to even), widened by
+// moving the row's half to the top of the word.
 template <class T>
 struct OwnPanel {
     using E = T;
-    static typename Vec<T>::V load(const E* p) { return Vec<T>::load(p); }
+    static typename Vec<T>::V load(const E* panel, std::size_t p) { return Vec<T>::load(panel + p * Vec<T>::width); }
+    static std::size_t depth(std::size_t k) { return k; }
     static constexpr bool scaled = false;
 };
-struct Bf16Panel {
+struct Bf16PairPanel {
     using E = unsigned short;
     // The masked forms with every lane selected (the unmasked ones: kernels_avx512_common.hpp).
-    static __m512 load(const E* p) {  // bfloat16 bits are a float's upper half
-        const __m512i wide =
-            _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, wide, 16));
+    static __m512 load(const E* panel, std::size_t p) {  // bfloat16 bits are a float's upper half
+        const __m512i words = _mm512_loadu_si512(panel + (p & ~std::size_t{1}) * 16);
+        const __m512i bits = p & 1 ? _mm512_maskz_and_epi32(0xffff, words, _mm512_set1_epi32(int(0xffff0000u)))
+                                   : _mm512_maskz_slli_epi32(0xffff, words, 16);
+        return _mm512_castsi512_ps(bits);
     }
+    static std::size_t depth(std::size_t k) { return k + (k & 1); }
     static constexpr bool scaled = false;
 };
 struct Int8Panel {
     using E = signed char;
-    static __m512 load(const E* p) {
-        const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    static __m512 load(const E* panel, std::size_t p) {
+        const __m512i wide =
+            _mm512_maskz_cvtepi8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + p * 16)));
         return _mm512_maskz_cvtepi32_ps(0xffff, wide);
     }
+    static std::size_t depth(std::size_t k) { return k; }
     static constexpr bool scaled = true;
 };
 
@@ -83,8 +91,8 @@ void kernel(std::size_t k, const T* const* a, const typename P::E* panel0, const
         if constexpr (V > 1) __builtin_prefetch(c[r] + col + w, 1);
     }
     for (std::size_t p = 0; p < k; ++p) {
-        const Vr b0 = P::load(panel0 + p * w);
-        const Vr b1 = V > 1 ? P::load(panel1 + p * w) : b0;
+        const Vr b0 = P::load(panel0, p);
+        const Vr b1 = V > 1 ? P::load(panel1, p) : b0;
 #define LOOM_ROW(r)                                              \
     if constexpr (R > r) {                                       \
         const Vr x = W::broadcast(a##r + p);                     \
@@ -177,9 +185,9 @@ void rows(std::size_t m, std::size_t n, std::size_t k, const T* const* a, const 
     // every block of rows passes over it.
     const std::size_t blocks = (m + max_rows - 1) / max_rows;
     for (std::size_t col = 0; col < n; col += 2 * w) {
-        const typename P::E* panel0 = packed + col * k;
+        const typename P::E* panel0 = packed + col * P::depth(k);
         const std::size_t nc = n - col < 2 * w ? n - col : 2 * w;
-        const typename P::E* panel1 = nc > w ? panel0 + w * k : panel0;
+        const typename P::E* panel1 = nc > w ? panel0 + w * P::depth(k) : panel0;
         const float* scale0 = scales ? scales + col : nullptr;
         const float* scale1 = scales && nc > w ? scale0 + w : scale0;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
@@ -326,7 +334,7 @@ void rows_avx512(std::size_t m, std::size_t n, std::size_t k, const double* cons
 void rows_bf16_weights_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
                               const unsigned short* packed, float* const* c, const float* const* d, float alpha,
                               float beta) {
-    rows<float, Bf16Panel>(m, n, k, a, packed, c, d, alpha, beta);
+    rows<float, Bf16PairPanel>(m, n, k, a, packed, c, d, alpha, beta);
 }
 void rows_int8_weights_avx512(std::size_t m, std::size_t n, std::size_t k, const float* const* a,
                               const signed char* packed, const float* scales, float* const* c, const float* const* d,

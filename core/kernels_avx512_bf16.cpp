@@ -168,6 +168,107 @@ void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, con
     }
 }
 
+void pack_row_pairs_bf16_avx512(std::size_t k, const float* row, unsigned* out) {
+    for (std::size_t p = 0; p < k; p += 32)
+        _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + p / 2), first((k - p + 1) / 2), pairs_along(row + p, k - p));
+}
+
+namespace {
+
+// R rows (their pairs: a[r * kp + q]) by V panels (1 or 2) of B's pairs, for a few rows read where
+// they lie (a generating step's products): R x V accumulators, one broadcast pair a row and one
+// vdpbf16ps a panel per pair of k. Not inlined, for the reason the float kernel gives.
+template <std::size_t R, std::size_t V>
+__attribute__((noinline)) void few_rows_kernel(std::size_t kp, const unsigned* a, const unsigned* panel0,
+                                               const unsigned* panel1, float* const* c, const float* const* d,
+                                               std::size_t col, std::size_t ncols, const Epilogue<float>& e) {
+    using W = Vec<float>;
+    __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
+           c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0, c7_1 = c0_0,
+           c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
+    for (std::size_t q = 0; q < kp; ++q) {
+        const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel0 + q * 16));
+        const __m512bh b1 = V > 1 ? reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel1 + q * 16)) : b0;
+#define LOOM_ROW(r)                                                                                          \
+    if constexpr (R > r) {                                                                                   \
+        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r * kp + q]))); \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                                        \
+        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                                   \
+    }
+        LOOM_ROW(0)
+        LOOM_ROW(1)
+        LOOM_ROW(2)
+        LOOM_ROW(3)
+        LOOM_ROW(4)
+        LOOM_ROW(5)
+        LOOM_ROW(6)
+        LOOM_ROW(7)
+        LOOM_ROW(8)
+        LOOM_ROW(9)
+        LOOM_ROW(10)
+        LOOM_ROW(11)
+#undef LOOM_ROW
+    }
+    const auto m0 = first(ncols), m1 = first(ncols > 16 ? ncols - 16 : 0);
+#define LOOM_STORE(r)                                                                 \
+    if constexpr (R > r) {                                                            \
+        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                                \
+        if constexpr (V > 1) e.store(c[r] + col + 16, d[r] + col + 16, m1, c##r##_1); \
+    }
+    LOOM_STORE(0)
+    LOOM_STORE(1)
+    LOOM_STORE(2)
+    LOOM_STORE(3)
+    LOOM_STORE(4)
+    LOOM_STORE(5)
+    LOOM_STORE(6)
+    LOOM_STORE(7)
+    LOOM_STORE(8)
+    LOOM_STORE(9)
+    LOOM_STORE(10)
+    LOOM_STORE(11)
+#undef LOOM_STORE
+}
+
+using FewRows = void (*)(std::size_t, const unsigned*, const unsigned*, const unsigned*, float* const*,
+                         const float* const*, std::size_t, std::size_t, const Epilogue<float>&);
+template <std::size_t V>
+constexpr FewRows few_rows[mr + 1] = {nullptr,
+                                      few_rows_kernel<1, V>,
+                                      few_rows_kernel<2, V>,
+                                      few_rows_kernel<3, V>,
+                                      few_rows_kernel<4, V>,
+                                      few_rows_kernel<5, V>,
+                                      few_rows_kernel<6, V>,
+                                      few_rows_kernel<7, V>,
+                                      few_rows_kernel<8, V>,
+                                      few_rows_kernel<9, V>,
+                                      few_rows_kernel<10, V>,
+                                      few_rows_kernel<11, V>,
+                                      few_rows_kernel<12, V>};
+
+}  // namespace
+
+void rows_pairs_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
+                            float* const* c, const float* const* d, float alpha, float beta) {
+    const std::size_t kp = (k + 1) / 2;
+    const Epilogue<float> e{alpha, beta};
+    // Rows in blocks of nearly equal size (as the float kernels' rows()); each pair of panels stays
+    // in L1/L2 while every block passes over it.
+    const std::size_t blocks = (m + mr - 1) / mr;
+    for (std::size_t col = 0; col < n; col += 32) {
+        const unsigned* panel0 = packed + col * kp;
+        const std::size_t nc = n - col < 32 ? n - col : 32;
+        const unsigned* panel1 = nc > 16 ? panel0 + 16 * kp : panel0;
+        for (std::size_t b = 0, start = 0; b < blocks; ++b) {
+            const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
+            (nc > 16 ? few_rows<2> : few_rows<1>)[r](kp, a + start * kp, panel0, panel1, c + start, d + start, col, nc,
+                                                     e);
+            start += r;
+        }
+    }
+}
+
 void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
                              float* const* c, const float* const* d, float alpha, float beta) {
     const std::size_t kp = (k + 1) / 2;

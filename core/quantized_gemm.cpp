@@ -59,17 +59,28 @@ constexpr std::size_t nr = 16;  // columns per panel, as pack_right's for float
 
 std::size_t padded_columns(std::size_t n) { return (n + nr - 1) / nr * nr; }
 
-// The portable loop over the same layout: each column's sum in k order, in float.
+// Where element (p, j) of a panel lies, and how many rows a panel of k holds: int8 as pack_right
+// lays float (rows of 16), bfloat16 in pairs of rows (a 32-bit word holds rows 2q and 2q + 1 of a
+// column, the even one first; k rounded up to even).
+std::size_t depth(WeightPrecision precision, std::size_t k) {
+    return precision == WeightPrecision::bfloat16 ? k + (k & 1) : k;
+}
+std::size_t element_at(WeightPrecision precision, std::size_t p, std::size_t j) {
+    return precision == WeightPrecision::bfloat16 ? p / 2 * 2 * nr + j * 2 + p % 2 : p * nr + j;
+}
+
+// The portable loop over the same layouts: each column's sum in k order, in float.
 template <class E, class Widen>
-void rows_portable(std::size_t m, std::size_t n, std::size_t k, const float* const* a, const E* packed,
-                   const float* scales, float* const* c, const float* const* d, float alpha, float beta, Widen widen) {
+void rows_portable(WeightPrecision precision, std::size_t m, std::size_t n, std::size_t k, const float* const* a,
+                   const E* packed, const float* scales, float* const* c, const float* const* d, float alpha,
+                   float beta, Widen widen) {
     for (std::size_t col = 0; col < n; col += nr) {
-        const E* panel = packed + col * k;
+        const E* panel = packed + col * depth(precision, k);
         const std::size_t nc = std::min(nr, n - col);
         for (std::size_t r = 0; r < m; ++r) {
             float s[nr] = {};
             for (std::size_t p = 0; p < k; ++p)
-                for (std::size_t j = 0; j < nr; ++j) s[j] += a[r][p] * widen(panel[p * nr + j]);
+                for (std::size_t j = 0; j < nr; ++j) s[j] += a[r][p] * widen(panel[element_at(precision, p, j)]);
             for (std::size_t j = 0; j < nc; ++j) {
                 const float v = alpha * (scales ? s[j] * scales[col + j] : s[j]);
                 c[r][col + j] = beta == 0.0f ? v : v + beta * d[r][col + j];
@@ -78,18 +89,22 @@ void rows_portable(std::size_t m, std::size_t n, std::size_t k, const float* con
     }
 }
 
-// Columns [j0, j1) of the product (j0 a multiple of the panel width) through the kernels of `isa`.
-void rows(Isa isa, std::size_t m, std::size_t k, const float* const* a, const QuantizedWeight& w, float* const* c,
-          const float* const* d, float alpha, float beta, std::size_t j0, std::size_t j1) {
+// Columns [j0, j1) of the product (j0 a multiple of the panel width) through the kernels of `isa`;
+// `pairs`: the rows' pairs, rounded (bfloat16 through vdpbf16ps), else null.
+void rows(Isa isa, std::size_t m, std::size_t k, const float* const* a, const unsigned* pairs, const QuantizedWeight& w,
+          float* const* c, const float* const* d, float alpha, float beta, std::size_t j0, std::size_t j1) {
     const std::size_t n = j1 - j0;
     if (w.precision == WeightPrecision::bfloat16) {
-        const std::uint16_t* packed = w.bf16.data() + j0 * k;
+        const std::uint16_t* packed = w.bf16.data() + j0 * depth(w.precision, k);
 #if defined(__x86_64__)
+        if (pairs)
+            return kernels::rows_pairs_bf16_avx512(m, n, k, pairs, reinterpret_cast<const unsigned*>(packed), c, d,
+                                                   alpha, beta);
         const auto* e = reinterpret_cast<const unsigned short*>(packed);
         if (isa == Isa::avx512) return kernels::rows_bf16_weights_avx512(m, n, k, a, e, c, d, alpha, beta);
         if (isa == Isa::avx2) return kernels::rows_bf16_weights_avx2(m, n, k, a, e, c, d, alpha, beta);
 #endif
-        return rows_portable(m, n, k, a, packed, nullptr, c, d, alpha, beta, widen_bf16);
+        return rows_portable(w.precision, m, n, k, a, packed, nullptr, c, d, alpha, beta, widen_bf16);
     }
     const std::int8_t* packed = w.int8.data() + j0 * k;
     const float* scales = w.scales.data() + j0;
@@ -98,7 +113,7 @@ void rows(Isa isa, std::size_t m, std::size_t k, const float* const* a, const Qu
     if (isa == Isa::avx512) return kernels::rows_int8_weights_avx512(m, n, k, a, e, scales, c, d, alpha, beta);
     if (isa == Isa::avx2) return kernels::rows_int8_weights_avx2(m, n, k, a, e, scales, c, d, alpha, beta);
 #endif
-    rows_portable(m, n, k, a, packed, scales, c, d, alpha, beta, [](std::int8_t q) { return float(q); });
+    rows_portable(w.precision, m, n, k, a, packed, scales, c, d, alpha, beta, [](std::int8_t q) { return float(q); });
 }
 
 }  // namespace
@@ -117,8 +132,12 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
     out.int8.clear();
     out.scales.clear();
     if (precision == WeightPrecision::bfloat16) {
-        out.bf16.resize(packed.size());
-        std::transform(packed.begin(), packed.end(), out.bf16.begin(), bfloat16_bits);
+        const std::size_t rows = depth(precision, k);
+        out.bf16.assign(padded_columns(n) * rows, 0);  // an odd k's last pair: its second row 0
+        for (std::size_t col = 0; col < n; col += nr)
+            for (std::size_t p = 0; p < k; ++p)
+                for (std::size_t j = 0; j < nr; ++j)
+                    out.bf16[col * rows + element_at(precision, p, j)] = bfloat16_bits(packed[col * k + p * nr + j]);
         return;
     }
     out.int8.resize(packed.size());
@@ -161,10 +180,19 @@ void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, c
         return;
     }
     // bfloat16 rounds the rows too (both operands, as MatmulPrecision::medium): into this thread's
-    // copy, which the column parts below read.
+    // copy, which the column parts below read; as pairs where vdpbf16ps multiplies them.
     thread_local std::vector<float> rounded;
     thread_local std::vector<const float*> rounded_rows;
-    if (w.precision == WeightPrecision::bfloat16) {
+    thread_local std::vector<unsigned> pairs;
+    const bool pair_kernels = w.precision == WeightPrecision::bfloat16 && isa == Isa::avx512 && bf16_kernels_chosen();
+#if defined(__x86_64__)
+    if (pair_kernels) {
+        const std::size_t kp = (k + 1) / 2;
+        pairs.resize(m * kp);
+        for (std::size_t i = 0; i < m; ++i) kernels::pack_row_pairs_bf16_avx512(k, a_rows[i], pairs.data() + i * kp);
+    }
+#endif
+    if (w.precision == WeightPrecision::bfloat16 && !pair_kernels) {
         rounded.resize(m * k);
         rounded_rows.resize(m);
         for (std::size_t i = 0; i < m; ++i) {
@@ -173,6 +201,7 @@ void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, c
         }
         a_rows = rounded_rows.data();
     }
+    const unsigned* row_pairs = pair_kernels ? pairs.data() : nullptr;
     // Split by columns at pairs of panels among idle inter-op threads, as gemm_rows splits: each
     // thread reads its own panels, and every element is computed as the whole product computes it.
     constexpr std::size_t min_work = std::size_t{1} << 18;
@@ -182,9 +211,9 @@ void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, c
         c_part.resize(m);
         d_part.resize(m);
         for (std::size_t i = 0; i < m; ++i) c_part[i] = c_rows[i] + j0, d_part[i] = d_rows[i] + j0;
-        rows(isa, m, k, a_rows, w, c_part.data(), d_part.data(), alpha, beta, j0, j1);
+        rows(isa, m, k, a_rows, row_pairs, w, c_part.data(), d_part.data(), alpha, beta, j0, j1);
     });
-    if (!split) rows(isa, m, k, a_rows, w, c_rows, d_rows, alpha, beta, 0, n);
+    if (!split) rows(isa, m, k, a_rows, row_pairs, w, c_rows, d_rows, alpha, beta, 0, n);
 }
 
 void gemm_rows_quantized(std::size_t m, std::size_t n, std::size_t k, const float* const* a_rows,

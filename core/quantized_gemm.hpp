@@ -2,17 +2,22 @@
 /// \file
 /// Products of a few float rows by a fixed weight kept in bfloat16 or int8
 /// (core/weight_precision.hpp): gemm_rows (core/packed_gemm.hpp) reading half or a quarter of the
-/// bytes. The weight is packed once, as pack_right packs float, into panels of 16 columns, k rows
-/// deep (the last panel padded with zero columns), each element 2 bytes (bfloat16) or 1 (int8,
-/// with one float scale per column). The kernels widen each element to float as they load it and
-/// multiply-add in float, in k order: the AVX-512 (12 rows x 32 columns) and AVX2 + FMA (6 rows x
-/// 16 columns) kernels give the same bits, and equal the portable loop up to float's rounding of
-/// the sums (it may fuse differently).
+/// bytes. The weight is packed once into panels of 16 columns (the last panel padded with zero
+/// columns): int8 as pack_right packs float, k rows of 16 one byte each, with one float scale per
+/// column; bfloat16 in pairs of rows, a 32-bit word holding rows 2q and 2q + 1 of a column (the
+/// even one in its low half; an odd k's last pair has a zero second row), the layout vdpbf16ps
+/// reads. Where the bfloat16 kernels are chosen (core/gemm.hpp: bf16_kernels_chosen, on CPUs with
+/// AVX-512 BF16), a bfloat16 product rounds the rows into pairs too and multiplies pairs by pairs,
+/// twice the multiply-adds of an FMA an instruction; elsewhere, and for int8, the kernels widen each
+/// element to float as they load it and multiply-add in float, in k order: the AVX-512 (12 rows x
+/// 32 columns) and AVX2 + FMA (6 rows x 16 columns) kernels give the same bits, and equal the
+/// portable loop up to float's rounding of the sums (it may fuse differently).
 ///
 /// The value computed is exactly what the rounded operands give: c = alpha * (a' B') + beta * d,
 /// B' the weight as kept (int8: q[p][j] * scale[j], with the scale applied once to each column's
-/// sum) and a' the rows (bfloat16: rounded too; int8: as they are), summed in float. The tests
-/// check it against a double computation over the same rounded operands.
+/// sum) and a' the rows (bfloat16: rounded too; int8: as they are), summed in float (each pair's
+/// two products added in turn where vdpbf16ps does it). The tests check it against a double
+/// computation over the same rounded operands.
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -28,8 +33,10 @@ struct QuantizedWeight {
     WeightPrecision precision = WeightPrecision::int8;  ///< bfloat16 or int8
     std::size_t k = 0;                                  ///< B's rows (the products' inner size)
     std::size_t n = 0;                                  ///< B's columns (the products' outputs)
-    std::vector<std::uint16_t> bf16;  ///< bfloat16: panels of 16 columns, element [p][j] at col * k + p * 16 + j
-    std::vector<std::int8_t> int8;    ///< int8: the same layout
+    /// bfloat16: panels of 16 columns in pairs of rows, element [p][j] at col * k2 + p / 2 * 32 + j * 2 + p % 2
+    /// (k2: k rounded up to even)
+    std::vector<std::uint16_t> bf16;
+    std::vector<std::int8_t> int8;  ///< int8: panels of 16 columns, element [p][j] at col * k + p * 16 + j
     std::vector<float> scales;        ///< int8: each column's scale, zeros for the padding columns
     /// The bytes the products read per call: what the precision saves.
     std::size_t bytes() const {

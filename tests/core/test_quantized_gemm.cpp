@@ -2,8 +2,9 @@
 // packing against the weight it came from, and gemm_rows_quantized of every kernel variant this
 // CPU runs (portable, AVX2, AVX-512) against a double computation over the same rounded operands,
 // over shapes that reach every kernel height, partial panels and panel pairs, alpha / beta and a
-// separate addend; the AVX2 and AVX-512 variants give the same bits, and so does a product split
-// between two threads.
+// separate addend, and for bfloat16 the kernels of pairs (vdpbf16ps) where the CPU has them; the
+// AVX2 and AVX-512 variants that widen give the same bits, and a product split between two threads
+// gives the bits of one.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "core/cpu.hpp"
 #include "core/errors.hpp"
+#include "core/gemm.hpp"
 #include "core/parallel.hpp"
 #include "core/quantized_gemm.hpp"
 
@@ -27,11 +29,14 @@ float from_bits(std::uint32_t bits) {
     return f;
 }
 
-// B [k, n] as `w` keeps it, element (p, j), in double: bfloat16 widened, or int8 times its scale.
+// B [k, n] as `w` keeps it, element (p, j), in double: bfloat16 widened (panels of 16 columns in
+// pairs of rows, k rounded up to even), or int8 times its scale (panels of 16 columns, k rows).
 double kept(const QuantizedWeight& w, std::size_t p, std::size_t j) {
-    const std::size_t at = (j / 16 * 16) * w.k + p * 16 + j % 16;
-    if (w.precision == WeightPrecision::bfloat16) return from_bits(std::uint32_t{w.bf16[at]} << 16);
-    return double(w.int8[at]) * w.scales[j];
+    if (w.precision == WeightPrecision::bfloat16) {
+        const std::size_t k2 = w.k + w.k % 2;
+        return from_bits(std::uint32_t{w.bf16[(j / 16 * 16) * k2 + p / 2 * 32 + j % 16 * 2 + p % 2]} << 16);
+    }
+    return double(w.int8[(j / 16 * 16) * w.k + p * 16 + j % 16]) * w.scales[j];
 }
 
 struct Operands {
@@ -165,6 +170,9 @@ TEST_CASE("quantized weights: int8 keeps each column as int8 times its largest m
     quantize_right(WeightPrecision::bfloat16, false, k, n, b.data(), n, h);
     quantize_right(WeightPrecision::bfloat16, true, k, n, bt.data(), k, ht);
     CHECK(h.bf16 == ht.bf16);
+    CHECK(h.bf16.size() == 32 * (k + 1));  // in pairs of rows: an odd k's last pair has a zero second row
+    for (std::size_t j = 0; j < 32; ++j) CHECK(h.bf16[(j / 16 * 16) * (k + 1) + k / 2 * 32 + j % 16 * 2 + 1] == 0);
+    CHECK(h.bytes() == 32 * (k + 1) * sizeof(std::uint16_t));
     for (std::size_t p = 0; p < k; ++p)
         for (std::size_t j = 0; j < n; ++j) CHECK(kept(h, p, j) == round_to_bfloat16(b[p * n + j]));
     CHECK_THROWS_AS(quantize_right(WeightPrecision::float32, false, k, n, b.data(), n, h), UserError);
@@ -190,7 +198,7 @@ TEST_CASE("quantized weights: int8 keeps each column as int8 times its largest m
 TEST_CASE("quantized weights: every kernel variant against double over the rounded operands") {
     const std::vector<Isa> isas = supported_isas();
     REQUIRE(isas.front() == Isa::portable);
-    int checked = 0;
+    int checked = 0, pair_checked = 0;
     for (WeightPrecision precision : {WeightPrecision::bfloat16, WeightPrecision::int8})
         for (std::size_t m : {1, 2, 5, 6, 7, 12, 13, 32})
             for (std::size_t n : {1, 9, 16, 17, 32, 33, 70})
@@ -203,40 +211,55 @@ TEST_CASE("quantized weights: every kernel variant against double over the round
                         const bool separate = ab == 3;
                         const Reference want = reference(o, w, alphas[ab], betas[ab], separate);
                         std::vector<float> vectorized;
-                        for (Isa isa : isas) {
+                        auto check = [&](Isa isa, const char* kernels) {
                             const std::vector<float> got = run(isa, o, w, alphas[ab], betas[ab], separate);
                             bool close = true;
                             for (std::size_t e = 0; e < got.size(); ++e)
                                 close &= std::abs(got[e] - want.c[e]) <= want.bound[e];
-                            INFO(weight_precision_name(precision)
-                                 << " " << isa_name(isa) << " m " << m << " n " << n << " k " << k << " case " << ab);
+                            INFO(weight_precision_name(precision) << " " << isa_name(isa) << " " << kernels << " m "
+                                                                  << m << " n " << n << " k " << k << " case " << ab);
                             CHECK(close);
-                            if (isa == Isa::portable) continue;
-                            if (vectorized.empty())
-                                vectorized = got;
-                            else
-                                CHECK(got == vectorized);  // AVX2 and AVX-512: the same bits
+                            return got;
+                        };
+                        {
+                            const Bf16ProductsScope widening(Bf16Products::never);
+                            for (Isa isa : isas) {
+                                const std::vector<float> got = check(isa, "widening");
+                                if (isa == Isa::portable) continue;
+                                if (vectorized.empty())
+                                    vectorized = got;
+                                else
+                                    CHECK(got == vectorized);  // AVX2 and AVX-512: the same bits
+                            }
+                        }
+                        if (precision == WeightPrecision::bfloat16 && cpu_supports_bf16()) {
+                            const Bf16ProductsScope pairs(Bf16Products::always);  // vdpbf16ps
+                            check(Isa::avx512, "pairs");
+                            ++pair_checked;
                         }
                         ++checked;
                     }
                 }
     CHECK(checked == 2 * 8 * 7 * 4 * 4);
+    CHECK(pair_checked == (cpu_supports_bf16() ? 8 * 7 * 4 * 4 : 0));
 }
 
 TEST_CASE("quantized weights: a product split between threads gives the bits of one thread") {
     const Operands o = random_operands(8, 1536, 384, 11);  // a wide GPT's feed-forward, 8 streams
-    for (WeightPrecision precision : {WeightPrecision::bfloat16, WeightPrecision::int8}) {
-        QuantizedWeight w;
-        quantize_right(precision, false, o.k, o.n, o.b.data(), o.n, w);
-        const Isa isa = active_isa();
-        const int before = inter_op_threads();
-        set_inter_op_threads(1);
-        const std::vector<float> one = run(isa, o, w, 1, 0, false);
-        set_inter_op_threads(2);
-        const std::vector<float> two = run(isa, o, w, 1, 0, false);
-        set_inter_op_threads(before);
-        CHECK(one == two);
-    }
+    for (WeightPrecision precision : {WeightPrecision::bfloat16, WeightPrecision::int8})
+        for (Bf16Products choice : {Bf16Products::never, Bf16Products::always}) {  // widening, and pairs where the CPU has them
+            const Bf16ProductsScope scope(choice);
+            QuantizedWeight w;
+            quantize_right(precision, false, o.k, o.n, o.b.data(), o.n, w);
+            const Isa isa = active_isa();
+            const int before = inter_op_threads();
+            set_inter_op_threads(1);
+            const std::vector<float> one = run(isa, o, w, 1, 0, false);
+            set_inter_op_threads(2);
+            const std::vector<float> two = run(isa, o, w, 1, 0, false);
+            set_inter_op_threads(before);
+            CHECK(one == two);
+        }
 }
 
 TEST_CASE("quantized weights: a product whose weight was kept for other sizes is refused") {
