@@ -53,6 +53,24 @@ std::uint16_t bfloat16_bits(float x) {
 
 float round_to_bfloat16(float x) { return widen_bf16(bfloat16_bits(x)); }
 
+void bfloat16_bits(const float* x, std::size_t n, void* out) {
+    // The rounding above without branches, so that the compiler runs it in vector lanes, a block of
+    // elements at a time into a buffer copied out.
+    constexpr std::size_t block = 64;
+    std::uint16_t bits[block];
+    for (std::size_t at = 0; at < n; at += block) {
+        const std::size_t count = std::min(block, n - at);
+        for (std::size_t e = 0; e < count; ++e) {
+            std::uint32_t b;
+            std::memcpy(&b, x + at + e, sizeof b);
+            const std::uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+            const std::uint32_t quiet = (b >> 16) | 0x40u;  // a NaN stays a NaN (quiet)
+            bits[e] = static_cast<std::uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+        }
+        std::memcpy(static_cast<char*>(out) + at * sizeof(std::uint16_t), bits, count * sizeof(std::uint16_t));
+    }
+}
+
 namespace {
 
 constexpr std::size_t nr = 16;  // columns per panel, as pack_right's for float

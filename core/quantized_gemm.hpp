@@ -50,6 +50,9 @@ inline float widen_bf16(std::uint16_t bits) { return std::bit_cast<float>(std::u
 float round_to_bfloat16(float x);
 /// The bfloat16 bits of round_to_bfloat16(x).
 std::uint16_t bfloat16_bits(float x);
+/// bfloat16_bits of x[0, n), written to `out` as n elements of 2 bytes each (copied as bytes: `out`
+/// may lie in another type's storage), in vector lanes: a row stored in a bfloat16 cache.
+void bfloat16_bits(const float* x, std::size_t n, void* out);
 
 /// Packs B [k, n] = op(b) (b is [k, n] with row stride ldb, or [n, k] when transposed) into `out`
 /// at `precision` (bfloat16 or int8; UserError for float32, which pack_right packs). A column of

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <utility>
+#include <type_traits>
 #include <vector>
 
 #include "core/page_lists.hpp"
@@ -104,7 +105,11 @@ public:
                 continue;
             }
             char* to = reinterpret_cast<char*>(table_) + at * width_ * sizeof(std::uint16_t);
-            for (std::size_t e = 0; e < produced.width; ++e) {  // bytes: the storage's objects are T's
+            if constexpr (std::is_same_v<T, float>) {
+                bfloat16_bits(row, produced.width, to);  // bytes: the storage's objects are T's
+                continue;
+            }
+            for (std::size_t e = 0; e < produced.width; ++e) {
                 const std::uint16_t bits = bfloat16_bits(static_cast<float>(row[e]));
                 std::memcpy(to + e * sizeof bits, &bits, sizeof bits);
             }

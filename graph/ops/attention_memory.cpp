@@ -317,8 +317,14 @@ private:
                 x.packed_values = {value_rows, vw, tk, value_pages.of(r).data()};
                 if (stepped_) {
                     std::uint16_t* to = own.data() + r * (kw + vw);
-                    for (std::size_t e = 0; e < kw; ++e) to[e] = bfloat16_bits(static_cast<float>(step_key[e]));
-                    for (std::size_t e = 0; e < vw; ++e) to[kw + e] = bfloat16_bits(static_cast<float>(step_value[e]));
+                    if constexpr (std::is_same_v<T, float>) {
+                        bfloat16_bits(step_key, kw, to);
+                        bfloat16_bits(step_value, vw, to + kw);
+                    } else {
+                        for (std::size_t e = 0; e < kw; ++e) to[e] = bfloat16_bits(static_cast<float>(step_key[e]));
+                        for (std::size_t e = 0; e < vw; ++e)
+                            to[kw + e] = bfloat16_bits(static_cast<float>(step_value[e]));
+                    }
                     x.packed_keys.last = to, x.packed_values.last = to + kw;
                 }
             } else {

@@ -128,6 +128,26 @@ TEST_CASE("quantized weights: bfloat16 rounds to nearest, ties to even, and keep
     CHECK(std::isnan(round_to_bfloat16(std::numeric_limits<float>::quiet_NaN())));
     CHECK(std::isinf(round_to_bfloat16(std::numeric_limits<float>::infinity())));
     CHECK(round_to_bfloat16(0.0f) == 0.0f);
+
+    // Many at once (a cache's row): the bits of each one's rounding, written as bytes at an odd
+    // address; NaNs of either sign and payload, infinities, ties, subnormals, the largest floats.
+    std::vector<float> x;
+    for (std::uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0x7f800000u, 0xff800000u,
+                               0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u,
+                               0x807fffffu, 0x00008000u, 0x80000000u})
+        x.push_back(from_bits(bits));
+    std::mt19937 rng(9);
+    for (int i = 0; i < 200; ++i) x.push_back(from_bits(static_cast<std::uint32_t>(rng())));
+    std::vector<char> bytes(2 * x.size() + 1, 0);
+    bfloat16_bits(x.data(), x.size(), bytes.data() + 1);
+    bool same = true;
+    for (std::size_t e = 0; e < x.size(); ++e) {
+        std::uint16_t got;
+        std::memcpy(&got, bytes.data() + 1 + 2 * e, sizeof got);
+        same &= got == bfloat16_bits(x[e]);
+    }
+    CHECK(same);
+    CHECK(bytes[0] == 0);
 }
 
 TEST_CASE("quantized weights: int8 keeps each column as int8 times its largest magnitude / 127") {
