@@ -57,6 +57,10 @@ void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const 
 void pack_row_pairs_bf16_avx512(std::size_t k, const float* row, unsigned* out);
 void rows_pairs_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
                             float* const* c, const float* const* d, float alpha, float beta);
+// The same by a weight kept in int8 (rows of 16 a panel, k deep, as pack_right lays float): each pair
+// of rows widened and rounded into pairs as it is read (exact), each column's sum times scales[j].
+void rows_pairs_int8_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const signed char* packed,
+                            const float* scales, float* const* c, const float* const* d, float alpha, float beta);
 // Float rows by B kept narrower than float (core/quantized_gemm.hpp: panels of 16 columns, 1 byte
 // an element for int8 as pack_right lays float, and for bfloat16 2 bytes an element in pairs of
 // rows, as above): each element widened to float as it is loaded, the same FMAs in the same order

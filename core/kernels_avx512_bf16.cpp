@@ -175,20 +175,50 @@ void pack_row_pairs_bf16_avx512(std::size_t k, const float* row, unsigned* out) 
 
 namespace {
 
-// R rows (their pairs: a[r * kp + q]) by V panels (1 or 2) of B's pairs, for a few rows read where
-// they lie (a generating step's products): R x V accumulators, one broadcast pair a row and one
-// vdpbf16ps a panel per pair of k. Not inlined, for the reason the float kernel gives.
-template <std::size_t R, std::size_t V>
-__attribute__((noinline)) void few_rows_kernel(std::size_t kp, const unsigned* a, const unsigned* panel0,
-                                               const unsigned* panel1, float* const* c, const float* const* d,
-                                               std::size_t col, std::size_t ncols, const Epilogue<float>& e) {
+// Where a kernel's pairs of B come from: a weight kept in bfloat16 pairs (read as they are), or
+// one kept in int8 rows of 16 (core/quantized_gemm.hpp), each pair of rows widened to float and
+// rounded into pairs as it is read (exact: an int8 is a bfloat16), its columns' scales applied to
+// the sums.
+struct Bf16Pairs {
+    using E = unsigned;
+    static std::size_t panel_size(std::size_t k) { return (k + 1) / 2 * 16; }
+    static __m512bh pair(const E* panel, std::size_t q, std::size_t) {
+        return reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel + q * 16));
+    }
+    static constexpr bool scaled = false;
+};
+struct Int8Rows {
+    using E = signed char;
+    static std::size_t panel_size(std::size_t k) { return k * 16; }
+    static __m512 widen(const E* row) {
+        // The masked forms with every lane selected (the unmasked ones: kernels_avx512_common.hpp).
+        const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row)));
+        return _mm512_maskz_cvtepi32_ps(0xffff, wide);
+    }
+    static __m512bh pair(const E* panel, std::size_t q, std::size_t k) {
+        const __m512 lo = widen(panel + 2 * q * 16);
+        const __m512 hi = 2 * q + 1 < k ? widen(panel + (2 * q + 1) * 16) : _mm512_setzero_ps();
+        return reinterpret_cast<__m512bh>(pairs_across(lo, hi));
+    }
+    static constexpr bool scaled = true;
+};
+
+// R rows (their pairs: a[r * kp + q]) by V panels (1 or 2) of B's pairs as P reads them, for a few
+// rows read where they lie (a generating step's products): R x V accumulators, one broadcast pair a
+// row and one vdpbf16ps a panel per pair of k. Not inlined, for the reason the float kernel gives.
+template <class P, std::size_t R, std::size_t V>
+__attribute__((noinline)) void few_rows_kernel(std::size_t k, const unsigned* a, const typename P::E* panel0,
+                                               const typename P::E* panel1, const float* scales, float* const* c,
+                                               const float* const* d, std::size_t col, std::size_t ncols,
+                                               const Epilogue<float>& e) {
     using W = Vec<float>;
+    const std::size_t kp = (k + 1) / 2;
     __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
            c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0, c7_1 = c0_0,
            c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
     for (std::size_t q = 0; q < kp; ++q) {
-        const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel0 + q * 16));
-        const __m512bh b1 = V > 1 ? reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel1 + q * 16)) : b0;
+        const __m512bh b0 = P::pair(panel0, q, k);
+        const __m512bh b1 = V > 1 ? P::pair(panel1, q, k) : b0;
 #define LOOM_ROW(r)                                                                                          \
     if constexpr (R > r) {                                                                                   \
         const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r * kp + q]))); \
@@ -208,6 +238,27 @@ __attribute__((noinline)) void few_rows_kernel(std::size_t kp, const unsigned* a
         LOOM_ROW(10)
         LOOM_ROW(11)
 #undef LOOM_ROW
+    }
+    if constexpr (P::scaled) {
+        const __m512 s0 = W::load(scales), s1 = V > 1 ? W::load(scales + 16) : s0;
+#define LOOM_SCALE(r)                                                        \
+    if constexpr (R > r) {                                                   \
+        c##r##_0 = _mm512_mul_ps(c##r##_0, s0);                              \
+        if constexpr (V > 1) c##r##_1 = _mm512_mul_ps(c##r##_1, s1);         \
+    }
+        LOOM_SCALE(0)
+        LOOM_SCALE(1)
+        LOOM_SCALE(2)
+        LOOM_SCALE(3)
+        LOOM_SCALE(4)
+        LOOM_SCALE(5)
+        LOOM_SCALE(6)
+        LOOM_SCALE(7)
+        LOOM_SCALE(8)
+        LOOM_SCALE(9)
+        LOOM_SCALE(10)
+        LOOM_SCALE(11)
+#undef LOOM_SCALE
     }
     const auto m0 = first(ncols), m1 = first(ncols > 16 ? ncols - 16 : 0);
 #define LOOM_STORE(r)                                                                 \
@@ -230,43 +281,56 @@ __attribute__((noinline)) void few_rows_kernel(std::size_t kp, const unsigned* a
 #undef LOOM_STORE
 }
 
-using FewRows = void (*)(std::size_t, const unsigned*, const unsigned*, const unsigned*, float* const*,
-                         const float* const*, std::size_t, std::size_t, const Epilogue<float>&);
-template <std::size_t V>
-constexpr FewRows few_rows[mr + 1] = {nullptr,
-                                      few_rows_kernel<1, V>,
-                                      few_rows_kernel<2, V>,
-                                      few_rows_kernel<3, V>,
-                                      few_rows_kernel<4, V>,
-                                      few_rows_kernel<5, V>,
-                                      few_rows_kernel<6, V>,
-                                      few_rows_kernel<7, V>,
-                                      few_rows_kernel<8, V>,
-                                      few_rows_kernel<9, V>,
-                                      few_rows_kernel<10, V>,
-                                      few_rows_kernel<11, V>,
-                                      few_rows_kernel<12, V>};
+template <class P>
+using FewRows = void (*)(std::size_t, const unsigned*, const typename P::E*, const typename P::E*, const float*,
+                         float* const*, const float* const*, std::size_t, std::size_t, const Epilogue<float>&);
+template <class P, std::size_t V>
+constexpr FewRows<P> few_rows[mr + 1] = {nullptr,
+                                         few_rows_kernel<P, 1, V>,
+                                         few_rows_kernel<P, 2, V>,
+                                         few_rows_kernel<P, 3, V>,
+                                         few_rows_kernel<P, 4, V>,
+                                         few_rows_kernel<P, 5, V>,
+                                         few_rows_kernel<P, 6, V>,
+                                         few_rows_kernel<P, 7, V>,
+                                         few_rows_kernel<P, 8, V>,
+                                         few_rows_kernel<P, 9, V>,
+                                         few_rows_kernel<P, 10, V>,
+                                         few_rows_kernel<P, 11, V>,
+                                         few_rows_kernel<P, 12, V>};
+
+// Rows in blocks of nearly equal size (as the float kernels' rows()); each pair of panels stays in
+// L1/L2 while every block passes over it. `scales`: each column's, where P is scaled.
+template <class P>
+void few_rows_by_panels(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const typename P::E* packed,
+                        const float* scales, float* const* c, const float* const* d, float alpha, float beta) {
+    const std::size_t kp = (k + 1) / 2, panel = P::panel_size(k);
+    const Epilogue<float> e{alpha, beta};
+    const std::size_t blocks = (m + mr - 1) / mr;
+    for (std::size_t col = 0; col < n; col += 32) {
+        const typename P::E* panel0 = packed + col / 16 * panel;
+        const std::size_t nc = n - col < 32 ? n - col : 32;
+        const typename P::E* panel1 = nc > 16 ? panel0 + panel : panel0;
+        for (std::size_t b = 0, start = 0; b < blocks; ++b) {
+            const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
+            (nc > 16 ? few_rows<P, 2> : few_rows<P, 1>)[r](k, a + start * kp, panel0, panel1,
+                                                           scales ? scales + col : nullptr, c + start, d + start, col,
+                                                           nc, e);
+            start += r;
+        }
+    }
+}
 
 }  // namespace
 
 void rows_pairs_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,
                             float* const* c, const float* const* d, float alpha, float beta) {
-    const std::size_t kp = (k + 1) / 2;
-    const Epilogue<float> e{alpha, beta};
-    // Rows in blocks of nearly equal size (as the float kernels' rows()); each pair of panels stays
-    // in L1/L2 while every block passes over it.
-    const std::size_t blocks = (m + mr - 1) / mr;
-    for (std::size_t col = 0; col < n; col += 32) {
-        const unsigned* panel0 = packed + col * kp;
-        const std::size_t nc = n - col < 32 ? n - col : 32;
-        const unsigned* panel1 = nc > 16 ? panel0 + 16 * kp : panel0;
-        for (std::size_t b = 0, start = 0; b < blocks; ++b) {
-            const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            (nc > 16 ? few_rows<2> : few_rows<1>)[r](kp, a + start * kp, panel0, panel1, c + start, d + start, col, nc,
-                                                     e);
-            start += r;
-        }
-    }
+    few_rows_by_panels<Bf16Pairs>(m, n, k, a, packed, nullptr, c, d, alpha, beta);
+}
+
+void rows_pairs_int8_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const signed char* packed,
+                            const float* scales, float* const* c, const float* const* d, float alpha, float beta) {
+    few_rows_by_panels<Int8Rows>(m, n, k, a, packed, scales, c, d, alpha, beta);
 }
 
 void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,

@@ -128,6 +128,7 @@ void rows(Isa isa, std::size_t m, std::size_t k, const float* const* a, const un
     const float* scales = w.scales.data() + j0;
 #if defined(__x86_64__)
     const auto* e = reinterpret_cast<const signed char*>(packed);
+    if (pairs) return kernels::rows_pairs_int8_avx512(m, n, k, pairs, e, scales, c, d, alpha, beta);
     if (isa == Isa::avx512) return kernels::rows_int8_weights_avx512(m, n, k, a, e, scales, c, d, alpha, beta);
     if (isa == Isa::avx2) return kernels::rows_int8_weights_avx2(m, n, k, a, e, scales, c, d, alpha, beta);
 #endif
@@ -198,11 +199,12 @@ void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, c
         return;
     }
     // bfloat16 rounds the rows too (both operands, as MatmulPrecision::medium): into this thread's
-    // copy, which the column parts below read; as pairs where vdpbf16ps multiplies them.
+    // copy, which the column parts below read; as pairs where vdpbf16ps multiplies them, which it
+    // does for int8 weights too (each pair of weights widened on the way: the rows rounded so).
     thread_local std::vector<float> rounded;
     thread_local std::vector<const float*> rounded_rows;
     thread_local std::vector<unsigned> pairs;
-    const bool pair_kernels = w.precision == WeightPrecision::bfloat16 && isa == Isa::avx512 && bf16_kernels_chosen();
+    const bool pair_kernels = isa == Isa::avx512 && bf16_kernels_chosen();
 #if defined(__x86_64__)
     if (pair_kernels) {
         const std::size_t kp = (k + 1) / 2;

@@ -7,16 +7,18 @@
 /// column; bfloat16 in pairs of rows, a 32-bit word holding rows 2q and 2q + 1 of a column (the
 /// even one in its low half; an odd k's last pair has a zero second row), the layout vdpbf16ps
 /// reads. Where the bfloat16 kernels are chosen (core/gemm.hpp: bf16_kernels_chosen, on CPUs with
-/// AVX-512 BF16), a bfloat16 product rounds the rows into pairs too and multiplies pairs by pairs,
-/// twice the multiply-adds of an FMA an instruction; elsewhere, and for int8, the kernels widen each
-/// element to float as they load it and multiply-add in float, in k order: the AVX-512 (12 rows x
-/// 32 columns) and AVX2 + FMA (6 rows x 16 columns) kernels give the same bits, and equal the
-/// portable loop up to float's rounding of the sums (it may fuse differently).
+/// AVX-512 BF16), a product rounds its rows into pairs of bfloat16 and multiplies pairs by pairs,
+/// twice the multiply-adds of an FMA an instruction: a bfloat16 weight's pairs as they are kept, an
+/// int8 weight's widened into pairs as they are read (exact: every int8 is a bfloat16). Elsewhere
+/// the kernels widen each element to float as they load it and multiply-add in float, in k order:
+/// the AVX-512 (12 rows x 32 columns) and AVX2 + FMA (6 rows x 16 columns) kernels give the same
+/// bits, and equal the portable loop up to float's rounding of the sums (it may fuse differently).
 ///
 /// The value computed is exactly what the rounded operands give: c = alpha * (a' B') + beta * d,
 /// B' the weight as kept (int8: q[p][j] * scale[j], with the scale applied once to each column's
-/// sum) and a' the rows (bfloat16: rounded too; int8: as they are), summed in float (each pair's
-/// two products added in turn where vdpbf16ps does it). The tests check it against a double
+/// sum) and a' the rows, rounded to bfloat16 for a bfloat16 weight and wherever the pairs kernels
+/// run, else as they are (an int8 weight widened to float), summed in float (each pair's two
+/// products added in turn where vdpbf16ps does it). The tests check it against a double
 /// computation over the same rounded operands.
 #include <bit>
 #include <cstddef>

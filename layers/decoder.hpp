@@ -132,8 +132,9 @@ struct GenerateOptions {
     /// at least 4 items a thread, without memory or initial states, the items are generated in
     /// groups, one per thread, each its own search: the callback then runs on those threads, one
     /// call at a time, each item's symbols in order but the groups' interleaved. (Not where the
-    /// weights, at `weights`' precision, exceed 16 MiB and a thread would hold fewer than 8 items:
-    /// each group reads every weight a step, so there one search shares its products instead.)
+    /// weights, at `weights`' precision, exceed 16 MiB, or 4 MiB of int8 read through vdpbf16ps,
+    /// and a thread would hold fewer than 8 items: each group reads every weight a step, so there
+    /// one search shares its products instead.)
     std::function<void(std::size_t item, std::size_t symbol)> on_symbol = {};
     /// How many items to generate when nothing else says it (no memory, no initial states, no
     /// prompts: a decoder-only model sampled from its start symbol); 0: taken from those. Given

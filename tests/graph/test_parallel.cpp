@@ -635,7 +635,8 @@ TEST_CASE("generation in groups of items on 2 threads draws what 1 thread draws,
 }
 
 TEST_CASE("generation in groups: weights from memory and few streams a thread make one group, its products shared") {
-    // 4.7 M parameters: 18.9 MB in float (more than kWeightBytesFromMemory, 16 MiB), 4.7 MB in int8.
+    // 4.7 M parameters: 18.9 MB in float (more than kWeightBytesFromMemory, 16 MiB), 9.4 MB in
+    // bfloat16, 4.7 MB in int8 (more than kWidenedWeightBytes, 4 MiB).
     // Each group calls on_step before each of its passes: groups call it once a pass each.
     layers::TransformerLM lm(13, {.model_dim = 256,
                                   .heads = 4,
@@ -659,7 +660,16 @@ TEST_CASE("generation in groups: weights from memory and few streams a thread ma
     };
     const int one_group = steps(8, WeightPrecision::float32);  // 4 streams a thread over 18.9 MB
     CHECK(one_group == 3);
-    CHECK(steps(8, WeightPrecision::int8) == 2 * one_group);      // 4.7 MB, in the last-level cache: groups
+    {
+        const Bf16ProductsScope widening(Bf16Products::never);
+        CHECK(steps(8, WeightPrecision::int8) == 2 * one_group);  // 4.7 MB, in the last-level cache: groups
+    }
+    if (cpu_supports_bf16()) {
+        // int8 through vdpbf16ps widens every weight at each read: from 4 MiB, one group
+        const Bf16ProductsScope pairs(Bf16Products::always);
+        CHECK(steps(8, WeightPrecision::int8) == one_group);
+        CHECK(steps(8, WeightPrecision::bfloat16) == 2 * one_group);  // 9.4 MB, read as kept: groups
+    }
     CHECK(steps(16, WeightPrecision::float32) == 2 * one_group);  // 8 streams a thread reuse each weight
 }
 
