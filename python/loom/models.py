@@ -72,7 +72,8 @@ def _lm_generate(self, prompts: Optional[Sequence[Sequence[int]]] = None, max_le
     next steps read, so a long generation's memory does not grow; what it returns holds those only.
     weights: the precision the step's products read the weights in, "float", "bfloat16" (weights and
     the rows they multiply rounded, half the bytes) or "int8" (each output column's weights as int8
-    times a scale, a quarter of the bytes): faster where generation waits on memory, at a cost in
+    times a scale, a quarter of the bytes; the rows rounded to bfloat16 on CPUs with AVX-512 BF16,
+    where both multiply bfloat16 pairs): faster where generation waits on memory, at a cost in
     quality (the README's lm paragraph measures both); the model's own weights stay float.
     cache: the precision the key/value cache keeps its rows in, "float" or "bfloat16" (each row
     rounded as stored: half the bytes the attention reads a step, which bound long contexts).
