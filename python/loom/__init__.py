@@ -137,8 +137,9 @@ __all__ += ["BackPropState"]
 __all__ += ["load_safetensors", "read_safetensors", "save_safetensors"]
 
 # The engine's process-wide settings (python/src/engine.cpp): threads and the precision of products.
-from ._loom import (gemm_kernels, get_matmul_precision, inter_op_threads, set_blas_threads,  # noqa: E402
-                    set_inter_op_threads, set_matmul_precision)
+from ._loom import (bf16_kernels_chosen, gemm_kernels, get_bf16_products, get_matmul_precision,  # noqa: E402
+                    inter_op_threads, set_bf16_products, set_blas_threads, set_inter_op_threads,
+                    set_matmul_precision)
 
 
 class matmul_precision:
@@ -160,8 +161,9 @@ class matmul_precision:
         set_matmul_precision(self._before.pop())
 
 
-__all__ += ["gemm_kernels", "get_matmul_precision", "inter_op_threads", "matmul_precision", "set_blas_threads",
-            "set_inter_op_threads", "set_matmul_precision"]
+__all__ += ["bf16_kernels_chosen", "gemm_kernels", "get_bf16_products", "get_matmul_precision", "inter_op_threads",
+            "matmul_precision", "set_bf16_products", "set_blas_threads", "set_inter_op_threads",
+            "set_matmul_precision"]
 
 # CNTK's submodules that programs import names from: cntk.losses, cntk.metrics, cntk.initializer, cntk.ops.
 from . import initializer, losses, metrics, ops  # noqa: E402

@@ -36,6 +36,18 @@ void bind_engine(py::module_& m) {
     m.def(
         "get_matmul_precision", [] { return std::string(loom::matmul_precision_name(loom::matmul_precision())); },
         "The precision set_matmul_precision set: \"highest\" or \"medium\".");
+    m.def(
+        "set_bf16_products", [](const std::string& name) { loom::set_bf16_products(loom::parse_bf16_products(name)); },
+        py::arg("choice"),
+        "Whether the bfloat16 kernels run on CPUs with AVX-512 BF16: \"auto\" (the default: where measured "
+        "faster than float's), \"on\" or \"off\"; overrides LOOM_BF16_PRODUCTS from now on. They serve "
+        "\"medium\" products and generation's weights in bfloat16 and int8 (whose rows they round to bfloat16).");
+    m.def(
+        "get_bf16_products", [] { return std::string(loom::bf16_products_name(loom::bf16_products_setting())); },
+        "The choice set_bf16_products (or LOOM_BF16_PRODUCTS) made: \"auto\", \"on\" or \"off\".");
+    m.def("bf16_kernels_chosen", &loom::bf16_kernels_chosen,
+          "Whether the bfloat16 kernels run on this CPU now (AVX-512 BF16, and the choice on, or auto and "
+          "measured faster), whatever the matmul precision.");
     m.def("gemm_kernels", &loom::gemm_kernels,
           "Which kernels large float products run on now: \"loom-avx512-bf16\" (at \"medium\" where bfloat16 is "
           "chosen), \"loom-avx512\", or \"openblas-\" and OpenBLAS's core name.");

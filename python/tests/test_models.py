@@ -460,7 +460,18 @@ def test_generation_reads_its_weights_in_int8_as_the_weights_put_on_the_int8_gri
         p.value = rng.normal(0, 0.5, p.value.shape).astype(np.float32)
     prompts = [[1, 4, 2], [5], [7, 7]]
     full = model.generate(prompts, 8, hypotheses=True)
-    int8 = model.generate(prompts, 8, weights="int8", hypotheses=True)
+    before = C.get_bf16_products()
+    try:
+        C.set_bf16_products("off")  # the widening kernels: the rows as they are, the weights alone rounded
+        assert not C.bf16_kernels_chosen()
+        int8 = model.generate(prompts, 8, weights="int8", hypotheses=True)
+        C.set_bf16_products("on")  # vdpbf16ps where the CPU has it: the rows rounded to bfloat16 too
+        paired = model.generate(prompts, 8, weights="int8", hypotheses=True)
+    finally:
+        C.set_bf16_products(before)
+    assert C.get_bf16_products() == before
+    with pytest.raises(ValueError, match="expected auto, on or off"):
+        C.set_bf16_products("maybe")
     bf16 = model.generate(prompts, 8, weights="bfloat16", hypotheses=True)
     for p in model.parameters:
         if p.name.endswith(".W"):  # [in, out]: a scale per output column
@@ -468,9 +479,10 @@ def test_generation_reads_its_weights_in_int8_as_the_weights_put_on_the_int8_gri
             scale = (np.abs(w).max(0) / 127).astype(np.float32).astype(np.float64)
             p.value = (np.rint(w / scale) * scale).astype(np.float32)
     on_grid = model.generate(prompts, 8, hypotheses=True)
-    for a, b, c, d in zip(int8, on_grid, full, bf16):
+    for a, b, c, d, e in zip(int8, on_grid, full, bf16, paired):
         assert a[0]["symbols"] == b[0]["symbols"]
         assert a[0]["log_probability"] == pytest.approx(b[0]["log_probability"], rel=1e-4)
+        assert abs(e[0]["log_probability"] - b[0]["log_probability"]) < 0.05 * (1 + abs(b[0]["log_probability"]))
         assert abs(a[0]["log_probability"] - c[0]["log_probability"]) < 0.05 * (1 + abs(c[0]["log_probability"]))
         assert abs(d[0]["log_probability"] - c[0]["log_probability"]) < 0.05 * (1 + abs(c[0]["log_probability"]))
     with pytest.raises(C.UserError, match="expected float, bfloat16 or int8"):
