@@ -83,8 +83,8 @@ struct Matrix {
 // kernel generation runs; the rows laid as a generator's pages lay them (runs of 64 rows of one
 // stream, the streams' runs side by side in one table per layer). Best of 5.
 template <class S>
-double attention_seconds(std::size_t layers, std::size_t heads, std::size_t d, std::size_t cache,
-                         std::size_t streams, double seconds) {
+double attention_seconds(std::size_t layers, std::size_t heads, std::size_t d, std::size_t cache, std::size_t streams,
+                         double seconds) {
     constexpr std::size_t run = 64;
     const std::size_t runs = (cache + run - 1) / run;
     std::vector<std::vector<S>> keys(layers), values(layers);

@@ -1,10 +1,12 @@
 // attend_one_query: one query over every head at once (core/attention_product.hpp).
 #include "core/attention_product.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <experimental/simd>
 #include <type_traits>
+#include <utility>
 
 #include "core/quantized_gemm.hpp"
 
@@ -72,7 +74,8 @@ void fetch_ahead(const RowView<const S>& rows, std::size_t j, std::size_t at, st
 // o's heads [h0, h0 + G) (dv = C vectors each): the weighted sum of the values' rows, p's row of
 // each head giving the weights; G * C sums in registers over one pass of the rows.
 template <std::size_t G, std::size_t C, class Lanes, class T, class S>
-[[gnu::noinline]] void weighted_values(std::size_t h0, std::size_t lk, const T* p, const RowView<const S>& values, T* o) {
+[[gnu::noinline]] void weighted_values(std::size_t h0, std::size_t lk, const T* p, const RowView<const S>& values,
+                                       T* o) {
     constexpr std::size_t lanes = Lanes::size(), dv = C * lanes;
     Lanes sum[G][C] = {};
     for (std::size_t j = 0; j < lk; ++j) {
@@ -119,6 +122,15 @@ void all_weighted_values(std::size_t heads, std::size_t lk, const T* p, const Ro
     for (; h < heads; ++h) weighted_values<1, C, Lanes>(h, lk, p, values, o);
 }
 
+// The key and value kernels for heads of 1 to sizeof...(C) vectors, [vectors - 1].
+template <class Lanes, class T, class S, std::size_t... C>
+constexpr auto sized_kernels(std::index_sequence<C...>) {
+    using Keys = void (*)(std::size_t, std::size_t, T, const T*, const RowView<const S>&, T*);
+    using Values = void (*)(std::size_t, std::size_t, const T*, const RowView<const S>&, T*);
+    return std::pair{std::array<Keys, sizeof...(C)>{&key_scores<C + 1, Lanes, T, S>...},
+                     std::array<Values, sizeof...(C)>{&all_weighted_values<C + 1, Lanes, T, S>...}};
+}
+
 }  // namespace
 
 template <class T, class S>
@@ -130,45 +142,30 @@ void attend_one_query(std::size_t heads, std::size_t dk, std::size_t dv, T scale
     // Heads of 16 to 128 elements, a multiple of 16, go through the kernels above, sized when
     // compiled; others through plain loops.
     auto vectors = [&](std::size_t size) { return size % lanes == 0 ? size / lanes : 0; };
-    switch (vectors(dk)) {
-        case 1: key_scores<1, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 2: key_scores<2, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 3: key_scores<3, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 4: key_scores<4, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 5: key_scores<5, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 6: key_scores<6, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 7: key_scores<7, Lanes>(heads, lk, scale, q, keys, p); break;
-        case 8: key_scores<8, Lanes>(heads, lk, scale, q, keys, p); break;
-        default:
-            for (std::size_t j = 0; j < lk; ++j)
-                for (std::size_t head = 0; head < heads; ++head) {
-                    const T* qh = q + head * dk;
-                    const S* kh = keys[j] + head * dk;
-                    T dot = 0;
-                    if constexpr (std::is_same_v<S, T>)
-                        dot = fast::dot(qh, kh, dk);
-                    else
-                        for (std::size_t c = 0; c < dk; ++c) dot += qh[c] * widen(kh + c);
-                    p[head * lk + j] = scale * dot;
-                }
-    }
-    softmax_rows(p, heads, lk, [&](std::size_t) { return lk; });  // a row of scores per head
-    switch (vectors(dv)) {
-        case 1: return all_weighted_values<1, Lanes>(heads, lk, p, values, o);
-        case 2: return all_weighted_values<2, Lanes>(heads, lk, p, values, o);
-        case 3: return all_weighted_values<3, Lanes>(heads, lk, p, values, o);
-        case 4: return all_weighted_values<4, Lanes>(heads, lk, p, values, o);
-        case 5: return all_weighted_values<5, Lanes>(heads, lk, p, values, o);
-        case 6: return all_weighted_values<6, Lanes>(heads, lk, p, values, o);
-        case 7: return all_weighted_values<7, Lanes>(heads, lk, p, values, o);
-        case 8: return all_weighted_values<8, Lanes>(heads, lk, p, values, o);
-        default:
-            for (std::size_t e = 0; e < heads * dv; ++e) {
-                const T* w = p + e / dv * lk;
-                T sum = 0;
-                for (std::size_t j = 0; j < lk; ++j) sum += w[j] * widen(values[j] + e);
-                o[e] = sum;
+    constexpr auto by_head_keys = sized_kernels<Lanes, T, S>(std::make_index_sequence<8>{}).first;
+    constexpr auto by_head_values = sized_kernels<Lanes, T, S>(std::make_index_sequence<8>{}).second;
+    if (const std::size_t n = vectors(dk); n >= 1 && n <= by_head_keys.size())
+        by_head_keys[n - 1](heads, lk, scale, q, keys, p);
+    else
+        for (std::size_t j = 0; j < lk; ++j)
+            for (std::size_t head = 0; head < heads; ++head) {
+                const T* qh = q + head * dk;
+                const S* kh = keys[j] + head * dk;
+                T dot = 0;
+                if constexpr (std::is_same_v<S, T>)
+                    dot = fast::dot(qh, kh, dk);
+                else
+                    for (std::size_t c = 0; c < dk; ++c) dot += qh[c] * widen(kh + c);
+                p[head * lk + j] = scale * dot;
             }
+    softmax_rows(p, heads, lk, [&](std::size_t) { return lk; });  // a row of scores per head
+    if (const std::size_t n = vectors(dv); n >= 1 && n <= by_head_values.size())
+        return by_head_values[n - 1](heads, lk, p, values, o);
+    for (std::size_t e = 0; e < heads * dv; ++e) {
+        const T* w = p + e / dv * lk;
+        T sum = 0;
+        for (std::size_t j = 0; j < lk; ++j) sum += w[j] * widen(values[j] + e);
+        o[e] = sum;
     }
 }
 

@@ -59,7 +59,8 @@ struct OwnPanel {
 struct Bf16PairPanel {
     using E = unsigned short;
     static __m256 load(const E* panel, std::size_t p, std::size_t h) {  // bfloat16 bits are a float's upper half
-        const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + (p & ~std::size_t{1}) * 16 + h * 16));
+        const __m256i words =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + (p & ~std::size_t{1}) * 16 + h * 16));
         return _mm256_castsi256_ps(p & 1 ? _mm256_and_si256(words, _mm256_set1_epi32(int(0xffff0000u)))
                                          : _mm256_slli_epi32(words, 16));
     }

@@ -170,7 +170,8 @@ void pack_rows_bf16_avx512(bool transposed, std::size_t rows, std::size_t k, con
 
 void pack_row_pairs_bf16_avx512(std::size_t k, const float* row, unsigned* out) {
     for (std::size_t p = 0; p < k; p += 32)
-        _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + p / 2), first((k - p + 1) / 2), pairs_along(row + p, k - p));
+        _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + p / 2), first((k - p + 1) / 2),
+                              pairs_along(row + p, k - p));
 }
 
 namespace {
@@ -219,11 +220,11 @@ __attribute__((noinline)) void few_rows_kernel(std::size_t k, const unsigned* a,
     for (std::size_t q = 0; q < kp; ++q) {
         const __m512bh b0 = P::pair(panel0, q, k);
         const __m512bh b1 = V > 1 ? P::pair(panel1, q, k) : b0;
-#define LOOM_ROW(r)                                                                                          \
-    if constexpr (R > r) {                                                                                   \
+#define LOOM_ROW(r)                                                                                        \
+    if constexpr (R > r) {                                                                                 \
         const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r * kp + q]))); \
-        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                                        \
-        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                                   \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                                      \
+        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                                 \
     }
         LOOM_ROW(0)
         LOOM_ROW(1)
@@ -241,10 +242,10 @@ __attribute__((noinline)) void few_rows_kernel(std::size_t k, const unsigned* a,
     }
     if constexpr (P::scaled) {
         const __m512 s0 = W::load(scales), s1 = V > 1 ? W::load(scales + 16) : s0;
-#define LOOM_SCALE(r)                                                        \
-    if constexpr (R > r) {                                                   \
-        c##r##_0 = _mm512_mul_ps(c##r##_0, s0);                              \
-        if constexpr (V > 1) c##r##_1 = _mm512_mul_ps(c##r##_1, s1);         \
+#define LOOM_SCALE(r)                                                \
+    if constexpr (R > r) {                                           \
+        c##r##_0 = _mm512_mul_ps(c##r##_0, s0);                      \
+        if constexpr (V > 1) c##r##_1 = _mm512_mul_ps(c##r##_1, s1); \
     }
         LOOM_SCALE(0)
         LOOM_SCALE(1)
@@ -313,9 +314,8 @@ void few_rows_by_panels(std::size_t m, std::size_t n, std::size_t k, const unsig
         const typename P::E* panel1 = nc > 16 ? panel0 + panel : panel0;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            (nc > 16 ? few_rows<P, 2> : few_rows<P, 1>)[r](k, a + start * kp, panel0, panel1,
-                                                           scales ? scales + col : nullptr, c + start, d + start, col,
-                                                           nc, e);
+            (nc > 16 ? few_rows<P, 2> : few_rows<P, 1>)[r](
+                k, a + start * kp, panel0, panel1, scales ? scales + col : nullptr, c + start, d + start, col, nc, e);
             start += r;
         }
     }

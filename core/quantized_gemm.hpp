@@ -39,7 +39,7 @@ struct QuantizedWeight {
     /// (k2: k rounded up to even)
     std::vector<std::uint16_t> bf16;
     std::vector<std::int8_t> int8;  ///< int8: panels of 16 columns, element [p][j] at col * k + p * 16 + j
-    std::vector<float> scales;        ///< int8: each column's scale, zeros for the padding columns
+    std::vector<float> scales;      ///< int8: each column's scale, zeros for the padding columns
     /// The bytes the products read per call: what the precision saves.
     std::size_t bytes() const {
         return bf16.size() * sizeof(std::uint16_t) + int8.size() + scales.size() * sizeof(float);

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/page_lists.hpp"

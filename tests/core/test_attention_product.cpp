@@ -96,9 +96,8 @@ TEST_CASE("attend_one_query equals a plain loop over rows through pages and a st
     struct Sizes {
         std::size_t heads, dk, dv;
     };
-    for (const Sizes z :
-         {Sizes{2, 16, 16}, Sizes{3, 5, 7}, Sizes{1, 32, 80}, Sizes{4, 64, 64}, Sizes{2, 32, 144}, Sizes{6, 64, 64},
-          Sizes{3, 128, 48}, Sizes{5, 16, 128}}) {
+    for (const Sizes z : {Sizes{2, 16, 16}, Sizes{3, 5, 7}, Sizes{1, 32, 80}, Sizes{4, 64, 64}, Sizes{2, 32, 144},
+                          Sizes{6, 64, 64}, Sizes{3, 128, 48}, Sizes{5, 16, 128}}) {
         CAPTURE(z.heads);
         CAPTURE(z.dk);
         const std::size_t kw = z.heads * z.dk, vw = z.heads * z.dv, rows = 24;

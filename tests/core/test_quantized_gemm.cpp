@@ -134,9 +134,9 @@ TEST_CASE("quantized weights: bfloat16 rounds to nearest, ties to even, and keep
     // Many at once (a cache's row): the bits of each one's rounding, written as bytes at an odd
     // address; NaNs of either sign and payload, infinities, ties, subnormals, the largest floats.
     std::vector<float> x;
-    for (std::uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0x7f800000u, 0xff800000u,
-                               0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u,
-                               0x807fffffu, 0x00008000u, 0x80000000u})
+    for (std::uint32_t bits :
+         {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+          0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x807fffffu, 0x00008000u, 0x80000000u})
         x.push_back(from_bits(bits));
     std::mt19937 rng(9);
     for (int i = 0; i < 200; ++i) x.push_back(from_bits(static_cast<std::uint32_t>(rng())));
@@ -270,7 +270,8 @@ TEST_CASE("quantized weights: every kernel variant against double over the round
 TEST_CASE("quantized weights: a product split between threads gives the bits of one thread") {
     const Operands o = random_operands(8, 1536, 384, 11);  // a wide GPT's feed-forward, 8 streams
     for (WeightPrecision precision : {WeightPrecision::bfloat16, WeightPrecision::int8})
-        for (Bf16Products choice : {Bf16Products::never, Bf16Products::always}) {  // widening, and pairs where the CPU has them
+        for (Bf16Products choice :
+             {Bf16Products::never, Bf16Products::always}) {  // widening, and pairs where the CPU has them
             const Bf16ProductsScope scope(choice);
             QuantizedWeight w;
             quantize_right(precision, false, o.k, o.n, o.b.data(), o.n, w);
