@@ -78,10 +78,24 @@ struct Matrix {
     std::size_t k, n;
 };
 
+// The fewest seconds a call of step() took: 5 measurements of seconds / 5 each, after a call untimed.
+template <class Step>
+double best_seconds(Step step, double seconds) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+        step();
+        const double t0 = bench::wall_seconds();
+        std::size_t runs = 0;
+        while (bench::wall_seconds() - t0 < seconds / 5) step(), ++runs;
+        best = std::min(best, (bench::wall_seconds() - t0) / double(runs));
+    }
+    return best;
+}
+
 // Seconds a step spends in attention alone: each of `streams` queries (every layer, `heads` heads)
 // over its own `cache` rows of keys and values kept as S (float, or bfloat16's bits), through the
 // kernel generation runs; the rows laid as a generator's pages lay them (runs of 64 rows of one
-// stream, the streams' runs side by side in one table per layer). Best of 5.
+// stream, the streams' runs side by side in one table per layer).
 template <class S>
 double attention_seconds(std::size_t layers, std::size_t heads, std::size_t d, std::size_t cache, std::size_t streams,
                          double seconds) {
@@ -107,15 +121,7 @@ double attention_seconds(std::size_t layers, std::size_t heads, std::size_t d, s
                                                              scores.data(), out.data() + s * d);
             }
     };
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-        step();
-        const double t0 = bench::wall_seconds();
-        std::size_t done = 0;
-        while (bench::wall_seconds() - t0 < seconds / 5) step(), ++done;
-        best = std::min(best, (bench::wall_seconds() - t0) / double(done));
-    }
-    return best;
+    return best_seconds(step, seconds);
 }
 
 }  // namespace
@@ -184,14 +190,7 @@ int main(int argc, char** argv) {
                         gemm_rows_quantized(streams, m.n, m.k, a_rows.data(), kept[i], c_rows.data(), 1.0f, 0.0f);
                 }
             };
-            double best = 1e30;
-            for (int rep = 0; rep < 5; ++rep) {
-                step();
-                const double t0 = bench::wall_seconds();
-                std::size_t runs = 0;
-                while (bench::wall_seconds() - t0 < seconds / 5) step(), ++runs;
-                best = std::min(best, (bench::wall_seconds() - t0) / double(runs));
-            }
+            const double best = best_seconds(step, seconds);
             const double per_char = bytes / double(streams) + cache_bytes;
             std::printf(
                 "{\"bench\": \"decode_roofline\", \"weights\": \"%s\", \"layers\": %zu, \"width\": %zu, "

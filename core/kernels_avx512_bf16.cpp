@@ -10,8 +10,8 @@
 // each holding a pair, its even-k value in the low half:
 //   B: panels of 16 columns, panel[q * 16 + j] = (B[2q][j], B[2q + 1][j]);
 //   A: blocks of 12 rows, block[q * 12 + r] = (A[r][2q], A[r][2q + 1]), zero rows past the last.
-// The kernel is the float one's (core/kernels_avx512.cpp) with a pair of k per step: 12 rows by
-// two panels, 24 accumulators, one broadcast pair of A per row and two loads of B per step.
+// The kernel is the float one's (core/kernels_avx512.cpp) with a pair of k per step: up to 12 rows
+// by two panels, 24 accumulators, one broadcast pair of A per row and two loads of B per step.
 #include "core/isa_kernels.hpp"
 
 #if defined(__x86_64__) && defined(__AVX512BF16__)
@@ -45,60 +45,6 @@ inline __m512 pairs_along(const float* x, std::size_t count) {
 }
 
 constexpr std::size_t mr = kPackedRows;
-
-// R rows by V panels (1 or 2); `rows` of the 12 are stored. Not inlined, for the reason the float
-// kernel gives.
-template <std::size_t V>
-__attribute__((noinline)) void kernel(std::size_t kp, const unsigned* a, std::size_t rows, const unsigned* panel0,
-                                      const unsigned* panel1, float* const* c, const float* const* d, std::size_t col,
-                                      std::size_t ncols, const Epilogue<float>& e) {
-    using W = Vec<float>;
-    __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
-           c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0, c7_0 = c0_0, c7_1 = c0_0,
-           c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0, c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
-    for (std::size_t q = 0; q < kp; ++q, a += mr) {
-        const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel0 + q * 16));
-        const __m512bh b1 = V > 1 ? reinterpret_cast<__m512bh>(_mm512_loadu_si512(panel1 + q * 16)) : b0;
-#define LOOM_ROW(r)                                                                               \
-    {                                                                                             \
-        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r]))); \
-        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                             \
-        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                        \
-    }
-        LOOM_ROW(0)
-        LOOM_ROW(1)
-        LOOM_ROW(2)
-        LOOM_ROW(3)
-        LOOM_ROW(4)
-        LOOM_ROW(5)
-        LOOM_ROW(6)
-        LOOM_ROW(7)
-        LOOM_ROW(8)
-        LOOM_ROW(9)
-        LOOM_ROW(10)
-        LOOM_ROW(11)
-#undef LOOM_ROW
-    }
-    const auto m0 = first(ncols), m1 = first(ncols > 16 ? ncols - 16 : 0);
-#define LOOM_STORE(r)                                                                 \
-    if (rows > r) {                                                                   \
-        e.store(c[r] + col, d[r] + col, m0, c##r##_0);                                \
-        if constexpr (V > 1) e.store(c[r] + col + 16, d[r] + col + 16, m1, c##r##_1); \
-    }
-    LOOM_STORE(0)
-    LOOM_STORE(1)
-    LOOM_STORE(2)
-    LOOM_STORE(3)
-    LOOM_STORE(4)
-    LOOM_STORE(5)
-    LOOM_STORE(6)
-    LOOM_STORE(7)
-    LOOM_STORE(8)
-    LOOM_STORE(9)
-    LOOM_STORE(10)
-    LOOM_STORE(11)
-#undef LOOM_STORE
-}
 
 }  // namespace
 
@@ -204,14 +150,20 @@ struct Int8Rows {
     static constexpr bool scaled = true;
 };
 
-// R rows (their pairs: a[r * kp + q]) by V panels (1 or 2) of B's pairs as P reads them, for a few
-// rows read where they lie (a generating step's products): R x V accumulators, one broadcast pair a
-// row and one vdpbf16ps a panel per pair of k. Not inlined, for the reason the float kernel gives.
-template <class P, std::size_t R, std::size_t V>
-__attribute__((noinline)) void few_rows_kernel(std::size_t k, const unsigned* a, const typename P::E* panel0,
-                                               const typename P::E* panel1, const float* scales, float* const* c,
-                                               const float* const* d, std::size_t col, std::size_t ncols,
-                                               const Epilogue<float>& e) {
+// Each of the 12 rows a kernel may hold, as M(r): the accumulators are named variables, not an
+// array, so that GCC keeps them in registers (core/kernels_avx512.cpp), and each row's code is a macro.
+#define LOOM_EACH_ROW(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
+
+// R rows of A's pairs by V panels (1 or 2) of B's pairs as P reads them; `stored` of the R rows are
+// stored. A is laid out as pack_rows_bf16_avx512 lays a block of 12 rows (`blocked`: a[q * 12 + r],
+// training's products) or as rows of pairs one after another (a[r * kp + q], a generating step's
+// few rows, pack_row_pairs_bf16_avx512). R x V accumulators, one broadcast pair a row and one
+// vdpbf16ps a panel per pair of k. Not inlined, for the reason the float kernel gives.
+template <class P, bool blocked, std::size_t R, std::size_t V>
+__attribute__((noinline)) void kernel(std::size_t k, const unsigned* a, std::size_t stored, const typename P::E* panel0,
+                                      const typename P::E* panel1, const float* scales, float* const* c,
+                                      const float* const* d, std::size_t col, std::size_t ncols,
+                                      const Epilogue<float>& e) {
     using W = Vec<float>;
     const std::size_t kp = (k + 1) / 2;
     __m512 c0_0 = W::zero(), c0_1 = c0_0, c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0,
@@ -220,24 +172,14 @@ __attribute__((noinline)) void few_rows_kernel(std::size_t k, const unsigned* a,
     for (std::size_t q = 0; q < kp; ++q) {
         const __m512bh b0 = P::pair(panel0, q, k);
         const __m512bh b1 = V > 1 ? P::pair(panel1, q, k) : b0;
-#define LOOM_ROW(r)                                                                                        \
-    if constexpr (R > r) {                                                                                 \
-        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r * kp + q]))); \
-        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                                      \
-        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                                 \
+#define LOOM_ROW(r)                                                                               \
+    if constexpr (R > r) {                                                                        \
+        const unsigned pair = blocked ? a[q * mr + r] : a[r * kp + q];                            \
+        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair))); \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, x, b0);                                             \
+        if constexpr (V > 1) c##r##_1 = _mm512_dpbf16_ps(c##r##_1, x, b1);                        \
     }
-        LOOM_ROW(0)
-        LOOM_ROW(1)
-        LOOM_ROW(2)
-        LOOM_ROW(3)
-        LOOM_ROW(4)
-        LOOM_ROW(5)
-        LOOM_ROW(6)
-        LOOM_ROW(7)
-        LOOM_ROW(8)
-        LOOM_ROW(9)
-        LOOM_ROW(10)
-        LOOM_ROW(11)
+        LOOM_EACH_ROW(LOOM_ROW)
 #undef LOOM_ROW
     }
     if constexpr (P::scaled) {
@@ -247,58 +189,37 @@ __attribute__((noinline)) void few_rows_kernel(std::size_t k, const unsigned* a,
         c##r##_0 = _mm512_mul_ps(c##r##_0, s0);                      \
         if constexpr (V > 1) c##r##_1 = _mm512_mul_ps(c##r##_1, s1); \
     }
-        LOOM_SCALE(0)
-        LOOM_SCALE(1)
-        LOOM_SCALE(2)
-        LOOM_SCALE(3)
-        LOOM_SCALE(4)
-        LOOM_SCALE(5)
-        LOOM_SCALE(6)
-        LOOM_SCALE(7)
-        LOOM_SCALE(8)
-        LOOM_SCALE(9)
-        LOOM_SCALE(10)
-        LOOM_SCALE(11)
+        LOOM_EACH_ROW(LOOM_SCALE)
 #undef LOOM_SCALE
     }
     const auto m0 = first(ncols), m1 = first(ncols > 16 ? ncols - 16 : 0);
 #define LOOM_STORE(r)                                                                 \
-    if constexpr (R > r) {                                                            \
+    if (R > r && stored > r) {                                                        \
         e.store(c[r] + col, d[r] + col, m0, c##r##_0);                                \
         if constexpr (V > 1) e.store(c[r] + col + 16, d[r] + col + 16, m1, c##r##_1); \
     }
-    LOOM_STORE(0)
-    LOOM_STORE(1)
-    LOOM_STORE(2)
-    LOOM_STORE(3)
-    LOOM_STORE(4)
-    LOOM_STORE(5)
-    LOOM_STORE(6)
-    LOOM_STORE(7)
-    LOOM_STORE(8)
-    LOOM_STORE(9)
-    LOOM_STORE(10)
-    LOOM_STORE(11)
+    LOOM_EACH_ROW(LOOM_STORE)
 #undef LOOM_STORE
 }
 
 template <class P>
-using FewRows = void (*)(std::size_t, const unsigned*, const typename P::E*, const typename P::E*, const float*,
-                         float* const*, const float* const*, std::size_t, std::size_t, const Epilogue<float>&);
+using FewRows = void (*)(std::size_t, const unsigned*, std::size_t, const typename P::E*, const typename P::E*,
+                         const float*, float* const*, const float* const*, std::size_t, std::size_t,
+                         const Epilogue<float>&);
 template <class P, std::size_t V>
 constexpr FewRows<P> few_rows[mr + 1] = {nullptr,
-                                         few_rows_kernel<P, 1, V>,
-                                         few_rows_kernel<P, 2, V>,
-                                         few_rows_kernel<P, 3, V>,
-                                         few_rows_kernel<P, 4, V>,
-                                         few_rows_kernel<P, 5, V>,
-                                         few_rows_kernel<P, 6, V>,
-                                         few_rows_kernel<P, 7, V>,
-                                         few_rows_kernel<P, 8, V>,
-                                         few_rows_kernel<P, 9, V>,
-                                         few_rows_kernel<P, 10, V>,
-                                         few_rows_kernel<P, 11, V>,
-                                         few_rows_kernel<P, 12, V>};
+                                         kernel<P, false, 1, V>,
+                                         kernel<P, false, 2, V>,
+                                         kernel<P, false, 3, V>,
+                                         kernel<P, false, 4, V>,
+                                         kernel<P, false, 5, V>,
+                                         kernel<P, false, 6, V>,
+                                         kernel<P, false, 7, V>,
+                                         kernel<P, false, 8, V>,
+                                         kernel<P, false, 9, V>,
+                                         kernel<P, false, 10, V>,
+                                         kernel<P, false, 11, V>,
+                                         kernel<P, false, 12, V>};
 
 // Rows in blocks of nearly equal size (as the float kernels' rows()); each pair of panels stays in
 // L1/L2 while every block passes over it. `scales`: each column's, where P is scaled.
@@ -314,8 +235,9 @@ void few_rows_by_panels(std::size_t m, std::size_t n, std::size_t k, const unsig
         const typename P::E* panel1 = nc > 16 ? panel0 + panel : panel0;
         for (std::size_t b = 0, start = 0; b < blocks; ++b) {
             const std::size_t r = m / blocks + (b < m % blocks ? 1 : 0);
-            (nc > 16 ? few_rows<P, 2> : few_rows<P, 1>)[r](
-                k, a + start * kp, panel0, panel1, scales ? scales + col : nullptr, c + start, d + start, col, nc, e);
+            (nc > 16 ? few_rows<P, 2> : few_rows<P, 1>)[r](k, a + start * kp, r, panel0, panel1,
+                                                           scales ? scales + col : nullptr, c + start, d + start, col,
+                                                           nc, e);
             start += r;
         }
     }
@@ -345,9 +267,9 @@ void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const 
             const std::size_t r = m - start < mr ? m - start : mr;
             const unsigned* block = a + start * kp;
             if (nc > 16)
-                kernel<2>(kp, block, r, panel0, panel1, c + start, d + start, col, nc, e);
+                kernel<Bf16Pairs, true, mr, 2>(k, block, r, panel0, panel1, nullptr, c + start, d + start, col, nc, e);
             else
-                kernel<1>(kp, block, r, panel0, panel1, c + start, d + start, col, nc, e);
+                kernel<Bf16Pairs, true, mr, 1>(k, block, r, panel0, panel1, nullptr, c + start, d + start, col, nc, e);
         }
     }
 }

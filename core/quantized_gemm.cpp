@@ -1,6 +1,7 @@
 #include "core/quantized_gemm.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -43,30 +44,27 @@ CachePrecision parse_cache_precision(std::string_view name) {
     throw UserError("cache precision '" + std::string(name) + "': expected float or bfloat16");
 }
 
-std::uint16_t bfloat16_bits(float x) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    if (std::isnan(x)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // stays a NaN (quiet)
-    bits += 0x7fff + ((bits >> 16) & 1);                                        // to nearest, ties to even
-    return static_cast<std::uint16_t>(bits >> 16);
+namespace {
+// The bfloat16 bits of the float whose bits are b: to nearest, ties to even; a NaN stays a NaN
+// (quiet). Without branches, so that a loop over many runs in vector lanes.
+std::uint16_t rounded_bits(std::uint32_t b) {
+    const std::uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet = (b >> 16) | 0x40u;
+    return static_cast<std::uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
+}  // namespace
+
+std::uint16_t bfloat16_bits(float x) { return rounded_bits(std::bit_cast<std::uint32_t>(x)); }
 
 float round_to_bfloat16(float x) { return widen_bf16(bfloat16_bits(x)); }
 
 void bfloat16_bits(const float* x, std::size_t n, void* out) {
-    // The rounding above without branches, so that the compiler runs it in vector lanes, a block of
-    // elements at a time into a buffer copied out.
+    // A block of elements at a time into a buffer copied out as bytes.
     constexpr std::size_t block = 64;
     std::uint16_t bits[block];
     for (std::size_t at = 0; at < n; at += block) {
         const std::size_t count = std::min(block, n - at);
-        for (std::size_t e = 0; e < count; ++e) {
-            std::uint32_t b;
-            std::memcpy(&b, x + at + e, sizeof b);
-            const std::uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-            const std::uint32_t quiet = (b >> 16) | 0x40u;  // a NaN stays a NaN (quiet)
-            bits[e] = static_cast<std::uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-        }
+        for (std::size_t e = 0; e < count; ++e) bits[e] = rounded_bits(std::bit_cast<std::uint32_t>(x[at + e]));
         std::memcpy(static_cast<char*>(out) + at * sizeof(std::uint16_t), bits, count * sizeof(std::uint16_t));
     }
 }
