@@ -8,6 +8,7 @@
 #include <string>
 
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include "core/errors.hpp"
 #include "core/packed_gemm.hpp"
@@ -279,6 +280,14 @@ void gemm_reset_timing() { timing_ns = 0; }
 void set_blas_threads(int n) {
     blas_threads = n;
     openblas_set_num_threads(n);
+    // OpenBLAS starts its threads when it is loaded (one per core but the caller's), and each spins,
+    // calling sched_yield, for about a tenth of a second after its last task: told one thread, they
+    // stay and spin. On two cores that spinning took a core from loom's second thread: a small GPT's
+    // 8 streams drew 18,000 characters/s on 2 threads against 32,000 on 1 (Zen 4; 34,000 on 2 with
+    // OPENBLAS_NUM_THREADS=1). Its pthread builds export blas_thread_shutdown_ (what OpenBLAS runs
+    // at fork), which joins them; OpenBLAS starts them again at its next call with several threads.
+    if (n == 1)
+        if (auto shutdown = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) shutdown();
 }
 
 std::string gemm_kernels() {

@@ -7,12 +7,15 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
+#include <cblas.h>
 #include <loom.hpp>
 
 #include "core/gemm.hpp"
@@ -336,6 +339,36 @@ TEST_CASE("with OpenBLAS threads inside each product, gemm is left whole: the bi
             [&] { gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, shared.data(), n); }));
         CHECK(shared == one);
     }
+}
+
+namespace {
+std::size_t threads_of_this_process() {
+    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                                  std::filesystem::directory_iterator{}));
+}
+}  // namespace
+
+TEST_CASE("set_blas_threads(1) ends OpenBLAS's idle threads, and a product on several starts them again" *
+          doctest::skip(kThreadSanitizer)) {
+    // Left idle, they spin on sched_yield for a while after their last task, taking a core from the
+    // inter-op threads.
+    const std::size_t m = 300, n = 400, k = 500;
+    const auto a = random_values<double>(m * k, 9), b = random_values<double>(k * n, 10);
+    std::vector<double> first(m * n), again(m * n);
+    set_blas_threads(1);
+    const std::size_t before = threads_of_this_process();
+    set_blas_threads(2);
+    gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, first.data(), n);
+    const std::size_t with_blas_threads = threads_of_this_process();
+    set_blas_threads(1);
+    CHECK(threads_of_this_process() == before);
+    // OpenBLAS's pthreads build (Debian's default) started a thread beside this one for the product.
+    if (openblas_get_parallel() == 1 && std::thread::hardware_concurrency() > 1) CHECK(with_blas_threads > before);
+    set_blas_threads(2);
+    gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, again.data(), n);
+    CHECK(threads_of_this_process() == with_blas_threads);
+    CHECK(again == first);
+    set_blas_threads(1);
 }
 
 TEST_CASE_TEMPLATE("gemm_rows split between threads gives the bits of one thread", T, float, double) {
