@@ -343,8 +343,8 @@ TEST_CASE("with OpenBLAS threads inside each product, gemm is left whole: the bi
 
 namespace {
 std::size_t threads_of_this_process() {
-    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
-                                                  std::filesystem::directory_iterator{}));
+    return static_cast<std::size_t>(
+        std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator{}));
 }
 }  // namespace
 
