@@ -139,46 +139,90 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
                     std::size_t ldb, QuantizedWeight& out) {
     if (precision == WeightPrecision::float32)
         throw UserError("quantize_right: float32 weights are packed by pack_right, not quantized");
-    // Packed as float first (pack_right's fast paths), then narrowed element by element.
-    std::vector<float> packed(packed_size<float>(k, n));
-    pack_right<float>(transposed, k, n, b, ldb, packed.data());
     out.precision = precision;
     out.k = k;
     out.n = n;
     out.bf16.clear();
     out.int8.clear();
     out.scales.clear();
-    if (precision == WeightPrecision::bfloat16) {
-        const std::size_t rows = depth(precision, k);
+    const std::size_t rows = depth(precision, k);
+    if (precision == WeightPrecision::bfloat16)
         out.bf16.assign(padded_columns(n) * rows, 0);  // an odd k's last pair: its second row 0
-        for (std::size_t col = 0; col < n; col += nr)
-            for (std::size_t p = 0; p < k; ++p)
-                for (std::size_t j = 0; j < nr; ++j)
-                    out.bf16[col * rows + element_at(precision, p, j)] = bfloat16_bits(packed[col * k + p * nr + j]);
-        return;
-    }
-    out.int8.resize(packed.size());
-    out.scales.assign(padded_columns(n), 0.0f);
-    for (std::size_t col = 0; col < n; col += nr) {
-        const float* panel = packed.data() + col * k;
-        std::int8_t* q = out.int8.data() + col * k;
-        for (std::size_t j = 0; j < nr; ++j) {
-            float largest = 0;
-            bool finite = true;
+    else
+        out.int8.resize(padded_columns(n) * k), out.scales.assign(padded_columns(n), 0.0f);
+    // Narrowed from the weight where it lies, not from a float copy packed first: that copy (43 MB
+    // for the wide GPT, allocated and zeroed at every call) was a third of a generating call's start.
+    // Element (p, j) of op(W) is b[p ldb + j], or b[j ldb + p] transposed.
+    if (precision == WeightPrecision::bfloat16) {
+        // A panel of 16 columns at a time, gathered as float (columns past n zero), then its pairs
+        // of rows interleaved: rows 2q and 2q + 1 of a column side by side.
+        std::vector<float> panel(k * nr);
+        float pair[2 * nr];
+        for (std::size_t col = 0; col < n; col += nr) {
+            const std::size_t nc = std::min(nr, n - col);
             for (std::size_t p = 0; p < k; ++p) {
-                const float w = panel[p * nr + j];
-                finite &= std::isfinite(w);
-                largest = std::max(largest, std::fabs(w));
+                float* to = panel.data() + p * nr;
+                if (transposed)
+                    for (std::size_t j = 0; j < nc; ++j) to[j] = b[(col + j) * ldb + p];
+                else
+                    std::copy_n(b + p * ldb + col, nc, to);
+                std::fill(to + nc, to + nr, 0.0f);
             }
-            // A column holding NaN or an infinity gets the scale NaN: its sums are NaN, as float's
-            // would be, instead of a number the rounding made up.
-            const float scale = finite ? largest / 127.0f : std::numeric_limits<float>::quiet_NaN();
-            out.scales[col + j] = scale;
-            for (std::size_t p = 0; p < k; ++p) {
-                const float v = finite && scale > 0 ? std::nearbyint(panel[p * nr + j] / scale) : 0.0f;
-                q[p * nr + j] = static_cast<std::int8_t>(std::clamp(v, -127.0f, 127.0f));
+            std::uint16_t* q = out.bf16.data() + col * rows;
+            for (std::size_t p = 0; p < k; p += 2) {
+                for (std::size_t j = 0; j < nr; ++j)
+                    pair[2 * j] = panel[p * nr + j], pair[2 * j + 1] = p + 1 < k ? panel[(p + 1) * nr + j] : 0.0f;
+                bfloat16_bits(pair, 2 * nr, q + p / 2 * 2 * nr);
             }
         }
+        return;
+    }
+    // int8: each column's largest magnitude; a column holding NaN or an infinity (a magnitude not
+    // <= the largest float) gets the scale NaN, so that its sums are NaN, as float's would be,
+    // instead of a number the rounding made up, and its weights 0.
+    std::vector<float> largest(n, 0.0f);
+    std::vector<int> bad(n, 0);
+    std::vector<float> scale(n);
+    if (transposed) {
+        for (std::size_t j = 0; j < n; ++j) {
+            float top = 0.0f;
+            int not_finite = 0;
+            for (std::size_t p = 0; p < k; ++p) {
+                const float a = std::fabs(b[j * ldb + p]);
+                not_finite |= !(a <= std::numeric_limits<float>::max());
+                top = a > top ? a : top;
+            }
+            largest[j] = top, bad[j] = not_finite;
+        }
+    } else {
+        for (std::size_t p = 0; p < k; ++p)
+            for (std::size_t j = 0; j < n; ++j) {
+                const float a = std::fabs(b[p * ldb + j]);
+                bad[j] |= !(a <= std::numeric_limits<float>::max());
+                largest[j] = a > largest[j] ? a : largest[j];
+            }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        scale[j] = bad[j] ? std::numeric_limits<float>::quiet_NaN() : largest[j] / 127.0f;
+        out.scales[j] = scale[j];
+    }
+    // A NaN scale fails scale > 0 too.
+    const auto narrow = [](float w, float s) {
+        const float v = s > 0 ? std::nearbyint(w / s) : 0.0f;
+        return static_cast<std::int8_t>(v < -127.0f ? -127.0f : (v > 127.0f ? 127.0f : v));
+    };
+    if (transposed) {
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t p = 0; p < k; ++p)
+                out.int8[j / nr * nr * k + p * nr + j % nr] = narrow(b[j * ldb + p], scale[j]);
+        return;
+    }
+    std::vector<std::int8_t> line(n);  // row p of op(W), narrowed, then cut into the panels' rows
+    for (std::size_t p = 0; p < k; ++p) {
+        const float* row = b + p * ldb;
+        for (std::size_t j = 0; j < n; ++j) line[j] = narrow(row[j], scale[j]);
+        for (std::size_t col = 0; col < n; col += nr)
+            std::copy_n(line.data() + col, std::min(nr, n - col), out.int8.data() + col * k + p * nr);
     }
 }
 
