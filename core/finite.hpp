@@ -17,9 +17,20 @@ namespace loom {
 /// finite. Callers put it after "holds " in a message that names the file and the parameter.
 template <class T>
 std::string first_non_finite(std::span<const T> values) {
-    const auto bad = std::find_if(values.begin(), values.end(), [](T v) { return !std::isfinite(v); });
-    if (bad == values.end()) return {};
-    return std::to_string(*bad) + " at element " + std::to_string(bad - values.begin());
+    // Blocks of 1,024 summed up without a branch (a loop that stops at the first find does not run
+    // in vector lanes: it was 8 ms of each generating call of a 43 MB model), then the one found
+    // looked for in its block.
+    constexpr std::size_t block = 1024;
+    for (std::size_t at = 0; at < values.size(); at += block) {
+        const std::size_t end = std::min(values.size(), at + block);
+        int bad = 0;
+        for (std::size_t i = at; i < end; ++i) bad |= !(std::fabs(values[i]) <= std::numeric_limits<T>::max());
+        if (!bad) continue;
+        const auto first = std::find_if(values.begin() + static_cast<std::ptrdiff_t>(at), values.end(),
+                                        [](T v) { return !std::isfinite(v); });
+        return std::to_string(*first) + " at element " + std::to_string(first - values.begin());
+    }
+    return {};
 }
 
 /// Where `values`, doubles bound for float, first holds a finite value beyond float's range (its
