@@ -18,4 +18,12 @@ void set_training(bool training) { training_flag().store(training, std::memory_o
 TrainingScope::TrainingScope(bool training) : previous_(is_training()) { set_training(training); }
 TrainingScope::~TrainingScope() { set_training(previous_); }
 
+namespace {
+thread_local bool inference_graph = false;
+}
+
+InferenceGraphScope::InferenceGraphScope() : previous_(inference_graph) { inference_graph = true; }
+InferenceGraphScope::~InferenceGraphScope() { inference_graph = previous_; }
+bool InferenceGraphScope::active() { return inference_graph; }
+
 }  // namespace loom

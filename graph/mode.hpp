@@ -22,4 +22,21 @@ private:
     bool previous_;
 };
 
+/// While one lives on this thread, dropout() builds no mask and returns its operand: for a graph
+/// that only ever runs in inference (a Generator's step), whatever the mode when it runs, and whose
+/// passes then skip the mask and its product (two ops a dropout, of a small GPT's hundred a step).
+/// A dropout given seed 0 still draws its seed, so that what is drawn after is the same.
+class InferenceGraphScope {
+public:
+    InferenceGraphScope();
+    ~InferenceGraphScope();
+    InferenceGraphScope(const InferenceGraphScope&) = delete;
+    InferenceGraphScope& operator=(const InferenceGraphScope&) = delete;
+    /// \return whether an InferenceGraphScope lives on this thread.
+    static bool active();
+
+private:
+    bool previous_;
+};
+
 }  // namespace loom

@@ -7,6 +7,7 @@
 
 #include "core/errors.hpp"
 #include "core/finite.hpp"
+#include "graph/mode.hpp"
 #include "graph/ops.hpp"
 #include "layers/generator_state.hpp"
 
@@ -125,7 +126,11 @@ std::unique_ptr<Generator::State> Generator::State::make(const Decoder& decoder,
         if (s.paged[i].rows)
             step_states[i] =
                 paged_rows(s.paged[i].rows, s.paged[i].pages, s.previous, "decoder_state_" + std::to_string(i));
-    DecoderOutput out = decoder.step()(s.previous, step_states, picks);
+    // Generation never drops: the step is built without dropout's masks, whatever the mode it runs in.
+    DecoderOutput out = [&] {
+        const InferenceGraphScope inference;
+        return decoder.step()(s.previous, step_states, picks);
+    }();
     if (out.states.size() != s.states.size())
         throw UserError("Generator: the step returned " + std::to_string(out.states.size()) +
                         " states, the decoder has " + std::to_string(s.states.size()));

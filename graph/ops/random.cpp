@@ -97,6 +97,7 @@ Variable dropout(const Variable& a, double rate, std::uint64_t seed, const std::
     if (rate == 0.0) return a;
     // Seed 0: draw the op's seed from the library generator, so set_seed() makes a run reproducible.
     const std::uint64_t s = seed != 0 ? seed : global_rng()();
+    if (InferenceGraphScope::active()) return a;
     auto mask =
         Variable(apply_op(std::make_shared<const RandomMask>(rate, s), {a.node()}, name.empty() ? "" : name + ".mask"));
     return element_times(a, mask, name);

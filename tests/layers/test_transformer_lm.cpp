@@ -425,6 +425,35 @@ TEST_CASE("TransformerLM's attention_dropout drops weights in training only, and
                          UserError);
 }
 
+TEST_CASE("A Generator's step drops nothing, also in training mode: a GPT with dropout generates as without it") {
+    auto o = tiny_lm();
+    o.dropout = 0.5;  // on the embedding and every sublayer's output
+    layers::TransformerLM dropping(tiny_vocabulary, o);
+    to_precision(dropping.parameters(), DType::f64);
+    perturb(dropping.parameters(), 13);
+    layers::TransformerLM plain(tiny_vocabulary, tiny_lm());  // the same parameters, no dropout
+    to_precision(plain.parameters(), DType::f64);
+    for (std::size_t i = 0; i < plain.parameters().size(); ++i)
+        plain.parameters()[i].set_value(dropping.parameters()[i].data<double>());
+    const layers::GenerateOptions g{
+        .beam_width = 1, .max_length = 5, .start_symbol = 2, .end_symbol = layers::no_symbol, .items = 3};
+    const auto symbols = [&](const layers::Generated& out) {
+        std::vector<std::vector<std::size_t>> all;
+        for (const auto& item : out.items) all.push_back(item.at(0).symbols);
+        return all;
+    };
+    const auto expected = symbols(layers::Generator(plain.decoder(), {}).generate(g, {}));
+    CHECK(symbols(layers::Generator(dropping.decoder(), {}).generate(g, {})) == expected);
+    const TrainingScope training;  // a program sampling between training steps
+    CHECK(symbols(layers::Generator(dropping.decoder(), {}).generate(g, {})) == expected);
+    // The teacher-forced graph, built outside a Generator, still drops in training mode.
+    Variable x = sequence::input_variable({1}, "x");
+    const Bindings in{{x, Value::index_sequences({{3, 1, 4, 1}})}};
+    Variable a = dropping(x), b = plain(x);
+    CHECK_FALSE(
+        xt::allclose(evaluate({a}, in)[a].sequence<double>(0), evaluate({b}, in)[b].sequence<double>(0), 1e-6, 1e-6));
+}
+
 TEST_CASE("TransformerLM names its parameters as GPT weights are mapped to, and refuses bad sizes") {
     layers::TransformerLM lm(tiny_vocabulary, tiny_lm());
     std::map<std::string, std::vector<std::size_t>> shapes;
