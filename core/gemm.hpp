@@ -178,7 +178,9 @@ bool bf16_products_pay(double float_rate, double bf16_rate);
 /// loom's at a model's shapes, which the bfloat16 kernels still pass by far more than the margin).
 double bf16_speedup();
 
-/// OpenBLAS's thread count, set once by the program (benchmarks, samples).
+/// OpenBLAS's thread count, set once by the program (benchmarks, samples). 1 also ends OpenBLAS's
+/// idle threads (they would spin beside loom's), which OpenBLAS starts again at its next product on
+/// several threads; call it while no BLAS call runs.
 void set_blas_threads(int n);
 
 /// Which kernels gemm() runs on large shapes now: "loom-avx512-bf16" (bf16_products(): at
