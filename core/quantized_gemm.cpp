@@ -145,67 +145,43 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
     out.bf16.clear();
     out.int8.clear();
     out.scales.clear();
-    const std::size_t rows = depth(precision, k);
-    if (precision == WeightPrecision::bfloat16)
-        out.bf16.assign(padded_columns(n) * rows, 0);  // an odd k's last pair: its second row 0
-    else
-        out.int8.resize(padded_columns(n) * k), out.scales.assign(padded_columns(n), 0.0f);
     // Narrowed from the weight where it lies, not from a float copy packed first: that copy (43 MB
     // for the wide GPT, allocated and zeroed at every call) was a third of a generating call's start.
-    // Element (p, j) of op(W) is b[p ldb + j], or b[j ldb + p] transposed.
+    // Element (p, j) of op(W), 0 past its k rows and n columns (an odd k's last pair, the padding):
+    const auto at = [&](std::size_t p, std::size_t j) {
+        return p >= k || j >= n ? 0.0f : transposed ? b[j * ldb + p] : b[p * ldb + j];
+    };
     if (precision == WeightPrecision::bfloat16) {
-        // A panel of 16 columns at a time, gathered as float (columns past n zero), then its pairs
-        // of rows interleaved: rows 2q and 2q + 1 of a column side by side.
-        std::vector<float> panel(k * nr);
+        // Each pair of rows of a panel of 16 columns, interleaved (rows 2q and 2q + 1 of a column
+        // side by side), then rounded in vector lanes.
+        const std::size_t rows = depth(precision, k);
+        out.bf16.resize(padded_columns(n) * rows);
         float pair[2 * nr];
-        for (std::size_t col = 0; col < n; col += nr) {
-            const std::size_t nc = std::min(nr, n - col);
-            for (std::size_t p = 0; p < k; ++p) {
-                float* to = panel.data() + p * nr;
-                if (transposed)
-                    for (std::size_t j = 0; j < nc; ++j) to[j] = b[(col + j) * ldb + p];
-                else
-                    std::copy_n(b + p * ldb + col, nc, to);
-                std::fill(to + nc, to + nr, 0.0f);
-            }
-            std::uint16_t* q = out.bf16.data() + col * rows;
+        for (std::size_t col = 0; col < n; col += nr)
             for (std::size_t p = 0; p < k; p += 2) {
-                for (std::size_t j = 0; j < nr; ++j)
-                    pair[2 * j] = panel[p * nr + j], pair[2 * j + 1] = p + 1 < k ? panel[(p + 1) * nr + j] : 0.0f;
-                bfloat16_bits(pair, 2 * nr, q + p / 2 * 2 * nr);
+                for (std::size_t j = 0; j < nr; ++j) pair[2 * j] = at(p, col + j), pair[2 * j + 1] = at(p + 1, col + j);
+                bfloat16_bits(pair, 2 * nr, out.bf16.data() + col * rows + p / 2 * 2 * nr);
             }
-        }
         return;
     }
     // int8: each column's largest magnitude; a column holding NaN or an infinity (a magnitude not
     // <= the largest float) gets the scale NaN, so that its sums are NaN, as float's would be,
-    // instead of a number the rounding made up, and its weights 0.
+    // instead of a number the rounding made up, and its weights 0. Read along b's rows, so that the
+    // loops over a row run in vector lanes.
+    out.int8.resize(padded_columns(n) * k);
+    out.scales.assign(padded_columns(n), 0.0f);
     std::vector<float> largest(n, 0.0f);
     std::vector<int> bad(n, 0);
-    std::vector<float> scale(n);
-    if (transposed) {
-        for (std::size_t j = 0; j < n; ++j) {
-            float top = 0.0f;
-            int not_finite = 0;
-            for (std::size_t p = 0; p < k; ++p) {
-                const float a = std::fabs(b[j * ldb + p]);
-                not_finite |= !(a <= std::numeric_limits<float>::max());
-                top = a > top ? a : top;
-            }
-            largest[j] = top, bad[j] = not_finite;
-        }
-    } else {
-        for (std::size_t p = 0; p < k; ++p)
-            for (std::size_t j = 0; j < n; ++j) {
-                const float a = std::fabs(b[p * ldb + j]);
-                bad[j] |= !(a <= std::numeric_limits<float>::max());
-                largest[j] = a > largest[j] ? a : largest[j];
-            }
-    }
-    for (std::size_t j = 0; j < n; ++j) {
+    const auto note = [&](std::size_t j, float w) {
+        const float a = std::fabs(w);
+        bad[j] |= !(a <= std::numeric_limits<float>::max());
+        largest[j] = a > largest[j] ? a : largest[j];
+    };
+    for (std::size_t r = 0; r < (transposed ? n : k); ++r)
+        for (std::size_t e = 0; e < (transposed ? k : n); ++e) note(transposed ? r : e, b[r * ldb + e]);
+    float* scale = out.scales.data();
+    for (std::size_t j = 0; j < n; ++j)
         scale[j] = bad[j] ? std::numeric_limits<float>::quiet_NaN() : largest[j] / 127.0f;
-        out.scales[j] = scale[j];
-    }
     // A NaN scale fails scale > 0 too.
     const auto narrow = [](float w, float s) {
         const float v = s > 0 ? std::nearbyint(w / s) : 0.0f;
@@ -214,7 +190,7 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
     if (transposed) {
         for (std::size_t j = 0; j < n; ++j)
             for (std::size_t p = 0; p < k; ++p)
-                out.int8[j / nr * nr * k + p * nr + j % nr] = narrow(b[j * ldb + p], scale[j]);
+                out.int8[j / nr * nr * k + p * nr + j % nr] = narrow(at(p, j), scale[j]);
         return;
     }
     std::vector<std::int8_t> line(n);  // row p of op(W), narrowed, then cut into the panels' rows

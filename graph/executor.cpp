@@ -163,9 +163,8 @@ void Execution<T>::schedule(TaskGraph& tasks, std::vector<double>& cost,
             interruption_point();
             run(static_cast<int>(s), works_[0]);
         }
-        if (threads > 1)
-            cost.assign(steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                                   static_cast<double>(std::max<std::size_t>(steps, 1)));
+        cost.assign(steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                               static_cast<double>(std::max<std::size_t>(steps, 1)));
         return;
     }
     cost.resize(steps);

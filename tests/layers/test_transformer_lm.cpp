@@ -394,16 +394,25 @@ TEST_CASE("TransformerLM: gradients in double on ragged sequences") {
                       {.max_elements = 30});
 }
 
+// A GPT of options `o` (with some dropout) in double, its parameters perturbed by `seed`, and the
+// same GPT without dropout holding the same values.
+struct DroppingAndPlain {
+    layers::TransformerLM dropping, plain;
+    DroppingAndPlain(const layers::TransformerOptions& o, std::uint64_t seed)
+        : dropping(tiny_vocabulary, o), plain(tiny_vocabulary, tiny_lm()) {
+        to_precision(dropping.parameters(), DType::f64);
+        perturb(dropping.parameters(), seed);
+        to_precision(plain.parameters(), DType::f64);
+        for (std::size_t i = 0; i < plain.parameters().size(); ++i)
+            plain.parameters()[i].set_value(dropping.parameters()[i].data<double>());
+    }
+};
+
 TEST_CASE("TransformerLM's attention_dropout drops weights in training only, and its generating step takes none") {
     auto o = tiny_lm();
     o.attention_dropout = 0.5;
-    layers::TransformerLM dropping(tiny_vocabulary, o);
-    to_precision(dropping.parameters(), DType::f64);
-    perturb(dropping.parameters(), 12);
-    layers::TransformerLM plain(tiny_vocabulary, tiny_lm());  // the same parameters, no dropout
-    to_precision(plain.parameters(), DType::f64);
-    for (std::size_t i = 0; i < plain.parameters().size(); ++i)
-        plain.parameters()[i].set_value(dropping.parameters()[i].data<double>());
+    const DroppingAndPlain models(o, 12);
+    const layers::TransformerLM &dropping = models.dropping, &plain = models.plain;
     Variable x = sequence::input_variable({1}, "x");
     const Bindings in{{x, Value::index_sequences({{3, 1, 4, 1, 5, 6}, {2, 6}})}};
     Variable a = dropping(x), b = plain(x);
@@ -428,13 +437,8 @@ TEST_CASE("TransformerLM's attention_dropout drops weights in training only, and
 TEST_CASE("A Generator's step drops nothing, also in training mode: a GPT with dropout generates as without it") {
     auto o = tiny_lm();
     o.dropout = 0.5;  // on the embedding and every sublayer's output
-    layers::TransformerLM dropping(tiny_vocabulary, o);
-    to_precision(dropping.parameters(), DType::f64);
-    perturb(dropping.parameters(), 13);
-    layers::TransformerLM plain(tiny_vocabulary, tiny_lm());  // the same parameters, no dropout
-    to_precision(plain.parameters(), DType::f64);
-    for (std::size_t i = 0; i < plain.parameters().size(); ++i)
-        plain.parameters()[i].set_value(dropping.parameters()[i].data<double>());
+    const DroppingAndPlain models(o, 13);
+    const layers::TransformerLM &dropping = models.dropping, &plain = models.plain;
     const layers::GenerateOptions g{
         .beam_width = 1, .max_length = 5, .start_symbol = 2, .end_symbol = layers::no_symbol, .items = 3};
     const auto symbols = [&](const layers::Generated& out) {
