@@ -200,13 +200,15 @@ struct Workspace {
 // buffer goes back to the pool when the run ends. The executor also gives one, kept across passes,
 // to each product outside loops whose weight is fixed (Session::set_parameters_fixed): `weights`
 // then says the precision its weight is read in, and a float weight kept narrower is packed once
-// into `quantized` (core/quantized_gemm.hpp).
+// into `quantized` (core/quantized_gemm.hpp), an int8 one also widened into bfloat16 pairs where
+// `widen_int8` (widen_int8_pays: a model small enough that the copies stay in cache).
 template <class T>
 struct LoopCache {
     BufferPool<T>* pool = nullptr;
     Buffer<T> data;
     bool ready = false;
     WeightPrecision weights = WeightPrecision::float32;
+    bool widen_int8 = false;
     std::shared_ptr<const QuantizedWeight> quantized;
 
     LoopCache() = default;

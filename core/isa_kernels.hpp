@@ -61,6 +61,11 @@ void rows_pairs_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const u
 // of rows widened and rounded into pairs as it is read (exact), each column's sum times scales[j].
 void rows_pairs_int8_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const signed char* packed,
                             const float* scales, float* const* c, const float* const* d, float alpha, float beta);
+// The same by an int8 weight widened once into bfloat16 pairs (the layout of rows_pairs_bf16_avx512,
+// each pair exactly the int8 values): the same bits as rows_pairs_int8_avx512, no widening a call.
+void rows_pairs_widened_int8_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a,
+                                    const unsigned* packed, const float* scales, float* const* c, const float* const* d,
+                                    float alpha, float beta);
 // Float rows by B kept narrower than float (core/quantized_gemm.hpp: panels of 16 columns, 1 byte
 // an element for int8 as pack_right lays float, and for bfloat16 2 bytes an element in pairs of
 // rows, as above): each element widened to float as it is loaded, the same FMAs in the same order

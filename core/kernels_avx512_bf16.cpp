@@ -135,6 +135,10 @@ struct Bf16Pairs {
     static const char* at(const E* panel, std::size_t q) { return reinterpret_cast<const char*>(panel + q * 16); }
     static constexpr bool scaled = false;
 };
+// An int8 weight widened once into pairs (exact): read as Bf16Pairs, scaled as Int8Rows.
+struct WidenedInt8Pairs : Bf16Pairs {
+    static constexpr bool scaled = true;
+};
 struct Int8Rows {
     using E = signed char;
     static std::size_t panel_size(std::size_t k) { return k * 16; }
@@ -269,6 +273,12 @@ void rows_pairs_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const u
 void rows_pairs_int8_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const signed char* packed,
                             const float* scales, float* const* c, const float* const* d, float alpha, float beta) {
     few_rows_by_panels<Int8Rows>(m, n, k, a, packed, scales, c, d, alpha, beta);
+}
+
+void rows_pairs_widened_int8_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a,
+                                    const unsigned* packed, const float* scales, float* const* c, const float* const* d,
+                                    float alpha, float beta) {
+    few_rows_by_panels<WidenedInt8Pairs>(m, n, k, a, packed, scales, c, d, alpha, beta);
 }
 
 void rows_packed_bf16_avx512(std::size_t m, std::size_t n, std::size_t k, const unsigned* a, const unsigned* packed,

@@ -163,6 +163,7 @@ inline const QuantizedWeight& quantized_weight(const Product<float>& p) {
     if (!p.loop->quantized) {
         auto q = std::make_shared<QuantizedWeight>();
         quantize_right(p.loop->weights, p.transposed, p.k, p.n, p.w, p.transposed ? p.k : p.n, *q);
+        if (p.loop->widen_int8 && q->precision == WeightPrecision::int8) widen_int8(*q);
         p.loop->quantized = std::move(q);
     }
     return *p.loop->quantized;

@@ -126,6 +126,11 @@ void rows(Isa isa, std::size_t m, std::size_t k, const float* const* a, const un
     const float* scales = w.scales.data() + j0;
 #if defined(__x86_64__)
     const auto* e = reinterpret_cast<const signed char*>(packed);
+    if (pairs && !w.widened.empty()) {
+        const std::uint16_t* widened = w.widened.data() + j0 * depth(WeightPrecision::bfloat16, k);
+        return kernels::rows_pairs_widened_int8_avx512(m, n, k, pairs, reinterpret_cast<const unsigned*>(widened),
+                                                       scales, c, d, alpha, beta);
+    }
     if (pairs) return kernels::rows_pairs_int8_avx512(m, n, k, pairs, e, scales, c, d, alpha, beta);
     if (isa == Isa::avx512) return kernels::rows_int8_weights_avx512(m, n, k, a, e, scales, c, d, alpha, beta);
     if (isa == Isa::avx2) return kernels::rows_int8_weights_avx2(m, n, k, a, e, scales, c, d, alpha, beta);
@@ -145,6 +150,7 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
     out.bf16.clear();
     out.int8.clear();
     out.scales.clear();
+    out.widened.clear();
     // Narrowed from the weight where it lies, not from a float copy packed first: that copy (43 MB
     // for the wide GPT, allocated and zeroed at every call) was a third of a generating call's start.
     // Element (p, j) of op(W), 0 past its k rows and n columns (an odd k's last pair, the padding):
@@ -200,6 +206,24 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
         for (std::size_t col = 0; col < n; col += nr)
             std::copy_n(line.data() + col, std::min(nr, n - col), out.int8.data() + col * k + p * nr);
     }
+}
+
+void widen_int8(QuantizedWeight& w) {
+    if (w.precision != WeightPrecision::int8)
+        throw UserError(std::string("widen_int8: the weight is kept in ") + weight_precision_name(w.precision) +
+                        ", not int8");
+    // Panel by panel (the padding columns' zeros too), each element where bfloat16's layout puts it.
+    const std::size_t k = w.k, rows = depth(WeightPrecision::bfloat16, k), columns = w.scales.size();
+    w.widened.assign(columns * rows, 0);
+    for (std::size_t col = 0; col < columns; col += nr)
+        for (std::size_t p = 0; p < k; ++p)
+            for (std::size_t j = 0; j < nr; ++j)
+                w.widened[col * rows + element_at(WeightPrecision::bfloat16, p, j)] =
+                    bfloat16_bits(float(w.int8[col * k + p * nr + j]));
+}
+
+bool widen_int8_pays(std::size_t elements) {
+    return elements * sizeof(std::uint16_t) <= kWidenedInt8Bytes && bf16_kernels_chosen();
 }
 
 void gemm_rows_quantized(Isa isa, std::size_t m, std::size_t n, std::size_t k, const float* const* a_rows,

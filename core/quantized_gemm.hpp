@@ -40,6 +40,8 @@ struct QuantizedWeight {
     std::vector<std::uint16_t> bf16;
     std::vector<std::int8_t> int8;  ///< int8: panels of 16 columns, element [p][j] at col * k + p * 16 + j
     std::vector<float> scales;      ///< int8: each column's scale, zeros for the padding columns
+    /// int8, once widen_int8 ran: the same values as bfloat16 pairs, in bf16's layout (else empty)
+    std::vector<std::uint16_t> widened;
     /// The bytes the products read per call: what the precision saves.
     std::size_t bytes() const {
         return bf16.size() * sizeof(std::uint16_t) + int8.size() + scales.size() * sizeof(float);
@@ -62,6 +64,24 @@ void bfloat16_bits(const float* x, std::size_t n, void* out);
 /// products are NaN as float's would be (bfloat16 keeps NaN and infinities as they are).
 void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, std::size_t n, const float* b,
                     std::size_t ldb, QuantizedWeight& out);
+
+/// Keeps an int8 weight's values also as bfloat16 pairs (exact: every int8 is a bfloat16), which
+/// the vdpbf16ps kernels then read as they are instead of widening each pair at every product: the
+/// same bits, twice the int8 weight's bytes read and kept. For a weight read by few rows from
+/// cache, where widening, not reading, bounds the product (a group of 4 streams of a small GPT).
+/// UserError for a weight not kept in int8.
+void widen_int8(QuantizedWeight& w);
+
+/// The most bytes of widened copies a model's int8 weights are kept widened in (widen_int8), so that
+/// the copies stay in the last-level cache beside the step's caches. Nano's products alone (4 x 128,
+/// 0.8 MB in int8, decode_roofline, Zen 4) took 55.9 us a step at 4 streams widening each pair as it
+/// read it, 32.9 reading bfloat16 pairs; the whole step, 8 streams, a bfloat16 cache, 6 runs each
+/// alternated, characters/s: 1 thread 24,100 -> 26,300, 2 threads (groups of 4 streams) 30,800 ->
+/// 39,900. The wide GPT's (10.7 MB in int8) come from memory, where reading half the bytes pays.
+inline constexpr std::size_t kWidenedInt8Bytes = std::size_t{4} << 20;
+/// Whether int8 weights of `elements` elements in all are to be widened: where the vdpbf16ps kernels
+/// run (bf16_kernels_chosen) and their copies take at most kWidenedInt8Bytes.
+bool widen_int8_pays(std::size_t elements);
 
 /// For i < m: c_rows[i][0, n) = alpha * a_rows[i][0, k) B + beta * d_rows[i][0, n), B as `w` keeps
 /// it (w.k == k, w.n == n), through the kernels of `isa`; d_rows = c_rows when null; beta == 0

@@ -98,9 +98,10 @@ public:
     std::size_t loop_bytes_peak() const { return runner_.loop_bytes_peak(); }
     /// While set, products outside loops keep a weight that derives from parameters and constants
     /// only packed across passes (OpCalls::keep_across_passes): the caller promises the parameters
-    /// do not change meanwhile; in float, they read it in `weights` (core/weight_precision.hpp).
-    void keep_across_passes(bool keep, WeightPrecision weights = WeightPrecision::float32) {
-        runner_.keep_across_passes(keep, weights);
+    /// do not change meanwhile; in float, they read it in `weights` (core/weight_precision.hpp),
+    /// int8 ones kept widened too where `widen_int8` (LoopCache::widen_int8).
+    void keep_across_passes(bool keep, WeightPrecision weights = WeightPrecision::float32, bool widen_int8 = false) {
+        runner_.keep_across_passes(keep, weights, widen_int8);
     }
     const SequenceLayout* layout(int i) const { return buffers_[i].layout.get(); }
     std::size_t row_size(int i) const { return buffers_[i].sample.size(); }  ///< elements per (step, sequence)

@@ -79,10 +79,10 @@ bool OpCalls<T>::whole(int i, Grads grads, bool output, Workspace<T>& work) {
 }
 
 template <class T>
-void OpCalls<T>::keep_across_passes(bool keep, WeightPrecision weights) {
+void OpCalls<T>::keep_across_passes(bool keep, WeightPrecision weights, bool widen_int8) {
     kept_ = std::vector<LoopCache<T>>(keep ? plan_.nodes.size() : 0);
     if constexpr (std::is_same_v<T, float>)  // a double session computes in double
-        for (LoopCache<T>& cache : kept_) cache.weights = weights;
+        for (LoopCache<T>& cache : kept_) cache.weights = weights, cache.widen_int8 = widen_int8;
 }
 
 template <class T>

@@ -55,8 +55,9 @@ public:
     // only from parameters and constants gets a LoopCache kept across passes (OpCall::memory: what
     // a product packs its weight into once); the caller promises the parameters do not change
     // meanwhile. Setting it (again) or clearing it drops what the caches held. `weights`: the
-    // precision the products among them read their weight in (LoopCache::weights).
-    void keep_across_passes(bool keep, WeightPrecision weights = WeightPrecision::float32);
+    // precision the products among them read their weight in (LoopCache::weights); `widen_int8`:
+    // int8 weights are kept widened too (LoopCache::widen_int8).
+    void keep_across_passes(bool keep, WeightPrecision weights = WeightPrecision::float32, bool widen_int8 = false);
 
     // Node i's op on the call last built for it.
     Prepared prepare(int i) const;

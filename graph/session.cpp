@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/quantized_gemm.hpp"
 #include "graph/run_dtype.hpp"
 
 namespace loom {
@@ -181,7 +182,10 @@ void Session::set_memory_budget(std::size_t bytes) {
 void Session::set_parameters_fixed(bool fixed, WeightPrecision weights) {
     parameters_fixed_ = fixed;
     fixed_weights_ = weights;
-    visit([&](auto& ex) { ex.keep_across_passes(fixed, weights); });
+    std::size_t elements = 0;
+    for (const Parameter& p : parameters_) elements += p.shape().size();
+    const bool widen = weights == WeightPrecision::int8 && widen_int8_pays(elements);
+    visit([&](auto& ex) { ex.keep_across_passes(fixed, weights, widen); });
 }
 
 std::size_t Session::loop_bytes_peak() const {

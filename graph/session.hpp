@@ -158,6 +158,8 @@ public:
     /// core/quantized_gemm.hpp), each weight rounded once, at its first forward. Generation's
     /// per-step products read half or a quarter of the bytes; their values are those of the rounded
     /// weights (GenerateOptions::weights). Products inside loops and attention's own read float.
+    /// A small model's int8 weights are also kept widened into bfloat16 pairs (widen_int8_pays,
+    /// core/quantized_gemm.hpp): the same values, read without widening at every product.
     void set_parameters_fixed(bool fixed, WeightPrecision weights = WeightPrecision::float32);
     /// The precision set_parameters_fixed set (float32 while the parameters are not fixed).
     WeightPrecision fixed_weights() const { return parameters_fixed_ ? fixed_weights_ : WeightPrecision::float32; }

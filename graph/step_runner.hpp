@@ -36,7 +36,9 @@ public:
     // Checkpoints a segmented loop's forward keeps for its backward.
     std::size_t bytes_held() const { return segments_.bytes_held(); }
     // See OpCalls::keep_across_passes.
-    void keep_across_passes(bool keep, WeightPrecision weights) { calls_.keep_across_passes(keep, weights); }
+    void keep_across_passes(bool keep, WeightPrecision weights, bool widen_int8) {
+        calls_.keep_across_passes(keep, weights, widen_int8);
+    }
 
 private:
     using Grads = typename OpCalls<T>::Grads;

@@ -33,8 +33,9 @@ constexpr std::size_t kRowsToReuse = 8;
 // Where int8 weights go through vdpbf16ps (core/quantized_gemm.hpp), each group also widens every
 // weight into bfloat16 pairs as it reads it, work that a group of few rows does not amortize: one
 // group pays from smaller weights. Zen 4, 8 streams at 2 threads, characters/s of groups against
-// one group: the wide GPT in int8 (10.7 MB) 2,938-3,182 against 3,828-4,019; nano in int8 (0.8 MB)
-// 23,791-25,331 against 19,238-20,570.
+// one group: the wide GPT in int8 (10.7 MB) 2,938-3,182 against 3,828-4,019; nano in int8 (0.8 MB,
+// then widened at every product; now once: kWidenedInt8Bytes, core/quantized_gemm.hpp) 23,791-25,331
+// against 19,238-20,570.
 constexpr std::size_t kWidenedWeightBytes = std::size_t{4} << 20;
 
 // A group's on_step stopping it because another group failed (never seen outside this file).

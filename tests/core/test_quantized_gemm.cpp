@@ -217,6 +217,29 @@ TEST_CASE("quantized weights: int8 keeps each column as int8 times its largest m
     }
 }
 
+TEST_CASE("quantized weights: int8 widened into bfloat16 pairs holds each int8 where bfloat16 keeps it") {
+    const std::size_t k = 5, n = 19;  // an odd k (a last pair half zero), a partial second panel
+    const Operands o = random_operands(1, n, k, 3);
+    QuantizedWeight w;
+    quantize_right(WeightPrecision::int8, true, k, n, o.b.data(), k, w);  // transposed: b is [n, k]
+    CHECK(w.widened.empty());
+    widen_int8(w);
+    REQUIRE(w.widened.size() == 32 * 6);  // 2 panels of 16 columns, k rounded up to 6
+    bool same = true;
+    for (std::size_t j = 0; j < 32; ++j)
+        for (std::size_t p = 0; p < 6; ++p) {
+            const std::uint16_t bits = w.widened[j / 16 * 16 * 6 + p / 2 * 32 + j % 16 * 2 + p % 2];
+            const float want = p < k && j < n ? float(w.int8[j / 16 * 16 * k + p * 16 + j % 16]) : 0.0f;
+            same &= from_bits(std::uint32_t{bits} << 16) == want;
+        }
+    CHECK(same);
+    quantize_right(WeightPrecision::int8, true, k, n, o.b.data(), k, w);  // quantized afresh: no stale copy
+    CHECK(w.widened.empty());
+    QuantizedWeight h;
+    quantize_right(WeightPrecision::bfloat16, true, k, n, o.b.data(), k, h);
+    CHECK_THROWS_WITH_AS(widen_int8(h), "widen_int8: the weight is kept in bfloat16, not int8", UserError);
+}
+
 TEST_CASE("quantized weights: every kernel variant against double over the rounded operands") {
     const std::vector<Isa> isas = supported_isas();
     REQUIRE(isas.front() == Isa::portable);
@@ -257,7 +280,12 @@ TEST_CASE("quantized weights: every kernel variant against double over the round
                         }
                         if (cpu_supports_bf16()) {  // vdpbf16ps: the rows rounded for either weight
                             const Bf16ProductsScope pairs(Bf16Products::always);
-                            check(Isa::avx512, "pairs", true);
+                            const std::vector<float> got = check(Isa::avx512, "pairs", true);
+                            if (!bf16) {  // widened once: the bits of widening at every product
+                                QuantizedWeight widened = w;
+                                widen_int8(widened);
+                                CHECK(run(Isa::avx512, o, widened, alphas[ab], betas[ab], separate) == got);
+                            }
                             ++pair_checked;
                         }
                         ++checked;
