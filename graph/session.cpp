@@ -183,9 +183,9 @@ void Session::set_parameters_fixed(bool fixed, WeightPrecision weights) {
     parameters_fixed_ = fixed;
     fixed_weights_ = weights;
     std::size_t elements = 0;
-    for (const Parameter& p : parameters_) elements += p.shape().size();
-    const bool widen = weights == WeightPrecision::int8 && widen_int8_pays(elements);
-    visit([&](auto& ex) { ex.keep_across_passes(fixed, weights, widen); });
+    for (const Parameter& p : graph_parameters_) elements += p.shape().size();  // not only those given
+    int8_widened_ = weights == WeightPrecision::int8 && widen_int8_pays(elements);
+    visit([&](auto& ex) { ex.keep_across_passes(fixed, weights, int8_widened_); });
 }
 
 std::size_t Session::loop_bytes_peak() const {

@@ -163,6 +163,9 @@ public:
     void set_parameters_fixed(bool fixed, WeightPrecision weights = WeightPrecision::float32);
     /// The precision set_parameters_fixed set (float32 while the parameters are not fixed).
     WeightPrecision fixed_weights() const { return parameters_fixed_ ? fixed_weights_ : WeightPrecision::float32; }
+    /// Whether set_parameters_fixed keeps the int8 weights widened into bfloat16 pairs too
+    /// (widen_int8_pays over every parameter the graph reads, given to the session or not).
+    bool int8_weights_widened() const { return parameters_fixed_ && int8_widened_; }
 
 private:
     template <class T>
@@ -206,6 +209,7 @@ private:
     std::size_t memory_budget_ = 0;        ///< 0: none
     bool parameters_fixed_ = false;        ///< set_parameters_fixed
     WeightPrecision fixed_weights_ = WeightPrecision::float32;  ///< set_parameters_fixed's weights
+    bool int8_widened_ = false;                                 ///< set_parameters_fixed's widening
     std::shared_ptr<const Plan> plan_;
     ByDType<ExecutionPtr> ex_;  ///< in the session's precision
 };

@@ -103,6 +103,27 @@ TEST_CASE("set_parameters_fixed: products read the weight packed at the first fo
     set_active_isa(before);
 }
 
+TEST_CASE("set_parameters_fixed: int8 weights are widened for a small model, counted over every parameter read") {
+    // Sessions given no parameters (as a Generator's step is made): one reads W and a bias,
+    // 1,049,600 elements (widened copies of 2 MiB + 2 KiB, within kWidenedInt8Bytes), the other V
+    // too (4 MiB + 2 KiB, past it).
+    Variable in = input_variable({1024}, "x");
+    Parameter w = parameter(Shape{1024, 1024}, glorot_uniform(), "w");
+    Parameter v = parameter(Shape{1024, 1024}, glorot_uniform(), "v");
+    Parameter b = parameter(Shape{1024}, glorot_uniform(), "b");
+    Session one({times(in, w) + b});
+    Session two({times(times(in, w), v) + b});
+    CHECK_FALSE(one.int8_weights_widened());  // not fixed yet
+    one.set_parameters_fixed(true, WeightPrecision::int8);
+    two.set_parameters_fixed(true, WeightPrecision::int8);
+    CHECK(one.int8_weights_widened() == bf16_kernels_chosen());
+    CHECK_FALSE(two.int8_weights_widened());
+    one.set_parameters_fixed(true, WeightPrecision::bfloat16);
+    CHECK_FALSE(one.int8_weights_widened());
+    one.set_parameters_fixed(false);
+    CHECK_FALSE(one.int8_weights_widened());
+}
+
 TEST_CASE("set_parameters_fixed: a weight computed from parameters and constants is packed once too") {
     // W = P * 0.5 + Q: a static value made by ops, the same at every pass while P and Q are.
     Variable in = input_variable({6}, "x");
