@@ -208,6 +208,12 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
     }
 }
 
+std::size_t QuantizedWeight::bytes() const {
+    const std::size_t values =
+        bf16_kernels_chosen() && !widened.empty() ? widened.size() * sizeof(std::uint16_t) : int8.size();
+    return bf16.size() * sizeof(std::uint16_t) + values + scales.size() * sizeof(float);
+}
+
 void widen_int8(QuantizedWeight& w) {
     if (w.precision != WeightPrecision::int8)
         throw UserError(std::string("widen_int8: the weight is kept in ") + weight_precision_name(w.precision) +

@@ -42,10 +42,9 @@ struct QuantizedWeight {
     std::vector<float> scales;      ///< int8: each column's scale, zeros for the padding columns
     /// int8, once widen_int8 ran: the same values as bfloat16 pairs, in bf16's layout (else empty)
     std::vector<std::uint16_t> widened;
-    /// The bytes the products read per call: what the precision saves.
-    std::size_t bytes() const {
-        return bf16.size() * sizeof(std::uint16_t) + int8.size() + scales.size() * sizeof(float);
-    }
+    /// The bytes the products read per call: what the precision saves (a widened int8 weight's
+    /// pairs where the vdpbf16ps kernels read them, else its int8 values).
+    std::size_t bytes() const;
 };
 
 /// The float a bfloat16 element (its 16 bits) is: exact, as bfloat16 is float's upper half.

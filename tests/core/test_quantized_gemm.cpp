@@ -223,8 +223,10 @@ TEST_CASE("quantized weights: int8 widened into bfloat16 pairs holds each int8 w
     QuantizedWeight w;
     quantize_right(WeightPrecision::int8, true, k, n, o.b.data(), k, w);  // transposed: b is [n, k]
     CHECK(w.widened.empty());
+    CHECK(w.bytes() == 32 * 5 + 32 * 4);  // int8 panels and scales
     widen_int8(w);
     REQUIRE(w.widened.size() == 32 * 6);  // 2 panels of 16 columns, k rounded up to 6
+    CHECK(w.bytes() == (bf16_kernels_chosen() ? 32 * 6 * 2 : 32 * 5) + 32 * 4);  // what the kernels read
     bool same = true;
     for (std::size_t j = 0; j < 32; ++j)
         for (std::size_t p = 0; p < 6; ++p) {
