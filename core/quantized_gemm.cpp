@@ -85,6 +85,21 @@ std::size_t element_at(WeightPrecision precision, std::size_t p, std::size_t j) 
     return precision == WeightPrecision::bfloat16 ? p / 2 * 2 * nr + j * 2 + p % 2 : p * nr + j;
 }
 
+// Pairs of rows of B in bfloat16's layout into `out`: panels of 16 columns (`columns`, a multiple of
+// 16), rows 2q and 2q + 1 of a column side by side, each pair of rows of a panel rounded in vector
+// lanes. value(p, j): element (p, j) of B, 0 past its k rows and its real columns.
+template <class Value>
+void pack_pairs(std::size_t k, std::size_t columns, Value value, std::uint16_t* out) {
+    const std::size_t rows = depth(WeightPrecision::bfloat16, k);
+    float pair[2 * nr];
+    for (std::size_t col = 0; col < columns; col += nr)
+        for (std::size_t p = 0; p < k; p += 2) {
+            for (std::size_t j = 0; j < nr; ++j)
+                pair[2 * j] = value(p, col + j), pair[2 * j + 1] = value(p + 1, col + j);
+            bfloat16_bits(pair, 2 * nr, out + col * rows + p / 2 * 2 * nr);
+        }
+}
+
 // The portable loop over the same layouts: each column's sum in k order, in float.
 template <class E, class Widen>
 void rows_portable(WeightPrecision precision, std::size_t m, std::size_t n, std::size_t k, const float* const* a,
@@ -158,16 +173,8 @@ void quantize_right(WeightPrecision precision, bool transposed, std::size_t k, s
         return p >= k || j >= n ? 0.0f : transposed ? b[j * ldb + p] : b[p * ldb + j];
     };
     if (precision == WeightPrecision::bfloat16) {
-        // Each pair of rows of a panel of 16 columns, interleaved (rows 2q and 2q + 1 of a column
-        // side by side), then rounded in vector lanes.
-        const std::size_t rows = depth(precision, k);
-        out.bf16.resize(padded_columns(n) * rows);
-        float pair[2 * nr];
-        for (std::size_t col = 0; col < n; col += nr)
-            for (std::size_t p = 0; p < k; p += 2) {
-                for (std::size_t j = 0; j < nr; ++j) pair[2 * j] = at(p, col + j), pair[2 * j + 1] = at(p + 1, col + j);
-                bfloat16_bits(pair, 2 * nr, out.bf16.data() + col * rows + p / 2 * 2 * nr);
-            }
+        out.bf16.resize(padded_columns(n) * depth(precision, k));
+        pack_pairs(k, padded_columns(n), at, out.bf16.data());
         return;
     }
     // int8: each column's largest magnitude; a column holding NaN or an infinity (a magnitude not
@@ -218,14 +225,13 @@ void widen_int8(QuantizedWeight& w) {
     if (w.precision != WeightPrecision::int8)
         throw UserError(std::string("widen_int8: the weight is kept in ") + weight_precision_name(w.precision) +
                         ", not int8");
-    // Panel by panel (the padding columns' zeros too), each element where bfloat16's layout puts it.
-    const std::size_t k = w.k, rows = depth(WeightPrecision::bfloat16, k), columns = w.scales.size();
-    w.widened.assign(columns * rows, 0);
-    for (std::size_t col = 0; col < columns; col += nr)
-        for (std::size_t p = 0; p < k; ++p)
-            for (std::size_t j = 0; j < nr; ++j)
-                w.widened[col * rows + element_at(WeightPrecision::bfloat16, p, j)] =
-                    bfloat16_bits(float(w.int8[col * k + p * nr + j]));
+    // The int8 values as bfloat16 packs them (the padding columns' zeros too).
+    const std::size_t k = w.k, columns = w.scales.size();
+    w.widened.resize(columns * depth(WeightPrecision::bfloat16, k));
+    const auto value = [&](std::size_t p, std::size_t j) {
+        return p < k ? float(w.int8[j / nr * nr * k + p * nr + j % nr]) : 0.0f;
+    };
+    pack_pairs(k, columns, value, w.widened.data());
 }
 
 bool widen_int8_pays(std::size_t elements) {
