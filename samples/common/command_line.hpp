@@ -1,12 +1,13 @@
 #pragma once
 // What the samples' command lines share: numbers in a range (floating ones finite, whole ones
-// refused rather than wrapped or clamped), and a data-parallel job under mpirun (its --mpi-timeout
-// option, and joining it). Header-only; a sample built with LOOM_DISTRIBUTED (its CMakeLists.txt
-// links loom::distributed) joins the job.
+// refused rather than wrapped or clamped), a data-parallel job under mpirun (its --mpi-timeout
+// option, and joining it), and the line an error ends a sample with. Header-only; a sample built with LOOM_DISTRIBUTED
+// (its CMakeLists.txt links loom::distributed) joins the job.
 #include <CLI/CLI.hpp>
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -19,6 +20,13 @@
 #endif
 
 namespace samples {
+
+// "error: " and the message on standard error in one write: in pieces, under mpirun, Open MPI's
+// notice of the job's abort could land between them (seen in the test of a stopped process).
+inline void print_error(const std::string& message) {
+    const std::string line = "error: " + message + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+}
 
 // CLI11's Range lets NaN through (every comparison with it is false) and reads "inf": a floating
 // option must be a finite number, refused by its name otherwise.

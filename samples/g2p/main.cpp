@@ -515,9 +515,9 @@ int main(int argc, char** argv) {
         set_seed(o.seed);
         return o.model_file.empty() ? train(o) : predict(o);
     } catch (const std::bad_alloc&) {
-        std::cerr << "error: out of memory\n";
+        samples::print_error("out of memory");
     } catch (const std::exception& e) {
-        std::cerr << "error: " << e.what() << "\n";
+        samples::print_error(e.what());
     }
     return 1;
 }

@@ -521,9 +521,9 @@ int main(int argc, char** argv) {
         o.cache_precision = parse_cache_precision(o.cache);
         return o.model_file.empty() ? train(o) : use_saved(o);
     } catch (const std::bad_alloc&) {
-        std::cerr << "error: out of memory\n";
+        samples::print_error("out of memory");
     } catch (const std::exception& e) {
-        std::cerr << "error: " << e.what() << "\n";
+        samples::print_error(e.what());
     }
     return 1;
 }

@@ -286,9 +286,9 @@ int main(int argc, char** argv) {
         set_seed(o.seed);
         return o.model_file.empty() ? train(o) : score(o);
     } catch (const std::bad_alloc&) {
-        std::cerr << "error: out of memory (a line or a minibatch too large for the memory available?)\n";
+        samples::print_error("out of memory (a line or a minibatch too large for the memory available?)");
     } catch (const std::exception& e) {
-        std::cerr << "error: " << e.what() << "\n";
+        samples::print_error(e.what());
     }
     return 1;
 }
